@@ -1,0 +1,57 @@
+#include "buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void grow(taas_buf *b, size_t extra) {
+    if (b->len + extra + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1) cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d) abort(); /* out of memory: nothing sensible to do in a string builder */
+    b->data = d;
+    b->cap = cap;
+}
+
+void taas_buf_add(taas_buf *b, const char *s, size_t n) {
+    grow(b, n);
+    if (n) memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void taas_buf_puts(taas_buf *b, const char *s) {
+    taas_buf_add(b, s, strlen(s));
+}
+
+void taas_buf_putc(taas_buf *b, char c) {
+    taas_buf_add(b, &c, 1);
+}
+
+void taas_buf_printf(taas_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    grow(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+char *taas_buf_take(taas_buf *b) {
+    char *s = b->data ? b->data : calloc(1, 1);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return s;
+}
+
+void taas_buf_free(taas_buf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}

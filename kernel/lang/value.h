@@ -1,0 +1,87 @@
+/* Values of the cell language. Reference counted; whoever holds a reference drops it
+ * with taas_unref. Constructed builtins (layers, datasets, ...) are TAAS_V_OBJECT: the
+ * builtin's table row plus its bound arguments, one per parameter, defaults filled in. */
+#ifndef TAAS_VALUE_H
+#define TAAS_VALUE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct taas_builtin;
+
+typedef enum taas_vtype {
+    TAAS_V_NONE,
+    TAAS_V_BOOL,
+    TAAS_V_INT,
+    TAAS_V_FLOAT,
+    TAAS_V_STR,
+    TAAS_V_TUPLE,
+    TAAS_V_LIST,
+    TAAS_V_OBJECT,   /* a constructed builtin: Conv2d(...), FashionMNIST(...), ... */
+    TAAS_V_BUILTIN,  /* a builtin itself, not called: `Conv2d`, `print` */
+} taas_vtype;
+
+typedef struct taas_value {
+    int refs;
+    taas_vtype type;
+    union {
+        int b;
+        int64_t i;
+        double f;
+        struct { char *s; size_t len; } str;            /* valid UTF-8, NUL-terminated */
+        struct { struct taas_value **items; size_t n; } seq; /* TUPLE and LIST */
+        struct {
+            const struct taas_builtin *def;
+            struct taas_value **args;   /* one per parameter of def, in table order */
+            size_t nargs;
+        } obj;
+        const struct taas_builtin *fn;
+    } u;
+} taas_value;
+
+taas_value *taas_none(void);
+taas_value *taas_bool(int b);
+taas_value *taas_int(int64_t i);
+taas_value *taas_float(double f);
+taas_value *taas_str(const char *s, size_t len);   /* copies; sanitizes invalid UTF-8 */
+taas_value *taas_str0(const char *s);
+/* An empty tuple or list of n slots; the caller fills u.seq.items[i] (each owned). */
+taas_value *taas_tuple_new(size_t n);
+taas_value *taas_list_new(size_t n);
+taas_value *taas_builtin_value(const struct taas_builtin *fn);
+/* Takes ownership of args[0..nargs). */
+taas_value *taas_object_new(const struct taas_builtin *def, taas_value **args, size_t nargs);
+
+taas_value *taas_ref(taas_value *v);
+void taas_unref(taas_value *v);
+
+/* Python's notion of truth and equality, for the few places the language needs them. */
+int taas_value_truthy(const taas_value *v);
+int taas_value_equal(const taas_value *a, const taas_value *b);
+
+/* Argument of an object by parameter name (borrowed), NULL when there is none. */
+taas_value *taas_object_arg(const taas_value *obj, const char *param);
+
+/* Python's type name for builtins values ("int", "str", "tuple"); the builtin's name
+ * for objects ("Conv2d"); "builtin" for uncalled builtins. */
+const char *taas_value_type_name(const taas_value *v);
+
+/* repr() as Python/PyTorch prints it: 'a', 1e-05, (3, 3), Conv2d(1, 32, kernel_size=(3, 3),
+ * stride=(1, 1)), Sequential listed by index. malloc'd. */
+char *taas_value_repr(const taas_value *v);
+/* str(): like repr, but a string is itself (what print shows). malloc'd. */
+char *taas_value_str(const taas_value *v);
+/* Python's float repr: shortest string that reads back to the same double. */
+void taas_float_repr(double f, char *out, size_t n);
+
+/* The Jupyter mime bundle for an execute_result or display_data: always text/plain,
+ * text/html where a table reads better. New reference. */
+json_t *taas_value_mimebundle(const taas_value *v);
+
+/* The JSON spec the workers receive: {"type": "Conv2d", "in_channels": 1, ...} with
+ * every parameter present (defaults filled). Plain values map to JSON scalars/arrays.
+ * New reference. */
+json_t *taas_value_spec(const taas_value *v);
+
+#endif

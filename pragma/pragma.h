@@ -1,0 +1,41 @@
+/* The header directives of a cell (DESIGN.md §4): `#!CONFIG` and
+ * `#pragma taas --gpus N [--cpus M] [--units U]`, parsed and validated before anything
+ * runs. Machine configurations come from a built-in table (g2.8, c1.4) and from a user
+ * JSON file ($TAAS_CONFIG, else ~/.config/taas/config.json). */
+#ifndef TAAS_PRAGMA_H
+#define TAAS_PRAGMA_H
+
+#include "error.h"
+
+typedef struct taas_machine_config {
+    char name[64];         /* "g2.8" */
+    int gpus_per_machine;  /* 8 for g2.8; 0 for a CPU-only (loader) machine */
+    int cpus_per_machine;
+    char description[160];
+} taas_machine_config;
+
+typedef struct taas_pragma {
+    int present;             /* 1 when the cell has a #pragma taas line */
+    int line;                /* its line (1-based) */
+    int gpus;                /* --gpus N (ranks), >= 1 */
+    int cpus;                /* --cpus M, loader workers per registered loader, 1..8; default 1 */
+    long long units;         /* --units U, samples drawn before stopping; 0 = no limit */
+    int has_config;          /* 1 when a #!CONFIG line named a configuration */
+    taas_machine_config config;
+    int machines;            /* GPU machines: gpus / gpus_per_machine (1 without a config) */
+    int ranks_per_machine;
+    int body_line;           /* first line after the header (1-based) */
+} taas_pragma;
+
+/* Scans the cell's header (comment and blank lines before the first statement).
+ * A cell without directives gives present = 0 and returns 0. Any directive error (unknown
+ * flag, bad or missing number, out-of-range value, unknown configuration, --gpus not a
+ * multiple of the configuration's GPUs per machine, duplicate directive, a directive after
+ * code, #!CONFIG without #pragma taas) returns -1 with a TaasPragmaError pointing at it. */
+int taas_pragma_parse(const char *cell, taas_pragma *out, taas_error *err);
+
+/* Configuration by name: user file first, then built-ins. -1 with an error naming the
+ * known configurations when there is none, or when the user file is unreadable JSON. */
+int taas_config_find(const char *name, taas_machine_config *out, taas_error *err);
+
+#endif
