@@ -5,6 +5,8 @@
 #ifndef TAAS_PRAGMA_H
 #define TAAS_PRAGMA_H
 
+#include <stddef.h>
+
 #include "error.h"
 
 typedef struct taas_machine_config {
@@ -37,5 +39,10 @@ int taas_pragma_parse(const char *cell, taas_pragma *out, taas_error *err);
 /* Configuration by name: user file first, then built-ins. -1 with an error naming the
  * known configurations when there is none, or when the user file is unreadable JSON. */
 int taas_config_find(const char *name, taas_machine_config *out, taas_error *err);
+
+/* Every known configuration: the built-ins (as the user file overrides them), then the user
+ * file's own in file order. *out is malloc'd (the caller frees it). -1 with an error when
+ * the user file is unreadable or malformed. For hints, completion and help. */
+int taas_config_list(taas_machine_config **out, size_t *n, taas_error *err);
 
 #endif

@@ -1,0 +1,602 @@
+/* The header directives of a cell (docs/pragma.md): `#!CONFIG` and `#pragma taas ...`.
+ * The header is the blank and comment lines before the first statement; the statements
+ * belong to the interpreter, but a directive among them is an error, so the body is
+ * scanned for comment lines (outside strings) too. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "buf.h"
+#include "pragma.h"
+#include "utf8.h"
+
+#define PRAGMA_ERROR "TaasPragmaError"
+#define SYNOPSIS "#pragma taas --gpus N [--cpus M] [--units U]"
+#define FLAGS_HELP "#pragma taas takes --gpus N (1 to 4096, required), --cpus M (1 to 8, default 1) " \
+                   "and --units U (samples, at least 1; default: no limit)"
+
+enum { F_GPUS, F_CPUS, F_UNITS, NFLAGS };
+
+static const struct flag_def {
+    const char *name;
+    const char *stem;   /* what a misspelling most likely still contains */
+    long long lo, hi;
+    const char *range;  /* for the hint of an out-of-range value */
+} FLAGS[NFLAGS] = {
+    {"--gpus", "gpu", 1, 4096, "--gpus takes 1 to 4096: the GPUs to train on, one rank each"},
+    {"--cpus", "cpu", 1, 8, "--cpus takes 1 to 8: the loader workers for each registered loader"},
+    {"--units", "unit", 1, LLONG_MAX,
+     "--units takes a number of samples from 1 to 9223372036854775807, e.g. --units 20_480_000"},
+};
+
+typedef struct line {
+    const char *s;  /* first byte */
+    size_t n;       /* bytes, without "\n" or "\r\n" */
+    int no;         /* 1-based */
+} line;
+
+typedef enum { D_COMMENT, D_PRAGMA, D_CONFIG } directive;
+
+/* What the header scan found, for the checks that need the whole header. */
+typedef struct scan {
+    taas_pragma *out;
+    taas_error *err;
+    line pragma_line;
+    const char *gpus_at;  /* the --gpus value */
+    size_t gpus_n;
+    line config_line;
+    const char *config_hash;  /* the '#' of #!NAME, NULL without one */
+    const char *config_name;
+    size_t config_n;
+} scan;
+
+static int is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r';
+}
+
+static const char *skip_ws(const char *p, const char *end) {
+    while (p < end && is_ws(*p)) p++;
+    return p;
+}
+
+static const char *word_end(const char *p, const char *end) {
+    while (p < end && !is_ws(*p)) p++;
+    return p;
+}
+
+static int word_is(const char *p, const char *end, const char *w) {
+    size_t n = strlen(w);
+    return (size_t)(end - p) == n && memcmp(p, w, n) == 0;
+}
+
+static line line_at(const char *s, int no) {
+    size_t n = strcspn(s, "\n");
+    if (n > 0 && s[n - 1] == '\r') n--;
+    return (line){s, n, no};
+}
+
+/* Splits off the next line; 0 after the last. */
+static int next_line(const char **p, int *no, line *l) {
+    if (!*p) return 0;
+    *l = line_at(*p, ++*no);
+    const char *nl = strchr(*p, '\n');
+    *p = nl ? nl + 1 : NULL;
+    return 1;
+}
+
+/* s[0..n) as it may appear in a message: valid UTF-8, at most 40 code points, "…" where cut. */
+static const char *show(char *dst, size_t cap, const char *s, size_t n) {
+    size_t k = 0, cps = 0, i = 0;
+    while (i < n) {
+        size_t len = taas_utf8_seqlen(s + i);
+        if (len > n - i) len = 1;
+        const char *piece = s + i;
+        size_t plen = len;
+        if (!taas_utf8_valid(s + i, len)) {
+            piece = "\xEF\xBF\xBD";
+            plen = 3;
+        }
+        if (cps == 40 || k + plen + 4 > cap) {
+            memcpy(dst + k, "\xE2\x80\xA6", 3);
+            k += 3;
+            break;
+        }
+        memcpy(dst + k, piece, plen);
+        k += plen;
+        cps++;
+        i += len;
+    }
+    dst[k] = '\0';
+    return dst;
+}
+
+static int fail(taas_error *err, const line *l, const char *at, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* A TaasPragmaError underlining at[0..n) of line l. */
+static int fail(taas_error *err, const line *l, const char *at, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    taas_srcpos pos = {l->no, (int)taas_utf8_count(l->s, (size_t)(at - l->s)) + 1};
+    taas_error_vset(err, PRAGMA_ERROR, pos, fmt, ap);
+    va_end(ap);
+    size_t w = taas_utf8_count(at, n);
+    err->width = w ? (int)w : 1;
+    return -1;
+}
+
+/* Kind of the comment at t ('#'); *after gets the text after "#pragma" or "#!". A pragma is
+ * "#pragma" or "# pragma" as a whole word, so that "# pragma: no cover" stays a comment. */
+static directive classify(const char *t, const char *end, const char **after) {
+    if (t + 1 < end && t[1] == '!') {
+        *after = t + 2;
+        return D_CONFIG;
+    }
+    const char *w = skip_ws(t + 1, end);
+    const char *we = word_end(w, end);
+    if (word_is(w, we, "pragma")) {
+        *after = we;
+        return D_PRAGMA;
+    }
+    return D_COMMENT;
+}
+
+/* Checks that "#pragma" at hash is followed by "taas"; *taas_end gets the end of that word. */
+static int pragma_name(const line *l, const char *hash, const char *after, const char **taas_end,
+                       taas_error *err) {
+    const char *end = l->s + l->n;
+    const char *w = skip_ws(after, end);
+    const char *we = word_end(w, end);
+    char shown[192];
+    if (w == end || *w == '#') {
+        fail(err, l, hash, (size_t)(after - hash), "#pragma without a name: expected #pragma taas");
+        taas_error_hint(err, "a taas cell begins with `" SYNOPSIS "`");
+        return -1;
+    }
+    if (!word_is(w, we, "taas")) {
+        fail(err, l, w, (size_t)(we - w), "unknown pragma '%s': expected #pragma taas",
+             show(shown, sizeof shown, w, (size_t)(we - w)));
+        if (we - w == 4 && strncasecmp(w, "taas", 4) == 0)
+            taas_error_hint(err, "write taas in lower case: `" SYNOPSIS "`");
+        else
+            taas_error_hint(err, "write `" SYNOPSIS "`; other pragmas (such as #pragma omp) "
+                                 "are not supported");
+        return -1;
+    }
+    *taas_end = we;
+    return 0;
+}
+
+/* 0 and *v for an integer (digits, optionally grouped by single underscores: 1_000);
+ * -1 when the text is not one; 1 when it does not fit in a long long. */
+static int parse_int(const char *s, size_t n, long long *v) {
+    size_t i = 0;
+    int neg = 0;
+    if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+    size_t first = i;
+    if (i == n) return -1;
+    unsigned long long acc = 0;
+    int over = 0;
+    for (; i < n; i++) {
+        char c = s[i];
+        if (c == '_') {
+            if (i == first || s[i - 1] < '0' || s[i - 1] > '9' || i + 1 == n || s[i + 1] < '0' ||
+                s[i + 1] > '9')
+                return -1;
+            continue;
+        }
+        if (c < '0' || c > '9') return -1;
+        if (acc > ((unsigned long long)LLONG_MAX - (unsigned long long)(c - '0')) / 10)
+            over = 1;
+        else
+            acc = acc * 10 + (unsigned long long)(c - '0');
+    }
+    if (over) return 1;
+    *v = neg ? -(long long)acc : (long long)acc;
+    return 0;
+}
+
+static size_t distance(const char *a, size_t la, const char *b) {
+    size_t lb = strlen(b);
+    if (la > 63 || lb > 63) return 64;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            char ca = a[i - 1];
+            if (ca >= 'A' && ca <= 'Z') ca = (char)(ca - 'A' + 'a');
+            size_t best = diag + (ca != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* Length of a typographic dash (en, em, minus sign) at p, 0 for none: what word processors
+ * and some chat tools turn "--" into. */
+static size_t fancy_dash(const char *p, const char *end) {
+    if (end - p >= 3 && (unsigned char)p[0] == 0xE2 &&
+        (((unsigned char)p[1] == 0x80 && ((unsigned char)p[2] == 0x93 || (unsigned char)p[2] == 0x94)) ||
+         ((unsigned char)p[1] == 0x88 && (unsigned char)p[2] == 0x92)))
+        return 3;
+    return 0;
+}
+
+static int unknown_flag(const line *l, const char *p, size_t n, int fancy, taas_error *err) {
+    const char *end = p + n, *s = p;
+    for (;;) {
+        size_t d = fancy_dash(s, end);
+        if (d) s += d;
+        else if (s < end && *s == '-') s++;
+        else break;
+    }
+    const char *guess = NULL;
+    size_t best = 3;
+    for (int f = 0; f < NFLAGS; f++) {
+        size_t d = distance(s, (size_t)(end - s), FLAGS[f].name + 2);
+        if (d < best) {
+            best = d;
+            guess = FLAGS[f].name;
+        }
+    }
+    /* "-g", "--gpu": a prefix; "--num-gpus": the stem inside */
+    for (int f = 0; f < NFLAGS && !guess; f++)
+        if (s < end && strncasecmp(s, FLAGS[f].name + 2, (size_t)(end - s)) == 0) guess = FLAGS[f].name;
+    for (int f = 0; f < NFLAGS && !guess; f++) {
+        size_t k = strlen(FLAGS[f].stem);
+        for (const char *q = s; q + k <= end && !guess; q++)
+            if (strncasecmp(q, FLAGS[f].stem, k) == 0) guess = FLAGS[f].name;
+    }
+    char shown[192];
+    fail(err, l, p, n, "unknown flag '%s'", show(shown, sizeof shown, p, n));
+    char mean[64] = "";
+    if (guess) snprintf(mean, sizeof mean, "did you mean %s? ", guess);
+    taas_error_hint(err, "%s%s%s", mean,
+                    fancy ? "flags begin with two ASCII hyphens (--), not a typographic dash; " : "",
+                    FLAGS_HELP);
+    return -1;
+}
+
+static int is_flag(const char *p, const char *end) {
+    return end - p >= 2 && p[0] == '-' && p[1] == '-';
+}
+
+/* The flags after "#pragma taas"; at = where they begin, head = "#pragma taas" for the
+ * missing --gpus error. */
+static int parse_flags(scan *sc, const line *l, const char *at, const char *head, size_t head_n) {
+    taas_pragma *out = sc->out;
+    taas_error *err = sc->err;
+    const char *end = l->s + l->n;
+    const char *given[NFLAGS] = {NULL};
+    char shown[192];
+    const char *p = at;
+    for (;;) {
+        p = skip_ws(p, end);
+        if (p == end || *p == '#') break;  /* a trailing comment */
+        const char *we = word_end(p, end);
+        size_t wn = (size_t)(we - p);
+        if (!is_flag(p, we)) {
+            if (fancy_dash(p, we)) return unknown_flag(l, p, wn, 1, err);
+            if (p[0] == '-' && wn > 1 && ((p[1] | 0x20) >= 'a' && (p[1] | 0x20) <= 'z'))
+                return unknown_flag(l, p, wn, 0, err);
+            long long ignored;
+            fail(err, l, p, wn, "unexpected '%s' in #pragma taas", show(shown, sizeof shown, p, wn));
+            if (parse_int(p, wn, &ignored) >= 0)
+                taas_error_hint(err, "a number needs its flag in front of it, e.g. --gpus 8; %s",
+                                FLAGS_HELP);
+            else
+                taas_error_hint(err, "each flag takes one value: %s", FLAGS_HELP);
+            return -1;
+        }
+        const char *eq = memchr(p, '=', wn);
+        size_t nn = eq ? (size_t)(eq - p) : wn;
+        int f = 0;
+        while (f < NFLAGS && !word_is(p, p + nn, FLAGS[f].name)) f++;
+        if (f == NFLAGS) return unknown_flag(l, p, nn, 0, err);
+        if (given[f]) {
+            fail(err, l, p, nn, "%s is given twice", FLAGS[f].name);
+            taas_error_hint(err, "keep one %s; the first is at column %zu", FLAGS[f].name,
+                            taas_utf8_count(l->s, (size_t)(given[f] - l->s)) + 1);
+            return -1;
+        }
+        given[f] = p;
+        const char *v;
+        size_t vn;
+        if (eq) {
+            v = eq + 1;
+            vn = (size_t)(we - v);
+            if (vn == 0) {
+                fail(err, l, p, wn, "%s= has no value", FLAGS[f].name);
+                taas_error_hint(err, "write a number after the '=', e.g. %s=8; %s", FLAGS[f].name,
+                                FLAGS[f].range);
+                return -1;
+            }
+        } else {
+            v = skip_ws(we, end);
+            const char *ve = word_end(v, end);
+            if (v == end || *v == '#' || is_flag(v, ve)) {
+                fail(err, l, p, nn, "%s has no value", FLAGS[f].name);
+                taas_error_hint(err, "write a number after it, e.g. %s 8; %s", FLAGS[f].name,
+                                FLAGS[f].range);
+                return -1;
+            }
+            vn = (size_t)(ve - v);
+            we = ve;
+        }
+        long long val;
+        int r = parse_int(v, vn, &val);
+        if (r < 0) {
+            fail(err, l, v, vn, "%s needs a whole number, not '%s'", FLAGS[f].name,
+                 show(shown, sizeof shown, v, vn));
+            taas_error_hint(err, "write digits, optionally grouped by underscores (20_480_000); "
+                                 "no fractions or suffixes. %s", FLAGS[f].range);
+            return -1;
+        }
+        if (r > 0 || val < FLAGS[f].lo || val > FLAGS[f].hi) {
+            fail(err, l, v, vn, "%s %s is out of range", FLAGS[f].name, show(shown, sizeof shown, v, vn));
+            taas_error_hint(err, "%s", FLAGS[f].range);
+            return -1;
+        }
+        if (f == F_GPUS) {
+            out->gpus = (int)val;
+            sc->gpus_at = v;
+            sc->gpus_n = vn;
+        } else if (f == F_CPUS) {
+            out->cpus = (int)val;
+        } else {
+            out->units = val;
+        }
+        p = we;
+    }
+    if (!given[F_GPUS]) {
+        fail(err, l, head, head_n, "#pragma taas needs --gpus N");
+        taas_error_hint(err, "add the number of GPUs to train on (1 to 4096), e.g. "
+                             "`#pragma taas --gpus 8`; %s", FLAGS_HELP);
+        return -1;
+    }
+    return 0;
+}
+
+static int pragma_line(scan *sc, const line *l, const char *hash, const char *after) {
+    if (sc->out->present) {
+        fail(sc->err, l, hash, l->n - (size_t)(hash - l->s), "a second #pragma taas line");
+        taas_error_hint(sc->err, "a cell has one #pragma taas line (the first is line %d); "
+                                 "put all flags on it", sc->out->line);
+        return -1;
+    }
+    const char *taas_end;
+    if (pragma_name(l, hash, after, &taas_end, sc->err)) return -1;
+    sc->out->present = 1;
+    sc->out->line = l->no;
+    sc->out->cpus = 1;
+    sc->pragma_line = *l;
+    return parse_flags(sc, l, taas_end, hash, (size_t)(taas_end - hash));
+}
+
+static int name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+}
+
+static int config_line(scan *sc, const line *l, const char *hash, const char *after) {
+    taas_error *err = sc->err;
+    const char *end = l->s + l->n;
+    char shown[192], first[192];
+    const char *name = skip_ws(after, end);
+    const char *ne = word_end(name, end);
+    if (sc->config_hash) {
+        fail(err, l, hash, (size_t)(ne - hash), "a second #! machine configuration line");
+        taas_error_hint(err, "a cell runs on one configuration; line %d already names #!%s. "
+                             "Keep one of the two lines", sc->config_line.no,
+                        show(first, sizeof first, sc->config_name, sc->config_n));
+        return -1;
+    }
+    if (name == end || *name == '#') {
+        fail(err, l, hash, (size_t)(after - hash), "#! without a machine configuration name");
+        taas_error_hint(err, "write the name right after #!, e.g. #!g2.8");
+        return -1;
+    }
+    for (const char *c = name; c < ne; c++) {
+        if (!name_char(*c)) {
+            fail(err, l, name, (size_t)(ne - name), "'%s' is not a machine configuration name",
+                 show(shown, sizeof shown, name, (size_t)(ne - name)));
+            taas_error_hint(err, "a name uses letters, digits, '.', '_' and '-', e.g. #!g2.8");
+            return -1;
+        }
+    }
+    if ((size_t)(ne - name) >= sizeof sc->out->config.name) {
+        fail(err, l, name, (size_t)(ne - name), "machine configuration name '%s' is too long",
+             show(shown, sizeof shown, name, (size_t)(ne - name)));
+        taas_error_hint(err, "a name has at most %zu characters, e.g. #!g2.8",
+                        sizeof sc->out->config.name - 1);
+        return -1;
+    }
+    const char *rest = skip_ws(ne, end);
+    if (rest < end && *rest != '#') {
+        const char *re = word_end(rest, end);
+        fail(err, l, rest, (size_t)(re - rest), "unexpected '%s' after #!%s",
+             show(shown, sizeof shown, rest, (size_t)(re - rest)),
+             show(first, sizeof first, name, (size_t)(ne - name)));
+        taas_error_hint(err, "a #! line names one machine configuration and nothing else, e.g. "
+                             "#!g2.8; the flags go on the #pragma taas line");
+        return -1;
+    }
+    sc->config_line = *l;
+    sc->config_hash = hash;
+    sc->config_name = name;
+    sc->config_n = (size_t)(ne - name);
+    return 0;
+}
+
+/* A directive in a comment line of the body (ls = its first byte) is out of place. */
+static int late_directive(const char *ls, int no, int first_code, taas_error *err) {
+    line l = line_at(ls, no);
+    const char *end = l.s + l.n;
+    const char *t = skip_ws(l.s, end);
+    const char *after;
+    char shown[192];
+    switch (classify(t, end, &after)) {
+    case D_PRAGMA: {
+        const char *taas_end;
+        if (pragma_name(&l, t, after, &taas_end, err)) return -1;
+        fail(err, &l, t, (size_t)(taas_end - t), "a #pragma taas line must come before any code in the cell");
+        taas_error_hint(err, "move it to the top of the cell, above line %d (the first statement); "
+                             "only blank and comment lines may precede it", first_code);
+        return -1;
+    }
+    case D_CONFIG: {
+        const char *name = skip_ws(after, end);
+        const char *ne = word_end(name, end);
+        fail(err, &l, t, (size_t)(ne - t), "#!%s must come before any code in the cell",
+             show(shown, sizeof shown, name, (size_t)(ne - name)));
+        taas_error_hint(err, "move it to the top of the cell, above line %d (the first statement), "
+                             "next to the #pragma taas line", first_code);
+        return -1;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Looks for directives in the comment lines of the statements from line first_code on,
+ * skipping string literals (a triple-quoted string may hold a line that starts with '#'). */
+static int scan_body(const char *c, int first_code, taas_error *err) {
+    char quote = 0;
+    int triple = 0, no = first_code;
+    while (*c) {
+        if (!quote) {
+            const char *t = c;
+            while (is_ws(*t)) t++;
+            if (*t == '#' && late_directive(c, no, first_code, err)) return -1;
+        }
+        int continued = 0;
+        while (*c && *c != '\n') {
+            if (quote) {
+                if (*c == '\\') {
+                    if (c[1] == '\n') {
+                        continued = 1;
+                        c++;
+                        break;
+                    }
+                    c += c[1] ? 2 : 1;
+                } else if (*c == quote && (!triple || (c[1] == quote && c[2] == quote))) {
+                    c += triple ? 3 : 1;
+                    quote = 0;
+                } else {
+                    c++;
+                }
+            } else if (*c == '#') {
+                c += strcspn(c, "\n");
+            } else if (*c == '\'' || *c == '"') {
+                quote = *c;
+                triple = c[1] == quote && c[2] == quote;
+                c += triple ? 3 : 1;
+            } else {
+                c++;
+            }
+        }
+        /* an unterminated one-line string: the interpreter's lexer reports it */
+        if (quote && !triple && !continued) quote = 0;
+        if (*c == '\n') {
+            c++;
+            no++;
+        }
+    }
+    return 0;
+}
+
+/* With a configuration: the GPUs must fill whole machines, and the machines must have GPUs. */
+static int apply_config(scan *sc) {
+    taas_pragma *out = sc->out;
+    taas_error *err = sc->err;
+    char name[sizeof out->config.name];
+    memcpy(name, sc->config_name, sc->config_n);
+    name[sc->config_n] = '\0';
+    if (taas_config_find(name, &out->config, err)) {
+        /* point at the name that asked for it, keeping the message */
+        err->pos.line = sc->config_line.no;
+        err->pos.col = (int)taas_utf8_count(sc->config_line.s, (size_t)(sc->config_name - sc->config_line.s)) + 1;
+        err->width = (int)sc->config_n;
+        return -1;
+    }
+    int gpm = out->config.gpus_per_machine;
+    if (gpm <= 0) {
+        taas_buf with = TAAS_BUF_INIT;
+        taas_machine_config *all;
+        size_t n;
+        if (taas_config_list(&all, &n, err) == 0) {
+            for (size_t i = 0; i < n; i++)
+                if (all[i].gpus_per_machine > 0)
+                    taas_buf_printf(&with, "%s#!%s", with.len ? ", " : "", all[i].name);
+            free(all);
+        }
+        fail(err, &sc->config_line, sc->config_name, sc->config_n,
+             "#!%s is a machine without GPUs (%d CPUs): it cannot run the training ranks", name,
+             out->config.cpus_per_machine);
+        taas_error_hint(err, "name a configuration with GPUs (%s) for the ranks; loader machines "
+                             "are chosen with --cpus", with.len ? with.data : "none is defined");
+        taas_buf_free(&with);
+        return -1;
+    }
+    if (out->gpus > gpm && out->gpus % gpm) {
+        int lower = out->gpus / gpm * gpm;
+        fail(err, &sc->pragma_line, sc->gpus_at, sc->gpus_n,
+             "--gpus %d with %s (%d GPUs per machine): use a multiple of %d or at most %d", out->gpus,
+             name, gpm, gpm, gpm);
+        taas_error_hint(err, "a run fills whole machines: e.g. --gpus %d (%d machine%s) or --gpus %d "
+                             "(%d machines)", lower, lower / gpm, lower == gpm ? "" : "s", lower + gpm,
+                        lower / gpm + 1);
+        return -1;
+    }
+    out->has_config = 1;
+    out->machines = (out->gpus + gpm - 1) / gpm;
+    out->ranks_per_machine = out->gpus < gpm ? out->gpus : gpm;
+    return 0;
+}
+
+int taas_pragma_parse(const char *cell, taas_pragma *out, taas_error *err) {
+    memset(out, 0, sizeof *out);
+    taas_error_clear(err);
+    scan sc = {0};
+    sc.out = out;
+    sc.err = err;
+    const char *p = cell ? cell : "";
+    int no = 0, code = 0;
+    line l = {0};
+    while (next_line(&p, &no, &l)) {
+        const char *end = l.s + l.n;
+        const char *t = skip_ws(l.s, end);
+        if (t == end) continue;
+        if (*t != '#') {
+            code = 1;
+            break;
+        }
+        const char *after;
+        directive d = classify(t, end, &after);
+        if (d == D_PRAGMA && pragma_line(&sc, &l, t, after)) return -1;
+        if (d == D_CONFIG && config_line(&sc, &l, t, after)) return -1;
+    }
+    out->body_line = code ? l.no : no + 1;
+    if (code && scan_body(l.s, l.no, err)) return -1;
+    if (sc.config_hash && !out->present) {
+        char name[192];
+        show(name, sizeof name, sc.config_name, sc.config_n);
+        fail(err, &sc.config_line, sc.config_hash, (size_t)(sc.config_name + sc.config_n - sc.config_hash),
+             "#!%s names a machine configuration for a #pragma taas cell, and this cell has none", name);
+        taas_error_hint(err, "add `#pragma taas --gpus N` below it, or remove the #!%s line", name);
+        return -1;
+    }
+    if (!out->present) return 0;
+    if (sc.config_hash) return apply_config(&sc);
+    out->machines = 1;
+    out->ranks_per_machine = out->gpus;
+    return 0;
+}
