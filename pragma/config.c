@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "pragma.h"
+#include "suggest.h"
 #include "utf8.h"
 
 #define CONFIG_ERROR "TaasConfigError"
@@ -284,26 +285,6 @@ int taas_config_list(taas_machine_config **out, size_t *n, taas_error *err) {
     return collect(out, n, path, sizeof path, err);
 }
 
-static size_t distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63) return 64;
-    size_t row[64];
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 int taas_config_find(const char *name, taas_machine_config *out, taas_error *err) {
     char path[4096];
     taas_machine_config *all;
@@ -319,16 +300,11 @@ int taas_config_find(const char *name, taas_machine_config *out, taas_error *err
     }
     /* Not found: suggest the closest name and list them all, with where to add one. */
     taas_buf hint = TAAS_BUF_INIT;
-    const char *best = NULL;
-    size_t best_d = 3;
-    for (size_t i = 0; i < n; i++) {
-        size_t d = distance(name, all[i].name);
-        if (d < best_d) {
-            best_d = d;
-            best = all[i].name;
-        }
-    }
-    if (best) taas_buf_printf(&hint, "did you mean %s? ", best);
+    const char **names = calloc(n ? n : 1, sizeof *names);
+    for (size_t i = 0; names && i < n; i++) names[i] = all[i].name;
+    int close = names ? taas_suggest(name, strlen(name), names, n) : -1;
+    free(names);
+    if (close >= 0) taas_buf_printf(&hint, "did you mean %s? ", all[close].name);
     taas_buf_puts(&hint, "known configurations: ");
     for (size_t i = 0; i < n; i++) {
         if (all[i].gpus_per_machine > 0)

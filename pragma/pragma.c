@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "pragma.h"
+#include "suggest.h"
 #include "utf8.h"
 
 #define PRAGMA_ERROR "TaasPragmaError"
@@ -198,28 +199,6 @@ static int parse_int(const char *s, size_t n, long long *v) {
     return 0;
 }
 
-static size_t distance(const char *a, size_t la, const char *b) {
-    size_t lb = strlen(b);
-    if (la > 63 || lb > 63) return 64;
-    size_t row[64];
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            char ca = a[i - 1];
-            if (ca >= 'A' && ca <= 'Z') ca = (char)(ca - 'A' + 'a');
-            size_t best = diag + (ca != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 /* Length of a typographic dash (en, em, minus sign) at p, 0 for none: what word processors
  * and some chat tools turn "--" into. */
 static size_t fancy_dash(const char *p, const char *end) {
@@ -238,15 +217,10 @@ static int unknown_flag(const line *l, const char *p, size_t n, int fancy, taas_
         else if (s < end && *s == '-') s++;
         else break;
     }
-    const char *guess = NULL;
-    size_t best = 3;
-    for (int f = 0; f < NFLAGS; f++) {
-        size_t d = distance(s, (size_t)(end - s), FLAGS[f].name + 2);
-        if (d < best) {
-            best = d;
-            guess = FLAGS[f].name;
-        }
-    }
+    const char *names[NFLAGS];
+    for (int f = 0; f < NFLAGS; f++) names[f] = FLAGS[f].name + 2;
+    int close = taas_suggest(s, (size_t)(end - s), names, NFLAGS);
+    const char *guess = close >= 0 ? FLAGS[close].name : NULL;
     /* "-g", "--gpu": a prefix; "--num-gpus": the stem inside */
     for (int f = 0; f < NFLAGS && !guess; f++)
         if (s < end && strncasecmp(s, FLAGS[f].name + 2, (size_t)(end - s)) == 0) guess = FLAGS[f].name;
