@@ -1,0 +1,150 @@
+/* What leaves the language: the JSON spec the workers receive, and the mime bundle a
+ * cell shows. The spec is stable for workers: every parameter present, float
+ * parameters as JSON reals, (int, int) pairs and float tuples as arrays. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "rows.h"
+
+static json_t *real_of(const taas_value *v) {
+    double x = taas_value_number(v);
+    return isfinite(x) ? json_real(x) : json_null(); /* JSON has no inf or nan */
+}
+
+/* A parameter's value as the workers read it. */
+static json_t *param_spec(const taas_param *p, const taas_value *v) {
+    if (v->type == TAAS_V_NONE) return json_null();
+    switch (p->type) {
+    case TAAS_P_FLOAT:
+        if (taas_value_is_number(v)) return real_of(v);
+        break;
+    case TAAS_P_FLOAT_SEQ:
+    case TAAS_P_FLOAT_PAIR: {
+        json_t *a = json_array();
+        if (taas_value_is_number(v)) {
+            json_array_append_new(a, real_of(v));
+        } else {
+            for (size_t i = 0; i < v->u.seq.n; i++) json_array_append_new(a, real_of(v->u.seq.items[i]));
+        }
+        return a;
+    }
+    case TAAS_P_INT_PAIR:
+        if ((p->flags & TAAS_PF_SPEC_PAIR) && v->type == TAAS_V_INT) {
+            json_t *a = json_array();
+            json_array_append_new(a, json_integer(v->u.i));
+            json_array_append_new(a, json_integer(v->u.i));
+            return a;
+        }
+        break;
+    default:
+        break;
+    }
+    return taas_value_spec(v);
+}
+
+json_t *taas_value_spec(const taas_value *v) {
+    if (!v) return json_null();
+    switch (v->type) {
+    case TAAS_V_NONE: return json_null();
+    case TAAS_V_BOOL: return json_boolean(v->u.b);
+    case TAAS_V_INT: return json_integer((json_int_t)v->u.i);
+    case TAAS_V_FLOAT: return real_of(v);
+    case TAAS_V_STR: return json_stringn(v->u.str.s, v->u.str.len);
+    case TAAS_V_TUPLE:
+    case TAAS_V_LIST: {
+        json_t *a = json_array();
+        for (size_t i = 0; i < v->u.seq.n; i++) json_array_append_new(a, taas_value_spec(v->u.seq.items[i]));
+        return a;
+    }
+    case TAAS_V_OBJECT: {
+        const taas_builtin *b = v->u.obj.def;
+        json_t *o = json_object();
+        json_object_set_new(o, "type", json_string(b->name));
+        for (size_t i = 0; i < v->u.obj.nargs && b->params[i].name; i++)
+            json_object_set_new(o, b->params[i].name, param_spec(&b->params[i], v->u.obj.args[i]));
+        return o;
+    }
+    case TAAS_V_BUILTIN: {
+        json_t *o = json_object();
+        json_object_set_new(o, "builtin", json_string(v->u.fn->name));
+        return o;
+    }
+    }
+    return json_null();
+}
+
+/* ---- mime bundle ----------------------------------------------------------------- */
+
+static void html_escape(taas_buf *out, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': taas_buf_puts(out, "&amp;"); break;
+        case '<': taas_buf_puts(out, "&lt;"); break;
+        case '>': taas_buf_puts(out, "&gt;"); break;
+        case '"': taas_buf_puts(out, "&quot;"); break;
+        case '\'': taas_buf_puts(out, "&#39;"); break;
+        default: taas_buf_putc(out, *s);
+        }
+    }
+}
+
+/* 1200138 -> "1,200,138" */
+static void thousands(taas_buf *out, int64_t n) {
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%lld", (long long)n);
+    for (int i = 0; i < len; i++) {
+        if (i && digits[i - 1] != '-' && (len - i) % 3 == 0) taas_buf_putc(out, ',');
+        taas_buf_putc(out, digits[i]);
+    }
+}
+
+/* A model summary: index, layer, trainable parameters, and the total. */
+static char *sequential_html(const taas_value *v) {
+    const taas_value *layers = taas_object_arg(v, "layers");
+    taas_buf h = TAAS_BUF_INIT;
+    int64_t total = 0;
+    int all_known = 1;
+    taas_buf_puts(&h, "<table class=\"taas-model\">\n<thead><tr><th>#</th><th>Layer</th>"
+                      "<th>Parameters</th></tr></thead>\n<tbody>\n");
+    for (size_t i = 0; i < layers->u.seq.n; i++) {
+        const taas_value *l = layers->u.seq.items[i];
+        const taas_row *r = taas_row_of(l->u.obj.def);
+        int64_t n = 0;
+        int known = !(r && r->nparams) || r->nparams(l, &n);
+        char *repr = taas_value_repr(l);
+        int multi = strchr(repr, '\n') != NULL;
+        taas_buf_printf(&h, "<tr><td>%zu</td><td>%s", i, multi ? "<pre>" : "<code>");
+        html_escape(&h, repr);
+        taas_buf_printf(&h, "%s</td><td>", multi ? "</pre>" : "</code>");
+        if (known) {
+            thousands(&h, n);
+            total += n;
+        } else {
+            taas_buf_puts(&h, "set by the first batch");
+            all_known = 0;
+        }
+        taas_buf_puts(&h, "</td></tr>\n");
+        free(repr);
+    }
+    taas_buf_printf(&h, "</tbody>\n<tfoot><tr><td></td><td>Sequential, %zu layer%s</td><td>%s",
+                    layers->u.seq.n, layers->u.seq.n == 1 ? "" : "s", all_known ? "" : "at least ");
+    thousands(&h, total);
+    taas_buf_puts(&h, "</td></tr></tfoot>\n</table>");
+    return taas_buf_take(&h);
+}
+
+json_t *taas_value_mimebundle(const taas_value *v) {
+    json_t *b = json_object();
+    char *text = taas_value_repr(v);
+    json_object_set_new(b, "text/plain", json_string(text));
+    free(text);
+    if (taas_value_is(v, "Sequential")) {
+        char *html = sequential_html(v);
+        json_object_set_new(b, "text/html", json_string(html));
+        free(html);
+    }
+    return b;
+}

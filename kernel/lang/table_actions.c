@@ -1,0 +1,250 @@
+/* Rows of the actions (module "taas") and what they do. An action writes through the
+ * taas_io the interpreter hands it and never blocks: sleep() only sets a deadline. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "interp.h"
+#include "rows.h"
+#include "utf8.h"
+
+#define END {0}
+
+static int no_io(taas_call_ctx *cx, const char *name) {
+    taas_error_set(cx->err, "TaasInternalError", cx->pos, "%s() has no output to write to here", name);
+    taas_error_hint(cx->err, "this is a bug in taas; please report it");
+    return -1;
+}
+
+/* ---- print ----------------------------------------------------------------------- */
+
+static const taas_param PRINT_P[] = {
+    {"values", TAAS_P_ANY, NULL, TAAS_PF_VARARGS, TAAS_NO_RANGE, "what to print, each as str() shows it"},
+    {"sep", TAAS_P_STR, "' '", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "between values; None = ' '"},
+    {"end", TAAS_P_STR, "'\\n'", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "after the last value; None = '\\n'"},
+    {"file", TAAS_P_STR, "'stdout'", TAAS_PX(TAAS_PX_STREAM), TAAS_NO_RANGE, "the stream; sys.stdout and sys.stderr name them too"},
+    END,
+};
+
+static int print_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    if (!cx->io || !cx->io->stream) return no_io(cx, "print");
+    const taas_value *vals = a[0];
+    const char *sep = a[1]->type == TAAS_V_STR ? a[1]->u.str.s : " ";
+    const char *end = a[2]->type == TAAS_V_STR ? a[2]->u.str.s : "\n";
+    taas_buf b = TAAS_BUF_INIT;
+    for (size_t i = 0; i < vals->u.seq.n; i++) {
+        if (i) taas_buf_puts(&b, sep);
+        taas_str_to(vals->u.seq.items[i], &b);
+    }
+    taas_buf_puts(&b, end);
+    char *text = taas_buf_take(&b);
+    if (text[0]) cx->io->stream(cx->io->ctx, a[3]->u.str.s, text);
+    free(text);
+    *out = taas_none();
+    return 0;
+}
+
+/* ---- help ------------------------------------------------------------------------ */
+
+static const taas_param HELP_P[] = {
+    {"obj", TAAS_P_ANY, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "a builtin, a value made by one, or a name such as 'Conv2d'; None lists them all"},
+    END,
+};
+
+static int help_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    if (!cx->io || !cx->io->page) return no_io(cx, "help");
+    const taas_value *o = a[0];
+    const taas_builtin *b = NULL;
+    char *text = NULL;
+    if (o->type == TAAS_V_NONE) {
+        text = taas_help_overview();
+    } else if (o->type == TAAS_V_BUILTIN) {
+        b = o->u.fn;
+    } else if (o->type == TAAS_V_OBJECT) {
+        b = o->u.obj.def;
+    } else if (o->type == TAAS_V_STR) {
+        b = taas_builtin_find(o->u.str.s);
+        if (!b) {
+            taas_error_set(cx->err, "TaasNameError", cx->pos, "help(): no builtin is named '%s'", o->u.str.s);
+            char sug[128];
+            if (taas_builtin_suggest(o->u.str.s, NULL, sug, sizeof sug))
+                taas_error_hint(cx->err, "did you mean '%s'? help() lists every builtin", sug);
+            else
+                taas_error_hint(cx->err, "help() lists every builtin");
+            return -1;
+        }
+    } else {
+        taas_error_set(cx->err, "TaasTypeError", cx->pos, "help() has nothing to say about a %s value",
+                       taas_value_type_name(o));
+        taas_error_hint(cx->err, "give it a builtin or its name: help(Conv2d), help('Conv2d'), or help() for all");
+        return -1;
+    }
+    if (b) text = taas_builtin_help_text(b, 1);
+    json_t *data = json_object();
+    json_object_set_new(data, "text/plain", json_string(text));
+    free(text);
+    cx->io->page(cx->io->ctx, data);
+    *out = taas_none();
+    return 0;
+}
+
+/* ---- display, clear_output ------------------------------------------------------- */
+
+static const taas_param DISPLAY_P[] = {
+    {"objs", TAAS_P_ANY, NULL, TAAS_PF_VARARGS, TAAS_NO_RANGE, "values to show, each as its rich form (a Sequential as a table)"},
+    {"display_id", TAAS_P_STR, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "names the output so that a later display(..., update=True) replaces it"},
+    {"update", TAAS_P_BOOL, "False", 0, TAAS_NO_RANGE, "replace the output named display_id instead of adding one"},
+    END,
+};
+
+static int display_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    (void)r;
+    if (a[2]->u.b && a[1]->type == TAAS_V_NONE) {
+        taas_error_set(err, "TaasValueError", w[2], "display() update=True needs a display_id");
+        taas_error_hint(err, "name the output when you first show it, display(x, display_id='status'), "
+                             "then update it with display(y, display_id='status', update=True)");
+        return -1;
+    }
+    return 0;
+}
+
+static int display_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    if (!cx->io || !cx->io->display) return no_io(cx, "display");
+    const char *id = a[1]->type == TAAS_V_STR ? a[1]->u.str.s : NULL;
+    for (size_t i = 0; i < a[0]->u.seq.n; i++)
+        cx->io->display(cx->io->ctx, taas_value_mimebundle(a[0]->u.seq.items[i]), json_object(), id, a[2]->u.b);
+    *out = taas_none();
+    return 0;
+}
+
+static const taas_param CLEAR_P[] = {
+    {"wait", TAAS_P_BOOL, "False", 0, TAAS_NO_RANGE, "clear only when the next output arrives (avoids flicker)"},
+    END,
+};
+
+static int clear_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    if (!cx->io || !cx->io->clear_output) return no_io(cx, "clear_output");
+    cx->io->clear_output(cx->io->ctx, a[0]->u.b);
+    *out = taas_none();
+    return 0;
+}
+
+/* ---- sleep, len ------------------------------------------------------------------ */
+
+static const taas_param SLEEP_P[] = {
+    {"seconds", TAAS_P_FLOAT, NULL, 0, TAAS_BETWEEN(0, 86400), "how long to wait"},
+    END,
+};
+
+static int sleep_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    cx->wait_until = taas_now() + taas_value_number(a[0]);
+    *out = taas_none();
+    return 0;
+}
+
+static const taas_param LEN_P[] = {
+    {"obj", TAAS_P_ANY, NULL, 0, TAAS_NO_RANGE, "a str, tuple, list, Sequential, Compose, dataset or DataLoader"},
+    END,
+};
+
+static int len_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    const taas_value *o = a[0];
+    int64_t n = 0;
+    int known = 1;
+    if (o->type == TAAS_V_STR)
+        n = (int64_t)taas_utf8_count(o->u.str.s, o->u.str.len);
+    else if (o->type == TAAS_V_TUPLE || o->type == TAAS_V_LIST)
+        n = (int64_t)o->u.seq.n;
+    else if (o->type == TAAS_V_OBJECT) {
+        const taas_row *r = taas_row_of(o->u.obj.def);
+        if (!r || !r->size) {
+            taas_error_set(cx->err, "TaasTypeError", cx->pos, "object of type '%s' has no len()",
+                           taas_value_type_name(o));
+            taas_error_hint(cx->err, "len() works on str, tuple, list, Sequential, Compose, datasets and DataLoader");
+            return -1;
+        }
+        known = r->size(o, &n);
+    } else {
+        taas_error_set(cx->err, "TaasTypeError", cx->pos, "object of type '%s' has no len()", taas_value_type_name(o));
+        taas_error_hint(cx->err, "len() works on str, tuple, list, Sequential, Compose, datasets and DataLoader");
+        return -1;
+    }
+    if (!known) {
+        int loader = taas_value_kind(o) == TAAS_K_LOADER;
+        taas_error_set(cx->err, "TaasTypeError", cx->pos, "len() of this %s is not known before its data is read",
+                       taas_value_type_name(o));
+        taas_error_hint(cx->err, "%s", loader ? "its dataset's size is unknown: give WebDataset a length=..., "
+                                                "or use a dataset of known size"
+                                              : "give WebDataset a length=...; an NpyDataset's size is read by the loaders");
+        return -1;
+    }
+    *out = taas_int(n);
+    return 0;
+}
+
+/* ---- register, unregister -------------------------------------------------------- */
+
+static const taas_param LOADER_ARG_P[] = {
+    {"loader", TAAS_P_LOADER, NULL, 0, TAAS_NO_RANGE, "a DataLoader"},
+    END,
+};
+
+static int need_interp(taas_call_ctx *cx, const char *name) {
+    if (cx->interp) return 0;
+    taas_error_set(cx->err, "TaasInternalError", cx->pos, "%s() needs the session, which is not there", name);
+    taas_error_hint(cx->err, "this is a bug in taas; please report it");
+    return -1;
+}
+
+/* The session reports without a place; the call is the place. */
+static int placed(taas_call_ctx *cx) {
+    if (cx->err->pos.line == 0) cx->err->pos = cx->pos;
+    return -1;
+}
+
+static int register_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    if (need_interp(cx, "register")) return -1;
+    if (taas_interp_register_loader(cx->interp, a[0], cx->err)) return placed(cx);
+    *out = taas_none();
+    return 0;
+}
+
+static int unregister_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    if (need_interp(cx, "unregister")) return -1;
+    if (taas_interp_unregister_loader(cx->interp, a[0], cx->err)) return placed(cx);
+    *out = taas_none();
+    return 0;
+}
+
+#define ACTION(name_, params_, doc_, fn_, waits_) .b = {name_, "taas", TAAS_K_ACTION, params_, doc_, fn_, waits_}
+
+const taas_row taas_rows_actions[] = {
+    {ACTION("print", PRINT_P,
+            "Writes the values, as str() shows them, separated by sep and followed by end, to "
+            "the cell's stdout or stderr.", print_action, 0)},
+    {ACTION("help", HELP_P,
+            "Shows a builtin's signature, doc and parameters in the pager; help() lists every "
+            "builtin by family.", help_action, 0)},
+    {ACTION("display", DISPLAY_P,
+            "Shows each value as a rich output, as a cell's last expression is shown; with a "
+            "display_id, a later display(..., update=True) replaces it in place.", display_action, 0),
+     .check = display_check},
+    {ACTION("clear_output", CLEAR_P, "Clears the cell's output so far.", clear_action, 0)},
+    {ACTION("sleep", SLEEP_P,
+            "Waits, without blocking the kernel: the stop button ends the wait with "
+            "KeyboardInterrupt.", sleep_action, 1)},
+    {ACTION("len", LEN_P,
+            "The number of items: code points of a str, items of a tuple or list, layers of a "
+            "Sequential, transforms of a Compose, samples of a dataset, batches per epoch of a "
+            "DataLoader (rounded up, or down with drop_last=True).", len_action, 0)},
+    {ACTION("register", LOADER_ARG_P,
+            "Registers a DataLoader: cells with #pragma taas then run it on CPU loader workers "
+            "(--cpus per loader) that stream its batches to the GPU ranks. Registering the "
+            "same loader twice does nothing.", register_action, 0)},
+    {ACTION("unregister", LOADER_ARG_P,
+            "Undoes register(): the ranks prepare this loader's batches themselves again.",
+            unregister_action, 0)},
+};
+const size_t taas_rows_actions_n = sizeof taas_rows_actions / sizeof *taas_rows_actions;

@@ -1,0 +1,359 @@
+/* Rows of the data side: datasets, transforms and DataLoader. Datasets and transforms
+ * print as torchvision prints them; DataLoader has a form of its own (PyTorch prints
+ * only an address), described in its doc. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rows.h"
+
+#define END {0}
+
+/* Where Debian's dataset-fashion-mnist package installs the idx files. */
+#define FASHION_MNIST_ROOT "/usr/share/datasets/fashion-mnist"
+
+/* ---- datasets -------------------------------------------------------------------- */
+
+static const taas_param VISION_P[] = {
+    {"root", TAAS_P_STR, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "folder holding the dataset's files; None = the Debian package's folder (FashionMNIST only)"},
+    {"train", TAAS_P_BOOL, "True", 0, TAAS_NO_RANGE, "the training split (True) or the test split (False)"},
+    {"transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "applied to each image"},
+    {"target_transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "applied to each label"},
+    {"download", TAAS_P_BOOL, "False", 0, TAAS_NO_RANGE, "must stay False: taas never downloads"},
+    END,
+};
+
+static int vision_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    int fashion = strcmp(r->b.name, "FashionMNIST") == 0;
+    if (a[4]->u.b) {
+        taas_error_set(err, "TaasValueError", w[4], "%s() download=True: taas never downloads data", r->b.name);
+        taas_sig_hint(err, &r->b, fashion ? "install it with apt-get install dataset-fashion-mnist and leave root=None, "
+                                   "or copy the files to a folder and give root='...'"
+                                 : "copy the dataset's files to a folder the loaders can read and give root='...'");
+        return -1;
+    }
+    if (a[0]->type == TAAS_V_NONE) {
+        if (fashion) {
+            taas_unref(a[0]);
+            a[0] = taas_str0(FASHION_MNIST_ROOT);
+            return 0;
+        }
+        taas_error_set(err, "TaasValueError", w[0], "%s() needs root: no Debian package ships %s", r->b.name,
+                       r->b.name);
+        taas_sig_hint(err, &r->b, "copy the dataset's files to a folder the loaders can read and give root='...'");
+        return -1;
+    }
+    return 0;
+}
+
+static int vision_size(const taas_value *v, int64_t *n) {
+    int train = taas_object_arg(v, "train")->u.b;
+    if (strcmp(v->u.obj.def->name, "CIFAR10") == 0)
+        *n = train ? 50000 : 10000;
+    else
+        *n = train ? 60000 : 10000;
+    return 1;
+}
+
+/* torchvision's _format_transform_repr: the first line after head, the rest under it. */
+static void transform_lines(taas_buf *out, const char *head, const taas_value *t) {
+    char *s = taas_value_repr(t);
+    taas_buf_puts(out, head);
+    size_t hl = strlen(head);
+    for (const char *p = s; *p; p++) {
+        taas_buf_putc(out, *p);
+        if (*p == '\n') taas_buf_printf(out, "%*s", (int)hl, "");
+    }
+    free(s);
+}
+
+/* torchvision's VisionDataset.__repr__, including its quirk: the StandardTransform block
+ * is one body "line", so only its first line is indented. */
+static void dataset_repr_with(const taas_value *v, taas_buf *out, const char *const *lines, size_t n) {
+    taas_buf_printf(out, "Dataset %s", v->u.obj.def->name);
+    const taas_row *r = taas_row_of(v->u.obj.def);
+    int64_t size;
+    if (r && r->size && r->size(v, &size))
+        taas_buf_printf(out, "\n    Number of datapoints: %lld", (long long)size);
+    else
+        taas_buf_puts(out, "\n    Number of datapoints: unknown until the loaders read it");
+    for (size_t i = 0; i < n; i++) taas_buf_printf(out, "\n    %s", lines[i]);
+    const taas_value *t = taas_object_arg(v, "transform");
+    const taas_value *tt = taas_object_arg(v, "target_transform");
+    int has_t = t && t->type != TAAS_V_NONE, has_tt = tt && tt->type != TAAS_V_NONE;
+    if (has_t || has_tt) {
+        taas_buf_puts(out, "\n    StandardTransform");
+        if (has_t) {
+            taas_buf_putc(out, '\n');
+            transform_lines(out, "Transform: ", t);
+        }
+        if (has_tt) {
+            taas_buf_putc(out, '\n');
+            transform_lines(out, "Target transform: ", tt);
+        }
+    }
+}
+
+static void vision_repr(const taas_value *v, taas_buf *out) {
+    char root[1200], split[32];
+    snprintf(root, sizeof root, "Root location: %s", taas_object_arg(v, "root")->u.str.s);
+    snprintf(split, sizeof split, "Split: %s", taas_object_arg(v, "train")->u.b ? "Train" : "Test");
+    const char *lines[] = {root, split};
+    dataset_repr_with(v, out, lines, 2);
+}
+
+static const taas_param NPY_P[] = {
+    {"images", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "path of a .npy array of images: (N, H, W) or (N, H, W, C), uint8 or float32"},
+    {"labels", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "path of a .npy array of N integer labels"},
+    {"transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "applied to each image"},
+    END,
+};
+
+/* A dataset has a length, but an NpyDataset's is in its files, which only the loaders read. */
+static int npy_size(const taas_value *v, int64_t *n) {
+    (void)v;
+    (void)n;
+    return 0;
+}
+
+static void npy_repr(const taas_value *v, taas_buf *out) {
+    char *img = taas_value_repr(taas_object_arg(v, "images"));
+    char *lab = taas_value_repr(taas_object_arg(v, "labels"));
+    taas_buf a = TAAS_BUF_INIT, b = TAAS_BUF_INIT;
+    taas_buf_printf(&a, "Images: %s", img);
+    taas_buf_printf(&b, "Labels: %s", lab);
+    const char *lines[] = {a.data, b.data};
+    dataset_repr_with(v, out, lines, 2);
+    taas_buf_free(&a);
+    taas_buf_free(&b);
+    free(img);
+    free(lab);
+}
+
+static const taas_param WEB_P[] = {
+    {"urls", TAAS_P_ANY, NULL, TAAS_PX(TAAS_PX_URLS), TAAS_NO_RANGE, "shard paths or URLs (file, http(s)://, s3://); a brace range such as 'train-{000000..000099}.tar' names many"},
+    {"transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "applied to each image"},
+    {"image_key", TAAS_P_STR, "'jpg;jpeg;png'", 0, TAAS_NO_RANGE, "file extensions of the image in a sample, first match wins"},
+    {"label_key", TAAS_P_STR, "'cls'", 0, TAAS_NO_RANGE, "file extension of the integer label in a sample"},
+    {"length", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "number of samples, when known; gives len() and batches per epoch"},
+    END,
+};
+
+static int web_size(const taas_value *v, int64_t *n) {
+    const taas_value *l = taas_object_arg(v, "length");
+    if (l->type != TAAS_V_INT) return 0;
+    *n = l->u.i;
+    return 1;
+}
+
+static void web_repr(const taas_value *v, taas_buf *out) {
+    char *urls = taas_value_repr(taas_object_arg(v, "urls"));
+    taas_buf a = TAAS_BUF_INIT, b = TAAS_BUF_INIT;
+    taas_buf_printf(&a, "Shards: %s", urls);
+    taas_buf_printf(&b, "Keys: image %s, label %s", taas_object_arg(v, "image_key")->u.str.s,
+                    taas_object_arg(v, "label_key")->u.str.s);
+    const char *lines[] = {a.data, b.data};
+    dataset_repr_with(v, out, lines, 2);
+    taas_buf_free(&a);
+    taas_buf_free(&b);
+    free(urls);
+}
+
+/* ---- transforms ------------------------------------------------------------------ */
+
+static const taas_param NO_P[] = {END};
+
+static const taas_param NORMALIZE_P[] = {
+    {"mean", TAAS_P_FLOAT_SEQ, NULL, 0, TAAS_NO_RANGE, "per-channel mean subtracted"},
+    {"std", TAAS_P_FLOAT_SEQ, NULL, 0, TAAS_NO_RANGE, "per-channel standard deviation divided by; no zeros"},
+    {"inplace", TAAS_P_BOOL, "False", TAAS_PF_HIDE, TAAS_NO_RANGE, "torchvision's in-place flag; results are the same either way"},
+    END,
+};
+
+static size_t seq_len(const taas_value *v) {
+    return (v->type == TAAS_V_TUPLE || v->type == TAAS_V_LIST) ? v->u.seq.n : 1;
+}
+
+static int normalize_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    size_t nm = seq_len(a[0]), ns = seq_len(a[1]);
+    if (nm != ns && nm != 1 && ns != 1) {
+        taas_error_set(err, "TaasValueError", w[1], "Normalize() mean has %zu values but std has %zu", nm, ns);
+        taas_sig_hint(err, &r->b, "give one value per channel in both, e.g. Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))");
+        return -1;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        const taas_value *x = a[1]->type == TAAS_V_TUPLE || a[1]->type == TAAS_V_LIST ? a[1]->u.seq.items[i] : a[1];
+        if (taas_value_number(x) == 0) {
+            taas_error_set(err, "TaasValueError", w[1], "Normalize() std has a zero, which would divide by zero");
+            taas_sig_hint(err, &r->b, "give each channel's standard deviation (> 0)");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const taas_param RANDOM_CROP_P[] = {
+    {"size", TAAS_P_INT_PAIR, NULL, TAAS_PF_PAIR, TAAS_AT_LEAST(1), "output size (h, w); an int means a square"},
+    {"padding", TAAS_P_ANY, "None", TAAS_PF_NONE_OK | TAAS_PX(TAAS_PX_CROP_PADDING), TAAS_AT_LEAST(0), "padding added to the borders first: all, (left/right, top/bottom) or (left, top, right, bottom)"},
+    {"pad_if_needed", TAAS_P_BOOL, "False", TAAS_PF_HIDE, TAAS_NO_RANGE, "pad an image smaller than size"},
+    {"fill", TAAS_P_ANY, "0", TAAS_PF_HIDE | TAAS_PX(TAAS_PX_FILL), TAAS_NO_RANGE, "pixel value of constant padding, or one per channel"},
+    {"padding_mode", TAAS_P_STR, "'constant'", TAAS_PF_HIDE | TAAS_PX(TAAS_PX_CROP_PADMODE), TAAS_NO_RANGE, "how the border is padded"},
+    END,
+};
+
+static const taas_param FLIP_P[] = {
+    {"p", TAAS_P_FLOAT, "0.5", 0, TAAS_BETWEEN(0, 1), "probability of flipping an image"},
+    END,
+};
+
+static const taas_param RESIZE_P[] = {
+    {"size", TAAS_P_INT_PAIR, NULL, 0, TAAS_AT_LEAST(1), "(h, w), or an int: the smaller edge, keeping the aspect ratio"},
+    {"interpolation", TAAS_P_STR, "'bilinear'", TAAS_PF_BARE | TAAS_PX(TAAS_PX_INTERP), TAAS_NO_RANGE, "resampling filter"},
+    {"max_size", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "cap on the longer edge (only with an int size)"},
+    {"antialias", TAAS_P_BOOL, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "antialias when downsampling (None: as torchvision 0.14, off for tensors)"},
+    END,
+};
+
+static int resize_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    if (a[2]->type == TAAS_V_NONE) return 0;
+    if (a[0]->type != TAAS_V_INT) {
+        taas_error_set(err, "TaasValueError", w[2],
+                       "Resize() max_size is only allowed when size is an int (the smaller edge)");
+        taas_sig_hint(err, &r->b, "give size as an int, or leave max_size=None");
+        return -1;
+    }
+    if (a[2]->u.i <= a[0]->u.i) {
+        taas_error_set(err, "TaasValueError", w[2],
+                       "Resize() max_size = %lld must be strictly greater than the requested size "
+                       "for the smaller edge size = %lld", (long long)a[2]->u.i, (long long)a[0]->u.i);
+        taas_sig_hint(err, &r->b, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static const taas_param CENTER_CROP_P[] = {
+    {"size", TAAS_P_INT_PAIR, NULL, TAAS_PF_PAIR, TAAS_AT_LEAST(1), "output size (h, w); an int means a square"},
+    END,
+};
+
+static const taas_param COMPOSE_P[] = {
+    {"transforms", TAAS_P_TRANSFORM_LIST, NULL, 0, TAAS_NO_RANGE, "the transforms, applied in order"},
+    END,
+};
+
+static void compose_repr(const taas_value *v, taas_buf *out) {
+    const taas_value *ts = v->u.obj.args[0];
+    taas_buf_puts(out, "Compose(");
+    for (size_t i = 0; i < ts->u.seq.n; i++) {
+        taas_buf_puts(out, "\n    ");
+        taas_repr_to(ts->u.seq.items[i], out);
+    }
+    taas_buf_puts(out, "\n)");
+}
+
+static int compose_size(const taas_value *v, int64_t *n) {
+    *n = (int64_t)v->u.obj.args[0]->u.seq.n;
+    return 1;
+}
+
+/* ---- DataLoader ------------------------------------------------------------------ */
+
+static const taas_param LOADER_P[] = {
+    {"dataset", TAAS_P_DATASET, NULL, TAAS_PF_HIDE, TAAS_NO_RANGE, "the dataset to draw samples from"},
+    {"batch_size", TAAS_P_INT, "1", 0, TAAS_AT_LEAST(1), "samples per batch (per rank, as in DistributedDataParallel)"},
+    {"shuffle", TAAS_P_BOOL, "False", 0, TAAS_NO_RANGE, "draw a new permutation every epoch (seeded, so runs repeat)"},
+    {"num_workers", TAAS_P_INT, "0", TAAS_PF_KWONLY, TAAS_BETWEEN(0, 256), "threads that prepare batches when the loader is not registered"},
+    {"drop_last", TAAS_P_BOOL, "False", TAAS_PF_KWONLY, TAAS_NO_RANGE, "drop the last batch when it is smaller than batch_size"},
+    {"prefetch_factor", TAAS_P_INT, "None", TAAS_PF_KWONLY | TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "batches prepared ahead per worker (needs num_workers > 0); None = 2"},
+    END,
+};
+
+static int loader_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    if (a[5]->type != TAAS_V_NONE && a[3]->u.i == 0) {
+        taas_error_set(err, "TaasValueError", w[5],
+                       "DataLoader() prefetch_factor can only be given with num_workers > 0");
+        taas_sig_hint(err, &r->b, "set num_workers=2 (for example), or leave prefetch_factor=None");
+        return -1;
+    }
+    return 0;
+}
+
+static int loader_size(const taas_value *v, int64_t *n) {
+    const taas_value *ds = taas_object_arg(v, "dataset");
+    const taas_row *r = taas_row_of(ds->u.obj.def);
+    int64_t size, bs = taas_object_arg(v, "batch_size")->u.i;
+    if (!r || !r->size || !r->size(ds, &size)) return 0;
+    *n = taas_object_arg(v, "drop_last")->u.b ? size / bs : (size + bs - 1) / bs;
+    return 1;
+}
+
+static void loader_repr(const taas_value *v, taas_buf *out) {
+    taas_buf_puts(out, "DataLoader(");
+    taas_repr_params(v, out);
+    taas_buf_puts(out, ")\n    ");
+    char *ds = taas_value_repr(taas_object_arg(v, "dataset"));
+    for (const char *p = ds; *p; p++) {
+        taas_buf_putc(out, *p);
+        if (*p == '\n') taas_buf_puts(out, "    ");
+    }
+    free(ds);
+    int64_t n;
+    if (loader_size(v, &n)) taas_buf_printf(out, "\n    Batches per epoch: %lld", (long long)n);
+}
+
+#define DATASET(name_, params_, doc_) .b = {name_, "datasets", TAAS_K_DATASET, params_, doc_, NULL, 0}
+#define TRANSFORM(name_, params_, doc_) .b = {name_, "transforms", TAAS_K_TRANSFORM, params_, doc_, NULL, 0}
+
+const taas_row taas_rows_data[] = {
+    {DATASET("MNIST", VISION_P,
+             "The MNIST handwritten digits: 28x28 grey images in 10 classes, 60000 for training "
+             "and 10000 for testing. No Debian package ships it, so root is required."),
+     .check = vision_check, .repr = vision_repr, .size = vision_size},
+    {DATASET("FashionMNIST", VISION_P,
+             "Zalando's Fashion-MNIST: 28x28 grey images of clothing in 10 classes, 60000 for "
+             "training and 10000 for testing. root=None reads the files that Debian's "
+             "dataset-fashion-mnist package installs in " FASHION_MNIST_ROOT "."),
+     .check = vision_check, .repr = vision_repr, .size = vision_size},
+    {DATASET("CIFAR10", VISION_P,
+             "CIFAR-10: 32x32 colour images in 10 classes, 50000 for training and 10000 for "
+             "testing. No Debian package ships it, so root is required."),
+     .check = vision_check, .repr = vision_repr, .size = vision_size},
+    {DATASET("NpyDataset", NPY_P,
+             "taas-specific: images and labels from two NumPy .npy files, sample i being "
+             "(images[i], labels[i]). Its size is known once the loaders read the files."),
+     .repr = npy_repr, .size = npy_size},
+    {DATASET("WebDataset", WEB_P,
+             "taas-specific: samples from WebDataset tar shards, each sample a group of files "
+             "sharing a basename (an image and a .cls label). Give length to make len() and "
+             "the batches per epoch known before training."),
+     .repr = web_repr, .size = web_size},
+    {TRANSFORM("ToTensor", NO_P,
+               "Turns an image of shape (H, W, C) with values 0..255 into a float tensor of "
+               "shape (C, H, W) with values 0..1.")},
+    {TRANSFORM("Normalize", NORMALIZE_P,
+               "(x - mean) / std per channel, on a tensor; mean and std take one value per "
+               "channel, e.g. Normalize((0.2860,), (0.3530,)) for Fashion-MNIST."),
+     .check = normalize_check},
+    {TRANSFORM("RandomCrop", RANDOM_CROP_P,
+               "Crops a random (h, w) window, after optional padding; the randomness is seeded "
+               "per sample, so every run draws the same crops.")},
+    {TRANSFORM("RandomHorizontalFlip", FLIP_P,
+               "Flips an image left to right with probability p, seeded per sample.")},
+    {TRANSFORM("Resize", RESIZE_P,
+               "Resizes an image to size; an int size scales the smaller edge to it and keeps "
+               "the aspect ratio."),
+     .check = resize_check},
+    {TRANSFORM("CenterCrop", CENTER_CROP_P, "Crops the central (h, w) window of an image.")},
+    {TRANSFORM("Compose", COMPOSE_P,
+               "Chains transforms: Compose([ToTensor(), Normalize((0.5,), (0.5,))]) applies "
+               "them in order."),
+     .repr = compose_repr, .size = compose_size},
+    {.b = {"DataLoader", "torch.utils.data", TAAS_K_LOADER, LOADER_P,
+           "Batches a dataset. register(loader) runs it on CPU workers for offloaded training; "
+           "otherwise each rank prepares its own batches. PyTorch prints a DataLoader as an "
+           "address; taas prints its settings, then its dataset, then the batches per epoch "
+           "when the dataset's size is known.", NULL, 0},
+     .check = loader_check, .repr = loader_repr, .size = loader_size},
+};
+const size_t taas_rows_data_n = sizeof taas_rows_data / sizeof *taas_rows_data;
