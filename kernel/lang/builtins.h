@@ -24,7 +24,7 @@ typedef enum taas_ptype {
     TAAS_P_ANY,
     TAAS_P_BOOL,
     TAAS_P_INT,
-    TAAS_P_FLOAT,        /* accepts int too, stored as float */
+    TAAS_P_FLOAT,        /* accepts int too, kept as written (repr weight_decay=0); specs send a real */
     TAAS_P_STR,
     TAAS_P_INT_PAIR,     /* int or (int, int), e.g. kernel_size; stored as given */
     TAAS_P_FLOAT_SEQ,    /* float or tuple/list of floats, e.g. Normalize mean */

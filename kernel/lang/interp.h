@@ -61,4 +61,21 @@ json_t *taas_interp_complete(taas_interp *in, const char *code, size_t cursor_by
 json_t *taas_interp_inspect(taas_interp *in, const char *code, size_t cursor_byte,
                             int detail_level);
 
+/* Session state that actions use (register, unregister, messages that name a value). */
+struct taas_value;
+
+/* Adds a DataLoader to the loaders that pragma cells fan out to CPU workers. Registering
+ * one that is already registered does nothing; registering a new value bound to the same
+ * variable as an earlier one (a re-run cell) replaces the earlier one in place.
+ * -1 with a TaasTypeError when loader is not a DataLoader. */
+int taas_interp_register_loader(taas_interp *in, struct taas_value *loader, taas_error *err);
+/* Removes it; -1 with a TaasValueError (naming what is registered) when it is not. */
+int taas_interp_unregister_loader(taas_interp *in, struct taas_value *loader, taas_error *err);
+/* The registered loaders in registration order (borrowed references). */
+size_t taas_interp_loader_count(const taas_interp *in);
+struct taas_value *taas_interp_loader_at(const taas_interp *in, size_t i);
+/* The session variable bound to exactly this value (first defined wins), for messages
+ * such as "loader 'train'"; NULL when no variable holds it. */
+const char *taas_interp_name_of(const taas_interp *in, const struct taas_value *v);
+
 #endif

@@ -1,0 +1,487 @@
+#include "eval.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+static const taas_srcpos NOWHERE = {0, 0};
+
+/* Sequences made by repetition stay this small: a typo such as [0] * 10**12 must not
+ * take the kernel's memory. */
+#define MAX_REPEAT_ITEMS (1u << 20)
+#define MAX_STR_BYTES ((size_t)1 << 26)
+
+static void place(const taas_eval_env *env, taas_error *err, const taas_expr *e) {
+    err->pos = e->pos;
+    err->width = taas_span_width(env->src, e->pos, e->end);
+}
+
+/* ---- arithmetic -------------------------------------------------------------------- */
+
+static int is_int(const taas_value *v) { return v->type == TAAS_V_INT || v->type == TAAS_V_BOOL; }
+static int is_num(const taas_value *v) { return is_int(v) || v->type == TAAS_V_FLOAT; }
+static int64_t int_of(const taas_value *v) { return v->type == TAAS_V_BOOL ? v->u.b : v->u.i; }
+static double float_of(const taas_value *v) { return v->type == TAAS_V_FLOAT ? v->u.f : (double)int_of(v); }
+static int is_seq(const taas_value *v) {
+    return v->type == TAAS_V_STR || v->type == TAAS_V_TUPLE || v->type == TAAS_V_LIST;
+}
+
+static int div_zero(taas_error *err, const char *what) {
+    taas_error_set(err, "TaasValueError", NOWHERE, "division by zero");
+    taas_error_hint(err, "the right operand of %s is 0", what);
+    return -1;
+}
+
+static int overflow(taas_error *err, taas_op op, int64_t a, int64_t b) {
+    taas_error_set(err, "TaasValueError", NOWHERE, "integer overflow: %lld %s %lld does not fit in 64 bits",
+                   (long long)a, taas_op_text(op), (long long)b);
+    taas_error_hint(err, "taas integers are 64-bit; use a float for larger numbers, e.g. 1.0 * x");
+    return -1;
+}
+
+static int int_pow(int64_t a, int64_t b, int64_t *out) {
+    int64_t r = 1;
+    while (b > 0) {
+        if ((b & 1) && __builtin_mul_overflow(r, a, &r)) return -1;
+        b >>= 1;
+        if (b && __builtin_mul_overflow(a, a, &a)) return -1;
+    }
+    *out = r;
+    return 0;
+}
+
+static int int_binop(taas_op op, int64_t a, int64_t b, taas_value **out, taas_error *err) {
+    int64_t r;
+    switch (op) {
+    case TAAS_OP_ADD:
+        if (__builtin_add_overflow(a, b, &r)) return overflow(err, op, a, b);
+        break;
+    case TAAS_OP_SUB:
+        if (__builtin_sub_overflow(a, b, &r)) return overflow(err, op, a, b);
+        break;
+    case TAAS_OP_MUL:
+        if (__builtin_mul_overflow(a, b, &r)) return overflow(err, op, a, b);
+        break;
+    case TAAS_OP_DIV:
+        if (b == 0) return div_zero(err, "/");
+        *out = taas_float((double)a / (double)b);
+        return 0;
+    case TAAS_OP_FLOORDIV:
+        if (b == 0) return div_zero(err, "//");
+        if (a == INT64_MIN && b == -1) return overflow(err, op, a, b);
+        r = a / b;
+        if (a % b != 0 && ((a < 0) != (b < 0))) r--;
+        break;
+    case TAAS_OP_MOD:
+        if (b == 0) return div_zero(err, "%");
+        if (b == -1) {
+            r = 0;
+            break;
+        }
+        r = a % b;
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;  /* the result takes the divisor's sign */
+        break;
+    case TAAS_OP_POW:
+        if (b < 0) {
+            if (a == 0) {
+                taas_error_set(err, "TaasValueError", NOWHERE, "division by zero: 0 cannot be raised to a negative power");
+                taas_error_hint(err, "the base of ** is 0 and the exponent is negative");
+                return -1;
+            }
+            *out = taas_float(pow((double)a, (double)b));
+            return 0;
+        }
+        if (int_pow(a, b, &r)) return overflow(err, op, a, b);
+        break;
+    default:
+        return -1;
+    }
+    *out = taas_int(r);
+    return 0;
+}
+
+static int float_binop(taas_op op, double a, double b, taas_value **out, taas_error *err) {
+    double r;
+    switch (op) {
+    case TAAS_OP_ADD: r = a + b; break;
+    case TAAS_OP_SUB: r = a - b; break;
+    case TAAS_OP_MUL: r = a * b; break;
+    case TAAS_OP_DIV:
+        if (b == 0) return div_zero(err, "/");
+        r = a / b;
+        break;
+    case TAAS_OP_FLOORDIV:
+    case TAAS_OP_MOD: {
+        if (b == 0) return div_zero(err, op == TAAS_OP_MOD ? "%" : "//");
+        /* CPython's float_divmod, so that -7.5 // 2 and -7.5 % 2 agree with Python */
+        double mod = fmod(a, b), div = (a - mod) / b, fdiv;
+        if (mod) {
+            if ((b < 0) != (mod < 0)) {
+                mod += b;
+                div -= 1.0;
+            }
+        } else {
+            mod = copysign(0.0, b);
+        }
+        if (div) {
+            fdiv = floor(div);
+            if (div - fdiv > 0.5) fdiv += 1.0;
+        } else {
+            fdiv = copysign(0.0, a / b);
+        }
+        r = op == TAAS_OP_MOD ? mod : fdiv;
+        break;
+    }
+    case TAAS_OP_POW:
+        if (b == 0 || a == 1) {
+            r = 1.0;
+            break;
+        }
+        if (a == 0 && b < 0) {
+            taas_error_set(err, "TaasValueError", NOWHERE, "division by zero: 0.0 cannot be raised to a negative power");
+            taas_error_hint(err, "the base of ** is 0 and the exponent is negative");
+            return -1;
+        }
+        if (a < 0 && isfinite(b) && b != floor(b)) {
+            taas_error_set(err, "TaasValueError", NOWHERE, "a negative number cannot be raised to a fractional power");
+            taas_error_hint(err, "the result would be a complex number, which taas does not have");
+            return -1;
+        }
+        r = pow(a, b);
+        if (isinf(r) && isfinite(a) && isfinite(b)) {
+            taas_error_set(err, "TaasValueError", NOWHERE, "float overflow: the result of ** is too large");
+            taas_error_hint(err, "the largest float is about 1.8e308");
+            return -1;
+        }
+        break;
+    default:
+        return -1;
+    }
+    *out = taas_float(r);
+    return 0;
+}
+
+static size_t seq_len(const taas_value *v) { return v->type == TAAS_V_STR ? v->u.str.len : v->u.seq.n; }
+
+/* a + b for two sequences of one type, or a repeated n times (b == NULL). */
+static taas_value *seq_build(const taas_value *a, const taas_value *b, int64_t n) {
+    size_t la = seq_len(a), lb = b ? seq_len(b) : 0, total = b ? la + lb : la * (size_t)n;
+    if (a->type == TAAS_V_STR) {
+        char *s = malloc(total + 1);
+        if (!s) abort();
+        if (b) {
+            memcpy(s, a->u.str.s, la);
+            memcpy(s + la, b->u.str.s, lb);
+        } else {
+            for (int64_t k = 0; k < n; k++) memcpy(s + (size_t)k * la, a->u.str.s, la);
+        }
+        s[total] = '\0';
+        taas_value *v = taas_str(s, total);
+        free(s);
+        return v;
+    }
+    taas_value *v = a->type == TAAS_V_TUPLE ? taas_tuple_new(total) : taas_list_new(total);
+    for (size_t k = 0; k < total; k++) {
+        taas_value *item = b && k >= la ? b->u.seq.items[k - la] : a->u.seq.items[la ? k % la : 0];
+        v->u.seq.items[k] = taas_ref(item);
+    }
+    return v;
+}
+
+static int unsupported(taas_op op, const taas_value *a, const taas_value *b, taas_error *err) {
+    taas_error_set(err, "TaasTypeError", NOWHERE, "unsupported operand types for %s: '%s' and '%s'",
+                   taas_op_text(op), taas_value_type_name(a), taas_value_type_name(b));
+    if (op == TAAS_OP_ADD && (a->type == TAAS_V_STR || b->type == TAAS_V_STR))
+        taas_error_hint(err, "+ joins two strings; to show text and a number, pass both to print: print(\"n =\", n)");
+    else if (op == TAAS_OP_ADD)
+        taas_error_hint(err, "+ adds numbers and joins two strings, two tuples or two lists");
+    else if (op == TAAS_OP_MUL)
+        taas_error_hint(err, "* multiplies numbers and repeats a string, tuple or list an int number of times");
+    else
+        taas_error_hint(err, "%s works on numbers (int and float)", taas_op_text(op));
+    return -1;
+}
+
+static int too_large(const taas_value *seq, taas_error *err) {
+    taas_error_set(err, "TaasValueError", NOWHERE, "the %s would be too large", taas_value_type_name(seq));
+    taas_error_hint(err, "taas keeps strings under 64 MiB and tuples and lists under %u items", MAX_REPEAT_ITEMS);
+    return -1;
+}
+
+int taas_eval_binop(taas_op op, const taas_value *a, const taas_value *b, taas_value **out, taas_error *err) {
+    *out = NULL;
+    if (is_int(a) && is_int(b)) return int_binop(op, int_of(a), int_of(b), out, err);
+    if (is_num(a) && is_num(b)) return float_binop(op, float_of(a), float_of(b), out, err);
+    if (op == TAAS_OP_ADD && is_seq(a) && a->type == b->type) {
+        if (seq_len(a) + seq_len(b) > (a->type == TAAS_V_STR ? MAX_STR_BYTES : MAX_REPEAT_ITEMS)) return too_large(a, err);
+        *out = seq_build(a, b, 0);
+        return 0;
+    }
+    if (op == TAAS_OP_MUL && ((is_seq(a) && is_int(b)) || (is_int(a) && is_seq(b)))) {
+        const taas_value *s = is_seq(a) ? a : b;
+        int64_t n = int_of(is_seq(a) ? b : a);
+        if (n < 0) n = 0;
+        size_t limit = s->type == TAAS_V_STR ? MAX_STR_BYTES : MAX_REPEAT_ITEMS;
+        if (seq_len(s) && (uint64_t)n > limit / seq_len(s)) return too_large(s, err);
+        *out = seq_build(s, NULL, seq_len(s) ? n : 0);
+        return 0;
+    }
+    return unsupported(op, a, b, err);
+}
+
+int taas_eval_unary(taas_op op, const taas_value *a, taas_value **out, taas_error *err) {
+    *out = NULL;
+    if (is_int(a)) {
+        int64_t i = int_of(a);
+        if (op == TAAS_OP_NEG && i == INT64_MIN) {
+            taas_error_set(err, "TaasValueError", NOWHERE, "integer overflow: -(%lld) does not fit in 64 bits", (long long)i);
+            taas_error_hint(err, "taas integers are 64-bit; use a float for larger numbers");
+            return -1;
+        }
+        *out = taas_int(op == TAAS_OP_NEG ? -i : i);
+        return 0;
+    }
+    if (a->type == TAAS_V_FLOAT) {
+        *out = taas_float(op == TAAS_OP_NEG ? -a->u.f : a->u.f);
+        return 0;
+    }
+    taas_error_set(err, "TaasTypeError", NOWHERE, "bad operand type for unary %s: '%s'", taas_op_text(op),
+                   taas_value_type_name(a));
+    taas_error_hint(err, "unary %s works on numbers (int and float)", taas_op_text(op));
+    return -1;
+}
+
+/* ---- names ------------------------------------------------------------------------- */
+
+/* 1 when `name` is only a module prefix (nn, torch.nn, optim): some builtin is name.X. */
+static const taas_builtin *module_example(const char *name) {
+    size_t n;
+    const taas_builtin *const *all = taas_builtins_all(&n);
+    char buf[256];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(buf, sizeof buf, "%s.%s", name, all[i]->name);
+        if (taas_builtin_find(buf)) return all[i];
+    }
+    return NULL;
+}
+
+static int name_error(const taas_eval_env *env, const taas_expr *e, taas_error *err) {
+    const char *name = e->u.str.s;
+    taas_error_set(err, "TaasNameError", e->pos, "name '%s' is not defined", name);
+    err->width = taas_span_width(env->src, e->pos, e->end);
+    static const char *const keywords[] = {"True", "False", "None", NULL};
+    const char **extra = taas_scope_names(env->scope, keywords);
+    char sug[256];
+    const char *dot = strrchr(name, '.');
+    const taas_builtin *b;
+    if (taas_builtin_suggest(name, extra, sug, sizeof sug)) {
+        taas_error_hint(err, "did you mean '%s'?", sug);
+    } else if (!strncmp(name, "sys.", 4) || !strcmp(name, "sys")) {
+        taas_error_hint(err, "sys.stdout and sys.stderr are the only names of sys in taas: print(x, file=sys.stderr)");
+    } else if ((b = module_example(name))) {
+        taas_error_hint(err, "'%s' is a module prefix, not a value: write %s.%s(...) or %s(...)", name, name,
+                        b->name, b->name);
+    } else if (dot && (b = taas_builtin_find(dot + 1))) {
+        taas_error_hint(err, "did you mean '%s.%s'?", b->module, b->name);
+    } else if (dot && taas_builtin_suggest(dot + 1, NULL, sug, sizeof sug) && (b = taas_builtin_find(sug))) {
+        taas_error_hint(err, "did you mean '%s.%s'?", b->module, b->name);
+    } else {
+        taas_error_hint(err, "define it first (%s = ...) or check the spelling; help() lists the builtins",
+                        dot ? "name" : name);
+    }
+    free(extra);
+    return -1;
+}
+
+static int resolve(const taas_eval_env *env, const taas_expr *e, taas_value **out, taas_error *err) {
+    const char *name = e->u.str.s;
+    taas_value *v = taas_scope_get(env->scope, name);
+    if (v) {
+        *out = taas_ref(v);
+        return 0;
+    }
+    const char *dot = strchr(name, '.');
+    if (dot) {
+        char first[256];
+        snprintf(first, sizeof first, "%.*s", (int)(dot - name), name);
+        taas_value *base = taas_scope_get(env->scope, first);
+        if (base) {
+            taas_error_set(err, "TaasTypeError", e->pos, "'%s' object has no attribute '%s'",
+                           taas_value_type_name(base), dot + 1);
+            err->width = taas_span_width(env->src, e->pos, e->end);
+            taas_error_hint(err, "taas has no attribute access: only module prefixes are dotted, as in nn.Conv2d");
+            return -1;
+        }
+        if (!strcmp(name, "sys.stdout") || !strcmp(name, "sys.stderr")) {
+            *out = taas_str0(name + 4);
+            return 0;
+        }
+    }
+    const taas_builtin *b = taas_builtin_find(name);
+    if (b) {
+        *out = taas_builtin_value(b);
+        return 0;
+    }
+    return name_error(env, e, err);
+}
+
+/* ---- calls and expressions --------------------------------------------------------- */
+
+static int eval(const taas_eval_env *env, const taas_expr *e, int top, taas_value **out, double *wait,
+                taas_error *err);
+
+static int wait_misplaced(const taas_eval_env *env, const taas_expr *call, const taas_builtin *b, taas_error *err) {
+    taas_error_set(err, "TaasSyntaxError", call->pos,
+                   "%s() waits, so it must be a whole statement or the whole right side of an assignment",
+                   b->name);
+    err->width = taas_span_width(env->src, call->pos, call->end);
+    taas_error_hint(err, "call it on a line of its own, e.g. %s(...)", b->name);
+    return -1;
+}
+
+/* Widens the caret of an error the builtin table placed at the call or an argument. */
+static void place_call_error(const taas_eval_env *env, const taas_expr *call, taas_error *err) {
+    if (!taas_error_is_set(err)) {
+        taas_error_set(err, "TaasInternalError", call->pos, "the call failed without saying why");
+        taas_error_hint(err, "this is a bug in taas; please report it");
+    }
+    if (err->pos.line == 0 ||
+        (err->pos.line == call->pos.line && err->pos.col == call->pos.col && err->width <= 1)) {
+        place(env, err, call);
+        return;
+    }
+    for (size_t k = 0; k < call->u.call.nargs; k++) {
+        const taas_callarg *a = &call->u.call.args[k];
+        if (err->pos.line == a->pos.line && err->pos.col == a->pos.col && err->width <= 1)
+            err->width = taas_span_width(env->src, a->pos, a->value->end);
+    }
+}
+
+static int eval_call(const taas_eval_env *env, const taas_expr *e, int top, taas_value **out, double *wait,
+                     taas_error *err) {
+    const taas_expr *callee = e->u.call.callee;
+    taas_value *fn = NULL;
+    if (eval(env, callee, 0, &fn, NULL, err)) return -1;
+    if (fn->type != TAAS_V_BUILTIN) {
+        taas_error_set(err, "TaasTypeError", callee->pos, "'%s' object is not callable", taas_value_type_name(fn));
+        err->width = taas_span_width(env->src, callee->pos, callee->end);
+        taas_error_hint(err, "only builtins can be called, such as Linear(...) or print(...)");
+        taas_unref(fn);
+        return -1;
+    }
+    const taas_builtin *b = fn->u.fn;
+    taas_unref(fn);
+    if (b->waits && !top) return wait_misplaced(env, e, b, err);
+    size_t n = e->u.call.nargs;
+    taas_arg *args = calloc(n ? n : 1, sizeof *args);
+    if (!args) abort();
+    int rc = 0;
+    size_t done = 0;
+    for (; done < n; done++) {
+        const taas_callarg *a = &e->u.call.args[done];
+        args[done].keyword = a->keyword;
+        args[done].pos = a->pos;
+        if ((rc = eval(env, a->value, 0, &args[done].value, NULL, err))) break;
+    }
+    if (!rc) {
+        taas_call_ctx cx = {env->io, env->interp, e->pos, -1.0, err};
+        rc = taas_builtin_call(b, args, n, &cx, out);
+        if (rc) place_call_error(env, e, err);
+        else if (cx.wait_until >= 0 && wait) *wait = cx.wait_until;
+    }
+    for (size_t k = 0; k < done; k++) taas_unref(args[k].value);
+    free(args);
+    return rc;
+}
+
+static int eval(const taas_eval_env *env, const taas_expr *e, int top, taas_value **out, double *wait,
+                taas_error *err) {
+    *out = NULL;
+    switch (e->kind) {
+    case TAAS_E_INT: *out = taas_int(e->u.i); return 0;
+    case TAAS_E_FLOAT: *out = taas_float(e->u.f); return 0;
+    case TAAS_E_STR: *out = taas_str(e->u.str.s, e->u.str.len); return 0;
+    case TAAS_E_TRUE: *out = taas_bool(1); return 0;
+    case TAAS_E_FALSE: *out = taas_bool(0); return 0;
+    case TAAS_E_NONE: *out = taas_none(); return 0;
+    case TAAS_E_NAME: return resolve(env, e, out, err);
+    case TAAS_E_TUPLE:
+    case TAAS_E_LIST: {
+        size_t n = e->u.seq.n;
+        taas_value *v = e->kind == TAAS_E_TUPLE ? taas_tuple_new(n) : taas_list_new(n);
+        for (size_t k = 0; k < n; k++) {
+            if (eval(env, e->u.seq.items[k], 0, &v->u.seq.items[k], NULL, err)) {
+                taas_unref(v);  /* the unfilled slots are NULL, which unref skips */
+                return -1;
+            }
+        }
+        *out = v;
+        return 0;
+    }
+    case TAAS_E_CALL: return eval_call(env, e, top, out, wait, err);
+    case TAAS_E_BINOP: {
+        taas_value *a, *b;
+        if (eval(env, e->u.bin.lhs, 0, &a, NULL, err)) return -1;
+        if (eval(env, e->u.bin.rhs, 0, &b, NULL, err)) {
+            taas_unref(a);
+            return -1;
+        }
+        int rc = taas_eval_binop(e->u.bin.op, a, b, out, err);
+        if (rc) place(env, err, e);
+        taas_unref(a);
+        taas_unref(b);
+        return rc;
+    }
+    case TAAS_E_UNARY: {
+        taas_value *a;
+        if (eval(env, e->u.un.operand, 0, &a, NULL, err)) return -1;
+        int rc = taas_eval_unary(e->u.un.op, a, out, err);
+        if (rc) place(env, err, e);
+        taas_unref(a);
+        return rc;
+    }
+    }
+    return taas_error_set(err, "TaasInternalError", e->pos, "unknown expression kind %d", (int)e->kind);
+}
+
+int taas_eval_expr(const taas_eval_env *env, const taas_expr *e, taas_value **out, taas_error *err) {
+    return eval(env, e, 0, out, NULL, err);
+}
+
+int taas_eval_stmt(const taas_eval_env *env, const taas_stmt *s, taas_value **value, double *wait_until,
+                   taas_error *err) {
+    *value = NULL;
+    *wait_until = -1.0;
+    taas_value *v;
+    if (eval(env, s->value, 1, &v, wait_until, err)) return -1;
+    if (s->kind == TAAS_S_ASSIGN && taas_scope_set(env->scope, s->target, v)) {
+        taas_unref(v);
+        return taas_error_set(err, "MemoryError", s->pos, "out of memory while assigning '%s'", s->target);
+    }
+    *value = v;
+    return 0;
+}
+
+typedef struct wait_check {
+    const taas_eval_env *env;
+    taas_error *err;
+} wait_check;
+
+static int check_call(const taas_expr *e, int top, void *ctx) {
+    wait_check *wc = ctx;
+    if (top || e->kind != TAAS_E_CALL || e->u.call.callee->kind != TAAS_E_NAME) return 0;
+    const char *name = e->u.call.callee->u.str.s;
+    if (taas_scope_get(wc->env->scope, name)) return 0;  /* a variable: checked when it runs */
+    const taas_builtin *b = taas_builtin_find(name);
+    if (b && b->waits) return wait_misplaced(wc->env, e, b, wc->err);
+    return 0;
+}
+
+int taas_eval_check_waits(const taas_eval_env *env, const taas_program *p, taas_error *err) {
+    wait_check wc = {env, err};
+    for (size_t k = 0; k < p->n; k++)
+        if (taas_expr_walk(p->stmts[k].value, check_call, &wc)) return -1;
+    return 0;
+}

@@ -1,0 +1,269 @@
+/* The interpreter: a cell is parsed whole, its header directives checked, then its
+ * statements run in order until one waits (the kernel resumes it later) or the cell ends. */
+#include "interp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ast.h"
+#include "buf.h"
+#include "complete.h"
+#include "eval.h"
+#include "lexer.h"
+#include "parser.h"
+#include "pragma.h"
+#include "scope.h"
+#include "utf8.h"
+#include "value.h"
+
+struct taas_interp {
+    taas_scope *scope;
+    /* the cell in progress, between a WAIT and its resume */
+    int active;
+    char *code;
+    taas_program prog;
+    const taas_io *io;
+    size_t next;          /* next statement to run */
+    double deadline;      /* < 0: not waiting */
+    int interrupted;
+    taas_value *pending;  /* value of the waiting statement when it ends the cell */
+};
+
+static void null_stream(void *ctx, const char *name, const char *text) { (void)ctx; (void)name; (void)text; }
+static void null_display(void *ctx, json_t *data, json_t *md, const char *id, int update) {
+    (void)ctx; (void)id; (void)update;
+    json_decref(data);
+    json_decref(md);
+}
+static void null_clear(void *ctx, int wait) { (void)ctx; (void)wait; }
+static void null_page(void *ctx, json_t *data) { (void)ctx; json_decref(data); }
+static const taas_io NULL_IO = {NULL, null_stream, null_display, null_clear, null_page};
+
+taas_interp *taas_interp_new(void) {
+    taas_interp *in = calloc(1, sizeof *in);
+    if (!in) return NULL;
+    in->scope = taas_scope_new();
+    if (!in->scope) {
+        free(in);
+        return NULL;
+    }
+    in->deadline = -1.0;
+    return in;
+}
+
+static void end_cell(taas_interp *in) {
+    taas_program_free(&in->prog);
+    free(in->code);
+    in->code = NULL;
+    taas_unref(in->pending);
+    in->pending = NULL;
+    in->active = 0;
+    in->next = 0;
+    in->deadline = -1.0;
+    in->interrupted = 0;
+    in->io = NULL;
+}
+
+void taas_interp_free(taas_interp *in) {
+    if (!in) return;
+    end_cell(in);
+    taas_scope_free(in->scope);
+    free(in);
+}
+
+static taas_run_state fail(taas_interp *in, taas_error *err) {
+    taas_error_attach_source(err, in->code);
+    end_cell(in);
+    return TAAS_RUN_ERROR;
+}
+
+static taas_eval_env env_of(taas_interp *in) {
+    taas_eval_env env = {in->scope, in->code, in->io, in};
+    return env;
+}
+
+/* Runs statements from in->next until the cell ends, fails or waits. */
+static taas_run_state step(taas_interp *in, json_t **result, taas_error *err) {
+    taas_eval_env env = env_of(in);
+    while (in->next < in->prog.n) {
+        const taas_stmt *s = &in->prog.stmts[in->next++];
+        int last = in->next == in->prog.n;
+        taas_value *v;
+        double wait;
+        if (taas_eval_stmt(&env, s, &v, &wait, err)) return fail(in, err);
+        if (last && s->kind == TAAS_S_EXPR && v->type != TAAS_V_NONE) {
+            if (wait >= 0) {
+                in->pending = v;  /* shown when the wait is over */
+                v = NULL;
+            } else {
+                *result = taas_value_mimebundle(v);
+            }
+        }
+        taas_unref(v);
+        if (wait >= 0) {
+            in->deadline = wait;
+            return TAAS_RUN_WAIT;
+        }
+    }
+    end_cell(in);
+    return TAAS_RUN_DONE;
+}
+
+/* ---- pragma cells ------------------------------------------------------------------ */
+
+static int is_fit_call(const taas_expr *e, int top, void *ctx) {
+    (void)top;
+    (void)ctx;
+    if (e->kind != TAAS_E_CALL || e->u.call.callee->kind != TAAS_E_NAME) return 0;
+    const char *name = e->u.call.callee->u.str.s;
+    const char *dot = strrchr(name, '.');
+    return !strcmp(dot ? dot + 1 : name, "fit");
+}
+
+static int line_width(const char *code, int line) {
+    taas_srcpos a = {line, 1}, b = {line + 1, 1};
+    return taas_span_width(code, a, b);
+}
+
+/* Prints the plan a pragma cell would launch; offloading itself comes later. */
+static taas_run_state pragma_cell(taas_interp *in, const taas_pragma *pr, taas_error *err) {
+    taas_srcpos at = {pr->line, 1};
+    int has_fit = 0;
+    for (size_t k = 0; k < in->prog.n && !has_fit; k++)
+        has_fit = taas_expr_walk(in->prog.stmts[k].value, is_fit_call, NULL);
+    if (!has_fit) {
+        taas_error_set(err, "TaasPragmaError", at, "a #pragma taas cell trains a model: it needs a fit(...) call");
+        err->width = line_width(in->code, pr->line);
+        taas_error_hint(err, "add fit(model, loader, epochs=...) below the #pragma line, or remove the "
+                             "#pragma line to run the cell in the notebook");
+        return fail(in, err);
+    }
+    taas_buf b = TAAS_BUF_INIT;
+    taas_buf_printf(&b, "plan: %d machine%s \xC3\x97 %d GPU%s", pr->machines, pr->machines == 1 ? "" : "s",
+                    pr->ranks_per_machine, pr->ranks_per_machine == 1 ? "" : "s");
+    if (pr->has_config) taas_buf_printf(&b, " (%s)", pr->config.name);
+    size_t nl = taas_scope_loader_count(in->scope);
+    if (nl == 0) taas_buf_puts(&b, ", no registered loaders");
+    for (size_t k = 0; k < nl; k++) {
+        const char *name = taas_scope_loader_name(in->scope, k);
+        taas_buf_printf(&b, ", %d loader worker%s for ", pr->cpus, pr->cpus == 1 ? "" : "s");
+        if (name) taas_buf_printf(&b, "'%s'", name);
+        else taas_buf_puts(&b, "an unnamed DataLoader");
+    }
+    if (pr->units > 0) taas_buf_printf(&b, ", up to %lld samples\n", pr->units);
+    else taas_buf_puts(&b, ", no sample limit\n");
+    in->io->stream(in->io->ctx, "stdout", b.data);
+    taas_buf_free(&b);
+    taas_error_set(err, "TaasOffloadError", at, "offloaded training is not available yet");
+    err->width = line_width(in->code, pr->line);
+    taas_error_hint(err, "this version of taas checks and plans #pragma taas cells; running them on "
+                         "workers comes in a later version");
+    return fail(in, err);
+}
+
+/* ---- running cells ----------------------------------------------------------------- */
+
+taas_run_state taas_interp_run(taas_interp *in, const char *code, const taas_io *io, json_t **result,
+                               taas_error *err) {
+    *result = NULL;
+    taas_error_clear(err);
+    end_cell(in);  /* the kernel runs one cell at a time; a cell left waiting is dropped */
+    if (!code) code = "";
+    size_t n = strlen(code);
+    in->code = taas_utf8_valid(code, n) ? strdup(code) : taas_utf8_sanitize(code, n, NULL);
+    if (!in->code) {
+        taas_error_set(err, "MemoryError", (taas_srcpos){0, 0}, "out of memory while reading the cell");
+        return TAAS_RUN_ERROR;
+    }
+    in->io = io ? io : &NULL_IO;
+    taas_pragma pr;
+    memset(&pr, 0, sizeof pr);
+    if (taas_pragma_parse(in->code, &pr, err)) return fail(in, err);
+    if (taas_parse(in->code, &in->prog, err)) return fail(in, err);
+    taas_eval_env env = env_of(in);
+    if (taas_eval_check_waits(&env, &in->prog, err)) return fail(in, err);
+    if (pr.present) return pragma_cell(in, &pr, err);
+    in->active = 1;
+    return step(in, result, err);
+}
+
+taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *err) {
+    *result = NULL;
+    taas_error_clear(err);
+    if (!in->active) return TAAS_RUN_DONE;
+    if (in->interrupted) {
+        const taas_stmt *s = &in->prog.stmts[in->next - 1];
+        taas_error_set(err, "KeyboardInterrupt", s->pos, "interrupted");
+        err->width = taas_span_width(in->code, s->pos, s->value->end);
+        if (in->next < in->prog.n)
+            taas_error_hint(err, "the statements after line %d did not run; variables assigned before it "
+                                 "keep their values", s->pos.line);
+        return fail(in, err);
+    }
+    if (taas_now() < in->deadline) return TAAS_RUN_WAIT;
+    in->deadline = -1.0;
+    if (in->pending) {
+        *result = taas_value_mimebundle(in->pending);
+        taas_unref(in->pending);
+        in->pending = NULL;
+    }
+    return step(in, result, err);
+}
+
+double taas_interp_deadline(const taas_interp *in) {
+    return in->active ? in->deadline : -1.0;
+}
+
+void taas_interp_interrupt(taas_interp *in) {
+    if (in->active && in->deadline >= 0) in->interrupted = 1;
+}
+
+/* ---- the front end's questions ----------------------------------------------------- */
+
+const char *taas_interp_is_complete(taas_interp *in, const char *code) {
+    (void)in;
+    taas_tokens toks = TAAS_TOKENS_INIT;
+    taas_error err;
+    taas_error_clear(&err);
+    const char *verdict;
+    if (taas_lex(code ? code : "", &toks, &err)) {
+        verdict = toks.incomplete ? "incomplete" : "invalid";
+    } else {
+        taas_program prog;
+        verdict = taas_parse_tokens(code, &toks, &prog, &err) ? "invalid" : "complete";
+        taas_program_free(&prog);
+    }
+    taas_tokens_free(&toks);
+    return verdict;
+}
+
+json_t *taas_interp_complete(taas_interp *in, const char *code, size_t cursor_byte, size_t *start, size_t *end) {
+    return taas_complete(in->scope, code, cursor_byte, start, end);
+}
+
+json_t *taas_interp_inspect(taas_interp *in, const char *code, size_t cursor_byte, int detail_level) {
+    return taas_inspect(in->scope, code, cursor_byte, detail_level);
+}
+
+/* ---- session state for actions ----------------------------------------------------- */
+
+int taas_interp_register_loader(taas_interp *in, struct taas_value *loader, taas_error *err) {
+    return taas_scope_register(in->scope, loader, err);
+}
+
+int taas_interp_unregister_loader(taas_interp *in, struct taas_value *loader, taas_error *err) {
+    return taas_scope_unregister(in->scope, loader, err);
+}
+
+size_t taas_interp_loader_count(const taas_interp *in) {
+    return taas_scope_loader_count(in->scope);
+}
+
+struct taas_value *taas_interp_loader_at(const taas_interp *in, size_t i) {
+    return taas_scope_loader_at(in->scope, i);
+}
+
+const char *taas_interp_name_of(const taas_interp *in, const struct taas_value *v) {
+    return taas_scope_name_of(in->scope, v);
+}

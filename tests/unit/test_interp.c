@@ -1,0 +1,324 @@
+/* kernel/lang/interp: cells, results, variables across cells, sleep -> WAIT -> resume,
+ * interrupts, syntax errors that run nothing, pragma plans and errors, loaders, is_complete. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "interp.h"
+#include "value.h"
+
+typedef struct capture {
+    taas_buf text;  /* "[stdout]..." per stream call */
+    int pages, displays;
+} capture;
+
+static void cap_stream(void *ctx, const char *name, const char *text) {
+    taas_buf_printf(&((capture *)ctx)->text, "[%s]%s", name, text);
+}
+static void cap_display(void *ctx, json_t *d, json_t *m, const char *id, int u) {
+    (void)id; (void)u;
+    ((capture *)ctx)->displays++;
+    json_decref(d);
+    json_decref(m);
+}
+static void cap_clear(void *ctx, int w) { (void)ctx; (void)w; }
+static void cap_page(void *ctx, json_t *d) {
+    ((capture *)ctx)->pages++;
+    json_decref(d);
+}
+
+static taas_interp *in;
+static capture cap;
+static taas_io io;
+
+static int setup(void **state) {
+    (void)state;
+    setenv("TAAS_CONFIG", "/nonexistent/taas-test-config.json", 1);  /* built-in configurations only */
+    in = taas_interp_new();
+    memset(&cap, 0, sizeof cap);
+    io = (taas_io){&cap, cap_stream, cap_display, cap_clear, cap_page};
+    return in ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    taas_interp_free(in);
+    taas_buf_free(&cap.text);
+    return 0;
+}
+
+static const char *out(void) { return cap.text.data ? cap.text.data : ""; }
+static void clear_out(void) { taas_buf_free(&cap.text); }
+
+/* Runs a cell that must finish; returns its text/plain result (malloc'd) or NULL. */
+static char *run_done(const char *code) {
+    json_t *r = NULL;
+    taas_error err;
+    taas_run_state s = taas_interp_run(in, code, &io, &r, &err);
+    if (s != TAAS_RUN_DONE) fail_msg("%s: state %d: %s: %s", code, s, err.ename, err.message);
+    if (!r) return NULL;
+    char *text = strdup(json_string_value(json_object_get(r, "text/plain")));
+    json_decref(r);
+    return text;
+}
+
+static taas_error run_error(const char *code, const char *ename, const char *msg) {
+    json_t *r = NULL;
+    taas_error err;
+    taas_run_state s = taas_interp_run(in, code, &io, &r, &err);
+    if (s != TAAS_RUN_ERROR) fail_msg("%s should fail with %s", code, msg);
+    assert_null(r);
+    if (strcmp(err.ename, ename)) fail_msg("%s: %s, wanted %s (%s)", code, err.ename, ename, err.message);
+    if (!strstr(err.message, msg)) fail_msg("%s: \"%s\", wanted \"%s\"", code, err.message, msg);
+    assert_true(err.hint[0] != '\0' || !strcmp(ename, "KeyboardInterrupt"));
+    assert_true(taas_interp_deadline(in) < 0);
+    return err;
+}
+
+static void sleep_until(double t) {
+    while (taas_now() < t) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void test_result_of_the_last_expression(void **state) {
+    (void)state;
+    char *r = run_done("x = 20\nx + 1");
+    assert_string_equal(r, "21");
+    free(r);
+    assert_null(run_done("y = x * 2"));            /* an assignment shows nothing */
+    assert_null(run_done("None"));                 /* neither does None */
+    assert_null(run_done("print('hello')"));       /* print returns None */
+    assert_string_equal(out(), "[stdout]hello\n");
+    assert_null(run_done("# only a comment\n\n"));
+    assert_null(run_done(""));
+    r = run_done("1\n2");                          /* only the final statement counts */
+    assert_string_equal(r, "2");
+    free(r);
+    r = run_done("y");                             /* variables live across cells */
+    assert_string_equal(r, "40");
+    free(r);
+    r = run_done("Conv2d(1, 32, 3)");
+    assert_string_equal(r, "Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))");
+    free(r);
+    assert_null(run_done("help(print)"));
+    assert_int_equal(cap.pages, 1);
+}
+
+static void test_errors_stop_the_cell(void **state) {
+    (void)state;
+    /* a syntax error anywhere: nothing runs */
+    taas_error e = run_error("print('first')\nx = = 1", "TaasSyntaxError", "expected an expression after '='");
+    assert_string_equal(out(), "");
+    assert_int_equal(e.pos.line, 2);
+    assert_string_equal(e.source_line, "x = = 1");
+    run_error("x = 1\nprint('never')\nimport torch", "TaasSyntaxError", "import is not needed");
+    assert_string_equal(out(), "");
+    e = run_error("x", "TaasNameError", "name 'x' is not defined");  /* so x = 1 did not run */
+    /* a runtime error: the statements before it ran, the ones after it do not */
+    e = run_error("a = 1\nprint('a')\nb = 1 / 0\nprint('b')", "TaasValueError", "division by zero");
+    assert_string_equal(out(), "[stdout]a\n");
+    assert_int_equal(e.pos.line, 3);
+    assert_int_equal(e.pos.col, 5);
+    assert_string_equal(e.source_line, "b = 1 / 0");
+    char *r = run_done("a");
+    assert_string_equal(r, "1");
+    free(r);
+    run_error("b", "TaasNameError", "name 'b' is not defined");
+    /* the traceback reads as the design shows it */
+    e = run_error("net = Linear(9000, 128, bias=Flase)", "TaasNameError", "name 'Flase' is not defined");
+    char **tb = taas_error_traceback(&e);
+    assert_string_equal(tb[0], "Cell line 1, column 30");
+    assert_string_equal(tb[1], "    net = Linear(9000, 128, bias=Flase)");
+    assert_string_equal(tb[2], "                                 ^^^^^");
+    assert_string_equal(tb[4], "hint: did you mean 'False'?");
+    taas_error_traceback_free(tb);
+}
+
+static void test_invalid_utf8_never_breaks_a_cell(void **state) {
+    (void)state;
+    assert_null(run_done("print('a\xFF')"));
+    assert_string_equal(out(), "[stdout]a\xEF\xBF\xBD\n");
+    taas_error e = run_error("x = 1 \xC3", "TaasSyntaxError", "U+FFFD");
+    assert_string_equal(e.source_line, "x = 1 \xEF\xBF\xBD");
+}
+
+static void test_sleep_waits_and_resumes(void **state) {
+    (void)state;
+    json_t *r = NULL;
+    taas_error err;
+    double t0 = taas_now();
+    taas_run_state s = taas_interp_run(in, "print('a')\nx = 1\nsleep(0.2)\nprint('b')\nx + 6", &io, &r, &err);
+    assert_int_equal(s, TAAS_RUN_WAIT);
+    assert_null(r);
+    assert_string_equal(out(), "[stdout]a\n");
+    double deadline = taas_interp_deadline(in);
+    assert_true(deadline >= t0 + 0.2 && deadline < t0 + 2);
+    /* too early: still waiting, nothing more ran */
+    assert_int_equal(taas_interp_resume(in, &r, &err), TAAS_RUN_WAIT);
+    assert_string_equal(out(), "[stdout]a\n");
+    sleep_until(deadline);
+    assert_int_equal(taas_interp_resume(in, &r, &err), TAAS_RUN_DONE);
+    assert_string_equal(out(), "[stdout]a\n[stdout]b\n");
+    assert_non_null(r);
+    assert_string_equal(json_string_value(json_object_get(r, "text/plain")), "7");
+    json_decref(r);
+    assert_true(taas_interp_deadline(in) < 0);
+    /* resuming an idle interpreter is harmless */
+    assert_int_equal(taas_interp_resume(in, &r, &err), TAAS_RUN_DONE);
+    assert_null(r);
+    /* a wait that ends the cell, and one on the right side of an assignment */
+    assert_int_equal(taas_interp_run(in, "z = sleep(0.01)", &io, &r, &err), TAAS_RUN_WAIT);
+    sleep_until(taas_interp_deadline(in));
+    assert_int_equal(taas_interp_resume(in, &r, &err), TAAS_RUN_DONE);
+    assert_null(r);
+    char *t = run_done("z");
+    assert_null(t);  /* sleep returns None */
+}
+
+static void test_interrupt(void **state) {
+    (void)state;
+    json_t *r = NULL;
+    taas_error err;
+    taas_interp_interrupt(in);  /* nothing waits: no effect */
+    assert_int_equal(taas_interp_run(in, "x = 1\nsleep(30)\ny = 2", &io, &r, &err), TAAS_RUN_WAIT);
+    taas_interp_interrupt(in);
+    double t0 = taas_now();
+    assert_int_equal(taas_interp_resume(in, &r, &err), TAAS_RUN_ERROR);
+    assert_true(taas_now() - t0 < 1.0);
+    assert_string_equal(err.ename, "KeyboardInterrupt");
+    assert_string_equal(err.message, "interrupted");
+    assert_int_equal(err.pos.line, 2);
+    assert_string_equal(err.source_line, "sleep(30)");
+    assert_non_null(strstr(err.hint, "after line 2 did not run"));
+    assert_true(taas_interp_deadline(in) < 0);
+    char *v = run_done("x");  /* assigned before the interrupt: kept */
+    assert_string_equal(v, "1");
+    free(v);
+    run_error("y", "TaasNameError", "name 'y' is not defined");
+    /* the next cell runs normally */
+    assert_null(run_done("print('next')"));
+    assert_non_null(strstr(out(), "[stdout]next\n"));
+}
+
+static void test_a_new_cell_drops_a_waiting_one(void **state) {
+    (void)state;
+    json_t *r = NULL;
+    taas_error err;
+    assert_int_equal(taas_interp_run(in, "sleep(30)\nprint('never')", &io, &r, &err), TAAS_RUN_WAIT);
+    assert_null(run_done("print('new')"));
+    assert_int_equal(taas_interp_resume(in, &r, &err), TAAS_RUN_DONE);
+    assert_string_equal(out(), "[stdout]new\n");
+}
+
+static const char *LOADERS =
+    "transform = Compose([ToTensor(), Normalize((0.2860,), (0.3530,))])\n"
+    "train = DataLoader(FashionMNIST(train=True, transform=transform), batch_size=64, shuffle=True)\n"
+    "test = DataLoader(FashionMNIST(train=False, transform=transform), batch_size=1000)\n";
+
+static void test_pragma_plan(void **state) {
+    (void)state;
+    taas_error e = run_error("#pragma taas --gpus 4\nfit(net, train)", "TaasOffloadError",
+                             "offloaded training is not available yet");
+    assert_string_equal(out(), "[stdout]plan: 1 machine \xC3\x97 4 GPUs, no registered loaders, no sample limit\n");
+    assert_int_equal(e.pos.line, 1);
+    assert_int_equal(e.width, 21);
+    assert_null(run_done(LOADERS));
+    assert_null(run_done("register(train)"));
+    clear_out();
+    run_error("#!g2.8\n#pragma taas --gpus 16 --cpus 2 --units 20480000\n"
+              "fit(net, train, epochs=9)\nsave(net, 'x.safetensors')",
+              "TaasOffloadError", "offloaded training is not available yet");
+    assert_string_equal(out(), "[stdout]plan: 2 machines \xC3\x97 8 GPUs (g2.8), 2 loader workers for 'train', "
+                               "up to 20480000 samples\n");
+    assert_null(run_done("register(test)"));
+    clear_out();
+    run_error("# train it\n#pragma taas --gpus 1 --cpus 1\ntaas.fit(1)", "TaasOffloadError", "not available yet");
+    assert_string_equal(out(), "[stdout]plan: 1 machine \xC3\x97 1 GPU, 1 loader worker for 'train', "
+                               "1 loader worker for 'test', no sample limit\n");
+}
+
+static void test_pragma_errors(void **state) {
+    (void)state;
+    taas_error e = run_error("#pragma taas --gpus 2\nx = 1\nprint(x)", "TaasPragmaError",
+                             "a #pragma taas cell trains a model: it needs a fit(...) call");
+    assert_int_equal(e.pos.line, 1);
+    assert_string_equal(e.source_line, "#pragma taas --gpus 2");
+    assert_string_equal(out(), "");
+    run_error("#pragma taas --gpus 0\nfit(net)", "TaasPragmaError", "--gpus");
+    run_error("#pragma taas --gpus 2 --bogus 1\nfit(net)", "TaasPragmaError", "--bogus");
+    run_error("print('no')\n#pragma taas --gpus 2\nfit(net)", "TaasPragmaError", "");
+    run_error("#pragma taas --gpus 2\nfit(net,", "TaasSyntaxError", "was never closed");
+    run_error("#pragma taas --gpus 2\nfit(net)\n[sleep(1)]", "TaasSyntaxError", "sleep() waits");
+    assert_string_equal(out(), "");  /* no plan is printed when the cell is wrong */
+    run_error("x = fit", "TaasNameError", "name 'fit' is not defined");  /* not a builtin yet */
+}
+
+static void test_loaders(void **state) {
+    (void)state;
+    assert_int_equal(taas_interp_loader_count(in), 0);
+    assert_null(run_done(LOADERS));
+    assert_null(run_done("register(train)\nregister(train)\ntaas.register(train)"));
+    assert_int_equal(taas_interp_loader_count(in), 1);
+    assert_string_equal(taas_interp_name_of(in, taas_interp_loader_at(in, 0)), "train");
+    /* running the cell again makes a new loader: it replaces the old one in place */
+    assert_null(run_done(LOADERS));
+    assert_null(run_done("register(test)\nregister(train)"));
+    assert_int_equal(taas_interp_loader_count(in), 2);
+    assert_string_equal(taas_interp_name_of(in, taas_interp_loader_at(in, 0)), "train");
+    assert_string_equal(taas_interp_name_of(in, taas_interp_loader_at(in, 1)), "test");
+    assert_null(run_done("unregister(test)"));
+    assert_int_equal(taas_interp_loader_count(in), 1);
+    taas_error e = run_error("unregister(test)", "TaasValueError", "loader 'test' is not registered");
+    assert_string_equal(e.hint, "registered loaders: 'train'");
+    assert_int_equal(e.pos.line, 1);
+    assert_int_equal(e.width, 16);
+    assert_null(run_done("unregister(train)"));
+    e = run_error("unregister(DataLoader(FashionMNIST()))", "TaasValueError", "this DataLoader is not registered");
+    assert_non_null(strstr(e.hint, "no loader is registered"));
+    assert_null(taas_interp_loader_at(in, 0));
+    /* the interpreter's own check, for callers other than the register action */
+    taas_value *v = taas_int(1);
+    assert_int_equal(taas_interp_register_loader(in, v, &e), -1);
+    assert_string_equal(e.ename, "TaasTypeError");
+    assert_string_equal(e.message, "register() takes a DataLoader, not 'int'");
+    assert_int_equal(taas_interp_unregister_loader(in, v, &e), -1);
+    assert_string_equal(e.message, "unregister() takes a DataLoader, not 'int'");
+    assert_null(taas_interp_name_of(in, v));
+    taas_unref(v);
+}
+
+static void test_is_complete(void **state) {
+    (void)state;
+    const char *complete[] = {"x = 1", "", "# just a comment", "print('a')\nprint('b')", "x = [1,\n 2]",
+                              "s = '''a\nb'''", "x = 1 + \\\n 2"};
+    const char *incomplete[] = {"f(1,", "net = Sequential(\n  Linear(1, 2),", "x = '''abc", "x = 1 + \\",
+                                "x = [1, (2"};
+    const char *invalid[] = {"x = = 1", "import torch", "x = 'abc", "1 +", "x = 1)", "if x:", "f(a=1, 2)"};
+    for (size_t i = 0; i < sizeof complete / sizeof *complete; i++)
+        assert_string_equal(taas_interp_is_complete(in, complete[i]), "complete");
+    for (size_t i = 0; i < sizeof incomplete / sizeof *incomplete; i++)
+        assert_string_equal(taas_interp_is_complete(in, incomplete[i]), "incomplete");
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++)
+        assert_string_equal(taas_interp_is_complete(in, invalid[i]), "invalid");
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        T(test_result_of_the_last_expression), T(test_errors_stop_the_cell),
+        T(test_invalid_utf8_never_breaks_a_cell), T(test_sleep_waits_and_resumes), T(test_interrupt),
+        T(test_a_new_cell_drops_a_waiting_one), T(test_pragma_plan), T(test_pragma_errors),
+        T(test_loaders), T(test_is_complete),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
