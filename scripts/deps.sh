@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config git procps
-  libzmq3-dev libjansson-dev libssl-dev libcmocka-dev
+  libzmq3-dev libsodium-dev libjansson-dev libcmocka-dev
   jupyter-core jupyter-nbconvert python3-jupyter-client python3-nbclient
   python3-jupyter-kernel-test python3-ipykernel python3-zmq
 )
