@@ -1,0 +1,381 @@
+/* kernel/protocol/wire and session: framing, signing, parsing and the checks that drop
+ * a malformed message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "session.h"
+#include "wire.h"
+
+static const char KEY[] = "c0ffee00-taas-test-key";
+
+/* The message jupyter_client's Session signed with KEY, from a client "client-id-1". */
+static const char *JUPYTER[7] = {
+    "client-id-1",
+    "<IDS|MSG>",
+    "bdd66683ccce1c071cf78eda9fb43403a7253ad82ee72119ec1bc01bd3e8b8d8",
+    "{\"msg_id\": \"7b0d3a5e-1c1f-4d6b-9b55-2f6b0b9e3d21_13269_0\", \"msg_type\": "
+    "\"execute_request\", \"username\": \"alice\", \"session\": "
+    "\"7b0d3a5e-1c1f-4d6b-9b55-2f6b0b9e3d21\", \"date\": \"2026-11-22T03:09:17.522488Z\", "
+    "\"version\": \"5.3\"}",
+    "{}",
+    "{}",
+    "{\"code\": \"print(\\\"h\xc3\xa9llo\\\")\", \"silent\": false, \"store_history\": true, "
+    "\"user_expressions\": {}, \"allow_stdin\": false, \"stop_on_error\": true}",
+};
+
+static void frames_of(const char *const *s, size_t n, taas_frame *out) {
+    for (size_t i = 0; i < n; i++) {
+        out[i].data = s[i];
+        out[i].len = strlen(s[i]);
+    }
+}
+
+static taas_signer *signer(void) {
+    taas_error err;
+    taas_signer *s = taas_signer_new(KEY, strlen(KEY), &err);
+    assert_non_null(s);
+    return s;
+}
+
+static void test_parse_jupyter_message(void **state) {
+    (void)state;
+    taas_frame f[7];
+    frames_of(JUPYTER, 7, f);
+    taas_signer *s = signer();
+    taas_msg *m;
+    taas_error err;
+    taas_error_clear(&err);
+    assert_int_equal(taas_wire_parse(f, 7, s, &m, &err), 0);
+    assert_string_equal(m->msg_type, "execute_request");
+    assert_int_equal(m->n_ids, 1);
+    assert_int_equal(m->ids[0].len, 11);
+    assert_memory_equal(m->ids[0].data, "client-id-1", 11);
+    assert_int_equal(m->n_buffers, 0);
+    assert_string_equal(taas_json_get_str(m->content, "code", NULL), "print(\"h\xc3\xa9llo\")");
+    assert_false(taas_json_get_bool(m->content, "silent", 1));
+    assert_int_equal(json_object_size(m->parent_header), 0);
+    taas_msg_free(m);
+    taas_signer_free(s);
+}
+
+/* Serialize with our session, parse back: every header field, parent, ids, content. */
+static void test_round_trip(void **state) {
+    (void)state;
+    taas_error err;
+    taas_session *ss = taas_session_new(KEY, strlen(KEY), &err);
+    assert_non_null(ss);
+    taas_blob ids[2] = {{"id-one", 6}, {"\x00\x01\xff", 3}};   /* identities are binary */
+    json_t *parent = json_pack("{s:s, s:s}", "msg_id", "parent-1", "msg_type", "execute_request");
+    json_t *content = json_pack("{s:s, s:s}", "name", "stdout", "text", "h\xc3\xa9llo\n");
+    taas_frames fr;
+    char msg_id[37];
+    assert_int_equal(taas_session_serialize(ss, ids, 2, "stream", parent, NULL, content, &fr,
+                                            msg_id, &err), 0);
+    assert_int_equal(fr.n, 8);
+    assert_memory_equal(fr.f[2].data, TAAS_WIRE_DELIM, fr.f[2].len);
+    assert_int_equal(fr.f[3].len, TAAS_HMAC_HEX_LEN);
+
+    taas_frame in[8];
+    for (size_t i = 0; i < fr.n; i++) {
+        in[i].data = fr.f[i].data;
+        in[i].len = fr.f[i].len;
+    }
+    taas_msg *m;
+    taas_signer *s = signer();
+    assert_int_equal(taas_wire_parse(in, fr.n, s, &m, &err), 0);
+    assert_int_equal(m->n_ids, 2);
+    assert_memory_equal(m->ids[1].data, "\x00\x01\xff", 3);
+    assert_string_equal(m->msg_type, "stream");
+    const json_t *h = m->header;
+    assert_string_equal(taas_json_get_str(h, "msg_id", ""), msg_id);
+    assert_int_equal(strlen(msg_id), 36);
+    assert_int_equal(msg_id[14], '4');   /* uuid version 4 */
+    assert_string_equal(taas_json_get_str(h, "session", ""), taas_session_id(ss));
+    assert_string_equal(taas_json_get_str(h, "version", ""), "5.3");
+    assert_non_null(taas_json_get_str(h, "username", NULL));
+    const char *date = taas_json_get_str(h, "date", "");
+    assert_int_equal(strlen(date), 27);   /* 2024-05-01T12:34:56.123456Z */
+    assert_int_equal(date[10], 'T');
+    assert_int_equal(date[19], '.');
+    assert_int_equal(date[26], 'Z');
+    assert_true(json_equal(m->parent_header, parent));
+    assert_true(json_equal(m->content, content));
+    assert_int_equal(json_object_size(m->metadata), 0);
+    taas_msg_free(m);
+
+    /* a second message gets another msg_id */
+    taas_frames fr2;
+    char id2[37];
+    assert_int_equal(taas_session_serialize(ss, NULL, 0, "stream", NULL, NULL, content, &fr2, id2,
+                                            &err), 0);
+    assert_string_not_equal(id2, msg_id);
+    assert_int_equal(fr2.n, 6);
+    taas_frames_free(&fr2);
+
+    /* no content: refused, nothing built */
+    assert_int_equal(taas_session_serialize(ss, NULL, 0, "stream", NULL, NULL, NULL, &fr2, NULL,
+                                            &err), -1);
+    assert_non_null(strstr(err.message, "no content for a stream message"));
+
+    taas_frames_free(&fr);
+    json_decref(parent);
+    json_decref(content);
+    taas_signer_free(s);
+    taas_session_free(ss);
+}
+
+static void expect_drop(const taas_frame *f, size_t n, taas_signer *s, const char *why) {
+    taas_msg *m = (taas_msg *)1;
+    taas_error err;
+    taas_error_clear(&err);
+    assert_int_equal(taas_wire_parse(f, n, s, &m, &err), -1);
+    assert_null(m);
+    assert_string_equal(err.ename, "TaasProtocolError");
+    if (!strstr(err.message, why)) fail_msg("'%s' does not say '%s'", err.message, why);
+    assert_true(err.hint[0] != '\0');
+}
+
+static void test_identities_and_buffers(void **state) {
+    (void)state;
+    taas_signer *s = signer();
+    taas_frame f[10];
+    /* no identities (delimiter first), two extra buffers after content */
+    frames_of(JUPYTER + 1, 6, f);
+    f[6].data = "\x01\x02";
+    f[6].len = 2;
+    f[7].data = "";
+    f[7].len = 0;
+    taas_msg *m;
+    taas_error err;
+    assert_int_equal(taas_wire_parse(f, 8, s, &m, &err), 0);
+    assert_int_equal(m->n_ids, 0);
+    assert_int_equal(m->n_buffers, 2);
+    assert_int_equal(m->buffers[0].len, 2);
+    assert_memory_equal(m->buffers[0].data, "\x01\x02", 2);
+    assert_int_equal(m->buffers[1].len, 0);
+    taas_msg_free(m);
+    /* three identities */
+    f[0].data = "a";
+    f[0].len = 1;
+    f[1].data = "b";
+    f[1].len = 1;
+    frames_of(JUPYTER, 7, f + 2);
+    assert_int_equal(taas_wire_parse(f, 9, s, &m, &err), 0);
+    assert_int_equal(m->n_ids, 3);
+    assert_memory_equal(m->ids[2].data, "client-id-1", 11);
+    taas_msg_free(m);
+    taas_signer_free(s);
+}
+
+static void test_malformed_dropped(void **state) {
+    (void)state;
+    taas_signer *s = signer();
+    taas_frame f[7];
+
+    frames_of(JUPYTER, 7, f);
+    f[1].data = "<IDS|MSG";   /* no delimiter */
+    f[1].len = 8;
+    expect_drop(f, 7, s, "has no \"<IDS|MSG>\" delimiter");
+
+    frames_of(JUPYTER, 7, f);
+    expect_drop(f, 6, s, "4 frames after the \"<IDS|MSG>\" delimiter; 5 are required");
+    expect_drop(f, 2, s, "0 frames after");
+    expect_drop(f, 0, s, "has no");
+
+    frames_of(JUPYTER, 7, f);
+    f[2].data = "";
+    f[2].len = 0;
+    expect_drop(f, 7, s, "unsigned message");
+
+    frames_of(JUPYTER, 7, f);
+    f[2].data = "0000000000000000000000000000000000000000000000000000000000000000";
+    expect_drop(f, 7, s, "signature does not match");
+
+    frames_of(JUPYTER, 7, f);
+    f[6].data = "{\"code\": \"print(1)\"}";   /* content changed after signing */
+    f[6].len = strlen(f[6].data);
+    expect_drop(f, 7, s, "signature does not match");
+    taas_signer_free(s);
+
+    /* the JSON checks come after the signature; with signing off they are reached */
+    taas_error err;
+    taas_signer *off = taas_signer_new("", 0, &err);
+    frames_of(JUPYTER, 7, f);
+    f[6].data = "{\"code\": ";
+    f[6].len = strlen(f[6].data);
+    expect_drop(f, 7, off, "the content frame is not valid JSON");
+    f[6].data = "not json at all";
+    f[6].len = strlen(f[6].data);
+    expect_drop(f, 7, off, "the content frame is not valid JSON");
+    f[4].data = "[1, 2]";
+    f[4].len = 6;
+    expect_drop(f, 7, off, "the parent_header frame is JSON but not an object");
+    frames_of(JUPYTER, 7, f);
+    f[3].data = "{\"msg_id\": \"x\", \"session\": \"y\"}";
+    f[3].len = strlen(f[3].data);
+    expect_drop(f, 7, off, "header has no msg_type");
+    f[3].data = "{\"msg_type\": 42}";
+    f[3].len = strlen(f[3].data);
+    expect_drop(f, 7, off, "header has no msg_type");
+    taas_signer_free(off);
+}
+
+static void test_oversized_dropped(void **state) {
+    (void)state;
+    taas_signer *s = signer();
+    taas_frame f[8];
+    frames_of(JUPYTER, 7, f);
+    char *big = calloc(1, TAAS_WIRE_MAX_BYTES);
+    assert_non_null(big);
+    f[7].data = big;   /* a buffer frame that pushes the whole past the limit */
+    f[7].len = TAAS_WIRE_MAX_BYTES;
+    expect_drop(f, 8, s, "larger than the limit of 67108864 bytes (64 MiB)");
+    /* just under the limit is accepted */
+    size_t rest = 0;
+    for (int i = 0; i < 7; i++) rest += f[i].len;
+    f[7].len = TAAS_WIRE_MAX_BYTES - rest;
+    taas_msg *m;
+    taas_error err;
+    assert_int_equal(taas_wire_parse(f, 8, s, &m, &err), 0);
+    taas_msg_free(m);
+    free(big);
+    taas_signer_free(s);
+}
+
+/* Invalid UTF-8 and NULs in a correctly signed message: sanitized, never a crash. */
+static void test_bad_utf8_sanitized(void **state) {
+    (void)state;
+    taas_error err;
+    taas_session *ss = taas_session_new(KEY, strlen(KEY), &err);
+    const char *frames[7];
+    memcpy(frames, JUPYTER, sizeof frames);
+    frames[6] = "{\"code\": \"print('a\xff\xfe b')\", \"x\": \"nul\\u0000here\"}";
+    /* sign the bad bytes as a client would */
+    const void *p[4];
+    size_t l[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = frames[3 + i];
+        l[i] = strlen(frames[3 + i]);
+    }
+    char sig[TAAS_HMAC_HEX_LEN + 1];
+    assert_int_equal(taas_signer_sign(taas_session_signer(ss), p, l, 4, sig), 0);
+    frames[2] = sig;
+    taas_frame f[7];
+    frames_of(frames, 7, f);
+    taas_msg *m;
+    assert_int_equal(taas_wire_parse(f, 7, taas_session_signer(ss), &m, &err), 0);
+    assert_string_equal(taas_json_get_str(m->content, "code", ""),
+                        "print('a\xef\xbf\xbd\xef\xbf\xbd b')");
+    const json_t *x = json_object_get(m->content, "x");
+    assert_int_equal(json_string_length(x), strlen(json_string_value(x)));
+    assert_string_equal(json_string_value(x), "nul\xef\xbf\xbdhere");
+    taas_msg_free(m);
+    taas_session_free(ss);
+}
+
+static void test_json_string_never_null(void **state) {
+    (void)state;
+    json_t *j = taas_json_string("ok \xc3\xa9");
+    assert_string_equal(json_string_value(j), "ok \xc3\xa9");
+    json_decref(j);
+    j = taas_json_string("bad \xc3");
+    assert_non_null(j);
+    assert_string_equal(json_string_value(j), "bad \xef\xbf\xbd");
+    json_decref(j);
+    j = taas_json_stringn("a\0b", 3);
+    assert_string_equal(json_string_value(j), "a\xef\xbf\xbd" "b");
+    json_decref(j);
+    j = taas_json_string(NULL);
+    assert_string_equal(json_string_value(j), "");
+    json_decref(j);
+}
+
+/* Over real ZeroMQ sockets: a DEALER client, the kernel's ROUTER. */
+static void test_zmq_send_recv(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    void *router = zmq_socket(ctx, ZMQ_ROUTER), *dealer = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(router, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(dealer, ZMQ_ROUTING_ID, "cli", 3);
+    assert_int_equal(zmq_bind(router, "inproc://test-wire"), 0);
+    assert_int_equal(zmq_connect(dealer, "inproc://test-wire"), 0);
+    taas_error err;
+    taas_session *client = taas_session_new(KEY, strlen(KEY), &err);
+    taas_session *kernel = taas_session_new(KEY, strlen(KEY), &err);
+    taas_msg *m;
+
+    /* nothing waiting */
+    assert_int_equal(taas_wire_recv(router, taas_session_signer(kernel), &m, &err), 1);
+
+    assert_int_equal(taas_session_send(client, dealer, NULL, 0, "kernel_info_request", NULL,
+                                       NULL, json_object()), 0);
+    zmq_pollitem_t it = {router, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&it, 1, 2000), 1);
+    assert_int_equal(taas_wire_recv(router, taas_session_signer(kernel), &m, &err), 0);
+    assert_string_equal(m->msg_type, "kernel_info_request");
+    assert_int_equal(m->n_ids, 1);
+    assert_memory_equal(m->ids[0].data, "cli", 3);
+
+    /* the reply goes back to the identity, with the request as parent */
+    assert_int_equal(taas_session_send(kernel, router, m->ids, m->n_ids, "kernel_info_reply",
+                                       m->header, NULL, json_pack("{s:s}", "status", "ok")), 0);
+    it.socket = dealer;
+    assert_int_equal(zmq_poll(&it, 1, 2000), 1);
+    taas_msg *r;
+    assert_int_equal(taas_wire_recv(dealer, taas_session_signer(client), &r, &err), 0);
+    assert_string_equal(r->msg_type, "kernel_info_reply");
+    assert_string_equal(taas_json_get_str(r->parent_header, "msg_id", "?"),
+                        taas_json_get_str(m->header, "msg_id", "!"));
+    taas_msg_free(r);
+    taas_msg_free(m);
+
+    /* an oversized message is read whole and dropped; the next one still arrives */
+    char *big = calloc(1, TAAS_WIRE_MAX_BYTES + 1);
+    zmq_send(dealer, TAAS_WIRE_DELIM, strlen(TAAS_WIRE_DELIM), ZMQ_SNDMORE);
+    zmq_send(dealer, "sig", 3, ZMQ_SNDMORE);
+    zmq_send(dealer, big, TAAS_WIRE_MAX_BYTES + 1, 0);
+    free(big);
+    assert_int_equal(taas_session_send(client, dealer, NULL, 0, "comm_info_request", NULL, NULL,
+                                       json_object()), 0);
+    it.socket = router;
+    assert_int_equal(zmq_poll(&it, 1, 2000), 1);
+    taas_error_clear(&err);
+    assert_int_equal(taas_wire_recv(router, taas_session_signer(kernel), &m, &err), -1);
+    assert_non_null(strstr(err.message, "larger than the limit"));
+    assert_int_equal(zmq_poll(&it, 1, 2000), 1);
+    assert_int_equal(taas_wire_recv(router, taas_session_signer(kernel), &m, &err), 0);
+    assert_string_equal(m->msg_type, "comm_info_request");
+    taas_msg_free(m);
+
+    /* content NULL (a failed json_pack upstream): nothing is sent */
+    assert_int_equal(taas_session_send(client, dealer, NULL, 0, "x", NULL, NULL, NULL), -1);
+    assert_int_equal(zmq_poll(&it, 1, 50), 0);
+
+    taas_session_free(client);
+    taas_session_free(kernel);
+    zmq_close(router);
+    zmq_close(dealer);
+    zmq_ctx_term(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_jupyter_message),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_identities_and_buffers),
+        cmocka_unit_test(test_malformed_dropped),
+        cmocka_unit_test(test_oversized_dropped),
+        cmocka_unit_test(test_bad_utf8_sanitized),
+        cmocka_unit_test(test_json_string_never_null),
+        cmocka_unit_test(test_zmq_send_recv),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
