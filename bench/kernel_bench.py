@@ -183,6 +183,8 @@ def measure(names, context, starts, executes, warmup, quiet):
                 res[kernel]["reply"].append(t_reply)
                 res[kernel]["idle"].append(t_idle)
             res[kernel]["memory_kib"] = r.memory_kib()
+            time.sleep(1.0)  # the same pause for both: what an idle kernel holds
+            res[kernel]["idle_memory_kib"] = r.memory_kib()
         finally:
             r.stop()
     return res
@@ -199,6 +201,7 @@ def summarize(res):
             "idle_median_ms": statistics.median(r["idle"]) * 1e3,
             "rss_mib": r["memory_kib"]["VmRSS"] / 1024.0,
             "anon_mib": r["memory_kib"]["RssAnon"] / 1024.0,
+            "idle_rss_mib": r["idle_memory_kib"]["VmRSS"] / 1024.0,
         }
     return out
 
@@ -222,6 +225,9 @@ def table(s, starts, executes):
          None, "faster"),
         ("resident memory after the executes, VmRSS (MiB)",
          t["rss_mib"], p["rss_mib"], p["rss_mib"] / t["rss_mib"], GOALS["memory"], "less"),
+        ("resident memory idle 1 s later, VmRSS (MiB)",
+         t["idle_rss_mib"], p["idle_rss_mib"], p["idle_rss_mib"] / t["idle_rss_mib"], None,
+         "less"),
         ("of which the process's own, RssAnon (MiB)",
          t["anon_mib"], p["anon_mib"], p["anon_mib"] / t["anon_mib"], None, "less"),
     ]
