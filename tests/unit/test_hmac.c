@@ -9,6 +9,16 @@
 
 #include "hmac.h"
 
+/* Linked with -Wl,--wrap=sodium_memcmp (tests/CMakeLists.txt): counts the calls to prove
+ * that verification compares through libsodium's constant-time function. */
+static int memcmp_calls;
+int __real_sodium_memcmp(const void *a, const void *b, size_t len);
+int __wrap_sodium_memcmp(const void *a, const void *b, size_t len);
+int __wrap_sodium_memcmp(const void *a, const void *b, size_t len) {
+    memcmp_calls++;
+    return __real_sodium_memcmp(a, b, len);
+}
+
 static char *sign_parts(taas_signer *s, const char *const *parts, size_t n) {
     static char out[TAAS_HMAC_HEX_LEN + 1];
     const void *p[8];
@@ -100,7 +110,9 @@ static void test_jupyter_signed_message(void **state) {
     taas_signer *s = taas_signer_new(JUPYTER_KEY, strlen(JUPYTER_KEY), &err);
     assert_non_null(s);
     assert_string_equal(sign_parts(s, JUPYTER_FRAMES, 4), JUPYTER_SIG);
+    memcmp_calls = 0;
     assert_true(verify(s, JUPYTER_FRAMES, JUPYTER_SIG));
+    assert_int_equal(memcmp_calls, 1);   /* compared in constant time */
     taas_signer_free(s);
 }
 
@@ -115,7 +127,9 @@ static void test_bad_signatures_rejected(void **state) {
     char bad[sizeof JUPYTER_SIG];
     memcpy(bad, JUPYTER_SIG, sizeof bad);
     bad[10] = bad[10] == '0' ? '1' : '0';
+    memcmp_calls = 0;
     assert_false(verify(s, JUPYTER_FRAMES, bad));
+    assert_int_equal(memcmp_calls, 1);
     /* truncated, and upper case (Jupyter compares the lower-case hex exactly) */
     bad[0] = '\0';
     memcpy(bad, JUPYTER_SIG, sizeof bad);
