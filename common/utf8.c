@@ -82,3 +82,28 @@ size_t taas_utf8_offset(const char *s, size_t cp) {
     }
     return i;
 }
+
+const char *taas_utf8_clip(char *dst, size_t cap, const char *s, size_t n, size_t max) {
+    size_t k = 0, cps = 0, i = 0;
+    while (i < n) {
+        size_t len = taas_utf8_seqlen(s + i);
+        if (len > n - i) len = 1;
+        const char *piece = s + i;
+        size_t plen = len;
+        if (s[i] == '\0' || !taas_utf8_valid(s + i, len)) {
+            piece = "\xEF\xBF\xBD";
+            plen = 3;
+        }
+        if (cps == max || k + plen + 4 > cap) {
+            memcpy(dst + k, "\xE2\x80\xA6", 3);
+            k += 3;
+            break;
+        }
+        memcpy(dst + k, piece, plen);
+        k += plen;
+        cps++;
+        i += len;
+    }
+    dst[k] = '\0';
+    return dst;
+}

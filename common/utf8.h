@@ -22,4 +22,8 @@ size_t taas_utf8_count(const char *s, size_t nbytes);
 /* Byte offset of code point index cp in the NUL-terminated s (clamped to strlen). */
 size_t taas_utf8_offset(const char *s, size_t cp);
 
+/* s[0..n) as a message may quote it: valid UTF-8 without NULs (U+FFFD for bad bytes), at
+ * most max code points, "…" where cut; written into dst (cap bytes, >= 8), returned. */
+const char *taas_utf8_clip(char *dst, size_t cap, const char *s, size_t n, size_t max);
+
 #endif

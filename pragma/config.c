@@ -30,32 +30,6 @@ static const taas_machine_config BUILTINS[] = {
 };
 #define NBUILTINS (sizeof BUILTINS / sizeof BUILTINS[0])
 
-/* s[0..n) as it may appear in a message: valid UTF-8, at most max code points, "…" where cut. */
-static const char *clip(char *dst, size_t cap, const char *s, size_t n, size_t max) {
-    size_t k = 0, cps = 0, i = 0;
-    while (i < n) {
-        size_t len = taas_utf8_seqlen(s + i);
-        if (len > n - i) len = 1;
-        const char *piece = s + i;
-        size_t plen = len;
-        if (s[i] == '\0' || !taas_utf8_valid(s + i, len)) {
-            piece = "\xEF\xBF\xBD";
-            plen = 3;
-        }
-        if (cps == max || k + plen + 4 > cap) {
-            memcpy(dst + k, "\xE2\x80\xA6", 3);
-            k += 3;
-            break;
-        }
-        memcpy(dst + k, piece, plen);
-        k += plen;
-        cps++;
-        i += len;
-    }
-    dst[k] = '\0';
-    return dst;
-}
-
 static int file_error(taas_error *err, const char *path, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* "<path>: <what>" with the hint; the path is clipped so that the message keeps its point. */
@@ -65,7 +39,7 @@ static int file_error(taas_error *err, const char *path, const char *hint, const
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    clip(shown, sizeof shown, path, strlen(path), 120);
+    taas_utf8_clip(shown, sizeof shown, path, strlen(path), 120);
     taas_error_set(err, CONFIG_ERROR, (taas_srcpos){0, 0}, "%s: %s", shown, what);
     taas_error_hint(err, "%s", hint);
     return -1;
@@ -88,7 +62,7 @@ static const char *json_kind(const json_t *v) {
 static const char *json_shown(char *dst, size_t cap, const json_t *v) {
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
     if (!s) return json_kind(v);
-    clip(dst, cap, s, strlen(s), 40);
+    taas_utf8_clip(dst, cap, s, strlen(s), 40);
     free(s);
     return dst;
 }
@@ -141,7 +115,7 @@ static int entry_int(const char *path, const char *name, const json_t *entry, co
 static int parse_entry(const char *path, const char *key, const json_t *val,
                        taas_machine_config *c, taas_error *err) {
     char name[200];
-    clip(name, sizeof name, key, strlen(key), 40);
+    taas_utf8_clip(name, sizeof name, key, strlen(key), 40);
     if (!valid_name(key))
         return file_error(err, path,
                           "a name uses letters, digits, '.', '_' and '-', at most 63 of them, e.g. \"g4.4\"",
@@ -159,7 +133,7 @@ static int parse_entry(const char *path, const char *key, const json_t *val,
             char kshown[200];
             return file_error(err, path, "an entry holds " ENTRY_KEYS,
                               "configuration '%s' has an unknown key \"%s\"", name,
-                              clip(kshown, sizeof kshown, k, strlen(k), 40));
+                              taas_utf8_clip(kshown, sizeof kshown, k, strlen(k), 40));
         }
     }
     memset(c, 0, sizeof *c);
@@ -192,7 +166,7 @@ static int parse_root(const char *path, json_t *root, taas_machine_config **out,
         if (strcmp(k, "configurations")) {
             char kshown[200];
             return file_error(err, path, "the only top-level key is \"configurations\": " FILE_FORMAT,
-                              "unknown top-level key \"%s\"", clip(kshown, sizeof kshown, k, strlen(k), 40));
+                              "unknown top-level key \"%s\"", taas_utf8_clip(kshown, sizeof kshown, k, strlen(k), 40));
         }
     }
     json_t *cfgs = json_object_get(root, "configurations");
@@ -243,7 +217,7 @@ static int load_user(const char *path, taas_machine_config **out, size_t *n, taa
         char text[200];
         return file_error(err, path, "fix the JSON; the file reads " FILE_FORMAT,
                           "line %d, column %d: %s", je.line, je.column,
-                          clip(text, sizeof text, je.text, strlen(je.text), 120));
+                          taas_utf8_clip(text, sizeof text, je.text, strlen(je.text), 120));
     }
     int rc = parse_root(path, root, out, n, err);
     json_decref(root);
@@ -317,13 +291,13 @@ int taas_config_find(const char *name, taas_machine_config *out, taas_error *err
     char shown[512];
     if (path[0])
         taas_buf_printf(&hint, "; add your own to %s (see docs/pragma.md)",
-                        clip(shown, sizeof shown, path, strlen(path), 120));
+                        taas_utf8_clip(shown, sizeof shown, path, strlen(path), 120));
     else
         taas_buf_puts(&hint, "; add your own to a JSON file named by $TAAS_CONFIG (see docs/pragma.md)");
     free(all);
     taas_error_set(err, PRAGMA_ERROR, (taas_srcpos){0, 0}, "unknown machine configuration '%s'",
-                   clip(shown, sizeof shown, name, strlen(name), 40));
-    clip(err->hint, sizeof err->hint, hint.data, hint.len, sizeof err->hint);
+                   taas_utf8_clip(shown, sizeof shown, name, strlen(name), 40));
+    taas_utf8_clip(err->hint, sizeof err->hint, hint.data, hint.len, sizeof err->hint);
     taas_buf_free(&hint);
     return -1;
 }

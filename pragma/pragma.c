@@ -88,30 +88,9 @@ static int next_line(const char **p, int *no, line *l) {
     return 1;
 }
 
-/* s[0..n) as it may appear in a message: valid UTF-8, at most 40 code points, "…" where cut. */
+/* s[0..n) as a pragma message quotes it: at most 40 code points. */
 static const char *show(char *dst, size_t cap, const char *s, size_t n) {
-    size_t k = 0, cps = 0, i = 0;
-    while (i < n) {
-        size_t len = taas_utf8_seqlen(s + i);
-        if (len > n - i) len = 1;
-        const char *piece = s + i;
-        size_t plen = len;
-        if (!taas_utf8_valid(s + i, len)) {
-            piece = "\xEF\xBF\xBD";
-            plen = 3;
-        }
-        if (cps == 40 || k + plen + 4 > cap) {
-            memcpy(dst + k, "\xE2\x80\xA6", 3);
-            k += 3;
-            break;
-        }
-        memcpy(dst + k, piece, plen);
-        k += plen;
-        cps++;
-        i += len;
-    }
-    dst[k] = '\0';
-    return dst;
+    return taas_utf8_clip(dst, cap, s, n, 40);
 }
 
 static int fail(taas_error *err, const line *l, const char *at, size_t n, const char *fmt, ...)

@@ -53,6 +53,18 @@ static void test_utf8_positions(void **state) {
     assert_int_equal(taas_utf8_seqlen("\xF0\x9F\x98\x80"), 4);
 }
 
+static void test_utf8_clip(void **state) {
+    (void)state;
+    char out[64];
+    assert_string_equal(taas_utf8_clip(out, sizeof out, "abc", 3, 40), "abc");
+    assert_string_equal(taas_utf8_clip(out, sizeof out, "abcdef", 6, 3), "abc\xE2\x80\xA6");
+    assert_string_equal(taas_utf8_clip(out, sizeof out, "a\xFF\0b", 4, 40), "a\xEF\xBF\xBD\xEF\xBF\xBD" "b");
+    /* a small buffer cuts on a whole code point and still ends with the ellipsis */
+    char small[8];
+    assert_string_equal(taas_utf8_clip(small, sizeof small, "\xC3\xA9\xC3\xA9\xC3\xA9", 6, 40),
+                        "\xC3\xA9\xC3\xA9\xE2\x80\xA6");
+}
+
 static void test_error_traceback(void **state) {
     (void)state;
     taas_error e;
@@ -114,7 +126,7 @@ static void test_buf(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8_valid),        cmocka_unit_test(test_utf8_sanitize),
-        cmocka_unit_test(test_utf8_positions),    cmocka_unit_test(test_error_traceback),
+        cmocka_unit_test(test_utf8_positions),    cmocka_unit_test(test_utf8_clip),    cmocka_unit_test(test_error_traceback),
         cmocka_unit_test(test_error_without_place), cmocka_unit_test(test_buf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
