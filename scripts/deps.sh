@@ -4,6 +4,8 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git procps
   libzmq3-dev libsodium-dev libjansson-dev libcmocka-dev
+  libcurl4-openssl-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
+  dataset-fashion-mnist nginx-light
   jupyter-core jupyter-nbconvert python3-jupyter-client python3-nbclient
   python3-jupyter-kernel-test python3-ipykernel python3-zmq
 )
@@ -11,6 +13,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The S3 tests run a real S3-compatible server on Node.js; a machine that has Node.js and
+# npm from elsewhere keeps them.
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "taas: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
