@@ -1,0 +1,230 @@
+/* s3://bucket/key against a real S3-compatible server that the test starts
+ * (tests/lib/s3server: s3rver, which checks every request's AWS SigV4 signature). The bucket
+ * and the objects are made through the server's API with signed PUTs first. Covers whole
+ * objects, parallel ranges, info, keys that need encoding, the cache, a session token, and
+ * the errors: no such key or bucket, a wrong secret, an unknown access key. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fetch.h"
+#include "test_fetch_util.h"
+#include "utf8.h"
+
+#define BUCKET "taas-test"
+#define SMALL 10000
+#define BIG (2 << 20)
+
+static char ROOT[128];
+static tu_server S;
+static unsigned char *SMALL_DATA, *BIG_DATA;
+static taas_error E;
+
+static taas_fetcher *fetcher(const char *cache, size_t range_min) {
+    taas_fetch_opts o;
+    taas_fetch_opts_default(&o);
+    o.cache_dir = cache ? cache : "";
+    o.range_min = range_min;
+    o.retries = 1;
+    o.backoff_s = 0.01;
+    taas_fetcher *f = taas_fetcher_new(&o, &E);
+    if (!f) fail_msg("taas_fetcher_new: %s", E.message);
+    return f;
+}
+
+static void expect_error(int rc, const char *msg, const char *hint) {
+    if (rc != -1) fail_msg("succeeded; wanted '%s'", msg);
+    if (strcmp(E.ename, "TaasIOError") || !strstr(E.message, msg) || !strstr(E.hint, hint))
+        fail_msg("gave %s: %s\nhint: %s\nwanted '%s', hint '%s'", E.ename, E.message, E.hint, msg,
+                 hint);
+    assert_true(taas_utf8_valid(E.message, strlen(E.message)));
+}
+
+static void use_credentials(const char *key, const char *secret) {
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", S.port);
+    setenv("AWS_ENDPOINT_URL", endpoint, 1);
+    setenv("AWS_ACCESS_KEY_ID", key, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    unsetenv("AWS_SESSION_TOKEN");
+    unsetenv("AWS_ENDPOINT_URL_S3");
+}
+
+static int put(const char *path, const void *data, size_t len) {
+    char url[400];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/%s", S.port, path);
+    return tu_s3_put(url, "S3RVER:S3RVER", data, len) == 200 ? 0 : -1;
+}
+
+static int setup(void **state) {
+    (void)state;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (tu_tmpdir(ROOT, sizeof ROOT, "fetch-s3")) return -1;
+    snprintf(S.dir, sizeof S.dir, "%s/server", ROOT);
+    mkdir(S.dir, 0755);
+    if (tu_s3server(&S, BUCKET)) return -1;
+    SMALL_DATA = tu_pattern(21, SMALL);
+    BIG_DATA = tu_pattern(22, BIG);
+    /* a second bucket through the API, then the objects */
+    if (put("other-bucket", NULL, 0) || put(BUCKET "/small.bin", SMALL_DATA, SMALL) ||
+        put(BUCKET "/dir/big.bin", BIG_DATA, BIG) ||
+        put(BUCKET "/odd%20name%2B1%3D%C3%A9.bin", "odd", 3) ||
+        put("other-bucket/x.bin", "other", 5))
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tu_server_stop(&S);
+    tu_rmtree(ROOT);
+    free(SMALL_DATA);
+    free(BIG_DATA);
+    curl_global_cleanup();
+    return 0;
+}
+
+static void test_get_whole(void **state) {
+    (void)state;
+    use_credentials("S3RVER", "S3RVER");
+    taas_fetcher *f = fetcher(NULL, 1 << 20);
+    taas_blob b;
+    if (taas_fetch(f, "s3://" BUCKET "/small.bin", &b, &E)) fail_msg("%s (%s)", E.message, E.hint);
+    assert_int_equal(b.len, SMALL);
+    assert_memory_equal(b.data, SMALL_DATA, SMALL);
+    taas_blob_free(&b);
+    assert_int_equal(taas_fetch(f, "s3://other-bucket/x.bin", &b, &E), 0);
+    assert_int_equal(b.len, 5);
+    assert_memory_equal(b.data, "other", 5);
+    taas_blob_free(&b);
+    /* a key with a space, '+', '=' and a non-ASCII letter is encoded and signed right */
+    if (taas_fetch(f, "s3://" BUCKET "/odd name+1=\xc3\xa9.bin", &b, &E))
+        fail_msg("%s (%s)", E.message, E.hint);
+    assert_int_equal(b.len, 3);
+    assert_memory_equal(b.data, "odd", 3);
+    taas_blob_free(&b);
+    taas_fetch_stats st;
+    taas_fetch_stats_get(f, &st);
+    assert_int_equal(st.requests, 3);
+    assert_int_equal(st.retries, 0);
+    taas_fetcher_free(f);
+}
+
+static void test_parallel_ranges_and_info(void **state) {
+    (void)state;
+    use_credentials("S3RVER", "S3RVER");
+    taas_fetcher *f = fetcher(NULL, 256 << 10);
+    taas_blob b;
+    if (taas_fetch(f, "s3://" BUCKET "/dir/big.bin", &b, &E)) fail_msg("%s", E.message);
+    assert_int_equal(b.len, BIG);
+    assert_memory_equal(b.data, BIG_DATA, BIG);
+    taas_blob_free(&b);
+    taas_fetch_stats st;
+    taas_fetch_stats_get(f, &st);
+    /* 256 KiB first, then 1792 KiB in parts of 512 KiB */
+    assert_int_equal(st.requests, 5);
+    unsigned char buf[3000];
+    assert_int_equal(taas_fetch_range(f, "s3://" BUCKET "/dir/big.bin", 777777, sizeof buf, buf, &E),
+                     0);
+    assert_memory_equal(buf, BIG_DATA + 777777, sizeof buf);
+    taas_object_info info;
+    assert_int_equal(taas_fetch_info(f, "s3://" BUCKET "/dir/big.bin", &info, &E), 0);
+    assert_int_equal(info.size, BIG);
+    assert_int_equal(strlen(info.etag), 34); /* "md5" */
+    taas_fetcher_free(f);
+}
+
+static void test_cached(void **state) {
+    (void)state;
+    use_credentials("S3RVER", "S3RVER");
+    char cache[300];
+    snprintf(cache, sizeof cache, "%s/cache", ROOT);
+    taas_fetcher *f = fetcher(cache, 1 << 20);
+    taas_blob b;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(taas_fetch(f, "s3://" BUCKET "/small.bin", &b, &E), 0);
+        assert_memory_equal(b.data, SMALL_DATA, SMALL);
+        taas_blob_free(&b);
+    }
+    taas_fetch_stats st;
+    taas_fetch_stats_get(f, &st);
+    assert_int_equal(st.cache_hits, 1);
+    assert_int_equal(st.requests, 2); /* GET, then a signed HEAD */
+    taas_fetcher_free(f);
+}
+
+static void test_session_token_signed(void **state) {
+    (void)state;
+    use_credentials("S3RVER", "S3RVER");
+    setenv("AWS_SESSION_TOKEN", "FQoGZXIvYXdzEXAMPLETOKEN", 1);
+    taas_fetcher *f = fetcher(NULL, 1 << 20);
+    unsetenv("AWS_SESSION_TOKEN");
+    taas_blob b;
+    if (taas_fetch(f, "s3://" BUCKET "/small.bin", &b, &E)) fail_msg("%s", E.message);
+    taas_blob_free(&b);
+    taas_fetcher_free(f);
+}
+
+static void test_no_such_key_or_bucket(void **state) {
+    (void)state;
+    use_credentials("S3RVER", "S3RVER");
+    taas_fetcher *f = fetcher(NULL, 1 << 20);
+    taas_blob b;
+    expect_error(taas_fetch(f, "s3://" BUCKET "/nope.bin", &b, &E),
+                 "GET s3://" BUCKET "/nope.bin: 404 Not Found (NoSuchKey: The specified key does "
+                 "not exist.)",
+                 "check the bucket and the key");
+    expect_error(taas_fetch(f, "s3://no-bucket/x.bin", &b, &E),
+                 "GET s3://no-bucket/x.bin: 404 Not Found (NoSuchBucket: The specified bucket does "
+                 "not exist",
+                 "has no such object");
+    taas_fetch_stats st;
+    taas_fetch_stats_get(f, &st);
+    assert_int_equal(st.retries, 0);
+    assert_int_equal(st.requests, 2);
+    taas_fetcher_free(f);
+}
+
+static void test_wrong_credentials(void **state) {
+    (void)state;
+    use_credentials("S3RVER", "not-the-secret");
+    taas_fetcher *f = fetcher(NULL, 1 << 20);
+    taas_blob b;
+    expect_error(taas_fetch(f, "s3://" BUCKET "/small.bin", &b, &E),
+                 "GET s3://" BUCKET "/small.bin: 403 Forbidden (SignatureDoesNotMatch: The request "
+                 "signature we calculated does not match the signature you provided.",
+                 "check the credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+    assert_non_null(strstr(E.hint, "http://127.0.0.1:"));
+    taas_object_info info;
+    expect_error(taas_fetch_info(f, "s3://" BUCKET "/small.bin", &info, &E),
+                 "HEAD s3://" BUCKET "/small.bin: 403 Forbidden", "AWS_SESSION_TOKEN");
+    taas_fetch_stats st;
+    taas_fetch_stats_get(f, &st);
+    assert_int_equal(st.retries, 0);
+    taas_fetcher_free(f);
+
+    use_credentials("AKIDUNKNOWN", "S3RVER");
+    f = fetcher(NULL, 1 << 20);
+    expect_error(taas_fetch(f, "s3://" BUCKET "/small.bin", &b, &E),
+                 "GET s3://" BUCKET "/small.bin: 403 Forbidden (InvalidAccessKeyId:",
+                 "AWS_ACCESS_KEY_ID");
+    taas_fetcher_free(f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_get_whole),
+        cmocka_unit_test(test_parallel_ranges_and_info),
+        cmocka_unit_test(test_cached),
+        cmocka_unit_test(test_session_token_signed),
+        cmocka_unit_test(test_no_such_key_or_bucket),
+        cmocka_unit_test(test_wrong_credentials),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
