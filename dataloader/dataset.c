@@ -1,0 +1,158 @@
+/* Datasets: opening by the spec's "type", and the calls every format shares. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "utf8.h"
+
+static const taas_srcpos NOPOS = {0, 0};
+
+typedef int (*open_fn)(taas_dataset *, const json_t *, taas_fetcher *, taas_error *);
+
+static const struct {
+    const char *type;
+    open_fn open;
+} FORMATS[] = {
+    {"MNIST", taas_format_idx_open},
+    {"FashionMNIST", taas_format_idx_open},
+    {"CIFAR10", taas_format_cifar_open},
+    {"NpyDataset", taas_format_npy_open},
+    {"WebDataset", taas_format_webdataset_open},
+};
+#define N_FORMATS (sizeof FORMATS / sizeof FORMATS[0])
+
+taas_dataset *taas_dataset_open(const json_t *spec, taas_fetcher *f, taas_error *err) {
+    taas_error_clear(err);
+    if (!json_is_object(spec)) {
+        taas_error_set(err, "TaasValueError", NOPOS, "a dataset spec must be a JSON object, not %s",
+                       spec ? (json_is_array(spec) ? "an array" : "a scalar") : "nothing");
+        taas_error_hint(err, "build it with taas_value_spec from a dataset value such as FashionMNIST()");
+        return NULL;
+    }
+    const char *type = taas_fmt_spec_str(spec, "type");
+    if (!type) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the dataset spec has no \"type\"");
+        taas_error_hint(err, "a dataset spec names its dataset: {\"type\": \"FashionMNIST\", ...}");
+        return NULL;
+    }
+    size_t i = 0;
+    while (i < N_FORMATS && strcmp(FORMATS[i].type, type) != 0) i++;
+    if (i == N_FORMATS) {
+        char q[64];
+        taas_error_set(err, "TaasValueError", NOPOS, "unknown dataset type '%s'",
+                       taas_utf8_clip(q, sizeof q, type, strlen(type), 40));
+        taas_error_hint(err, "the loaders read MNIST, FashionMNIST, CIFAR10, NpyDataset and WebDataset");
+        return NULL;
+    }
+    const json_t *tt = json_object_get(spec, "target_transform");
+    if (tt && !json_is_null(tt)) {
+        taas_error_set(err, "TaasValueError", NOPOS, "%s: target_transform is not supported by the loaders",
+                       type);
+        taas_error_hint(err, "leave target_transform=None: labels reach the model as the dataset stores them");
+        return NULL;
+    }
+    taas_dataset *d = calloc(1, sizeof *d);
+    if (!d) {
+        taas_fmt_oom(err, "a dataset");
+        return NULL;
+    }
+    snprintf(d->info.type, sizeof d->info.type, "%s", type);
+    if (FORMATS[i].open(d, spec, f, err) != 0) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void taas_dataset_free(taas_dataset *d) {
+    if (!d) return;
+    if (d->ops && d->ops->free) d->ops->free(d->impl);
+    free(d);
+}
+
+const taas_dataset_info *taas_dataset_info_get(const taas_dataset *d) {
+    return &d->info;
+}
+
+int taas_dataset_get(taas_dataset *d, size_t index, taas_image *img, int64_t *label, taas_error *err) {
+    memset(img, 0, sizeof *img);
+    *label = 0;
+    if (index >= d->info.size) {
+        taas_error_set(err, "TaasValueError", NOPOS, "sample %zu is out of range: %s has %zu samples (%s)", index,
+                       d->info.type, d->info.size, d->info.source);
+        taas_error_hint(err, "sample indices go from 0 to len(dataset) - 1");
+        return -1;
+    }
+    if (d->ops->get(d->impl, index, img, label, err) != 0) {
+        taas_image_free(img);
+        char head[32];
+        int n = snprintf(head, sizeof head, "sample %zu", index);
+        if (strncmp(err->message, head, (size_t)n) != 0) taas_fmt_prefix(err, "sample %zu (%s)", index, d->info.source);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- helpers ----------------------------------------------------------------------- */
+
+void taas_fmt_prefix(taas_error *err, const char *fmt, ...) {
+    char pre[512], old[sizeof err->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->message, sizeof old);
+    size_t cap = sizeof err->message, k = strlen(pre), ol = strnlen(old, sizeof old - 1);
+    memcpy(err->message, pre, k);
+    memcpy(err->message + k, ": ", 2);
+    k += 2;
+    if (ol > cap - 1 - k) ol = cap - 1 - k;
+    memcpy(err->message + k, old, ol);
+    k += ol;
+    err->message[k] = '\0';
+    /* a cut may leave half a UTF-8 sequence at the end */
+    while (k > 0 && !taas_utf8_valid(err->message, k)) err->message[--k] = '\0';
+}
+
+char *taas_fmt_join(const char *root, const char *name) {
+    size_t rl = strlen(root);
+    while (rl > 1 && root[rl - 1] == '/') rl--;
+    size_t nl = strlen(name);
+    char *s = malloc(rl + nl + 2);
+    if (!s) return NULL;
+    memcpy(s, root, rl);
+    size_t k = rl;
+    if (rl == 0 || root[rl - 1] != '/') s[k++] = '/';
+    memcpy(s + k, name, nl + 1);
+    return s;
+}
+
+const char *taas_fmt_basename(const char *s) {
+    const char *q = strchr(s, '?'); /* an URL's query is not part of the name */
+    size_t n = q ? (size_t)(q - s) : strlen(s);
+    while (n > 1 && s[n - 1] == '/') n--;
+    const char *b = s;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (s[i] == '/') b = s + i + 1;
+    return b;
+}
+
+const char *taas_fmt_spec_str(const json_t *spec, const char *key) {
+    const json_t *v = json_object_get(spec, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+int taas_fmt_not_found(const taas_error *err) {
+    static const char *const MARKS[] = {": 404", ": 410", ": 403", "No such file or directory", "Not a directory"};
+    for (size_t i = 0; i < sizeof MARKS / sizeof MARKS[0]; i++)
+        if (strstr(err->message, MARKS[i])) return 1;
+    return 0;
+}
+
+int taas_fmt_oom(taas_error *err, const char *what) {
+    taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory while allocating %s", what);
+    taas_error_hint(err, "free memory on the loader's machine, or use a smaller dataset");
+    return -1;
+}
