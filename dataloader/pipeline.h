@@ -26,6 +26,14 @@ typedef struct taas_batch {
 } taas_batch;
 void taas_batch_free(taas_batch *b);
 
+/* The layout of buf (host byte order), for whoever receives it: a 64-byte header
+ * ("TAASBT01", epoch, k as uint64; n, c, h, w as uint32; the byte offsets of images, labels
+ * and indices as uint64), then the three arrays, each starting on a 64-byte boundary, the
+ * gaps zeroed. taas_batch_view checks such a buffer and points a batch's fields into it
+ * (out->buf = buf; nothing is copied or owned: do not taas_batch_free the view). -1 with a
+ * TaasValueError when it is not a whole batch. */
+int taas_batch_view(const void *buf, size_t len, taas_batch *out, taas_error *err);
+
 typedef struct taas_pipeline_cfg {
     taas_dataset *dataset;       /* borrowed */
     taas_transform *transform;   /* borrowed; NULL = implicit ToTensor */
@@ -49,5 +57,14 @@ void taas_pipeline_free(taas_pipeline *p);
 /* The next batch in (epoch, k) order: 0 and *out; 1 at the end; -1 with the first error a
  * decode thread met (it names the sample index and its source). Empty items are skipped. */
 int taas_pipeline_next(taas_pipeline *p, taas_batch **out, taas_error *err);
+
+/* Counters since the pipeline was made, for tests, benchmarks and progress lines. */
+typedef struct taas_pipeline_stats {
+    uint64_t batches, samples;  /* handed to the caller */
+    uint64_t skipped;           /* empty items passed over */
+    uint32_t max_alive;         /* most batches allocated at once and not yet handed over */
+    double wait_s;              /* time the caller waited in taas_pipeline_next */
+} taas_pipeline_stats;
+void taas_pipeline_stats_get(taas_pipeline *p, taas_pipeline_stats *out);
 
 #endif

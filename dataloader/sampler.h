@@ -31,6 +31,8 @@ void taas_sampler_free(taas_sampler *s);
  * for the highest ranks, when drop_last is off). */
 uint64_t taas_sampler_steps(const taas_sampler *s);
 uint64_t taas_sampler_items(const taas_sampler *s);
+/* B: the room taas_sampler_item needs in out. */
+uint32_t taas_sampler_batch(const taas_sampler *s);
 
 /* The sample indices of item k of epoch e into out (room for batch); returns how many
  * (< batch for a short item or where units cut; 0 for an empty item or past the units).

@@ -1,0 +1,390 @@
+/* Running a transform chain on one sample. Each step is planned on the shape first (the
+ * same checks taas_transform_out_shape makes, with torchvision's rules and messages), then
+ * run. Random steps draw from their own stream of (seed, epoch, index), so a sample's result
+ * does not depend on the other steps, the thread or the loader. The last step writes
+ * straight into the caller's buffer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+#include "transform_chain.h"
+
+static const taas_srcpos NOWHERE = {0, 0};
+
+taas_transform *taas_transform_new(const json_t *spec, taas_error *err) {
+    taas_transform *t = calloc(1, sizeof *t);
+    if (!t) {
+        taas_error_set(err, "TaasMemoryError", NOWHERE, "out of memory making the transforms");
+        return NULL;
+    }
+    if (tx_parse(t, spec, err) < 0) {
+        taas_transform_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void taas_transform_free(taas_transform *t) {
+    if (!t) return;
+    tx_steps_free(t);
+    free(t);
+}
+
+typedef struct shape {
+    int c, h, w, tensor, u8;
+} shape;
+
+/* What a crop step does to the rows and columns, decided by the plan. */
+typedef struct plan {
+    int pad1[4];        /* first padding, left top right bottom (RandomCrop padding= or CenterCrop) */
+    int pad2[4];        /* RandomCrop pad_if_needed */
+    int ph, pw;         /* size after the padding */
+    int oh, ow;         /* output size */
+    int top, left;      /* crop origin when it is fixed (CenterCrop) */
+} plan;
+
+static const char *mode_name(tx_padmode m) {
+    static const char *const n[] = {"constant", "edge", "reflect", "symmetric"};
+    return n[m];
+}
+
+static const char *kind_of(const shape *sh) {
+    return sh->tensor ? "tensor" : "image";
+}
+
+/* One F.pad call of torchvision on the current shape: the checks it makes. */
+static int check_pad(const taas_transform *t, int i, const shape *sh, const int p[4], taas_error *err) {
+    const tx_step *s = &t->steps[i];
+    char where[96]; /* filled only on the way to an error: this runs for every sample */
+    if (sh->tensor && s->fill_seq) {
+        tx_step_where(t, i, where, sizeof where);
+        taas_error_set(err, "TaasTypeError", NOWHERE,
+                       "%s pads a tensor, and torchvision pads tensors with one number: fill has %d values",
+                       where, s->nfill);
+        taas_error_hint(err, "give fill as one number, or put %s before ToTensor() (images take a "
+                             "value per channel)", tx_step_name(s));
+        return -1;
+    }
+    if (!sh->tensor && s->mode == TX_PAD_CONSTANT && s->fill_seq && s->nfill != sh->c) {
+        tx_step_where(t, i, where, sizeof where);
+        taas_error_set(err, "TaasValueError", NOWHERE,
+                       "%s: the number of elements in 'fill' does not match the number of channels "
+                       "of the image (%d != %d)", where, s->nfill, sh->c);
+        taas_error_hint(err, "give one fill value per channel (%d here), or one number for all", sh->c);
+        return -1;
+    }
+    if (sh->tensor && (s->mode == TX_PAD_REFLECT || s->mode == TX_PAD_SYMMETRIC)) {
+        int strict = s->mode == TX_PAD_REFLECT;
+        for (int k = 0; k < 4; k++) {
+            int side = (k % 2 == 0) ? sh->w : sh->h;
+            if (strict ? p[k] >= side : p[k] > side) {
+                tx_step_where(t, i, where, sizeof where);
+                taas_error_set(err, "TaasValueError", NOWHERE,
+                               "%s: padding_mode='%s' on a tensor needs padding %s the side it pads, "
+                               "but pads %d pixels on a side of %d",
+                               where, mode_name(s->mode), strict ? "smaller than" : "at most", p[k], side);
+                taas_error_hint(err, "use a smaller padding or padding_mode='edge', or put %s before "
+                                     "ToTensor() (images take any padding)", tx_step_name(s));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Python's round() of d / 2 for an integer d >= 0: halves go to the even neighbour. */
+static int half_round_even(int d) {
+    int q = d / 2;
+    if (d % 2 && q % 2) q++;
+    return q;
+}
+
+static int resize_size(const tx_step *s, const shape *sh, int *oh, int *ow) {
+    if (s->size_n == 2) {
+        *oh = s->size_h;
+        *ow = s->size_w;
+        return 0;
+    }
+    /* torchvision's _compute_resized_output_size */
+    int h = sh->h, w = sh->w;
+    int shrt = w <= h ? w : h, lng = w <= h ? h : w;
+    long ns = s->size_h, nl = (long)((double)((long long)s->size_h * lng) / shrt);
+    if (s->max_size && nl > s->max_size) {
+        ns = (long)((double)((long long)s->max_size * ns) / nl);
+        nl = s->max_size;
+    }
+    if (nl > 1000000) return -1;
+    *ow = (int)(w <= h ? ns : nl);
+    *oh = (int)(w <= h ? nl : ns);
+    return 0;
+}
+
+static int plan_step(const taas_transform *t, int i, shape *sh, plan *pl, taas_error *err) {
+    const tx_step *s = &t->steps[i];
+    char where[96]; /* filled only on the way to an error */
+    memset(pl, 0, sizeof *pl);
+    switch (s->kind) {
+    case ST_TO_TENSOR:
+        sh->tensor = 1;
+        sh->u8 = 0;
+        return 0;
+    case ST_NORMALIZE:
+        if ((s->nmean != 1 && s->nmean != sh->c) || (s->nstd != 1 && s->nstd != sh->c)) {
+            int n = s->nmean != 1 && s->nmean != sh->c ? s->nmean : s->nstd;
+            tx_step_where(t, i, where, sizeof where);
+            taas_error_set(err, "TaasValueError", NOWHERE,
+                           "%s has %d %s values for a tensor of %d channel%s", where, n,
+                           s->nmean != 1 && s->nmean != sh->c ? "mean" : "std", sh->c, sh->c == 1 ? "" : "s");
+            taas_error_hint(err, "give one mean and one std per channel (%d here), or one value for all%s",
+                            sh->c, sh->c == 1 ? ", e.g. Normalize((0.2860,), (0.3530,))" : "");
+            return -1;
+        }
+        return 0;
+    case ST_FLIP:
+        return 0;
+    case ST_RESIZE: {
+        int oh, ow;
+        if (resize_size(s, sh, &oh, &ow) < 0 || oh < 1 || ow < 1) {
+            tx_step_where(t, i, where, sizeof where);
+            taas_error_set(err, "TaasValueError", NOWHERE,
+                           "%s of a %dx%d %s to the smaller edge %d%s gives an output size of zero or "
+                           "beyond 1000000 pixels", where, sh->h, sh->w, kind_of(sh), s->size_h,
+                           s->max_size ? " with max_size" : "");
+            taas_error_hint(err, "give Resize((h, w)) explicitly, or a larger max_size");
+            return -1;
+        }
+        if ((sh->tensor || !sh->u8) && s->antialias == 1 && s->interp == TX_NEAREST) {
+            tx_step_where(t, i, where, sizeof where);
+            taas_error_set(err, "TaasValueError", NOWHERE,
+                           "%s: antialias option is supported for bilinear and bicubic interpolation "
+                           "modes only", where);
+            taas_error_hint(err, "drop antialias=True, or use interpolation='bilinear'");
+            return -1;
+        }
+        pl->oh = oh;
+        pl->ow = ow;
+        sh->h = oh;
+        sh->w = ow;
+        return 0;
+    }
+    case ST_CENTER_CROP: {
+        int ch = s->size_h, cw = s->size_w, h = sh->h, w = sh->w;
+        if (cw > w || ch > h) {
+            pl->pad1[0] = cw > w ? (cw - w) / 2 : 0;
+            pl->pad1[1] = ch > h ? (ch - h) / 2 : 0;
+            pl->pad1[2] = cw > w ? (cw - w + 1) / 2 : 0;
+            pl->pad1[3] = ch > h ? (ch - h + 1) / 2 : 0;
+            h += pl->pad1[1] + pl->pad1[3];
+            w += pl->pad1[0] + pl->pad1[2];
+        }
+        pl->ph = h;
+        pl->pw = w;
+        pl->top = half_round_even(h - ch);
+        pl->left = half_round_even(w - cw);
+        pl->oh = sh->h = ch;
+        pl->ow = sh->w = cw;
+        return 0;
+    }
+    case ST_RANDOM_CROP: {
+        shape cur = *sh;
+        if (s->has_padding) {
+            if (check_pad(t, i, &cur, s->pad, err) < 0) return -1;
+            memcpy(pl->pad1, s->pad, sizeof pl->pad1);
+            cur.w += s->pad[0] + s->pad[2];
+            cur.h += s->pad[1] + s->pad[3];
+        }
+        if (s->pad_if_needed && cur.w < s->size_w) {
+            /* torchvision pads both sides by the whole shortfall */
+            int d = s->size_w - cur.w, p[4] = {d, 0, d, 0};
+            if (check_pad(t, i, &cur, p, err) < 0) return -1;
+            pl->pad2[0] = pl->pad2[2] = d;
+            cur.w += 2 * d;
+        }
+        if (s->pad_if_needed && cur.h < s->size_h) {
+            int d = s->size_h - cur.h, p[4] = {0, d, 0, d};
+            if (check_pad(t, i, &cur, p, err) < 0) return -1;
+            pl->pad2[1] = pl->pad2[3] = d;
+            cur.h += 2 * d;
+        }
+        if (cur.h < s->size_h || cur.w < s->size_w) {
+            tx_step_where(t, i, where, sizeof where);
+            taas_error_set(err, "TaasValueError", NOWHERE,
+                           "%s: required crop size (%d, %d) is larger than input image size (%d, %d)",
+                           where, s->size_h, s->size_w, cur.h, cur.w);
+            taas_error_hint(err, "pad the %s first (padding=... or pad_if_needed=True), or crop a "
+                                 "smaller size", kind_of(sh));
+            return -1;
+        }
+        pl->ph = cur.h;
+        pl->pw = cur.w;
+        pl->oh = sh->h = s->size_h;
+        pl->ow = sh->w = s->size_w;
+        return 0;
+    }
+    }
+    return 0;
+}
+
+int taas_transform_out_shape(const taas_transform *t, int h, int w, int c, int *oc, int *oh, int *ow,
+                             taas_error *err) {
+    if (h < 1 || w < 1 || c < 1) {
+        taas_error_set(err, "TaasValueError", NOWHERE, "an image of %dx%d with %d channels has no pixels", h, w, c);
+        taas_error_hint(err, "check the dataset: every sample needs height, width and channels >= 1");
+        return -1;
+    }
+    shape sh = {c, h, w, 0, 1};
+    plan pl;
+    for (int i = 0; t && i < t->n; i++)
+        if (plan_step(t, i, &sh, &pl, err) < 0) return -1;
+    *oc = sh.c;
+    *oh = sh.h;
+    *ow = sh.w;
+    return 0;
+}
+
+/* Row or column map of a crop step: padding (pad1, then pad2), then the window [off, off+n). */
+static int *line_map(int n_in, const int before[2], const int after[2], tx_padmode mode, int off, int n) {
+    int len = n_in + before[0] + after[0] + before[1] + after[1];
+    int *a = malloc((size_t)len * sizeof *a), *b = malloc((size_t)len * sizeof *b);
+    int *out = malloc((size_t)n * sizeof *out);
+    if (!a || !b || !out) {
+        free(a);
+        free(b);
+        free(out);
+        return NULL;
+    }
+    int cur = n_in;
+    for (int k = 0; k < cur; k++) a[k] = k;
+    for (int pass = 0; pass < 2; pass++) {
+        int nl = cur + before[pass] + after[pass];
+        for (int k = 0; k < nl; k++) {
+            int src = tx_pad_index(k - before[pass], cur, mode);
+            b[k] = src < 0 ? -1 : a[src];
+        }
+        int *tmp = a;
+        a = b;
+        b = tmp;
+        cur = nl;
+    }
+    memcpy(out, a + off, (size_t)n * sizeof *out);
+    free(a);
+    free(b);
+    return out;
+}
+
+static int run_crop(const tx_step *s, const plan *pl, tx_img *im, int top, int left, float *dst) {
+    tx_padmode mode = s->kind == ST_CENTER_CROP ? TX_PAD_CONSTANT : s->mode;
+    int rb[2] = {pl->pad1[1], pl->pad2[1]}, ra[2] = {pl->pad1[3], pl->pad2[3]};
+    int cb[2] = {pl->pad1[0], pl->pad2[0]}, ca[2] = {pl->pad1[2], pl->pad2[2]};
+    int *rows = line_map(im->h, rb, ra, mode, top, pl->oh);
+    int *cols = line_map(im->w, cb, ca, mode, left, pl->ow);
+    double fill[64], *fv = fill;
+    if (im->c > 64) fv = malloc((size_t)im->c * sizeof *fv);
+    int rc = -1;
+    if (rows && cols && fv) {
+        for (int ch = 0; ch < im->c; ch++) {
+            double f = 0.0;
+            if (s->kind == ST_RANDOM_CROP) f = s->fill[s->nfill == 1 ? 0 : ch];
+            if (!im->tensor && im->u8) /* PIL: int(), then clipped to a byte */
+                f = f < 0 ? 0 : f > 255 ? 255 : (double)(int)f;
+            fv[ch] = f;
+        }
+        rc = tx_remap(im, rows, pl->oh, cols, pl->ow, fv, dst);
+    }
+    free(rows);
+    free(cols);
+    if (fv != fill) free(fv);
+    return rc;
+}
+
+static int run_flip(tx_img *im, float *dst) {
+    int *rows = malloc((size_t)im->h * sizeof *rows), *cols = malloc((size_t)im->w * sizeof *cols);
+    int rc = -1;
+    if (rows && cols) {
+        for (int y = 0; y < im->h; y++) rows[y] = y;
+        for (int x = 0; x < im->w; x++) cols[x] = im->w - 1 - x;
+        rc = tx_remap(im, rows, im->h, cols, im->w, NULL, dst);
+    }
+    free(rows);
+    free(cols);
+    return rc;
+}
+
+static int run_step(const taas_transform *t, int i, const plan *pl, tx_img *im, uint64_t seed,
+                    uint64_t epoch, uint64_t index, float *dst) {
+    const tx_step *s = &t->steps[i];
+    taas_rng r;
+    taas_rng_init(&r, seed, epoch, index, TAAS_RNG_TRANSFORM + (uint32_t)i);
+    switch (s->kind) {
+    case ST_TO_TENSOR: {
+        const tx_step *nx = i + 1 < t->n && t->steps[i + 1].fused ? &t->steps[i + 1] : NULL;
+        if (im->u8) return tx_to_tensor(im, s->lut, s->nlut, NULL, 0, NULL, 0, dst);
+        return tx_to_tensor(im, NULL, 0, nx ? nx->mean : NULL, nx ? nx->nmean : 0, nx ? nx->std : NULL,
+                            nx ? nx->nstd : 0, dst);
+    }
+    case ST_NORMALIZE:
+        return tx_normalize(im, s->mean, s->nmean, s->std, s->nstd, dst);
+    case ST_FLIP:
+        if (taas_rng_uniform(&r) < s->p) return run_flip(im, dst);
+        return 0;
+    case ST_RESIZE:
+        if (pl->oh == im->h && pl->ow == im->w) return 0;
+        if (!im->tensor && im->u8) return tx_resize_pil(im, pl->oh, pl->ow, s->interp);
+        return tx_resize_torch(im, pl->oh, pl->ow, s->interp, s->antialias == 1, dst);
+    case ST_CENTER_CROP:
+        if (pl->oh == im->h && pl->ow == im->w) return 0;
+        return run_crop(s, pl, im, pl->top, pl->left, dst);
+    case ST_RANDOM_CROP: {
+        int top = 0, left = 0;
+        if (pl->ph != pl->oh || pl->pw != pl->ow) {
+            top = (int)taas_rng_below(&r, (uint64_t)(pl->ph - pl->oh + 1));
+            left = (int)taas_rng_below(&r, (uint64_t)(pl->pw - pl->ow + 1));
+        }
+        return run_crop(s, pl, im, top, left, dst);
+    }
+    }
+    return 0;
+}
+
+int taas_transform_apply(const taas_transform *t, taas_image *img, uint64_t seed, uint64_t epoch,
+                         uint64_t index, float *out, taas_error *err) {
+    if (!img->data || img->h < 1 || img->w < 1 || img->c < 1) {
+        taas_error_set(err, "TaasValueError", NOWHERE, "an image of %dx%d with %d channels has no pixels",
+                       img->h, img->w, img->c);
+        taas_error_hint(err, "check the dataset: every sample needs height, width and channels >= 1");
+        taas_image_free(img);
+        return -1;
+    }
+    tx_img cur = {img->c, img->h, img->w, 0, img->type == TAAS_PIX_U8, img->data, 1};
+    img->data = NULL;
+    taas_image_free(img);
+    shape sh = {cur.c, cur.h, cur.w, 0, cur.u8};
+    int n = t ? t->n : 0, last = -1;
+    for (int i = 0; i < n; i++)
+        if (!t->steps[i].fused) last = i;
+    int ends_tensor = n > 0 && (t->steps[n - 1].on_tensor || t->steps[n - 1].kind == ST_TO_TENSOR);
+    for (int i = 0; i < n; i++) {
+        plan pl;
+        if (plan_step(t, i, &sh, &pl, err) < 0) goto fail;
+        if (t->steps[i].fused) continue;
+        float *dst = (i == last && ends_tensor) ? out : NULL;
+        if (run_step(t, i, &pl, &cur, seed, epoch, index, dst) < 0) {
+            char where[96];
+            tx_step_where(t, i, where, sizeof where);
+            taas_error_set(err, "TaasMemoryError", NOWHERE, "%s: out of memory for a %dx%d %s", where,
+                           sh.h, sh.w, kind_of(&sh));
+            goto fail;
+        }
+    }
+    if (!cur.tensor && tx_to_tensor(&cur, t ? t->to_tensor_lut : NULL, 1, NULL, 0, NULL, 0, out) < 0) {
+        taas_error_set(err, "TaasMemoryError", NOWHERE, "ToTensor: out of memory");
+        goto fail;
+    }
+    if (cur.data != out) memcpy(out, cur.data, tx_count(&cur) * sizeof(float));
+    if (cur.owned) free(cur.data);
+    return 0;
+fail:
+    if (cur.owned) free(cur.data);
+    return -1;
+}
