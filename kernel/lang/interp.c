@@ -9,6 +9,7 @@
 #include "ast.h"
 #include "buf.h"
 #include "complete.h"
+#include "dataview.h"
 #include "eval.h"
 #include "lexer.h"
 #include "parser.h"
@@ -28,6 +29,9 @@ struct taas_interp {
     double deadline;      /* < 0: not waiting */
     int interrupted;
     taas_value *pending;  /* value of the waiting statement when it ends the cell */
+    taas_waiter *waiter;  /* what the waiting statement waits on besides the clock */
+    taas_probe_cache *probes;
+    int intr_fd;          /* readable when the kernel is asked to stop; -1 */
 };
 
 static void null_stream(void *ctx, const char *name, const char *text) { (void)ctx; (void)name; (void)text; }
@@ -44,15 +48,25 @@ taas_interp *taas_interp_new(void) {
     taas_interp *in = calloc(1, sizeof *in);
     if (!in) return NULL;
     in->scope = taas_scope_new();
-    if (!in->scope) {
+    in->probes = taas_probe_cache_new();
+    if (!in->scope || !in->probes) {
+        taas_scope_free(in->scope);
+        taas_probe_cache_free(in->probes);
         free(in);
         return NULL;
     }
     in->deadline = -1.0;
+    in->intr_fd = -1;
     return in;
 }
 
+static void drop_waiter(taas_interp *in) {
+    if (in->waiter) in->waiter->free(in->waiter);  /* kills a worker still running */
+    in->waiter = NULL;
+}
+
 static void end_cell(taas_interp *in) {
+    drop_waiter(in);
     taas_program_free(&in->prog);
     free(in->code);
     in->code = NULL;
@@ -69,6 +83,7 @@ void taas_interp_free(taas_interp *in) {
     if (!in) return;
     end_cell(in);
     taas_scope_free(in->scope);
+    taas_probe_cache_free(in->probes);
     free(in);
 }
 
@@ -76,6 +91,13 @@ static taas_run_state fail(taas_interp *in, taas_error *err) {
     taas_error_attach_source(err, in->code);
     end_cell(in);
     return TAAS_RUN_ERROR;
+}
+
+/* A failure of statement s that the evaluator did not place (a probe, a worker). */
+static void place_stmt(taas_interp *in, const taas_stmt *s, taas_error *err) {
+    if (err->pos.line != 0) return;
+    err->pos = s->pos;
+    err->width = taas_span_width(in->code, s->pos, s->value->end);
 }
 
 static taas_eval_env env_of(taas_interp *in) {
@@ -96,8 +118,10 @@ static taas_run_state step(taas_interp *in, json_t **result, taas_error *err) {
             if (wait >= 0) {
                 in->pending = v;  /* shown when the wait is over */
                 v = NULL;
-            } else {
-                *result = taas_value_mimebundle(v);
+            } else if (!(*result = taas_data_mimebundle(in, v, err))) {
+                taas_unref(v);  /* a dataset whose probe failed: the cell's error */
+                place_stmt(in, s, err);
+                return fail(in, err);
             }
         }
         taas_unref(v);
@@ -192,8 +216,8 @@ taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *
     *result = NULL;
     taas_error_clear(err);
     if (!in->active) return TAAS_RUN_DONE;
+    const taas_stmt *s = &in->prog.stmts[in->next - 1];
     if (in->interrupted) {
-        const taas_stmt *s = &in->prog.stmts[in->next - 1];
         taas_error_set(err, "KeyboardInterrupt", s->pos, "interrupted");
         err->width = taas_span_width(in->code, s->pos, s->value->end);
         if (in->next < in->prog.n)
@@ -201,18 +225,53 @@ taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *
                                  "keep their values", s->pos.line);
         return fail(in, err);
     }
-    if (taas_now() < in->deadline) return TAAS_RUN_WAIT;
+    if (in->waiter) {
+        int r = in->waiter->poll(in->waiter, in->io, taas_now() >= in->deadline, err);
+        if (r == 1) return TAAS_RUN_WAIT;
+        drop_waiter(in);
+        if (r < 0) {
+            place_stmt(in, s, err);
+            return fail(in, err);
+        }
+    } else if (taas_now() < in->deadline) {
+        return TAAS_RUN_WAIT;
+    }
     in->deadline = -1.0;
     if (in->pending) {
-        *result = taas_value_mimebundle(in->pending);
+        *result = taas_data_mimebundle(in, in->pending, err);
         taas_unref(in->pending);
         in->pending = NULL;
+        if (!*result) {
+            place_stmt(in, s, err);
+            return fail(in, err);
+        }
     }
     return step(in, result, err);
 }
 
 double taas_interp_deadline(const taas_interp *in) {
     return in->active ? in->deadline : -1.0;
+}
+
+int taas_interp_wait_fd(const taas_interp *in) {
+    return in->active && in->deadline >= 0 && in->waiter ? in->waiter->fd : -1;
+}
+
+void taas_interp_set_interrupt_fd(taas_interp *in, int fd) {
+    in->intr_fd = fd;
+}
+
+int taas_interp_interrupt_fd(const taas_interp *in) {
+    return in ? in->intr_fd : -1;
+}
+
+void taas_interp_wait_on(taas_interp *in, taas_waiter *w) {
+    drop_waiter(in);
+    in->waiter = w;
+}
+
+taas_probe_cache *taas_interp_probe_cache(taas_interp *in) {
+    return in ? in->probes : NULL;
 }
 
 void taas_interp_interrupt(taas_interp *in) {

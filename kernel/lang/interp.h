@@ -44,6 +44,15 @@ taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *
 /* Monotonic time (taas_now) at which the waiting statement wants to be resumed; < 0 when
  * the interpreter is not waiting. */
 double taas_interp_deadline(const taas_interp *in);
+/* The file descriptor the waiting statement waits on besides its deadline (show() waits
+ * on its taas-worker's output), or -1. The kernel polls it for reading while the cell
+ * waits and calls taas_interp_resume when it is readable (or at its end) or when the
+ * deadline has passed; resume returns TAAS_RUN_WAIT again while there is more to wait for. */
+int taas_interp_wait_fd(const taas_interp *in);
+/* A descriptor that becomes readable when the kernel is asked to stop (its signal
+ * self-pipe; never read by the interpreter): the short synchronous waits of a cell (a
+ * dataset's probe) watch it and end with KeyboardInterrupt. -1 (the default): none. */
+void taas_interp_set_interrupt_fd(taas_interp *in, int fd);
 /* Ends the waiting statement: the next resume returns TAAS_RUN_ERROR with ename
  * KeyboardInterrupt. Without a waiting cell it does nothing. */
 void taas_interp_interrupt(taas_interp *in);

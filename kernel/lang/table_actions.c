@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "dataview.h"
 #include "interp.h"
 #include "rows.h"
 #include "utf8.h"
@@ -113,8 +114,15 @@ static int display_check(const taas_row *r, taas_value **a, const taas_srcpos *w
 static int display_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (!cx->io || !cx->io->display) return no_io(cx, "display");
     const char *id = a[1]->type == TAAS_V_STR ? a[1]->u.str.s : NULL;
-    for (size_t i = 0; i < a[0]->u.seq.n; i++)
-        cx->io->display(cx->io->ctx, taas_value_mimebundle(a[0]->u.seq.items[i]), json_object(), id, a[2]->u.b);
+    for (size_t i = 0; i < a[0]->u.seq.n; i++) {
+        /* a dataset or DataLoader asks the probe for what it shows */
+        json_t *b = taas_data_mimebundle(cx->interp, a[0]->u.seq.items[i], cx->err);
+        if (!b) {
+            if (cx->err->pos.line == 0) cx->err->pos = cx->pos;
+            return -1;
+        }
+        cx->io->display(cx->io->ctx, b, json_object(), id, a[2]->u.b);
+    }
     *out = taas_none();
     return 0;
 }
@@ -159,6 +167,15 @@ static int len_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
         n = (int64_t)o->u.seq.n;
     else if (o->type == TAAS_V_OBJECT) {
         const taas_row *r = taas_row_of(o->u.obj.def);
+        if (cx->interp && taas_data_dataset_of(o)) {
+            /* the size the value knows, else the probe's: every dataset kind has a len() */
+            if (taas_data_len(cx->interp, o, &n, cx->err)) {
+                if (cx->err->pos.line == 0) cx->err->pos = cx->pos;
+                return -1;
+            }
+            *out = taas_int(n);
+            return 0;
+        }
         if (!r || !r->size) {
             taas_error_set(cx->err, "TaasTypeError", cx->pos, "object of type '%s' has no len()",
                            taas_value_type_name(o));
@@ -183,6 +200,15 @@ static int len_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     *out = taas_int(n);
     return 0;
 }
+
+/* ---- show ------------------------------------------------------------------------ */
+
+static const taas_param SHOW_P[] = {
+    {"data", TAAS_P_ANY, NULL, 0, TAAS_NO_RANGE, "a dataset, or a DataLoader (its dataset is shown)"},
+    {"n", TAAS_P_INT, "16", 0, TAAS_BETWEEN(1, 256), "how many samples, 8 to a row"},
+    {"seed", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(0), "None: the first n samples; an int: the first n of epoch 0's shuffled order with this seed (also the seed of random transforms)"},
+    END,
+};
 
 /* ---- register, unregister -------------------------------------------------------- */
 
@@ -239,6 +265,14 @@ const taas_row taas_rows_actions[] = {
             "The number of items: code points of a str, items of a tuple or list, layers of a "
             "Sequential, transforms of a Compose, samples of a dataset, batches per epoch of a "
             "DataLoader (rounded up, or down with drop_last=True).", len_action, 0)},
+    {ACTION("show", SHOW_P,
+            "Shows n samples of a dataset as one PNG image, each with its label (the class "
+            "name where the dataset has them) under it, and a text/plain list of the labels. "
+            "Images pass through the dataset's transform with a trailing Normalize left out "
+            "(which undoes it exactly); where a Normalize sits earlier in the chain they are "
+            "shown as decoded. A taas-worker process reads the data while the kernel stays "
+            "free: the stop button ends the wait with KeyboardInterrupt.", taas_show_action, 1),
+     .check = taas_show_check},
     {ACTION("register", LOADER_ARG_P,
             "Registers a DataLoader: cells with #pragma taas then run it on CPU loader workers "
             "(--cpus per loader) that stream its batches to the GPU ranks. Registering the "

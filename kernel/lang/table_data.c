@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dataview.h"
 #include "rows.h"
 
 #define END {0}
@@ -67,17 +68,49 @@ static void transform_lines(taas_buf *out, const char *head, const taas_value *t
     free(s);
 }
 
+/* What the probe adds under a dataset's own lines: the sample shape after the transform,
+ * the classes and where the data is. */
+static void probe_lines(const json_t *probe, taas_buf *out) {
+    const json_t *shape = json_object_get(probe, "shape");
+    if (json_array_size(shape) == 3) {
+        taas_buf_printf(out, "\n    Sample shape: (%lld, %lld, %lld)",
+                        (long long)json_integer_value(json_array_get(shape, 0)),
+                        (long long)json_integer_value(json_array_get(shape, 1)),
+                        (long long)json_integer_value(json_array_get(shape, 2)));
+        if (json_is_true(json_object_get(probe, "shape_varies"))) taas_buf_puts(out, " for sample 0; samples vary");
+    }
+    const json_t *names = json_object_get(probe, "classes");
+    json_int_t nc = json_integer_value(json_object_get(probe, "num_classes"));
+    if (json_array_size(names) > 0) {
+        size_t n = json_array_size(names), shown = n > 20 ? 10 : n;
+        taas_buf_printf(out, "\n    Classes: %zu (", n);
+        for (size_t i = 0; i < shown; i++)
+            taas_buf_printf(out, "%s%s", i ? ", " : "", json_string_value(json_array_get(names, i)));
+        taas_buf_puts(out, shown < n ? ", ...)" : ")");
+    } else if (nc > 0) {
+        taas_buf_printf(out, "\n    Classes: %lld", (long long)nc);
+    }
+    const char *src = json_string_value(json_object_get(probe, "source"));
+    if (src && src[0]) taas_buf_printf(out, "\n    Source: %s", src);
+}
+
 /* torchvision's VisionDataset.__repr__, including its quirk: the StandardTransform block
- * is one body "line", so only its first line is indented. */
-static void dataset_repr_with(const taas_value *v, taas_buf *out, const char *const *lines, size_t n) {
+ * is one body "line", so only its first line is indented. The probe's size wins over the
+ * row's, and its facts follow the dataset's own lines. */
+static void dataset_repr_with(const taas_value *v, taas_buf *out, const char *const *lines, size_t n,
+                              const json_t *probe) {
     taas_buf_printf(out, "Dataset %s", v->u.obj.def->name);
     const taas_row *r = taas_row_of(v->u.obj.def);
     int64_t size;
-    if (r && r->size && r->size(v, &size))
+    const json_t *probed = json_object_get(probe, "size");
+    if (json_is_integer(probed))
+        taas_buf_printf(out, "\n    Number of datapoints: %lld", (long long)json_integer_value(probed));
+    else if (r && r->size && r->size(v, &size))
         taas_buf_printf(out, "\n    Number of datapoints: %lld", (long long)size);
     else
         taas_buf_puts(out, "\n    Number of datapoints: unknown until the loaders read it");
     for (size_t i = 0; i < n; i++) taas_buf_printf(out, "\n    %s", lines[i]);
+    if (probe) probe_lines(probe, out);
     const taas_value *t = taas_object_arg(v, "transform");
     const taas_value *tt = taas_object_arg(v, "target_transform");
     int has_t = t && t->type != TAAS_V_NONE, has_tt = tt && tt->type != TAAS_V_NONE;
@@ -94,13 +127,15 @@ static void dataset_repr_with(const taas_value *v, taas_buf *out, const char *co
     }
 }
 
-static void vision_repr(const taas_value *v, taas_buf *out) {
+static void vision_repr_with(const taas_value *v, taas_buf *out, const json_t *probe) {
     char root[1200], split[32];
     snprintf(root, sizeof root, "Root location: %s", taas_object_arg(v, "root")->u.str.s);
     snprintf(split, sizeof split, "Split: %s", taas_object_arg(v, "train")->u.b ? "Train" : "Test");
     const char *lines[] = {root, split};
-    dataset_repr_with(v, out, lines, 2);
+    dataset_repr_with(v, out, lines, 2, probe);
 }
+
+static void vision_repr(const taas_value *v, taas_buf *out) { vision_repr_with(v, out, NULL); }
 
 static const taas_param NPY_P[] = {
     {"images", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "path of a .npy array of images: (N, H, W) or (N, H, W, C), uint8 or float32"},
@@ -116,19 +151,21 @@ static int npy_size(const taas_value *v, int64_t *n) {
     return 0;
 }
 
-static void npy_repr(const taas_value *v, taas_buf *out) {
+static void npy_repr_with(const taas_value *v, taas_buf *out, const json_t *probe) {
     char *img = taas_value_repr(taas_object_arg(v, "images"));
     char *lab = taas_value_repr(taas_object_arg(v, "labels"));
     taas_buf a = TAAS_BUF_INIT, b = TAAS_BUF_INIT;
     taas_buf_printf(&a, "Images: %s", img);
     taas_buf_printf(&b, "Labels: %s", lab);
     const char *lines[] = {a.data, b.data};
-    dataset_repr_with(v, out, lines, 2);
+    dataset_repr_with(v, out, lines, 2, probe);
     taas_buf_free(&a);
     taas_buf_free(&b);
     free(img);
     free(lab);
 }
+
+static void npy_repr(const taas_value *v, taas_buf *out) { npy_repr_with(v, out, NULL); }
 
 static const taas_param WEB_P[] = {
     {"urls", TAAS_P_ANY, NULL, TAAS_PX(TAAS_PX_URLS), TAAS_NO_RANGE, "shard paths or URLs (file, http(s)://, s3://); a brace range such as 'train-{000000..000099}.tar' names many"},
@@ -146,18 +183,20 @@ static int web_size(const taas_value *v, int64_t *n) {
     return 1;
 }
 
-static void web_repr(const taas_value *v, taas_buf *out) {
+static void web_repr_with(const taas_value *v, taas_buf *out, const json_t *probe) {
     char *urls = taas_value_repr(taas_object_arg(v, "urls"));
     taas_buf a = TAAS_BUF_INIT, b = TAAS_BUF_INIT;
     taas_buf_printf(&a, "Shards: %s", urls);
     taas_buf_printf(&b, "Keys: image %s, label %s", taas_object_arg(v, "image_key")->u.str.s,
                     taas_object_arg(v, "label_key")->u.str.s);
     const char *lines[] = {a.data, b.data};
-    dataset_repr_with(v, out, lines, 2);
+    dataset_repr_with(v, out, lines, 2, probe);
     taas_buf_free(&a);
     taas_buf_free(&b);
     free(urls);
 }
+
+static void web_repr(const taas_value *v, taas_buf *out) { web_repr_with(v, out, NULL); }
 
 /* ---- transforms ------------------------------------------------------------------ */
 
@@ -279,27 +318,60 @@ static int loader_check(const taas_row *r, taas_value **a, const taas_srcpos *w,
     return 0;
 }
 
+/* Batches per epoch of a DataLoader over size samples. */
+static int64_t batches_of(const taas_value *v, int64_t size) {
+    int64_t bs = taas_object_arg(v, "batch_size")->u.i;
+    return taas_object_arg(v, "drop_last")->u.b ? size / bs : (size + bs - 1) / bs;
+}
+
 static int loader_size(const taas_value *v, int64_t *n) {
     const taas_value *ds = taas_object_arg(v, "dataset");
     const taas_row *r = taas_row_of(ds->u.obj.def);
-    int64_t size, bs = taas_object_arg(v, "batch_size")->u.i;
+    int64_t size;
     if (!r || !r->size || !r->size(ds, &size)) return 0;
-    *n = taas_object_arg(v, "drop_last")->u.b ? size / bs : (size + bs - 1) / bs;
+    *n = batches_of(v, size);
     return 1;
 }
 
-static void loader_repr(const taas_value *v, taas_buf *out) {
+static void dataset_repr_probed(const taas_value *ds, taas_buf *out, const json_t *probe) {
+    const char *name = ds->u.obj.def->name;
+    if (!strcmp(name, "NpyDataset"))
+        npy_repr_with(ds, out, probe);
+    else if (!strcmp(name, "WebDataset"))
+        web_repr_with(ds, out, probe);
+    else
+        vision_repr_with(ds, out, probe);
+}
+
+static void loader_repr_with(const taas_value *v, taas_buf *out, const json_t *probe) {
     taas_buf_puts(out, "DataLoader(");
     taas_repr_params(v, out);
     taas_buf_puts(out, ")\n    ");
-    char *ds = taas_value_repr(taas_object_arg(v, "dataset"));
-    for (const char *p = ds; *p; p++) {
+    taas_buf ds = TAAS_BUF_INIT;
+    dataset_repr_probed(taas_object_arg(v, "dataset"), &ds, probe);
+    for (const char *p = ds.data; p && *p; p++) {
         taas_buf_putc(out, *p);
         if (*p == '\n') taas_buf_puts(out, "    ");
     }
-    free(ds);
+    taas_buf_free(&ds);
     int64_t n;
-    if (loader_size(v, &n)) taas_buf_printf(out, "\n    Batches per epoch: %lld", (long long)n);
+    const json_t *size = json_object_get(probe, "size");
+    if (json_is_integer(size))
+        taas_buf_printf(out, "\n    Batches per epoch: %lld", (long long)batches_of(v, json_integer_value(size)));
+    else if (loader_size(v, &n))
+        taas_buf_printf(out, "\n    Batches per epoch: %lld", (long long)n);
+}
+
+static void loader_repr(const taas_value *v, taas_buf *out) { loader_repr_with(v, out, NULL); }
+
+void taas_data_repr(const taas_value *v, const json_t *probe, taas_buf *out) {
+    int kind = taas_value_kind(v);
+    if (kind == TAAS_K_LOADER)
+        loader_repr_with(v, out, probe);
+    else if (kind == TAAS_K_DATASET)
+        dataset_repr_probed(v, out, probe);
+    else
+        taas_repr_to(v, out);
 }
 
 #define DATASET(name_, params_, doc_) .b = {name_, "datasets", TAAS_K_DATASET, params_, doc_, NULL, 0}

@@ -151,6 +151,8 @@ taas_kernel *taas_kernel_new(const taas_connection *c, taas_error *err) {
                        "cannot create the interpreter (out of memory)");
         goto fail;
     }
+    /* a dataset's probe runs synchronously inside a cell; SIGINT ends it through this */
+    taas_interp_set_interrupt_fd(k->interp, k->sig_rx);
     taas_execute_io_init(k);
     return k;
 fail:
@@ -265,13 +267,16 @@ static long wait_ms(taas_kernel *k) {
 int taas_kernel_run(taas_kernel *k, taas_error *err) {
     taas_kernel_status(k, "starting", NULL);
     while (!k->stopping) {
+        /* while a cell runs, shell requests wait in ZeroMQ's queue, in order; a cell that
+         * waits on a worker (show) has its output polled instead */
+        int shell_polled = !k->running;
+        int wfd = k->running ? taas_interp_wait_fd(k->interp) : -1;
         zmq_pollitem_t items[3] = {
             {k->control, 0, ZMQ_POLLIN, 0},
             {NULL, k->sig_rx, ZMQ_POLLIN, 0},
-            {k->shell, 0, ZMQ_POLLIN, 0},
+            {shell_polled ? k->shell : NULL, shell_polled ? 0 : wfd, ZMQ_POLLIN, 0},
         };
-        /* while a cell runs, shell requests wait in ZeroMQ's queue, in order */
-        int n = k->running ? 2 : 3;
+        int n = shell_polled || wfd >= 0 ? 3 : 2;
         long timeout = k->running ? wait_ms(k) : -1;
         if (zmq_poll(items, n, timeout) < 0) {
             if (errno == EINTR) continue;
@@ -283,8 +288,10 @@ int taas_kernel_run(taas_kernel *k, taas_error *err) {
         if (items[0].revents & ZMQ_POLLIN)
             while (!k->stopping && serve_one(k, k->control, TAAS_CH_CONTROL) == 0) {}
         if (k->stopping) break;
-        if (k->running && wait_ms(k) == 0) taas_execute_resume(k);
-        if (n == 3 && !k->running && (items[2].revents & ZMQ_POLLIN))
+        /* a pipe at its end polls as an error condition: the worker is done either way */
+        int fd_ready = !shell_polled && n == 3 && (items[2].revents & (ZMQ_POLLIN | ZMQ_POLLERR));
+        if (k->running && (fd_ready || wait_ms(k) == 0)) taas_execute_resume(k);
+        if (shell_polled && !k->running && (items[2].revents & ZMQ_POLLIN))
             serve_one(k, k->shell, TAAS_CH_SHELL);
         if (k->backlog && !k->running) serve_backlog(k);
     }

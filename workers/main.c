@@ -1,0 +1,81 @@
+/* taas-worker: one binary, one role per process, chosen by the first argument. The kernel
+ * runs `probe` and `show` to look at data (it does not link the data loading library
+ * itself); later issues add `loader` and `trainer` as rows of the same table. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+
+#include "role.h"
+#include "suggest.h"
+#include "utf8.h"
+
+typedef struct role_row {
+    const char *name;
+    taas_role_fn run;
+    int dies_with_parent;  /* a helper of the kernel: stop when the kernel is gone */
+    const char *usage;
+    const char *summary;
+} role_row;
+
+static const role_row ROLES[] = {
+    {"probe", taas_role_probe, 1, "probe --spec FILE|-",
+     "print one JSON line about a dataset or DataLoader spec: type, size, sample shape after "
+     "the transform, classes, source, batches per epoch"},
+    {"show", taas_role_show, 1, "show --spec FILE|- [--n N] [--seed S]",
+     "write a PNG grid of N samples (default 16) with their labels to stdout, and one JSON "
+     "line (text fallback, indices, labels) to stderr"},
+};
+#define N_ROLES (sizeof ROLES / sizeof ROLES[0])
+
+static void usage(FILE *to) {
+    fputs("usage: taas-worker ROLE [OPTIONS]\n", to);
+    for (size_t i = 0; i < N_ROLES; i++) fprintf(to, "       taas-worker %s\n", ROLES[i].usage);
+    fputs("       taas-worker --help | --version\n", to);
+}
+
+static void help(void) {
+    printf("taas-worker %s - the data and training processes of taas.\n\n", TAAS_VERSION);
+    usage(stdout);
+    puts("\nRoles:");
+    for (size_t i = 0; i < N_ROLES; i++) printf("  %-6s %s\n", ROLES[i].name, ROLES[i].summary);
+    puts("\nA spec is the JSON that taas-kernel builds from a dataset or DataLoader value;\n"
+         "--spec - reads it from stdin. Errors are one JSON line {\"error\": {\"ename\",\n"
+         "\"message\", \"hint\"}} (probe: on stdout, show: on stderr) and exit status 1;\n"
+         "bad options exit with status 2.");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return TAAS_EXIT_USAGE;
+    }
+    const char *role = argv[1];
+    if (!strcmp(role, "--help") || !strcmp(role, "-h")) {
+        help();
+        return TAAS_EXIT_OK;
+    }
+    if (!strcmp(role, "--version")) {
+        printf("taas-worker %s\n", TAAS_VERSION);
+        return TAAS_EXIT_OK;
+    }
+    for (size_t i = 0; i < N_ROLES; i++) {
+        if (strcmp(ROLES[i].name, role) != 0) continue;
+        if (ROLES[i].dies_with_parent) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        return ROLES[i].run(argc - 1, argv + 1);
+    }
+    const char *names[N_ROLES];
+    for (size_t i = 0; i < N_ROLES; i++) names[i] = ROLES[i].name;
+    int s = taas_suggest(role, strlen(role), names, N_ROLES);
+    char q[64];
+    taas_error err;
+    taas_error_clear(&err);
+    taas_error_set(&err, "TaasUsageError", (taas_srcpos){0, 0}, "unknown role '%s'",
+                   taas_utf8_clip(q, sizeof q, role, strlen(role), 40));
+    if (s >= 0)
+        taas_error_hint(&err, "did you mean '%s'? taas-worker --help lists the roles", names[s]);
+    else
+        taas_error_hint(&err, "taas-worker --help lists the roles");
+    taas_cli_report(stderr, &err);
+    return TAAS_EXIT_USAGE;
+}
