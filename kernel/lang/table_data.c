@@ -19,7 +19,7 @@ static const taas_param VISION_P[] = {
     {"root", TAAS_P_STR, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "folder holding the dataset's files; None = the Debian package's folder (FashionMNIST only)"},
     {"train", TAAS_P_BOOL, "True", 0, TAAS_NO_RANGE, "the training split (True) or the test split (False)"},
     {"transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "applied to each image"},
-    {"target_transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "applied to each label"},
+    {"target_transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "must stay None: labels are used as they are"},
     {"download", TAAS_P_BOOL, "False", 0, TAAS_NO_RANGE, "must stay False: taas never downloads"},
     END,
 };
@@ -31,6 +31,13 @@ static int vision_check(const taas_row *r, taas_value **a, const taas_srcpos *w,
         taas_sig_hint(err, &r->b, fashion ? "install it with apt-get install dataset-fashion-mnist and leave root=None, "
                                    "or copy the files to a folder and give root='...'"
                                  : "copy the dataset's files to a folder the loaders can read and give root='...'");
+        return -1;
+    }
+    if (a[3]->type != TAAS_V_NONE) {
+        /* the loaders apply transforms to images; a label goes into the batch as it is */
+        taas_error_set(err, "TaasValueError", w[3], "%s() target_transform is not supported: "
+                       "taas transforms act on images, labels are used as they are", r->b.name);
+        taas_sig_hint(err, &r->b, "leave target_transform=None");
         return -1;
     }
     if (a[0]->type == TAAS_V_NONE) {

@@ -305,6 +305,12 @@ static void test_datasets_never_download(void **state) {
     expect_hint(&err, "root='...'");
     expect_error(TU(&err, "CIFAR10", "train=False"), &err, "TaasValueError",
                  "CIFAR10() needs root: no Debian package ships CIFAR10", CALL_POS);
+    taas_value *to_tensor[] = {TU0(&err, "ToTensor")};
+    expect_error(TUO(&err, "FashionMNIST", to_tensor, "target_transform=$0"), &err, "TaasValueError",
+                 "FashionMNIST() target_transform is not supported: taas transforms act on images, "
+                 "labels are used as they are", 1);
+    expect_hint(&err, "target_transform=None");
+    taas_unref(to_tensor[0]);
     /* FashionMNIST without root reads Debian's dataset-fashion-mnist */
     taas_value *v = TU0(&err, "FashionMNIST");
     assert_string_equal(taas_object_arg(v, "root")->u.str.s, "/usr/share/datasets/fashion-mnist");
