@@ -118,19 +118,11 @@ static void dataset_repr_with(const taas_value *v, taas_buf *out, const char *co
         taas_buf_puts(out, "\n    Number of datapoints: unknown until the loaders read it");
     for (size_t i = 0; i < n; i++) taas_buf_printf(out, "\n    %s", lines[i]);
     if (probe) probe_lines(probe, out);
+    /* target_transform is always None (vision_check) */
     const taas_value *t = taas_object_arg(v, "transform");
-    const taas_value *tt = taas_object_arg(v, "target_transform");
-    int has_t = t && t->type != TAAS_V_NONE, has_tt = tt && tt->type != TAAS_V_NONE;
-    if (has_t || has_tt) {
-        taas_buf_puts(out, "\n    StandardTransform");
-        if (has_t) {
-            taas_buf_putc(out, '\n');
-            transform_lines(out, "Transform: ", t);
-        }
-        if (has_tt) {
-            taas_buf_putc(out, '\n');
-            transform_lines(out, "Target transform: ", tt);
-        }
+    if (t && t->type != TAAS_V_NONE) {
+        taas_buf_puts(out, "\n    StandardTransform\n");
+        transform_lines(out, "Transform: ", t);
     }
 }
 

@@ -383,13 +383,13 @@ static void test_transform_and_dataset_reprs(void **state) {
                "    Number of datapoints: 10000\n"
                "    Root location: /usr/share/datasets/fashion-mnist\n"
                "    Split: Test");
-    check_repr(TUO(&err, "datasets.MNIST", o, "'/data/mnist'", "target_transform=$0"),
+    check_repr(TUO(&err, "datasets.MNIST", o, "'/data/mnist'", "transform=$0"),
                "Dataset MNIST\n"
                "    Number of datapoints: 60000\n"
                "    Root location: /data/mnist\n"
                "    Split: Train\n"
                "    StandardTransform\n"
-               "Target transform: ToTensor()");
+               "Transform: ToTensor()");
     check_repr(TU(&err, "CIFAR10", "root='c'", "train=False"),
                "Dataset CIFAR10\n    Number of datapoints: 10000\n    Root location: c\n    Split: Test");
     check_repr(TU(&err, "NpyDataset", "'x.npy'", "'y.npy'"),
