@@ -342,4 +342,65 @@ static inline taas_dataset *fx_open(taas_fetcher *f, const char *json, taas_erro
     return d;
 }
 
+/* ---- programs that open specs with one fetcher --------------------------------------- */
+
+/* A test program that defines FX_SPEC_TESTS before including this header gets its fetcher F
+ * and its error E, the group's fx_setup and fx_teardown (a fresh FX_DIR and F, then both
+ * gone), and open_ok and open_bad. With FX_OPEN_BAD_HINT_UTF8 defined as well, open_bad also
+ * checks that the hint is valid UTF-8. */
+#ifdef FX_SPEC_TESTS
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "utf8.h"
+
+static taas_fetcher *F;
+static taas_error E;
+
+static int fx_setup(void **state) {
+    (void)state;
+    fx_mkdtemp();
+    F = fx_fetcher();
+    return 0;
+}
+
+static int fx_teardown(void **state) {
+    (void)state;
+    taas_fetcher_free(F);
+    fx_rmtree();
+    return 0;
+}
+
+static inline taas_dataset *open_ok(const char *json) {
+    taas_dataset *d = fx_open(F, json, &E);
+    if (!d) fail_msg("spec %s\nfailed: %s: %s (hint: %s)", json, E.ename, E.message, E.hint);
+    return d;
+}
+
+/* The spec fails to open with ename, and the message contains each of the NULL-terminated
+ * strings that follow; the hint says what to do. */
+static inline void open_bad(const char *json, const char *ename, ...) {
+    taas_dataset *d = fx_open(F, json, &E);
+    if (d) {
+        taas_dataset_free(d);
+        fail_msg("spec %s\nwas accepted", json);
+    }
+    if (strcmp(E.ename, ename) != 0) fail_msg("spec %s\ngave %s: %s, wanted %s", json, E.ename, E.message, ename);
+    va_list ap;
+    va_start(ap, ename);
+    for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
+        if (!strstr(E.message, s)) fail_msg("spec %s\ngave: %s\nwhich lacks '%s'", json, E.message, s);
+    va_end(ap);
+    if (!E.hint[0]) fail_msg("spec %s\ngave no hint with: %s", json, E.message);
+    assert_true(taas_utf8_valid(E.message, strlen(E.message)));
+#ifdef FX_OPEN_BAD_HINT_UTF8
+    assert_true(taas_utf8_valid(E.hint, strlen(E.hint)));
+#endif
+}
+
+#endif /* FX_SPEC_TESTS */
+
 #endif

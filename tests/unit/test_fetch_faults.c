@@ -26,69 +26,17 @@ static tu_server FAULT, NGINX, TLS;
 static unsigned char *SMALL_DATA, *BIG_DATA;
 static taas_error E;
 
-static void expect_error(int rc, const char *msg, const char *hint) {
-    if (rc != -1) fail_msg("succeeded; wanted '%s'", msg);
-    if (strcmp(E.ename, "TaasIOError") || !strstr(E.message, msg) || !strstr(E.hint, hint))
-        fail_msg("gave %s: %s\nhint: %s\nwanted '%s', hint '%s'", E.ename, E.message, E.hint, msg,
-                 hint);
-    assert_true(taas_utf8_valid(E.message, strlen(E.message)));
-}
-
-static taas_fetcher *fetcher(int connections, size_t range_min, int retries) {
-    taas_fetch_opts o;
-    taas_fetch_opts_default(&o);
-    o.cache_dir = "";
-    o.connections = connections;
-    o.range_min = range_min;
-    o.retries = retries;
-    o.backoff_s = 0.01;
-    o.connect_timeout_s = 5;
-    o.low_speed_timeout_s = 1;
-    taas_fetcher *f = taas_fetcher_new(&o, &E);
-    if (!f) fail_msg("taas_fetcher_new: %s", E.message);
-    return f;
-}
-
-static void url_of(char *dst, size_t cap, const tu_server *s, const char *path) {
-    snprintf(dst, cap, "http://127.0.0.1:%d%s", s->port, path);
-}
-
-/* How many requests the fault server saw for uri. */
-static long per_uri(const tu_server *s, const char *uri) {
-    char url[128];
-    url_of(url, sizeof url, s, "/_stats");
-    char *body = tu_http_get(url);
-    assert_non_null(body);
-    json_t *j = json_loads(body, 0, NULL);
-    free(body);
-    assert_non_null(j);
-    json_t *v = json_object_get(json_object_get(j, "per_uri"), uri);
-    long n = v ? (long)json_integer_value(v) : 0;
-    json_decref(j);
-    return n;
-}
-
 static int setup(void **state) {
     (void)state;
     unsetenv("TAAS_FETCH_RETRIES");
     unsetenv("TAAS_FETCH_CONNECTIONS");
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (tu_tmpdir(ROOT, sizeof ROOT, "fetch-faults")) return -1;
-    char data[200], p[300];
-    snprintf(data, sizeof data, "%s/data", ROOT);
-    mkdir(data, 0755);
-    SMALL_DATA = tu_pattern(7, SMALL);
-    BIG_DATA = tu_pattern(8, BIG);
-    snprintf(p, sizeof p, "%s/small.bin", data);
-    tu_write(p, SMALL_DATA, SMALL);
-    snprintf(p, sizeof p, "%s/big.bin", data);
-    tu_write(p, BIG_DATA, BIG);
-    snprintf(FAULT.dir, sizeof FAULT.dir, "%s/fault", ROOT);
-    snprintf(NGINX.dir, sizeof NGINX.dir, "%s/nginx", ROOT);
-    snprintf(TLS.dir, sizeof TLS.dir, "%s/tls", ROOT);
-    mkdir(FAULT.dir, 0755);
-    mkdir(NGINX.dir, 0755);
-    mkdir(TLS.dir, 0755);
+    char data[200];
+    tu_small_big(ROOT, data, sizeof data, SMALL, &SMALL_DATA, BIG, &BIG_DATA);
+    tu_server_dir(&FAULT, ROOT, "fault");
+    tu_server_dir(&NGINX, ROOT, "nginx");
+    tu_server_dir(&TLS, ROOT, "tls");
     if (tu_faultserver(&FAULT, data, NULL) || tu_nginx(&NGINX, data) || tu_nginx_tls(&TLS, data))
         return -1;
     return 0;
@@ -99,71 +47,63 @@ static int teardown(void **state) {
     tu_server_stop(&FAULT);
     tu_server_stop(&NGINX);
     tu_server_stop(&TLS);
-    tu_rmtree(ROOT);
-    free(SMALL_DATA);
-    free(BIG_DATA);
-    curl_global_cleanup();
-    return 0;
+    return tu_cleanup(ROOT, SMALL_DATA, BIG_DATA);
 }
 
 static void test_404_not_retried(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 3);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 3);
     char url[200], msg[300];
-    url_of(url, sizeof url, &FAULT, "/x.gz");
+    tu_url_of(url, sizeof url, &FAULT, "/x.gz");
     snprintf(msg, sizeof msg, "GET %s: 404 Not Found", url);
     taas_blob b;
-    expect_error(taas_fetch(f, url, &b, &E), msg, "check the URL: the server has no file at this path");
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "check the URL: the server has no file at this path");
     assert_null(b.data);
     taas_fetch_stats st;
     taas_fetch_stats_get(f, &st);
     assert_int_equal(st.requests, 1);
     assert_int_equal(st.retries, 0);
     /* nginx's own error page says the same */
-    url_of(url, sizeof url, &NGINX, "/x.gz");
+    tu_url_of(url, sizeof url, &NGINX, "/x.gz");
     snprintf(msg, sizeof msg, "GET %s: 404 Not Found", url);
-    expect_error(taas_fetch(f, url, &b, &E), msg, "check the URL");
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "check the URL");
     taas_fetcher_free(f);
 }
 
 static void test_403_not_retried(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 3);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 3);
     char url[200], msg[300];
-    url_of(url, sizeof url, &FAULT, "/small.bin?t=403&fault=403");
+    tu_url_of(url, sizeof url, &FAULT, "/small.bin?t=403&fault=403");
     snprintf(msg, sizeof msg, "GET %s: 403 Forbidden", url);
     taas_blob b;
-    expect_error(taas_fetch(f, url, &b, &E), msg, "refuses access");
-    assert_int_equal(per_uri(&FAULT, "/small.bin?t=403&fault=403"), 1);
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "refuses access");
+    assert_int_equal(tu_per_uri(&FAULT, "/small.bin?t=403&fault=403"), 1);
     taas_fetcher_free(f);
 }
 
 static void test_500_then_success(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 4);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 4);
     char url[200];
-    url_of(url, sizeof url, &FAULT, "/small.bin?t=500ok&fault=500,503");
-    taas_blob b;
-    if (taas_fetch(f, url, &b, &E)) fail_msg("%s", E.message);
-    assert_int_equal(b.len, SMALL);
-    assert_memory_equal(b.data, SMALL_DATA, SMALL);
-    taas_blob_free(&b);
+    tu_url_of(url, sizeof url, &FAULT, "/small.bin?t=500ok&fault=500,503");
+    tu_fetch_equal(f, url, &E, SMALL_DATA, SMALL);
     taas_fetch_stats st;
     taas_fetch_stats_get(f, &st);
     assert_int_equal(st.retries, 2);
     assert_int_equal(st.requests, 3);
-    assert_int_equal(per_uri(&FAULT, "/small.bin?t=500ok&fault=500,503"), 3);
+    assert_int_equal(tu_per_uri(&FAULT, "/small.bin?t=500ok&fault=500,503"), 3);
     taas_fetcher_free(f);
 }
 
 static void test_500_gives_up(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 2);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 2);
     char url[200], msg[300];
-    url_of(url, sizeof url, &FAULT, "/small.bin?t=500&fault=500,500,500,500");
+    tu_url_of(url, sizeof url, &FAULT, "/small.bin?t=500&fault=500,500,500,500");
     snprintf(msg, sizeof msg, "GET %s: 500 Internal Server Error (after 3 attempts)", url);
     taas_blob b;
-    expect_error(taas_fetch(f, url, &b, &E), msg, "raise TAAS_FETCH_RETRIES (now 2)");
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "raise TAAS_FETCH_RETRIES (now 2)");
     taas_fetch_stats st;
     taas_fetch_stats_get(f, &st);
     assert_int_equal(st.retries, 2);
@@ -173,14 +113,10 @@ static void test_500_gives_up(void **state) {
 /* The second request (a part of the parallel fetch) fails once; that part alone is retried. */
 static void test_part_retried(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 256 << 10, 2);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 256 << 10, 2);
     char url[200];
-    url_of(url, sizeof url, &FAULT, "/big.bin?t=part&fault=ok,503");
-    taas_blob b;
-    if (taas_fetch(f, url, &b, &E)) fail_msg("%s", E.message);
-    assert_int_equal(b.len, BIG);
-    assert_memory_equal(b.data, BIG_DATA, BIG);
-    taas_blob_free(&b);
+    tu_url_of(url, sizeof url, &FAULT, "/big.bin?t=part&fault=ok,503");
+    tu_fetch_equal(f, url, &E, BIG_DATA, BIG);
     taas_fetch_stats st;
     taas_fetch_stats_get(f, &st);
     assert_int_equal(st.retries, 1);
@@ -190,7 +126,7 @@ static void test_part_retried(void **state) {
 
 static void test_connection_refused(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 1);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 1);
     int port = tu_dead_port();
     char url[200], msg[300], hint[200];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/train.gz", port);
@@ -198,7 +134,7 @@ static void test_connection_refused(void **state) {
              port);
     snprintf(hint, sizeof hint, "nothing is listening at 127.0.0.1:%d", port);
     taas_blob b;
-    expect_error(taas_fetch(f, url, &b, &E), msg, hint);
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, hint);
     taas_fetch_stats st;
     taas_fetch_stats_get(f, &st);
     assert_int_equal(st.retries, 1);
@@ -207,12 +143,12 @@ static void test_connection_refused(void **state) {
 
 static void test_reset_and_cut_retried(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 2);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 2);
     char url[200];
     const char *paths[] = {"/small.bin?t=reset&fault=reset", "/small.bin?t=cut&fault=cut",
                            "/small.bin?t=both&fault=cut,reset"};
     for (int i = 0; i < 3; i++) {
-        url_of(url, sizeof url, &FAULT, paths[i]);
+        tu_url_of(url, sizeof url, &FAULT, paths[i]);
         taas_blob b;
         if (taas_fetch(f, url, &b, &E)) fail_msg("%s: %s", paths[i], E.message);
         assert_int_equal(b.len, SMALL);
@@ -222,20 +158,20 @@ static void test_reset_and_cut_retried(void **state) {
     taas_fetch_stats st;
     taas_fetch_stats_get(f, &st);
     assert_int_equal(st.retries, 4);
-    url_of(url, sizeof url, &FAULT, "/small.bin?t=cut3&fault=cut,cut,cut");
+    tu_url_of(url, sizeof url, &FAULT, "/small.bin?t=cut3&fault=cut,cut,cut");
     char msg[300];
     snprintf(msg, sizeof msg, "GET %s: the connection broke", url);
     taas_blob b;
-    expect_error(taas_fetch(f, url, &b, &E), msg, "closed or reset the connection");
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "closed or reset the connection");
     assert_non_null(strstr(E.message, "(after 3 attempts)"));
     taas_fetcher_free(f);
 }
 
 static void test_stall_times_out(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 1);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 1);
     char url[200];
-    url_of(url, sizeof url, &FAULT, "/small.bin?t=stall&fault=stall");
+    tu_url_of(url, sizeof url, &FAULT, "/small.bin?t=stall&fault=stall");
     taas_blob b;
     if (taas_fetch(f, url, &b, &E)) fail_msg("%s", E.message);
     assert_memory_equal(b.data, SMALL_DATA, SMALL);
@@ -244,11 +180,11 @@ static void test_stall_times_out(void **state) {
     taas_fetch_stats_get(f, &st);
     assert_int_equal(st.retries, 1);
     /* no answer at all, twice: the error names the timeout and the setting to raise */
-    url_of(url, sizeof url, &FAULT, "/small.bin?t=hang&fault=hang,hang");
+    tu_url_of(url, sizeof url, &FAULT, "/small.bin?t=hang&fault=hang,hang");
     char msg[300];
     snprintf(msg, sizeof msg, "GET %s: timed out:", url);
     double t0 = taas_now();
-    expect_error(taas_fetch(f, url, &b, &E), msg, "raise TAAS_FETCH_LOW_SPEED_TIMEOUT (now 1 s)");
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "raise TAAS_FETCH_LOW_SPEED_TIMEOUT (now 1 s)");
     assert_non_null(strstr(E.message, "(after 2 attempts)"));
     assert_true(taas_now() - t0 < 5);
     taas_fetcher_free(f);
@@ -256,9 +192,9 @@ static void test_stall_times_out(void **state) {
 
 static void test_server_ignoring_range(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 256 << 10, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 256 << 10, 0);
     char url[200], msg[300];
-    url_of(url, sizeof url, &FAULT, "/big.bin?t=norange&fault=norange,norange");
+    tu_url_of(url, sizeof url, &FAULT, "/big.bin?t=norange&fault=norange,norange");
     /* a whole object is fine: the first answer is all of it */
     taas_blob b;
     assert_int_equal(taas_fetch(f, url, &b, &E), 0);
@@ -270,60 +206,60 @@ static void test_server_ignoring_range(void **state) {
              "GET %s: the server sent more than the 100 bytes asked for (HTTP 200: it ignored "
              "the Range header)",
              url);
-    expect_error(taas_fetch_range(f, url, 1000, sizeof buf, buf, &E), msg,
+    tu_expect_io_error(&E, taas_fetch_range(f, url, 1000, sizeof buf, buf, &E), msg,
                  "supports range requests");
     taas_fetcher_free(f);
 }
 
 static void test_401(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 3);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 3);
     char url[200], msg[300];
-    url_of(url, sizeof url, &FAULT, "/small.bin?t=401&fault=401");
+    tu_url_of(url, sizeof url, &FAULT, "/small.bin?t=401&fault=401");
     snprintf(msg, sizeof msg, "GET %s: 401 Unauthorized", url);
     taas_blob b;
-    expect_error(taas_fetch(f, url, &b, &E), msg, "the server wants credentials");
-    assert_int_equal(per_uri(&FAULT, "/small.bin?t=401&fault=401"), 1);
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "the server wants credentials");
+    assert_int_equal(tu_per_uri(&FAULT, "/small.bin?t=401&fault=401"), 1);
     taas_fetcher_free(f);
 }
 
 /* The first request sees one ETag, a later part another: the parts would not fit together. */
 static void test_changed_during_download(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 256 << 10, 2);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 256 << 10, 2);
     char url[200], msg[300];
-    url_of(url, sizeof url, &FAULT, "/big.bin?t=chg&fault=ok,newetag");
+    tu_url_of(url, sizeof url, &FAULT, "/big.bin?t=chg&fault=ok,newetag");
     snprintf(msg, sizeof msg, "GET %s: the object changed while it was being read", url);
     taas_blob b;
-    expect_error(taas_fetch(f, url, &b, &E), msg, "run again once it is stable");
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "run again once it is stable");
     assert_null(b.data);
     taas_fetcher_free(f);
 }
 
 static void test_redirect_loop(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 0);
     char url[200], msg[300];
-    url_of(url, sizeof url, &FAULT, "/small.bin?t=loop&fault=loop,loop,loop,loop,loop,loop,loop");
+    tu_url_of(url, sizeof url, &FAULT, "/small.bin?t=loop&fault=loop,loop,loop,loop,loop,loop,loop");
     snprintf(msg, sizeof msg, "GET %s: too many redirects", url);
     taas_blob b;
-    expect_error(taas_fetch(f, url, &b, &E), msg, "use the final URL");
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "use the final URL");
     /* a redirect may not leave http(s) */
-    url_of(url, sizeof url, &FAULT, "/small.bin?t=ftp&fault=redirect:ftp://127.0.0.1/x");
+    tu_url_of(url, sizeof url, &FAULT, "/small.bin?t=ftp&fault=redirect:ftp://127.0.0.1/x");
     snprintf(msg, sizeof msg, "GET %s: Protocol \"ftp\" not supported", url);
-    expect_error(taas_fetch(f, url, &b, &E), msg, "only http:// and https:// can be fetched");
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "only http:// and https:// can be fetched");
     taas_fetcher_free(f);
 }
 
 static void test_tls_untrusted(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 2);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 2);
     char url[200], msg[300];
     snprintf(url, sizeof url, "https://127.0.0.1:%d/small.bin", TLS.port);
     snprintf(msg, sizeof msg, "GET %s: TLS failed: SSL certificate problem: self-signed certificate",
              url);
     taas_blob b;
-    expect_error(taas_fetch(f, url, &b, &E), msg, "the server's certificate is not trusted here");
+    tu_expect_io_error(&E, taas_fetch(f, url, &b, &E), msg, "the server's certificate is not trusted here");
     taas_fetch_stats st;
     taas_fetch_stats_get(f, &st);
     assert_int_equal(st.retries, 0);

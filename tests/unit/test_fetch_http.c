@@ -26,56 +26,9 @@ static tu_server FAULT, SLOW, NGINX;
 static unsigned char *SMALL_DATA, *BIG_DATA;
 static taas_error E;
 
-static void expect_error(int rc, const char *msg, const char *hint) {
-    if (rc != -1) fail_msg("succeeded; wanted '%s'", msg);
-    if (strcmp(E.ename, "TaasIOError") || !strstr(E.message, msg) || !strstr(E.hint, hint))
-        fail_msg("gave %s: %s\nhint: %s\nwanted '%s', hint '%s'", E.ename, E.message, E.hint, msg,
-                 hint);
-    assert_true(taas_utf8_valid(E.message, strlen(E.message)));
-}
-
-static taas_fetcher *fetcher(int connections, size_t range_min, int retries) {
-    taas_fetch_opts o;
-    taas_fetch_opts_default(&o);
-    o.cache_dir = "";
-    o.connections = connections;
-    o.range_min = range_min;
-    o.retries = retries;
-    o.backoff_s = 0.01;
-    o.connect_timeout_s = 5;
-    o.low_speed_timeout_s = 1;
-    taas_fetcher *f = taas_fetcher_new(&o, &E);
-    if (!f) fail_msg("taas_fetcher_new: %s", E.message);
-    return f;
-}
-
-static void url_of(char *dst, size_t cap, const tu_server *s, const char *path) {
-    snprintf(dst, cap, "http://127.0.0.1:%d%s", s->port, path);
-}
-
-/* The fault server's counters. */
-static json_t *stats(const tu_server *s) {
-    char url[128];
-    url_of(url, sizeof url, s, "/_stats");
-    char *body = tu_http_get(url);
-    assert_non_null(body);
-    json_t *j = json_loads(body, 0, NULL);
-    free(body);
-    assert_non_null(j);
-    return j;
-}
-
-static long per_uri(const tu_server *s, const char *uri) {
-    json_t *j = stats(s);
-    json_t *v = json_object_get(json_object_get(j, "per_uri"), uri);
-    long n = v ? (long)json_integer_value(v) : 0;
-    json_decref(j);
-    return n;
-}
-
 static void reset_counters(const tu_server *s) {
     char url[128];
-    url_of(url, sizeof url, s, "/_reset");
+    tu_url_of(url, sizeof url, s, "/_reset");
     free(tu_http_get(url));
 }
 
@@ -87,22 +40,12 @@ static int setup(void **state) {
     if (tu_tmpdir(ROOT, sizeof ROOT, "fetch-http")) return -1;
     /* the data in ROOT/data; the servers' own folders beside it, not in it */
     char data[200], p[300];
-    snprintf(data, sizeof data, "%s/data", ROOT);
-    mkdir(data, 0755);
-    SMALL_DATA = tu_pattern(7, SMALL);
-    BIG_DATA = tu_pattern(8, BIG);
-    snprintf(p, sizeof p, "%s/small.bin", data);
-    tu_write(p, SMALL_DATA, SMALL);
-    snprintf(p, sizeof p, "%s/big.bin", data);
-    tu_write(p, BIG_DATA, BIG);
+    tu_small_big(ROOT, data, sizeof data, SMALL, &SMALL_DATA, BIG, &BIG_DATA);
     snprintf(p, sizeof p, "%s/empty.bin", data);
     tu_write(p, "", 0);
-    snprintf(FAULT.dir, sizeof FAULT.dir, "%s/fault", ROOT);
-    snprintf(SLOW.dir, sizeof SLOW.dir, "%s/slow", ROOT);
-    snprintf(NGINX.dir, sizeof NGINX.dir, "%s/nginx", ROOT);
-    mkdir(FAULT.dir, 0755);
-    mkdir(SLOW.dir, 0755);
-    mkdir(NGINX.dir, 0755);
+    tu_server_dir(&FAULT, ROOT, "fault");
+    tu_server_dir(&SLOW, ROOT, "slow");
+    tu_server_dir(&NGINX, ROOT, "nginx");
     /* slow storage: every request waits 50 ms and a connection carries 20 MB/s */
     static const char *const slow[] = {"--latency", "0.05", "--rate", "20e6", NULL};
     if (tu_faultserver(&FAULT, data, NULL) || tu_faultserver(&SLOW, data, slow) ||
@@ -116,42 +59,34 @@ static int teardown(void **state) {
     tu_server_stop(&FAULT);
     tu_server_stop(&SLOW);
     tu_server_stop(&NGINX);
-    tu_rmtree(ROOT);
-    free(SMALL_DATA);
-    free(BIG_DATA);
-    curl_global_cleanup();
-    return 0;
+    return tu_cleanup(ROOT, SMALL_DATA, BIG_DATA);
 }
 
 /* ---- whole objects, ranges, info ---- */
 
 static void test_small_object_one_request(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 0);
     char url[200];
-    url_of(url, sizeof url, &FAULT, "/small.bin?t=one");
-    taas_blob b;
-    if (taas_fetch(f, url, &b, &E)) fail_msg("%s", E.message);
-    assert_int_equal(b.len, SMALL);
-    assert_memory_equal(b.data, SMALL_DATA, SMALL);
-    taas_blob_free(&b);
+    tu_url_of(url, sizeof url, &FAULT, "/small.bin?t=one");
+    tu_fetch_equal(f, url, &E, SMALL_DATA, SMALL);
     taas_fetch_stats st;
     taas_fetch_stats_get(f, &st);
     assert_int_equal(st.requests, 1);
     assert_int_equal(st.retries, 0);
     assert_int_equal(st.bytes, SMALL);
-    assert_int_equal(per_uri(&FAULT, "/small.bin?t=one"), 1);
+    assert_int_equal(tu_per_uri(&FAULT, "/small.bin?t=one"), 1);
     taas_fetcher_free(f);
 }
 
 static void test_empty_object(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 0);
     char url[200];
     taas_blob b;
     const tu_server *servers[] = {&FAULT, &NGINX};
     for (int i = 0; i < 2; i++) {
-        url_of(url, sizeof url, servers[i], "/empty.bin");
+        tu_url_of(url, sizeof url, servers[i], "/empty.bin");
         if (taas_fetch(f, url, &b, &E)) fail_msg("%s: %s", url, E.message);
         assert_int_equal(b.len, 0);
         taas_blob_free(&b);
@@ -166,9 +101,9 @@ static void test_empty_object(void **state) {
 static void test_parallel_ranges(void **state) {
     (void)state;
     reset_counters(&SLOW);
-    taas_fetcher *f = fetcher(4, 256 << 10, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 256 << 10, 0);
     char url[200];
-    url_of(url, sizeof url, &SLOW, "/big.bin");
+    tu_url_of(url, sizeof url, &SLOW, "/big.bin");
     taas_blob b;
     double t0 = taas_now();
     if (taas_fetch(f, url, &b, &E)) fail_msg("%s", E.message);
@@ -181,7 +116,7 @@ static void test_parallel_ranges(void **state) {
     /* the first 256 KiB (which tells the size), then 2816 KiB in parts of 768 KiB */
     assert_int_equal(st.requests, 5);
     assert_int_equal(st.bytes, BIG);
-    json_t *j = stats(&SLOW);
+    json_t *j = tu_stats(&SLOW);
     assert_int_equal(json_integer_value(json_object_get(j, "max_inflight")), 4);
     json_t *log = json_object_get(j, "log");
     assert_int_equal(json_array_size(log), 5);
@@ -195,29 +130,29 @@ static void test_parallel_ranges(void **state) {
 
 static void test_one_connection_no_ranges(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(1, 256 << 10, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 1, 256 << 10, 0);
     char url[200];
-    url_of(url, sizeof url, &FAULT, "/big.bin?t=single");
+    tu_url_of(url, sizeof url, &FAULT, "/big.bin?t=single");
     taas_blob b;
     assert_int_equal(taas_fetch(f, url, &b, &E), 0);
     assert_int_equal(b.len, BIG);
     assert_memory_equal(b.data, BIG_DATA, BIG);
     taas_blob_free(&b);
-    json_t *j = stats(&FAULT);
+    json_t *j = tu_stats(&FAULT);
     json_t *log = json_object_get(j, "log");
     json_t *last = json_array_get(log, json_array_size(log) - 1);
     assert_string_equal(json_string_value(json_object_get(last, "uri")), "/big.bin?t=single");
     assert_string_equal(json_string_value(json_object_get(last, "range")), "");
     json_decref(j);
-    assert_int_equal(per_uri(&FAULT, "/big.bin?t=single"), 1);
+    assert_int_equal(tu_per_uri(&FAULT, "/big.bin?t=single"), 1);
     taas_fetcher_free(f);
 }
 
 static void test_ranges(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 64 << 10, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 64 << 10, 0);
     char url[200];
-    url_of(url, sizeof url, &NGINX, "/big.bin");
+    tu_url_of(url, sizeof url, &NGINX, "/big.bin");
     unsigned char *buf = malloc(1 << 20);
     /* one request */
     assert_int_equal(taas_fetch_range(f, url, 12345, 1000, buf, &E), 0);
@@ -234,20 +169,20 @@ static void test_ranges(void **state) {
     char msg[400];
     snprintf(msg, sizeof msg, "short read from %s: asked for bytes %d to %d, the object has %d bytes",
              url, BIG - 10, BIG + 10, BIG);
-    expect_error(taas_fetch_range(f, url, BIG - 10, 20, buf, &E), msg, "truncated");
+    tu_expect_io_error(&E, taas_fetch_range(f, url, BIG - 10, 20, buf, &E), msg, "truncated");
     snprintf(msg, sizeof msg, "GET %s: 416 Requested Range Not Satisfiable: the range asked for is "
              "beyond the end of the object (%d bytes)", url, BIG);
-    expect_error(taas_fetch_range(f, url, BIG + 5, 20, buf, &E), msg, "shorter than expected");
+    tu_expect_io_error(&E, taas_fetch_range(f, url, BIG + 5, 20, buf, &E), msg, "shorter than expected");
     free(buf);
     taas_fetcher_free(f);
 }
 
 static void test_info(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 0);
     char url[200], url2[200];
-    url_of(url, sizeof url, &NGINX, "/big.bin");
-    url_of(url2, sizeof url2, &FAULT, "/big.bin");
+    tu_url_of(url, sizeof url, &NGINX, "/big.bin");
+    tu_url_of(url2, sizeof url2, &FAULT, "/big.bin");
     taas_object_info a, b;
     assert_int_equal(taas_fetch_info(f, url, &a, &E), 0);
     assert_int_equal(a.size, BIG);
@@ -255,10 +190,10 @@ static void test_info(void **state) {
     assert_int_equal(taas_fetch_info(f, url2, &b, &E), 0);
     assert_int_equal(b.size, BIG);
     assert_true(b.etag[0] == '"');
-    url_of(url, sizeof url, &NGINX, "/missing.bin");
+    tu_url_of(url, sizeof url, &NGINX, "/missing.bin");
     char msg[300];
     snprintf(msg, sizeof msg, "HEAD %s: 404 Not Found", url);
-    expect_error(taas_fetch_info(f, url, &a, &E), msg, "check the URL");
+    tu_expect_io_error(&E, taas_fetch_info(f, url, &a, &E), msg, "check the URL");
     taas_fetcher_free(f);
 }
 
@@ -324,9 +259,9 @@ static void nginx_log(const char *uri, int want, int *requests, int *connections
 
 static void test_connection_reuse_across_threads(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 0);
     char url[200];
-    url_of(url, sizeof url, &NGINX, "/small.bin");
+    tu_url_of(url, sizeof url, &NGINX, "/small.bin");
     enum { THREADS = 8 };
     pthread_t th[THREADS];
     worker_arg args[THREADS];
@@ -352,9 +287,9 @@ static void test_connection_reuse_across_threads(void **state) {
 /* A fetcher's connections outlive a fetch: the second object comes on the first's. */
 static void test_connection_reuse_sequential(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 0);
     char url[200];
-    url_of(url, sizeof url, &NGINX, "/small.bin?seq");
+    tu_url_of(url, sizeof url, &NGINX, "/small.bin?seq");
     for (int i = 0; i < 5; i++) {
         taas_blob b;
         assert_int_equal(taas_fetch(f, url, &b, &E), 0);
@@ -371,14 +306,10 @@ static void test_connection_reuse_sequential(void **state) {
 
 static void test_redirect_followed(void **state) {
     (void)state;
-    taas_fetcher *f = fetcher(4, 1 << 20, 0);
+    taas_fetcher *f = tu_http_fetcher(&E, 4, 1 << 20, 0);
     char url[200];
-    url_of(url, sizeof url, &FAULT, "/old/place.bin?fault=redirect:/small.bin");
-    taas_blob b;
-    if (taas_fetch(f, url, &b, &E)) fail_msg("%s", E.message);
-    assert_int_equal(b.len, SMALL);
-    assert_memory_equal(b.data, SMALL_DATA, SMALL);
-    taas_blob_free(&b);
+    tu_url_of(url, sizeof url, &FAULT, "/old/place.bin?fault=redirect:/small.bin");
+    tu_fetch_equal(f, url, &E, SMALL_DATA, SMALL);
     taas_fetcher_free(f);
 }
 

@@ -37,14 +37,6 @@ static taas_fetcher *fetcher(const char *cache, size_t range_min) {
     return f;
 }
 
-static void expect_error(int rc, const char *msg, const char *hint) {
-    if (rc != -1) fail_msg("succeeded; wanted '%s'", msg);
-    if (strcmp(E.ename, "TaasIOError") || !strstr(E.message, msg) || !strstr(E.hint, hint))
-        fail_msg("gave %s: %s\nhint: %s\nwanted '%s', hint '%s'", E.ename, E.message, E.hint, msg,
-                 hint);
-    assert_true(taas_utf8_valid(E.message, strlen(E.message)));
-}
-
 static void use_credentials(const char *key, const char *secret) {
     char endpoint[64];
     snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", S.port);
@@ -66,8 +58,7 @@ static int setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (tu_tmpdir(ROOT, sizeof ROOT, "fetch-s3")) return -1;
-    snprintf(S.dir, sizeof S.dir, "%s/server", ROOT);
-    mkdir(S.dir, 0755);
+    tu_server_dir(&S, ROOT, "server");
     if (tu_s3server(&S, BUCKET)) return -1;
     SMALL_DATA = tu_pattern(21, SMALL);
     BIG_DATA = tu_pattern(22, BIG);
@@ -83,11 +74,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     (void)state;
     tu_server_stop(&S);
-    tu_rmtree(ROOT);
-    free(SMALL_DATA);
-    free(BIG_DATA);
-    curl_global_cleanup();
-    return 0;
+    return tu_cleanup(ROOT, SMALL_DATA, BIG_DATA);
 }
 
 static void test_get_whole(void **state) {
@@ -120,11 +107,7 @@ static void test_parallel_ranges_and_info(void **state) {
     (void)state;
     use_credentials("S3RVER", "S3RVER");
     taas_fetcher *f = fetcher(NULL, 256 << 10);
-    taas_blob b;
-    if (taas_fetch(f, "s3://" BUCKET "/dir/big.bin", &b, &E)) fail_msg("%s", E.message);
-    assert_int_equal(b.len, BIG);
-    assert_memory_equal(b.data, BIG_DATA, BIG);
-    taas_blob_free(&b);
+    tu_fetch_equal(f, "s3://" BUCKET "/dir/big.bin", &E, BIG_DATA, BIG);
     taas_fetch_stats st;
     taas_fetch_stats_get(f, &st);
     /* 256 KiB first, then 1792 KiB in parts of 512 KiB */
@@ -176,11 +159,11 @@ static void test_no_such_key_or_bucket(void **state) {
     use_credentials("S3RVER", "S3RVER");
     taas_fetcher *f = fetcher(NULL, 1 << 20);
     taas_blob b;
-    expect_error(taas_fetch(f, "s3://" BUCKET "/nope.bin", &b, &E),
+    tu_expect_io_error(&E, taas_fetch(f, "s3://" BUCKET "/nope.bin", &b, &E),
                  "GET s3://" BUCKET "/nope.bin: 404 Not Found (NoSuchKey: The specified key does "
                  "not exist.)",
                  "check the bucket and the key");
-    expect_error(taas_fetch(f, "s3://no-bucket/x.bin", &b, &E),
+    tu_expect_io_error(&E, taas_fetch(f, "s3://no-bucket/x.bin", &b, &E),
                  "GET s3://no-bucket/x.bin: 404 Not Found (NoSuchBucket: The specified bucket does "
                  "not exist",
                  "has no such object");
@@ -196,13 +179,13 @@ static void test_wrong_credentials(void **state) {
     use_credentials("S3RVER", "not-the-secret");
     taas_fetcher *f = fetcher(NULL, 1 << 20);
     taas_blob b;
-    expect_error(taas_fetch(f, "s3://" BUCKET "/small.bin", &b, &E),
+    tu_expect_io_error(&E, taas_fetch(f, "s3://" BUCKET "/small.bin", &b, &E),
                  "GET s3://" BUCKET "/small.bin: 403 Forbidden (SignatureDoesNotMatch: The request "
                  "signature we calculated does not match the signature you provided.",
                  "check the credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
     assert_non_null(strstr(E.hint, "http://127.0.0.1:"));
     taas_object_info info;
-    expect_error(taas_fetch_info(f, "s3://" BUCKET "/small.bin", &info, &E),
+    tu_expect_io_error(&E, taas_fetch_info(f, "s3://" BUCKET "/small.bin", &info, &E),
                  "HEAD s3://" BUCKET "/small.bin: 403 Forbidden", "AWS_SESSION_TOKEN");
     taas_fetch_stats st;
     taas_fetch_stats_get(f, &st);
@@ -211,7 +194,7 @@ static void test_wrong_credentials(void **state) {
 
     use_credentials("AKIDUNKNOWN", "S3RVER");
     f = fetcher(NULL, 1 << 20);
-    expect_error(taas_fetch(f, "s3://" BUCKET "/small.bin", &b, &E),
+    tu_expect_io_error(&E, taas_fetch(f, "s3://" BUCKET "/small.bin", &b, &E),
                  "GET s3://" BUCKET "/small.bin: 403 Forbidden (InvalidAccessKeyId:",
                  "AWS_ACCESS_KEY_ID");
     taas_fetcher_free(f);

@@ -4,10 +4,16 @@
 #ifndef TEST_FETCH_UTIL_H
 #define TEST_FETCH_UTIL_H
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +27,8 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fetch.h"
+#include "utf8.h"
 
 #define TU_UNUSED __attribute__((unused))
 
@@ -288,6 +296,103 @@ TU_UNUSED static long tu_s3_put(const char *url, const char *userpwd, const void
     curl_slist_free_all(hd);
     curl_easy_cleanup(h);
     return status;
+}
+
+/* ---- shared by the tests of fetching over HTTP and S3 ---- */
+
+/* rc is -1 and e is a TaasIOError whose message contains msg and whose hint contains hint. */
+TU_UNUSED static void tu_expect_io_error(const taas_error *e, int rc, const char *msg,
+                                         const char *hint) {
+    if (rc != -1) fail_msg("succeeded; wanted '%s'", msg);
+    if (strcmp(e->ename, "TaasIOError") || !strstr(e->message, msg) || !strstr(e->hint, hint))
+        fail_msg("gave %s: %s\nhint: %s\nwanted '%s', hint '%s'", e->ename, e->message, e->hint,
+                 msg, hint);
+    assert_true(taas_utf8_valid(e->message, strlen(e->message)));
+}
+
+/* A fetcher without a cache, with short timeouts and backoff, for the HTTP tests. */
+TU_UNUSED static taas_fetcher *tu_http_fetcher(taas_error *e, int connections, size_t range_min,
+                                              int retries) {
+    taas_fetch_opts o;
+    taas_fetch_opts_default(&o);
+    o.cache_dir = "";
+    o.connections = connections;
+    o.range_min = range_min;
+    o.retries = retries;
+    o.backoff_s = 0.01;
+    o.connect_timeout_s = 5;
+    o.low_speed_timeout_s = 1;
+    taas_fetcher *f = taas_fetcher_new(&o, e);
+    if (!f) fail_msg("taas_fetcher_new: %s", e->message);
+    return f;
+}
+
+/* Fetches url, which must succeed and hold the len bytes of want. */
+TU_UNUSED static void tu_fetch_equal(taas_fetcher *f, const char *url, taas_error *e,
+                                     const unsigned char *want, size_t len) {
+    taas_blob b;
+    if (taas_fetch(f, url, &b, e)) fail_msg("%s", e->message);
+    assert_int_equal(b.len, len);
+    assert_memory_equal(b.data, want, len);
+    taas_blob_free(&b);
+}
+
+TU_UNUSED static void tu_url_of(char *dst, size_t cap, const tu_server *s, const char *path) {
+    snprintf(dst, cap, "http://127.0.0.1:%d%s", s->port, path);
+}
+
+/* The fault server's counters. */
+TU_UNUSED static json_t *tu_stats(const tu_server *s) {
+    char url[128];
+    tu_url_of(url, sizeof url, s, "/_stats");
+    char *body = tu_http_get(url);
+    assert_non_null(body);
+    json_t *j = json_loads(body, 0, NULL);
+    free(body);
+    assert_non_null(j);
+    return j;
+}
+
+/* How many requests the fault server saw for uri. */
+TU_UNUSED static long tu_per_uri(const tu_server *s, const char *uri) {
+    json_t *j = tu_stats(s);
+    json_t *v = json_object_get(json_object_get(j, "per_uri"), uri);
+    long n = v ? (long)json_integer_value(v) : 0;
+    json_decref(j);
+    return n;
+}
+
+/* s->dir is root/name, made. */
+TU_UNUSED static void tu_server_dir(tu_server *s, const char *root, const char *name) {
+    snprintf(s->dir, sizeof s->dir, "%s/%s", root, name);
+    mkdir(s->dir, 0755);
+}
+
+/* Makes the folder root/data (its path in data) with small.bin (pattern 7, small bytes) and
+ * big.bin (pattern 8, big bytes); *small_data and *big_data get the patterns. */
+TU_UNUSED static void tu_small_big(const char *root, char *data, size_t cap, size_t small,
+                                   unsigned char **small_data, size_t big,
+                                   unsigned char **big_data) {
+    char p[300];
+    snprintf(data, cap, "%s/data", root);
+    mkdir(data, 0755);
+    *small_data = tu_pattern(7, small);
+    *big_data = tu_pattern(8, big);
+    snprintf(p, sizeof p, "%s/small.bin", data);
+    tu_write(p, *small_data, small);
+    snprintf(p, sizeof p, "%s/big.bin", data);
+    tu_write(p, *big_data, big);
+}
+
+/* The end of a group whose servers are stopped: root removed, the patterns freed, libcurl
+ * cleaned up. */
+TU_UNUSED static int tu_cleanup(const char *root, unsigned char *small_data,
+                                unsigned char *big_data) {
+    tu_rmtree(root);
+    free(small_data);
+    free(big_data);
+    curl_global_cleanup();
+    return 0;
 }
 
 #endif

@@ -9,50 +9,9 @@
 #include <pthread.h>
 
 #include "formats.h"
+#define FX_SPEC_TESTS
+#define FX_OPEN_BAD_HINT_UTF8
 #include "formats_testutil.h"
-#include "utf8.h"
-
-static taas_fetcher *F;
-static taas_error E;
-
-static int setup(void **state) {
-    (void)state;
-    fx_mkdtemp();
-    F = fx_fetcher();
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    taas_fetcher_free(F);
-    fx_rmtree();
-    return 0;
-}
-
-static taas_dataset *open_ok(const char *json) {
-    taas_dataset *d = fx_open(F, json, &E);
-    if (!d) fail_msg("spec %s\nfailed: %s: %s (hint: %s)", json, E.ename, E.message, E.hint);
-    return d;
-}
-
-/* The spec fails to open with ename, and the message contains each of the NULL-terminated
- * strings that follow; the hint says what to do. */
-static void open_bad(const char *json, const char *ename, ...) {
-    taas_dataset *d = fx_open(F, json, &E);
-    if (d) {
-        taas_dataset_free(d);
-        fail_msg("spec %s\nwas accepted", json);
-    }
-    if (strcmp(E.ename, ename) != 0) fail_msg("spec %s\ngave %s: %s, wanted %s", json, E.ename, E.message, ename);
-    va_list ap;
-    va_start(ap, ename);
-    for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
-        if (!strstr(E.message, s)) fail_msg("spec %s\ngave: %s\nwhich lacks '%s'", json, E.message, s);
-    va_end(ap);
-    if (!E.hint[0]) fail_msg("spec %s\ngave no hint with: %s", json, E.message);
-    assert_true(taas_utf8_valid(E.message, strlen(E.message)));
-    assert_true(taas_utf8_valid(E.hint, strlen(E.hint)));
-}
 
 static const char *vision(const char *type, const char *root, int train) {
     static char s[1024];
@@ -551,5 +510,5 @@ int main(void) {
         cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_concurrent_reads),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

@@ -8,25 +8,8 @@
 #include <pthread.h>
 
 #include "formats.h"
+#define FX_SPEC_TESTS
 #include "formats_testutil.h"
-#include "utf8.h"
-
-static taas_fetcher *F;
-static taas_error E;
-
-static int setup(void **state) {
-    (void)state;
-    fx_mkdtemp();
-    F = fx_fetcher();
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    taas_fetcher_free(F);
-    fx_rmtree();
-    return 0;
-}
 
 static int reset_env(void **state) {
     (void)state;
@@ -39,28 +22,6 @@ static const char *npy_spec(const char *images, const char *labels) {
     snprintf(s, sizeof s, "{\"type\": \"NpyDataset\", \"images\": \"%s\", \"labels\": \"%s\", \"transform\": null}",
              fx_path(images), fx_path(labels));
     return s;
-}
-
-static taas_dataset *open_ok(const char *json) {
-    taas_dataset *d = fx_open(F, json, &E);
-    if (!d) fail_msg("spec %s\nfailed: %s: %s (hint: %s)", json, E.ename, E.message, E.hint);
-    return d;
-}
-
-static void open_bad(const char *json, const char *ename, ...) {
-    taas_dataset *d = fx_open(F, json, &E);
-    if (d) {
-        taas_dataset_free(d);
-        fail_msg("spec %s\nwas accepted", json);
-    }
-    if (strcmp(E.ename, ename) != 0) fail_msg("spec %s\ngave %s: %s, wanted %s", json, E.ename, E.message, ename);
-    va_list ap;
-    va_start(ap, ename);
-    for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
-        if (!strstr(E.message, s)) fail_msg("spec %s\ngave: %s\nwhich lacks '%s'", json, E.message, s);
-    va_end(ap);
-    if (!E.hint[0]) fail_msg("spec %s\ngave no hint with: %s", json, E.message);
-    assert_true(taas_utf8_valid(E.message, strlen(E.message)));
 }
 
 static void write_npy(const char *rel, int version, const char *descr, const char *fortran, const char *shape,
@@ -413,5 +374,5 @@ int main(void) {
         cmocka_unit_test_setup(test_read_error_names_sample, reset_env),
         cmocka_unit_test_setup(test_concurrent_reads, reset_env),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }
