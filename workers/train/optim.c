@@ -1,0 +1,181 @@
+/* PyTorch 1.13's optimizer update rules on flat buffers. Each element's update is
+ * independent, so the loops split across OpenMP threads when the buffer is big enough to
+ * pay for it. Scalars derived from hyper-parameters are computed in double as Python does,
+ * then applied in float as torch's float kernels do. */
+#include "optim.h"
+
+#include <math.h>
+
+#define PAR_MIN 32768  /* below this a parallel region costs more than it saves */
+
+void taas_optim_config_default(taas_optim_config *cfg, taas_optim_kind kind) {
+    *cfg = (taas_optim_config){.kind = kind, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+    switch (kind) {
+    case TAAS_OPTIM_SGD: cfg->lr = 0.01; break;
+    case TAAS_OPTIM_ADAM: break;
+    case TAAS_OPTIM_ADAMW: cfg->weight_decay = 1e-2; break;
+    case TAAS_OPTIM_ADADELTA: cfg->lr = 1.0; cfg->rho = 0.9; cfg->eps = 1e-6; break;
+    case TAAS_OPTIM_RMSPROP: cfg->lr = 1e-2; cfg->alpha = 0.99; break;
+    }
+}
+
+const char *taas_optim_name(taas_optim_kind kind) {
+    switch (kind) {
+    case TAAS_OPTIM_SGD: return "SGD";
+    case TAAS_OPTIM_ADAM: return "Adam";
+    case TAAS_OPTIM_ADAMW: return "AdamW";
+    case TAAS_OPTIM_ADADELTA: return "Adadelta";
+    case TAAS_OPTIM_RMSPROP: return "RMSprop";
+    }
+    return "?";
+}
+
+static int bad(taas_error *err, const taas_optim_config *cfg, const char *what, double v,
+               const char *hint) {
+    taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0}, "%s: invalid %s %g",
+                   taas_optim_name(cfg->kind), what, v);
+    taas_error_hint(err, "%s", hint);
+    return -1;
+}
+
+int taas_optim_config_check(const taas_optim_config *cfg, taas_error *err) {
+    taas_optim_kind k = cfg->kind;
+    if (!(cfg->lr >= 0.0)) return bad(err, cfg, "learning rate", cfg->lr, "lr must be >= 0, e.g. lr=0.01");
+    if (!(cfg->weight_decay >= 0.0))
+        return bad(err, cfg, "weight_decay", cfg->weight_decay, "weight_decay must be >= 0 (0 turns it off)");
+    if ((k == TAAS_OPTIM_SGD || k == TAAS_OPTIM_RMSPROP) && !(cfg->momentum >= 0.0))
+        return bad(err, cfg, "momentum", cfg->momentum, "momentum must be >= 0, e.g. momentum=0.9");
+    if (k == TAAS_OPTIM_SGD && cfg->nesterov && (cfg->momentum <= 0.0 || cfg->dampening != 0.0)) {
+        taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0},
+                       "SGD: nesterov=True needs momentum > 0 and dampening = 0 (got momentum=%g, "
+                       "dampening=%g)", cfg->momentum, cfg->dampening);
+        taas_error_hint(err, "set momentum (e.g. 0.9) and leave dampening at 0, or drop nesterov");
+        return -1;
+    }
+    if (k != TAAS_OPTIM_SGD && !(cfg->eps >= 0.0))
+        return bad(err, cfg, "epsilon value", cfg->eps, "eps must be >= 0, e.g. eps=1e-8");
+    if (k == TAAS_OPTIM_ADAM || k == TAAS_OPTIM_ADAMW) {
+        if (!(cfg->beta1 >= 0.0 && cfg->beta1 < 1.0))
+            return bad(err, cfg, "beta parameter at index 0", cfg->beta1, "betas must be in [0, 1), e.g. betas=(0.9, 0.999)");
+        if (!(cfg->beta2 >= 0.0 && cfg->beta2 < 1.0))
+            return bad(err, cfg, "beta parameter at index 1", cfg->beta2, "betas must be in [0, 1), e.g. betas=(0.9, 0.999)");
+    }
+    if (k == TAAS_OPTIM_ADADELTA && !(cfg->rho >= 0.0 && cfg->rho <= 1.0))
+        return bad(err, cfg, "rho value", cfg->rho, "rho must be in [0, 1], e.g. rho=0.9");
+    if (k == TAAS_OPTIM_RMSPROP && !(cfg->alpha >= 0.0))
+        return bad(err, cfg, "alpha value", cfg->alpha, "alpha must be >= 0, e.g. alpha=0.99");
+    return 0;
+}
+
+size_t taas_optim_state_floats(const taas_optim_config *cfg, size_t n) {
+    switch (cfg->kind) {
+    case TAAS_OPTIM_SGD: return cfg->momentum != 0.0 ? n : 0;
+    case TAAS_OPTIM_ADAM:
+    case TAAS_OPTIM_ADAMW: return (cfg->amsgrad ? 3 : 2) * n;
+    case TAAS_OPTIM_ADADELTA: return 2 * n;
+    case TAAS_OPTIM_RMSPROP: return (1 + (cfg->momentum > 0.0) + (cfg->centered != 0)) * n;
+    }
+    return 0;
+}
+
+void taas_sgd_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
+                   size_t n, long step) {
+    const float lr = (float)cfg->lr, wd = (float)cfg->weight_decay, mom = (float)cfg->momentum;
+    const float damp1 = (float)(1.0 - cfg->dampening);
+    const int use_mom = cfg->momentum != 0.0, nesterov = cfg->nesterov, first = step <= 1;
+#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float d = grads[i];
+        if (wd != 0.0f) d += wd * params[i];
+        if (use_mom) {
+            /* torch starts the buffer as a copy of the first gradient: no dampening then */
+            float b = first ? d : state[i] * mom + damp1 * d;
+            state[i] = b;
+            d = nesterov ? d + mom * b : b;
+        }
+        params[i] -= lr * d;
+    }
+}
+
+void taas_adam_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
+                    size_t n, long step) {
+    const int decoupled = cfg->kind == TAAS_OPTIM_ADAMW, ams = cfg->amsgrad;
+    const float b1 = (float)cfg->beta1, b2 = (float)cfg->beta2, eps = (float)cfg->eps;
+    const float omb1 = (float)(1.0 - cfg->beta1), omb2 = (float)(1.0 - cfg->beta2);
+    const float wd = decoupled ? 0.0f : (float)cfg->weight_decay;
+    const float shrink = (float)(1.0 - cfg->lr * cfg->weight_decay);
+    const double bc1 = 1.0 - pow(cfg->beta1, (double)step);
+    const float bc2_sqrt = (float)sqrt(1.0 - pow(cfg->beta2, (double)step));
+    const float step_size = (float)(cfg->lr / bc1);
+    float *m = state, *v = state + n, *vmax = state + 2 * n;
+#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float p = params[i], g = grads[i];
+        if (decoupled) p *= shrink;
+        else if (wd != 0.0f) g += wd * p;
+        m[i] = m[i] * b1 + omb1 * g;
+        v[i] = v[i] * b2 + omb2 * g * g;
+        float s = v[i];
+        if (ams) {
+            vmax[i] = vmax[i] > v[i] ? vmax[i] : v[i];
+            s = vmax[i];
+        }
+        float denom = sqrtf(s) / bc2_sqrt + eps;
+        params[i] = p - step_size * (m[i] / denom);
+    }
+}
+
+void taas_adadelta_step(const taas_optim_config *cfg, float *params, const float *grads,
+                        float *state, size_t n) {
+    const float lr = (float)cfg->lr, wd = (float)cfg->weight_decay, rho = (float)cfg->rho;
+    const float omrho = (float)(1.0 - cfg->rho), eps = (float)cfg->eps;
+    float *sq = state, *acc = state + n;
+#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i];
+        if (wd != 0.0f) g += wd * params[i];
+        sq[i] = sq[i] * rho + omrho * g * g;
+        float std = sqrtf(sq[i] + eps);
+        float delta = sqrtf(acc[i] + eps) / std * g;
+        acc[i] = acc[i] * rho + omrho * delta * delta;
+        params[i] -= lr * delta;
+    }
+}
+
+void taas_rmsprop_step(const taas_optim_config *cfg, float *params, const float *grads,
+                       float *state, size_t n) {
+    const float lr = (float)cfg->lr, wd = (float)cfg->weight_decay, alpha = (float)cfg->alpha;
+    const float omalpha = (float)(1.0 - cfg->alpha), eps = (float)cfg->eps, mom = (float)cfg->momentum;
+    const int use_mom = cfg->momentum > 0.0, centered = cfg->centered;
+    float *sq = state, *buf = state + n, *gavg = state + (use_mom ? 2 : 1) * n;
+#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i];
+        if (wd != 0.0f) g += wd * params[i];
+        sq[i] = sq[i] * alpha + omalpha * g * g;
+        float avg;
+        if (centered) {
+            gavg[i] = gavg[i] * alpha + omalpha * g;
+            avg = sqrtf(sq[i] - gavg[i] * gavg[i]) + eps;
+        } else {
+            avg = sqrtf(sq[i]) + eps;
+        }
+        if (use_mom) {
+            buf[i] = buf[i] * mom + g / avg;
+            params[i] -= lr * buf[i];
+        } else {
+            params[i] -= lr * (g / avg);
+        }
+    }
+}
+
+void taas_optim_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
+                     size_t n, long step) {
+    switch (cfg->kind) {
+    case TAAS_OPTIM_SGD: taas_sgd_step(cfg, params, grads, state, n, step); break;
+    case TAAS_OPTIM_ADAM:
+    case TAAS_OPTIM_ADAMW: taas_adam_step(cfg, params, grads, state, n, step); break;
+    case TAAS_OPTIM_ADADELTA: taas_adadelta_step(cfg, params, grads, state, n); break;
+    case TAAS_OPTIM_RMSPROP: taas_rmsprop_step(cfg, params, grads, state, n); break;
+    }
+}
