@@ -1,0 +1,500 @@
+/* Layers against PyTorch references (the JSON files in tests/data/layers, made by tests/gen_layer_ref.py).
+ * Tolerance: max|got - ref| / max(1, max|ref|) <= 1e-4 per array, i.e. 1e-4 absolute for
+ * values of order 1 and 1e-4 relative to the largest magnitude otherwise. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "init.h"
+#include "layers.h"
+
+#define TOL 1e-4
+
+static const char *fixture = ""; /* names the failing fixture in messages */
+
+static json_t *load(const char *name) {
+    fixture = name;
+    const char *src = getenv("TAAS_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/layers/%s.json", src ? src : ".", name);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) fprintf(stderr, "cannot read %s: %s (set TAAS_SOURCE_DIR)\n", path, je.text);
+    assert_non_null(j);
+    return j;
+}
+
+static int cfg(json_t *j, const char *key) {
+    json_t *v = json_object_get(j, key);
+    assert_non_null(v);
+    return (int)json_integer_value(v);
+}
+
+/* malloc'd copy of array `key`; *n gets its length */
+static float *arr(json_t *j, const char *key, size_t *n) {
+    json_t *a = json_object_get(j, key);
+    if (!a) fprintf(stderr, "fixture lacks %s\n", key);
+    assert_true(json_is_array(a));
+    size_t len = json_array_size(a);
+    float *out = malloc(sizeof(float) * (len ? len : 1));
+    for (size_t i = 0; i < len; i++) out[i] = (float)json_number_value(json_array_get(a, i));
+    if (n) *n = len;
+    return out;
+}
+
+/* n floats pre-filled with `v` (to see that outputs are written, gradients accumulated) */
+static float *filled(size_t n, float v) {
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = v;
+    return p;
+}
+
+static void close_to(const char *what, const float *got, const float *ref, size_t n, float base) {
+    double maxdiff = 0, maxref = 1;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ((double)ref[i] + base));
+        if (!(d <= maxdiff)) maxdiff = d; /* NaN propagates */
+        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
+    }
+    if (!(maxdiff / maxref <= TOL))
+        fail_msg("%s.json, %s: max abs diff %g (scale %g) exceeds tolerance %g", fixture, what,
+                 maxdiff, maxref, TOL);
+}
+
+static void expect(json_t *j, const char *key, const float *got, float base) {
+    size_t n;
+    float *ref = arr(j, key, &n);
+    close_to(key, got, ref, n, base);
+    free(ref);
+}
+
+static void test_linear(void **state) {
+    (void)state;
+    json_t *j = load("linear");
+    int in = cfg(j, "in"), out = cfg(j, "out");
+    size_t nx, ny;
+    float *x = arr(j, "x", &nx), *w = arr(j, "weight", NULL), *b = arr(j, "bias", NULL);
+    float *dy = arr(j, "dy", &ny);
+    int n = (int)(nx / in);
+    float *y = filled(ny, 7), *dx = filled(nx, 7);
+    float *dw = filled((size_t)in * out, 1), *db = filled(out, 1);
+    taas_linear_forward(y, x, w, b, n, in, out);
+    expect(j, "y", y, 0);
+    taas_linear_backward(dx, dw, db, dy, x, w, n, in, out);
+    expect(j, "dx", dx, 0);
+    expect(j, "dweight", dw, 1); /* accumulated onto 1 */
+    expect(j, "dbias", db, 1);
+    taas_linear_backward(NULL, dw, NULL, dy, x, w, n, in, out); /* accumulates once more */
+    size_t nw;
+    float *ref = arr(j, "dweight", &nw);
+    for (size_t i = 0; i < nw; i++) ref[i] *= 2;
+    close_to("dweight twice", dw, ref, nw, 1);
+    free(ref);
+    free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
+    json_decref(j);
+}
+
+static void conv_case(const char *name, int nthreads) {
+    json_t *j = load(name);
+    taas_conv2d_shape s = {cfg(j, "n"), cfg(j, "c"), cfg(j, "h"), cfg(j, "w"), cfg(j, "oc"),
+                           cfg(j, "kh"), cfg(j, "kw"), cfg(j, "sh"), cfg(j, "sw"),
+                           cfg(j, "ph"), cfg(j, "pw")};
+    taas_error e;
+    taas_error_clear(&e);
+    assert_int_equal(taas_conv2d_check(&s, &e), 0);
+    size_t nx, ny, nw;
+    float *x = arr(j, "x", &nx), *w = arr(j, "weight", &nw), *b = arr(j, "bias", NULL);
+    float *dy = arr(j, "dy", &ny);
+    assert_int_equal(ny, (size_t)s.n * s.oc * taas_conv2d_out_h(&s) * taas_conv2d_out_w(&s));
+    float *scratch = filled(taas_conv2d_scratch_floats(&s, nthreads), 9);
+    float *y = filled(ny, 7), *dx = filled(nx, 7), *dw = filled(nw, 1), *db = filled(s.oc, 1);
+    taas_conv2d_forward(y, x, w, b, &s, scratch, nthreads);
+    expect(j, "y", y, 0);
+    taas_conv2d_backward(dx, dw, db, dy, x, w, &s, scratch, nthreads);
+    expect(j, "dx", dx, 0);
+    expect(j, "dweight", dw, 1);
+    expect(j, "dbias", db, 1);
+    /* first layer: no input gradient, parameter gradients unchanged */
+    for (size_t i = 0; i < nw; i++) dw[i] = 0;
+    for (int i = 0; i < s.oc; i++) db[i] = 0;
+    taas_conv2d_backward(NULL, dw, db, dy, x, w, &s, scratch, nthreads);
+    expect(j, "dweight", dw, 0);
+    expect(j, "dbias", db, 0);
+    free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(scratch);
+    json_decref(j);
+}
+
+static void test_conv2d(void **state) {
+    (void)state;
+    conv_case("conv2d_basic", 1);
+    conv_case("conv2d_basic", 2);
+    conv_case("conv2d_strided", 2);
+    conv_case("conv2d_strided", 5); /* more threads than samples */
+}
+
+static void pool_case(const char *name, int is_max) {
+    json_t *j = load(name);
+    taas_pool2d_shape s = {cfg(j, "n"), cfg(j, "c"), cfg(j, "h"), cfg(j, "w"), cfg(j, "kh"),
+                           cfg(j, "kw"), cfg(j, "sh"), cfg(j, "sw"), cfg(j, "ph"), cfg(j, "pw")};
+    taas_error e;
+    taas_error_clear(&e);
+    assert_int_equal(taas_pool2d_check(&s, &e), 0);
+    size_t nx, ny;
+    float *x = arr(j, "x", &nx), *dy = arr(j, "dy", &ny);
+    assert_int_equal(ny, (size_t)s.n * s.c * taas_pool2d_out_h(&s) * taas_pool2d_out_w(&s));
+    float *y = filled(ny, 7), *dx = filled(nx, 7);
+    int32_t *am = malloc(sizeof(int32_t) * ny);
+    if (is_max) {
+        taas_maxpool2d_forward(y, am, x, &s);
+        taas_maxpool2d_backward(dx, dy, am, &s);
+    } else {
+        taas_avgpool2d_forward(y, x, &s);
+        taas_avgpool2d_backward(dx, dy, &s);
+    }
+    expect(j, "y", y, 0);
+    expect(j, "dx", dx, 0);
+    free(x), free(dy), free(y), free(dx), free(am);
+    json_decref(j);
+}
+
+static void test_pool2d(void **state) {
+    (void)state;
+    pool_case("maxpool2d_k2", 1);
+    pool_case("maxpool2d_k3p1", 1);
+    pool_case("avgpool2d_k2", 0);
+    pool_case("avgpool2d_k3p1", 0);
+}
+
+/* As PyTorch: the first maximum wins a tie, and a NaN wins over any number. */
+static void test_maxpool_ties_and_nan(void **state) {
+    (void)state;
+    taas_pool2d_shape s = {1, 1, 2, 2, 2, 2, 2, 2, 0, 0};
+    float tie[4] = {3, 3, 1, 3}, nan_in[4] = {1, NAN, 5, 2}, y, dx[4], dy = 2;
+    int32_t am;
+    taas_maxpool2d_forward(&y, &am, tie, &s);
+    assert_true(y == 3.0f);
+    assert_int_equal(am, 0);
+    taas_maxpool2d_backward(dx, &dy, &am, &s);
+    assert_true(dx[0] == 2.0f && dx[1] == 0.0f && dx[2] == 0.0f && dx[3] == 0.0f);
+    taas_maxpool2d_forward(&y, &am, nan_in, &s);
+    assert_true(isnan(y));
+    assert_int_equal(am, 1);
+}
+
+enum act { RELU, LEAKY, TANH, SIGMOID, GELU };
+
+static void act_case(const char *name, enum act kind) {
+    json_t *j = load(name);
+    size_t n;
+    float *x = arr(j, "x", &n), *dy = arr(j, "dy", NULL);
+    float *y = filled(n, 7), *dx = filled(n, 7);
+    float slope = kind == LEAKY ? (float)json_number_value(json_object_get(j, "slope")) : 0;
+    switch (kind) {
+    case RELU: taas_relu_forward(y, x, n), taas_relu_backward(dx, dy, x, n); break;
+    case LEAKY:
+        taas_leaky_relu_forward(y, x, n, slope), taas_leaky_relu_backward(dx, dy, x, n, slope);
+        break;
+    case TANH: taas_tanh_forward(y, x, n), taas_tanh_backward(dx, dy, y, n); break;
+    case SIGMOID: taas_sigmoid_forward(y, x, n), taas_sigmoid_backward(dx, dy, y, n); break;
+    case GELU: taas_gelu_forward(y, x, n), taas_gelu_backward(dx, dy, x, n); break;
+    }
+    expect(j, "y", y, 0);
+    expect(j, "dx", dx, 0);
+    free(x), free(dy), free(y), free(dx);
+    json_decref(j);
+}
+
+static void test_activations(void **state) {
+    (void)state;
+    act_case("relu", RELU);
+    act_case("leaky_relu", LEAKY);
+    act_case("tanh", TANH);
+    act_case("sigmoid", SIGMOID);
+    act_case("gelu", GELU);
+}
+
+static void softmax_case(const char *name, int logspace) {
+    json_t *j = load(name);
+    json_t *shape = json_object_get(j, "x_shape");
+    int n = (int)json_integer_value(json_array_get(shape, 0));
+    int c = (int)json_integer_value(json_array_get(shape, 1)), d = 1;
+    for (size_t i = 2; i < json_array_size(shape); i++)
+        d *= (int)json_integer_value(json_array_get(shape, i));
+    size_t nx;
+    float *x = arr(j, "x", &nx), *dy = arr(j, "dy", NULL);
+    float *y = filled(nx, 7), *dx = filled(nx, 7);
+    if (logspace) {
+        taas_log_softmax_forward(y, x, n, c, d);
+        taas_log_softmax_backward(dx, dy, y, n, c, d);
+    } else {
+        taas_softmax_forward(y, x, n, c, d);
+        taas_softmax_backward(dx, dy, y, n, c, d);
+    }
+    expect(j, "y", y, 0);
+    expect(j, "dx", dx, 0);
+    free(x), free(dy), free(y), free(dx);
+    json_decref(j);
+}
+
+static void test_softmax(void **state) {
+    (void)state;
+    softmax_case("softmax_2d", 0);
+    softmax_case("softmax_4d", 0);
+    softmax_case("log_softmax_2d", 1);
+    softmax_case("log_softmax_4d", 1);
+}
+
+static void bn_case(const char *name) {
+    json_t *j = load(name);
+    json_t *shape = json_object_get(j, "x_shape");
+    int n = (int)json_integer_value(json_array_get(shape, 0));
+    int c = (int)json_integer_value(json_array_get(shape, 1)), hw = 1;
+    for (size_t i = 2; i < json_array_size(shape); i++)
+        hw *= (int)json_integer_value(json_array_get(shape, i));
+    float momentum = (float)json_number_value(json_object_get(j, "momentum"));
+    float eps = (float)json_number_value(json_object_get(j, "eps"));
+    size_t nx;
+    float *x = arr(j, "x", &nx), *dy = arr(j, "dy", NULL);
+    float *g = arr(j, "gamma", NULL), *b = arr(j, "beta", NULL);
+    float *rm = arr(j, "running_mean0", NULL), *rv = arr(j, "running_var0", NULL);
+    float *y = filled(nx, 7), *dx = filled(nx, 7), *mean = filled(c, 0), *invstd = filled(c, 0);
+    float *dg = filled(c, 1), *db = filled(c, 1);
+    taas_error e;
+    taas_error_clear(&e);
+    assert_int_equal(taas_batchnorm_forward_train(y, mean, invstd, rm, rv, x, g, b, n, c, hw,
+                                                  momentum, eps, &e), 0);
+    expect(j, "y", y, 0);
+    expect(j, "running_mean1", rm, 0);
+    expect(j, "running_var1", rv, 0);
+    taas_batchnorm_backward(dx, dg, db, dy, x, mean, invstd, g, n, c, hw);
+    expect(j, "dx", dx, 0);
+    expect(j, "dgamma", dg, 1);
+    expect(j, "dbeta", db, 1);
+    /* eval mode, with the running stats this step produced */
+    float *ex = arr(j, "eval_x", NULL), *edy = arr(j, "eval_dy", NULL);
+    for (int i = 0; i < c; i++) dg[i] = db[i] = 0;
+    taas_batchnorm_forward_eval(y, ex, g, b, rm, rv, n, c, hw, eps);
+    expect(j, "eval_y", y, 0);
+    taas_batchnorm_backward_eval(dx, dg, db, edy, ex, g, rm, rv, n, c, hw, eps);
+    expect(j, "eval_dx", dx, 0);
+    expect(j, "eval_dgamma", dg, 0);
+    expect(j, "eval_dbeta", db, 0);
+    free(x), free(dy), free(g), free(b), free(rm), free(rv), free(y), free(dx), free(mean);
+    free(invstd), free(dg), free(db), free(ex), free(edy);
+    json_decref(j);
+}
+
+static void test_batchnorm(void **state) {
+    (void)state;
+    bn_case("batchnorm1d");
+    bn_case("batchnorm2d");
+}
+
+static void test_batchnorm_batch_of_one(void **state) {
+    (void)state;
+    float x[3] = {1, 2, 3}, y[3], mean[3], invstd[3], g[3] = {1, 1, 1}, b[3] = {0, 0, 0};
+    taas_error e;
+    taas_error_clear(&e);
+    assert_int_equal(taas_batchnorm_forward_train(y, mean, invstd, NULL, NULL, x, g, b, 1, 3, 1,
+                                                  0.1f, 1e-5f, &e), -1);
+    assert_string_equal(e.ename, "TaasValueError");
+    assert_non_null(strstr(e.message, "more than 1 value per channel"));
+    assert_non_null(strstr(e.message, "1 x 3 x 1"));
+    assert_non_null(strstr(e.hint, "batch size of at least 2"));
+}
+
+/* Forward and backward agree with the mask; the kept fraction is 1-p within 7 sigma. */
+static void test_dropout(void **state) {
+    (void)state;
+    const size_t n = 100000;
+    const float p = 0.3f;
+    float *x = malloc(sizeof(float) * n), *dy = malloc(sizeof(float) * n);
+    float *y = filled(n, 7), *m = filled(n, 7), *dx = filled(n, 7), *m2 = filled(n, 7);
+    for (size_t i = 0; i < n; i++) x[i] = (float)i * 0.001f - 3.0f, dy[i] = 1.0f + (float)(i % 7);
+    taas_dropout_forward(y, m, x, n, p, 42, 1000);
+    taas_dropout_backward(dx, dy, m, n);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(m[i] == 0.0f || fabsf(m[i] - 1.0f / (1.0f - p)) < 1e-6f);
+        kept += m[i] != 0.0f;
+        assert_true(y[i] == x[i] * m[i]);
+        assert_true(dx[i] == dy[i] * m[i]);
+    }
+    double rate = (double)kept / n, sd = sqrt(p * (1 - p) / n);
+    if (fabs(rate - (1 - p)) > 7 * sd) fail_msg("keep rate %g, expected %g", rate, 1 - p);
+    /* same (seed, offset) -> same mask; another offset or seed -> another mask */
+    float *y2 = filled(n, 0);
+    taas_dropout_forward(y2, m2, x, n, p, 42, 1000);
+    assert_memory_equal(m, m2, sizeof(float) * n);
+    taas_dropout_forward(y2, m2, x, n, p, 42, 1001);
+    assert_memory_not_equal(m, m2, sizeof(float) * n);
+    taas_dropout_forward(y2, m2, x, n, p, 43, 1000);
+    assert_memory_not_equal(m, m2, sizeof(float) * n);
+    /* p = 0 is the identity, p = 1 zeroes all */
+    taas_dropout_forward(y2, m2, x, n, 0.0f, 1, 0);
+    assert_memory_equal(y2, x, sizeof(float) * n);
+    taas_dropout_forward(y2, m2, x, n, 1.0f, 1, 0);
+    for (size_t i = 0; i < n; i++) assert_true(y2[i] == 0.0f);
+    free(x), free(dy), free(y), free(m), free(dx), free(m2), free(y2);
+}
+
+static void test_dropout2d(void **state) {
+    (void)state;
+    const int n = 100, c = 200, hw = 6;
+    const float p = 0.5f;
+    size_t total = (size_t)n * c * hw;
+    float *x = malloc(sizeof(float) * total), *dy = malloc(sizeof(float) * total);
+    float *y = filled(total, 7), *dx = filled(total, 7), *m = filled((size_t)n * c, 7);
+    for (size_t i = 0; i < total; i++) x[i] = 1.0f + (float)(i % 13), dy[i] = (float)(i % 5) - 2;
+    taas_dropout2d_forward(y, m, x, n, c, hw, p, 7, 0);
+    taas_dropout2d_backward(dx, dy, m, n, c, hw);
+    size_t kept = 0;
+    for (size_t ch = 0; ch < (size_t)n * c; ch++) {
+        assert_true(m[ch] == 0.0f || m[ch] == 2.0f);
+        kept += m[ch] != 0.0f;
+        for (int i = 0; i < hw; i++) { /* whole channels at once */
+            assert_true(y[ch * hw + i] == x[ch * hw + i] * m[ch]);
+            assert_true(dx[ch * hw + i] == dy[ch * hw + i] * m[ch]);
+        }
+    }
+    double rate = (double)kept / (n * c), sd = sqrt(p * (1 - p) / (n * c));
+    if (fabs(rate - (1 - p)) > 7 * sd) fail_msg("channel keep rate %g, expected %g", rate, 1 - p);
+    free(x), free(dy), free(y), free(dx), free(m);
+}
+
+static void test_dropout_bad_p(void **state) {
+    (void)state;
+    taas_error e;
+    taas_error_clear(&e);
+    assert_int_equal(taas_dropout_check(0.5f, &e), 0);
+    assert_int_equal(taas_dropout_check(1.5f, &e), -1);
+    assert_non_null(strstr(e.message, "p=1.5 is outside [0, 1]"));
+    assert_non_null(strstr(e.hint, "Dropout(0.5)"));
+    taas_error_clear(&e);
+    assert_int_equal(taas_dropout_check(NAN, &e), -1);
+    assert_non_null(strstr(e.message, "outside [0, 1]"));
+}
+
+static void test_shape_errors(void **state) {
+    (void)state;
+    taas_error e;
+    taas_error_clear(&e);
+    taas_conv2d_shape big = {2, 1, 4, 4, 8, 5, 5, 1, 1, 0, 0};
+    assert_int_equal(taas_conv2d_check(&big, &e), -1);
+    assert_non_null(strstr(e.message, "kernel 5x5 is larger than the padded input 4x4"));
+    assert_non_null(strstr(e.hint, "padding"));
+    taas_error_clear(&e);
+    taas_conv2d_shape zero = {2, 1, 4, 4, 8, 3, 3, 0, 1, 0, 0};
+    assert_int_equal(taas_conv2d_check(&zero, &e), -1);
+    assert_non_null(strstr(e.message, "stride 0x1"));
+    taas_error_clear(&e);
+    taas_pool2d_shape pad = {1, 1, 8, 8, 2, 2, 2, 2, 2, 0};
+    assert_int_equal(taas_pool2d_check(&pad, &e), -1);
+    assert_non_null(strstr(e.message, "padding 2x0 is more than half the kernel 2x2"));
+    assert_non_null(strstr(e.hint, "kernel_size // 2"));
+    taas_error_clear(&e);
+    taas_pool2d_shape small = {1, 1, 1, 1, 2, 2, 2, 2, 0, 0};
+    assert_int_equal(taas_pool2d_check(&small, &e), -1);
+    assert_non_null(strstr(e.message, "kernel 2x2 is larger than the padded input 1x1"));
+}
+
+static void test_init_linear_conv(void **state) {
+    (void)state;
+    taas_error e;
+    taas_error_clear(&e);
+    taas_init_rng rng = {123, 0};
+    enum { IN = 50, OUT = 400 };
+    float *w = malloc(sizeof(float) * IN * OUT), *b = malloc(sizeof(float) * OUT);
+    assert_int_equal(taas_init_linear(w, b, IN, OUT, &rng, &e), 0);
+    assert_int_equal(rng.offset, (uint64_t)IN * OUT + OUT);
+    double bound = 1.0 / sqrt(IN), sum = 0, sq = 0, mx = 0;
+    for (int i = 0; i < IN * OUT; i++) {
+        assert_true(fabs(w[i]) <= bound);
+        sum += w[i], sq += (double)w[i] * w[i];
+        if (fabs(w[i]) > mx) mx = fabs(w[i]);
+    }
+    size_t cnt = IN * OUT;
+    double mean = sum / cnt, var = sq / cnt - mean * mean, want = bound * bound / 3;
+    /* U(-b, b): mean 0 (sd b/sqrt(3 n)), variance b^2/3; the extremes get close to b */
+    assert_true(fabs(mean) < 7 * bound / sqrt(3.0 * cnt));
+    assert_true(fabs(var - want) < 0.03 * want);
+    assert_true(mx > 0.99 * bound);
+    for (int i = 0; i < OUT; i++) assert_true(fabs(b[i]) <= bound);
+    /* same seed -> same numbers */
+    float *w2 = malloc(sizeof(float) * IN * OUT), *b2 = malloc(sizeof(float) * OUT);
+    taas_init_rng again = {123, 0};
+    assert_int_equal(taas_init_linear(w2, b2, IN, OUT, &again, &e), 0);
+    assert_memory_equal(w, w2, sizeof(float) * IN * OUT);
+    assert_memory_equal(b, b2, sizeof(float) * OUT);
+    /* Conv2d(4, 25, 5): fan_in 4*5*5 = 100, bound 0.1 */
+    taas_init_rng r2 = {9, 0};
+    assert_int_equal(taas_init_conv2d(w, b, 4, 25, 5, 5, &r2, &e), 0);
+    mx = 0;
+    for (int i = 0; i < 25 * 100; i++) {
+        assert_true(fabs(w[i]) <= 0.1 + 1e-7);
+        if (fabs(w[i]) > mx) mx = fabs(w[i]);
+    }
+    assert_true(mx > 0.098);
+    for (int i = 0; i < 25; i++) assert_true(fabs(b[i]) <= 0.1 + 1e-7);
+    /* general kaiming_uniform: a = 0 gives bound sqrt(6 / fan_in) */
+    taas_init_rng r3 = {5, 0};
+    assert_int_equal(taas_init_kaiming_uniform(w, 20000, 24, 0.0, &r3, &e), 0);
+    mx = 0;
+    for (int i = 0; i < 20000; i++) mx = fabs(w[i]) > mx ? fabs(w[i]) : mx;
+    assert_true(mx <= 0.5 + 1e-7 && mx > 0.49);
+    free(w), free(b), free(w2), free(b2);
+}
+
+static void test_init_batchnorm_and_errors(void **state) {
+    (void)state;
+    float g[3], b[3], rm[3], rv[3];
+    taas_init_batchnorm(g, b, rm, rv, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_true(g[i] == 1.0f && b[i] == 0.0f && rm[i] == 0.0f && rv[i] == 1.0f);
+    }
+    taas_error e;
+    taas_error_clear(&e);
+    taas_init_rng rng = {1, 0};
+    float w[4];
+    assert_int_equal(taas_init_linear(w, NULL, 0, 4, &rng, &e), -1);
+    assert_non_null(strstr(e.message, "Linear: cannot initialise a layer with fan_in 0"));
+    assert_non_null(strstr(e.hint, "at least 1"));
+    taas_error_clear(&e);
+    assert_int_equal(taas_init_conv2d(w, NULL, 1, 4, 0, 3, &rng, &e), -1);
+    assert_non_null(strstr(e.message, "Conv2d: cannot initialise"));
+    /* uniform draws lie in [0, 1) and are not all alike */
+    double s = 0;
+    for (uint64_t i = 0; i < 10000; i++) {
+        float u = taas_ctr_uniform(77, i);
+        assert_true(u >= 0.0f && u < 1.0f);
+        s += u;
+    }
+    assert_true(fabs(s / 10000 - 0.5) < 0.02);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_pool2d),
+        cmocka_unit_test(test_maxpool_ties_and_nan),
+        cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_batchnorm),
+        cmocka_unit_test(test_batchnorm_batch_of_one),
+        cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_dropout2d),
+        cmocka_unit_test(test_dropout_bad_p),
+        cmocka_unit_test(test_shape_errors),
+        cmocka_unit_test(test_init_linear_conv),
+        cmocka_unit_test(test_init_batchnorm_and_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

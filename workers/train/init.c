@@ -1,0 +1,71 @@
+/* PyTorch default initialisation (torch.nn.Linear/Conv2d reset_parameters). */
+#include <math.h>
+#include "init.h"
+
+uint64_t taas_ctr_u64(uint64_t seed, uint64_t counter) {
+    /* splitmix64 applied to a key mixing seed and counter; two rounds so nearby seeds and
+     * nearby counters give unrelated streams */
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull;
+    z ^= z >> 31;
+    z += counter * 0x9E3779B97F4A7C15ull;
+    for (int r = 0; r < 2; r++) {
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        z += 0x9E3779B97F4A7C15ull;
+    }
+    return z;
+}
+
+float taas_ctr_uniform(uint64_t seed, uint64_t counter) {
+    return (float)(taas_ctr_u64(seed, counter) >> 40) * (1.0f / 16777216.0f);
+}
+
+void taas_init_uniform(float *w, size_t n, float bound, taas_init_rng *rng) {
+    for (size_t i = 0; i < n; i++)
+        w[i] = (2.0f * taas_ctr_uniform(rng->seed, rng->offset + i) - 1.0f) * bound;
+    rng->offset += n;
+}
+
+static int fan_in_error(int fan_in, const char *what, taas_error *e) {
+    taas_srcpos nowhere = {0, 0};
+    taas_error_set(e, "TaasValueError", nowhere,
+                   "%s: cannot initialise a layer with fan_in %d (no inputs)", what, fan_in);
+    taas_error_hint(e, "in_channels/in_features and the kernel size must be at least 1");
+    return -1;
+}
+
+int taas_init_kaiming_uniform(float *w, size_t n, int fan_in, double a, taas_init_rng *rng,
+                              taas_error *e) {
+    if (fan_in <= 0) return fan_in_error(fan_in, "kaiming_uniform", e);
+    double gain = sqrt(2.0 / (1.0 + a * a));
+    taas_init_uniform(w, n, (float)(gain * sqrt(3.0 / fan_in)), rng);
+    return 0;
+}
+
+int taas_init_linear(float *w, float *b, int in, int out, taas_init_rng *rng, taas_error *e) {
+    if (in <= 0) return fan_in_error(in, "Linear", e);
+    if (taas_init_kaiming_uniform(w, (size_t)in * out, in, sqrt(5.0), rng, e) != 0) return -1;
+    if (b) taas_init_uniform(b, (size_t)out, (float)(1.0 / sqrt((double)in)), rng);
+    return 0;
+}
+
+int taas_init_conv2d(float *w, float *b, int c, int oc, int kh, int kw, taas_init_rng *rng,
+                     taas_error *e) {
+    int fan_in = c * kh * kw;
+    if (c <= 0 || kh <= 0 || kw <= 0) return fan_in_error(fan_in, "Conv2d", e);
+    if (taas_init_kaiming_uniform(w, (size_t)oc * fan_in, fan_in, sqrt(5.0), rng, e) != 0)
+        return -1;
+    if (b) taas_init_uniform(b, (size_t)oc, (float)(1.0 / sqrt((double)fan_in)), rng);
+    return 0;
+}
+
+void taas_init_batchnorm(float *gamma, float *beta, float *running_mean, float *running_var,
+                         int c) {
+    for (int i = 0; i < c; i++) {
+        if (gamma) gamma[i] = 1.0f;
+        if (beta) beta[i] = 0.0f;
+        if (running_mean) running_mean[i] = 0.0f;
+        if (running_var) running_var[i] = 1.0f;
+    }
+}

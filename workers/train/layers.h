@@ -1,0 +1,112 @@
+/* Layer forward/backward on raw float32 buffers, in the manner of llm.c.
+ * Tensors are contiguous NCHW (or (N, F) for Linear/BatchNorm1d); shapes are given in the
+ * comments. Conventions, as PyTorch's autograd:
+ *   - parameter gradients ACCUMULATE (+=) like .grad, so zero them before a step;
+ *   - the input gradient is WRITTEN (=);
+ *   - the caller owns every buffer, including scratch (sized by the *_scratch_floats helpers).
+ * Flatten has no function: on contiguous NCHW memory (N, C, H, W) already is (N, C*H*W). */
+#ifndef TAAS_LAYERS_H
+#define TAAS_LAYERS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+
+/* ---- Linear: x (N, IN), w (OUT, IN), b (OUT) or NULL -> y (N, OUT) ---- */
+void taas_linear_forward(float *y, const float *x, const float *w, const float *b,
+                         int n, int in, int out);
+/* dx (N, IN) written (may be NULL to skip); dw (OUT, IN) and db (OUT, or NULL) accumulate. */
+void taas_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                          const float *w, int n, int in, int out);
+
+/* ---- Conv2d (dilation 1, groups 1) ---- */
+typedef struct taas_conv2d_shape {
+    int n, c, h, w;        /* input (N, C, H, W) */
+    int oc, kh, kw;        /* weight (OC, C, KH, KW), bias (OC) */
+    int sh, sw, ph, pw;    /* stride and zero padding */
+} taas_conv2d_shape;
+int taas_conv2d_out_h(const taas_conv2d_shape *s);
+int taas_conv2d_out_w(const taas_conv2d_shape *s);
+/* Checks the shape (positive sizes, kernel fits the padded input); -1 with e filled. */
+int taas_conv2d_check(const taas_conv2d_shape *s, taas_error *e);
+/* Scratch floats forward/backward need when run with `nthreads` OpenMP threads. */
+size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads);
+/* x (N,C,H,W), w (OC,C,KH,KW), b (OC) or NULL -> y (N,OC,OH,OW). OpenMP over the batch;
+ * with nthreads > 1, OpenBLAS runs single-threaded for the call (its process-wide thread
+ * count is set to 1 and restored), so do not run two convolutions concurrently. */
+void taas_conv2d_forward(float *y, const float *x, const float *w, const float *b,
+                         const taas_conv2d_shape *s, float *scratch, int nthreads);
+/* dx (N,C,H,W) written (NULL to skip); dw, db (NULL to skip) accumulate. */
+void taas_conv2d_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                          const float *w, const taas_conv2d_shape *s, float *scratch,
+                          int nthreads);
+
+/* ---- MaxPool2d / AvgPool2d (ceil_mode False; AvgPool count_include_pad True) ---- */
+typedef struct taas_pool2d_shape {
+    int n, c, h, w;        /* input (N, C, H, W) */
+    int kh, kw, sh, sw, ph, pw;
+} taas_pool2d_shape;
+int taas_pool2d_out_h(const taas_pool2d_shape *s);
+int taas_pool2d_out_w(const taas_pool2d_shape *s);
+/* As PyTorch: padding at most half the kernel, output at least 1x1; -1 with e filled. */
+int taas_pool2d_check(const taas_pool2d_shape *s, taas_error *e);
+/* x (N,C,H,W) -> y (N,C,OH,OW); argmax (N,C,OH,OW) holds the index within the H*W plane. */
+void taas_maxpool2d_forward(float *y, int32_t *argmax, const float *x, const taas_pool2d_shape *s);
+void taas_maxpool2d_backward(float *dx, const float *dy, const int32_t *argmax,
+                             const taas_pool2d_shape *s);
+void taas_avgpool2d_forward(float *y, const float *x, const taas_pool2d_shape *s);
+void taas_avgpool2d_backward(float *dx, const float *dy, const taas_pool2d_shape *s);
+
+/* ---- Element-wise activations over n floats; y may alias x in forward ---- */
+void taas_relu_forward(float *y, const float *x, size_t n);
+void taas_relu_backward(float *dx, const float *dy, const float *x, size_t n);
+void taas_leaky_relu_forward(float *y, const float *x, size_t n, float slope);
+void taas_leaky_relu_backward(float *dx, const float *dy, const float *x, size_t n, float slope);
+void taas_tanh_forward(float *y, const float *x, size_t n);
+void taas_tanh_backward(float *dx, const float *dy, const float *y, size_t n);   /* uses y */
+void taas_sigmoid_forward(float *y, const float *x, size_t n);
+void taas_sigmoid_backward(float *dx, const float *dy, const float *y, size_t n); /* uses y */
+/* GELU, exact form x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) (PyTorch's approximate='none'). */
+void taas_gelu_forward(float *y, const float *x, size_t n);
+void taas_gelu_backward(float *dx, const float *dy, const float *x, size_t n);
+
+/* ---- Dropout (train mode; in eval mode it is the identity) ----
+ * The mask holds 0 or 1/(1-p) and comes from a counter-based RNG: element (or channel) i
+ * draws taas_ctr_uniform(seed, offset + i), so a step is reproducible from (seed, offset).
+ * p must be in [0, 1]; p == 1 zeroes everything, as PyTorch. */
+int taas_dropout_check(float p, taas_error *e);
+/* x, y, mask: n floats. */
+void taas_dropout_forward(float *y, float *mask, const float *x, size_t n, float p,
+                          uint64_t seed, uint64_t offset);
+/* Dropout2d zeroes whole channels: x (N, C, HW), mask (N*C). */
+void taas_dropout2d_forward(float *y, float *mask, const float *x, int n, int c, int hw,
+                            float p, uint64_t seed, uint64_t offset);
+void taas_dropout_backward(float *dx, const float *dy, const float *mask, size_t n);
+void taas_dropout2d_backward(float *dx, const float *dy, const float *mask, int n, int c, int hw);
+
+/* ---- BatchNorm1d (N, C) is hw == 1; BatchNorm2d (N, C, H, W) has hw = H*W ----
+ * gamma, beta, running_mean, running_var: (C). mean and invstd: (C), saved for backward.
+ * Train mode normalizes with the biased batch variance and updates the running stats
+ * with momentum and the UNBIASED variance; fails (like PyTorch) when N*HW < 2. */
+int taas_batchnorm_forward_train(float *y, float *mean, float *invstd, float *running_mean,
+                                 float *running_var, const float *x, const float *gamma,
+                                 const float *beta, int n, int c, int hw, float momentum,
+                                 float eps, taas_error *e);
+void taas_batchnorm_forward_eval(float *y, const float *x, const float *gamma, const float *beta,
+                                 const float *running_mean, const float *running_var, int n,
+                                 int c, int hw, float eps);
+/* Train-mode backward: dx written, dgamma and dbeta accumulate. */
+void taas_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy,
+                             const float *x, const float *mean, const float *invstd,
+                             const float *gamma, int n, int c, int hw);
+/* Eval-mode backward (running stats are constants). */
+void taas_batchnorm_backward_eval(float *dx, float *dgamma, float *dbeta, const float *dy,
+                                  const float *x, const float *gamma, const float *running_mean,
+                                  const float *running_var, int n, int c, int hw, float eps);
+
+/* ---- Softmax / LogSoftmax over dim 1 of (N, C, D) (D = H*W, or 1 for (N, C)) ---- */
+void taas_softmax_forward(float *y, const float *x, int n, int c, int d);
+void taas_softmax_backward(float *dx, const float *dy, const float *y, int n, int c, int d);
+void taas_log_softmax_forward(float *y, const float *x, int n, int c, int d);
+void taas_log_softmax_backward(float *dx, const float *dy, const float *y, int n, int c, int d);
+
+#endif
