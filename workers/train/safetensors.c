@@ -1,0 +1,513 @@
+/* safetensors reading and writing; see safetensors.h. */
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors data is little-endian; this code copies it as is"
+#endif
+
+#define NOPOS ((taas_srcpos){0, 0})
+/* The reference implementation refuses headers above 100 MB. */
+#define MAX_HEADER ((uint64_t)100000000)
+
+const char *taas_st_dtype_name(taas_st_dtype d) {
+    return d == TAAS_ST_I64 ? "I64" : "F32";
+}
+
+static size_t dtype_size(taas_st_dtype d) {
+    return d == TAAS_ST_I64 ? 8 : 4;
+}
+
+static void shape_str(taas_buf *b, const int64_t *shape, int ndim) {
+    taas_buf_putc(b, '[');
+    for (int i = 0; i < ndim; i++)
+        taas_buf_printf(b, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    taas_buf_putc(b, ']');
+}
+
+/* Element count, or -1 on a negative dimension or overflow. */
+static int64_t numel(const int64_t *shape, int ndim) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return -1;
+    }
+    return n;
+}
+
+/* ---- writing ---- */
+
+static int cmp_tensor_key(const void *a, const void *b) {
+    const taas_st_tensor *x = *(const taas_st_tensor *const *)a;
+    const taas_st_tensor *y = *(const taas_st_tensor *const *)b;
+    return strcmp(x->key, y->key);
+}
+
+static int check_write_table(const char *path, const taas_st_tensor *t, size_t n,
+                             taas_error *err) {
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].key || !*t[i].key || strcmp(t[i].key, "__metadata__") == 0) {
+            taas_error_set(err, "TaasValueError", NOPOS,
+                           "%s: tensor %zu has the key '%s', which cannot be saved", path, i,
+                           t[i].key ? t[i].key : "(null)");
+            taas_error_hint(err, "give every tensor a non-empty key other than '__metadata__'");
+            return -1;
+        }
+        if (t[i].dtype != TAAS_ST_F32 && t[i].dtype != TAAS_ST_I64) {
+            taas_error_set(err, "TaasValueError", NOPOS, "%s: tensor '%s' has unknown dtype %d",
+                           path, t[i].key, (int)t[i].dtype);
+            taas_error_hint(err, "use TAAS_ST_F32 or TAAS_ST_I64");
+            return -1;
+        }
+        int64_t ne = t[i].ndim >= 0 && t[i].ndim <= TAAS_ST_MAX_DIMS
+                         ? numel(t[i].shape, t[i].ndim) : -1;
+        if (ne < 0) {
+            taas_error_set(err, "TaasValueError", NOPOS,
+                           "%s: tensor '%s' has an invalid shape (%d dimensions)", path,
+                           t[i].key, t[i].ndim);
+            taas_error_hint(err, "dimensions must be >= 0, at most %d of them", TAAS_ST_MAX_DIMS);
+            return -1;
+        }
+        if (ne > 0 && !t[i].data) {
+            taas_error_set(err, "TaasValueError", NOPOS, "%s: tensor '%s' has no data", path,
+                           t[i].key);
+            taas_error_hint(err, "point the table entry at the tensor's buffer");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Compact JSON in the reference implementation's layout:
+ * {"__metadata__":{...},"key":{"dtype":"F32","shape":[..],"data_offsets":[b,e]},...} */
+static char *build_header(const taas_st_tensor *const *sorted, size_t n,
+                          const taas_st_meta *meta, size_t nmeta, uint64_t *data_len) {
+    json_t *root = json_object();
+    if (nmeta > 0) {
+        json_t *m = json_object();
+        for (size_t i = 0; i < nmeta; i++)
+            json_object_set_new(m, meta[i].key, json_string(meta[i].value));
+        json_object_set_new(root, "__metadata__", m);
+    }
+    uint64_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        const taas_st_tensor *t = sorted[i];
+        uint64_t nb = (uint64_t)numel(t->shape, t->ndim) * dtype_size(t->dtype);
+        json_t *shape = json_array();
+        for (int d = 0; d < t->ndim; d++) json_array_append_new(shape, json_integer(t->shape[d]));
+        json_t *info = json_object();
+        json_object_set_new(info, "dtype", json_string(taas_st_dtype_name(t->dtype)));
+        json_object_set_new(info, "shape", shape);
+        json_object_set_new(info, "data_offsets",
+                            json_pack("[II]", (json_int_t)off, (json_int_t)(off + nb)));
+        json_object_set_new(root, t->key, info);
+        off += nb;
+    }
+    *data_len = off;
+    char *s = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    return s;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size_t n,
+                           const taas_st_meta *meta, size_t nmeta, taas_error *err) {
+    if (check_write_table(path, tensors, n, err) < 0) return -1;
+    for (size_t i = 0; i < nmeta; i++) {
+        if (!meta[i].key || !meta[i].value) {
+            taas_error_set(err, "TaasValueError", NOPOS, "%s: metadata entry %zu has no %s",
+                           path, i, meta[i].key ? "value" : "key");
+            taas_error_hint(err, "metadata is a table of string keys and string values");
+            return -1;
+        }
+    }
+    const taas_st_tensor **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (!sorted) return taas_error_set(err, "TaasMemoryError", NOPOS, "%s: out of memory", path);
+    for (size_t i = 0; i < n; i++) sorted[i] = &tensors[i];
+    qsort(sorted, n, sizeof *sorted, cmp_tensor_key);
+    for (size_t i = 1; i < n; i++) {
+        if (strcmp(sorted[i - 1]->key, sorted[i]->key) == 0) {
+            taas_error_set(err, "TaasValueError", NOPOS, "%s: the key '%s' appears twice", path,
+                           sorted[i]->key);
+            taas_error_hint(err, "every tensor needs its own key");
+            free(sorted);
+            return -1;
+        }
+    }
+    uint64_t data_len = 0;
+    char *hdr = build_header(sorted, n, meta, nmeta, &data_len);
+    if (!hdr) {
+        free(sorted);
+        taas_error_set(err, "TaasValueError", NOPOS,
+                       "%s: cannot encode the header (a key or metadata is not valid UTF-8)",
+                       path);
+        taas_error_hint(err, "use UTF-8 text for keys and metadata");
+        return -1;
+    }
+    size_t hlen = strlen(hdr);
+    size_t padded = (hlen + 7) / 8 * 8;
+    char *tmp = NULL;
+    if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0) tmp = NULL;
+    int fd = tmp ? mkstemp(tmp) : -1;
+    int rc = -1;
+    if (fd < 0) {
+        taas_error_set(err, "TaasIOError", NOPOS, "cannot create %s: %s", path, strerror(errno));
+        taas_error_hint(err, "check that the directory exists and is writable");
+        goto out;
+    }
+    unsigned char sz[8];
+    for (int i = 0; i < 8; i++) sz[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    int bad = write_all(fd, sz, 8) < 0 || write_all(fd, hdr, hlen) < 0;
+    for (size_t i = hlen; !bad && i < padded; i++) bad = write_all(fd, " ", 1) < 0;
+    for (size_t i = 0; !bad && i < n; i++) {
+        size_t nb = (size_t)numel(sorted[i]->shape, sorted[i]->ndim) * dtype_size(sorted[i]->dtype);
+        if (nb) bad = write_all(fd, sorted[i]->data, nb) < 0;
+    }
+    if (!bad) bad = fchmod(fd, 0644) < 0 || fsync(fd) < 0;
+    int saved = errno;
+    if (close(fd) < 0 && !bad) {
+        bad = 1;
+        saved = errno;
+    }
+    if (!bad && rename(tmp, path) < 0) {
+        bad = 1;
+        saved = errno;
+    }
+    if (bad) {
+        unlink(tmp);
+        taas_error_set(err, "TaasIOError", NOPOS, "cannot write %s: %s", path, strerror(saved));
+        taas_error_hint(err, "check the free disk space and the permissions of the directory");
+        goto out;
+    }
+    rc = 0;
+out:
+    free(tmp);
+    free(hdr);
+    free(sorted);
+    return rc;
+}
+
+/* ---- reading ---- */
+
+typedef struct entry {
+    const char *key;
+    const char *dtype;
+    int ndim;
+    int64_t shape[TAAS_ST_MAX_DIMS];
+    uint64_t begin, end;
+} entry;
+
+static int read_exact(int fd, void *p, size_t n, uint64_t off) {
+    char *c = p;
+    while (n > 0) {
+        ssize_t r = pread(fd, c, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        c += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+static int bad_header(taas_error *err, const char *path, const char *key, const char *what) {
+    if (key)
+        taas_error_set(err, "TaasDataError", NOPOS, "%s: tensor '%s' in the header %s", path,
+                       key, what);
+    else
+        taas_error_set(err, "TaasDataError", NOPOS, "%s: the header %s", path, what);
+    taas_error_hint(err, "the file is damaged or was not written by a safetensors writer; "
+                          "save the model again");
+    return -1;
+}
+
+/* Parses one tensor's header entry into e, checking its fields and its byte count. */
+static int parse_entry(const char *path, const char *key, json_t *v, entry *e,
+                       taas_error *err) {
+    e->key = key;
+    json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape");
+    json_t *off = json_object_get(v, "data_offsets");
+    if (!json_is_object(v) || !json_is_string(dt) || !json_is_array(sh) || !json_is_array(off))
+        return bad_header(err, path, key, "lacks \"dtype\", \"shape\" or \"data_offsets\"");
+    e->dtype = json_string_value(dt);
+    static const char *const known[] = {"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16",
+                                        "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64"};
+    static const int sizes[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8};
+    int esize = 0;
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (strcmp(e->dtype, known[i]) == 0) esize = sizes[i];
+    if (!esize) return bad_header(err, path, key, "has an unknown dtype");
+    if (json_array_size(sh) > TAAS_ST_MAX_DIMS)
+        return bad_header(err, path, key, "has too many dimensions");
+    e->ndim = (int)json_array_size(sh);
+    for (int i = 0; i < e->ndim; i++) {
+        json_t *d = json_array_get(sh, (size_t)i);
+        if (!json_is_integer(d) || json_integer_value(d) < 0)
+            return bad_header(err, path, key, "has a shape that is not a list of sizes >= 0");
+        e->shape[i] = json_integer_value(d);
+    }
+    json_t *b = json_array_get(off, 0), *en = json_array_get(off, 1);
+    if (json_array_size(off) != 2 || !json_is_integer(b) || !json_is_integer(en) ||
+        json_integer_value(b) < 0 || json_integer_value(en) < json_integer_value(b))
+        return bad_header(err, path, key, "has data_offsets that are not [begin, end] with "
+                                          "0 <= begin <= end");
+    e->begin = (uint64_t)json_integer_value(b);
+    e->end = (uint64_t)json_integer_value(en);
+    int64_t ne = numel(e->shape, e->ndim);
+    if (ne < 0 || (uint64_t)ne > UINT64_MAX / (uint64_t)esize ||
+        (uint64_t)ne * (uint64_t)esize != e->end - e->begin)
+        return bad_header(err, path, key, "has data_offsets whose length does not match its "
+                                          "dtype and shape");
+    return 0;
+}
+
+static int cmp_entry_begin(const void *a, const void *b) {
+    const entry *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+/* Offsets must lie inside the data section and not share bytes. */
+static int check_offsets(const char *path, entry *es, size_t n, uint64_t data_len,
+                         taas_error *err) {
+    for (size_t i = 0; i < n; i++) {
+        if (es[i].end > data_len) {
+            taas_error_set(err, "TaasDataError", NOPOS,
+                           "%s: tensor '%s' has data_offsets [%llu, %llu] but the data section "
+                           "holds only %llu bytes (the file is truncated or its header wrong)",
+                           path, es[i].key, (unsigned long long)es[i].begin,
+                           (unsigned long long)es[i].end, (unsigned long long)data_len);
+            taas_error_hint(err, "the file is incomplete or damaged; save the model again");
+            return -1;
+        }
+    }
+    entry *sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (!sorted) return taas_error_set(err, "TaasMemoryError", NOPOS, "%s: out of memory", path);
+    memcpy(sorted, es, n * sizeof *es);
+    qsort(sorted, n, sizeof *sorted, cmp_entry_begin);
+    for (size_t i = 1; i < n; i++) {
+        if (sorted[i].begin < sorted[i - 1].end) {
+            taas_error_set(err, "TaasDataError", NOPOS,
+                           "%s: tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap", path,
+                           sorted[i - 1].key, (unsigned long long)sorted[i - 1].begin,
+                           (unsigned long long)sorted[i - 1].end, sorted[i].key,
+                           (unsigned long long)sorted[i].begin,
+                           (unsigned long long)sorted[i].end);
+            taas_error_hint(err, "the file is damaged or was not written by a safetensors "
+                                 "writer; save the model again");
+            free(sorted);
+            return -1;
+        }
+    }
+    free(sorted);
+    return 0;
+}
+
+static const entry *find_entry(const entry *es, size_t n, const char *key) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(es[i].key, key) == 0) return &es[i];
+    return NULL;
+}
+
+/* Missing and extra keys, each listed, in one message. */
+static int check_keys(const char *path, const entry *es, size_t nes,
+                      const taas_st_tensor *t, size_t n, taas_error *err) {
+    taas_buf missing = TAAS_BUF_INIT, extra = TAAS_BUF_INIT;
+    size_t nmiss = 0, nextra = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!find_entry(es, nes, t[i].key))
+            taas_buf_printf(&missing, "%s'%s'", nmiss++ ? ", " : "", t[i].key);
+    }
+    for (size_t i = 0; i < nes; i++) {
+        int found = 0;
+        for (size_t j = 0; j < n && !found; j++) found = strcmp(t[j].key, es[i].key) == 0;
+        if (!found) taas_buf_printf(&extra, "%s'%s'", nextra++ ? ", " : "", es[i].key);
+    }
+    if (nmiss || nextra) {
+        taas_error_set(err, "TaasValueError", NOPOS, "%s does not fit the model:%s%s%s%s%s", path,
+                       nmiss ? " missing keys " : "", nmiss ? missing.data : "",
+                       nmiss && nextra ? ";" : "", nextra ? " unexpected keys " : "",
+                       nextra ? extra.data : "");
+        taas_error_hint(err, "the model definition differs from the one that saved the file; "
+                             "build the same layers in the same order, then load again");
+    }
+    taas_buf_free(&missing);
+    taas_buf_free(&extra);
+    return nmiss || nextra ? -1 : 0;
+}
+
+static int check_fit(const char *path, const entry *e, const taas_st_tensor *t,
+                     taas_error *err) {
+    if (strcmp(e->dtype, taas_st_dtype_name(t->dtype)) != 0) {
+        taas_error_set(err, "TaasValueError", NOPOS,
+                       "%s: %s has dtype %s, the model expects %s", path, t->key, e->dtype,
+                       taas_st_dtype_name(t->dtype));
+        taas_error_hint(err, "the file was saved from a model with other tensor types; "
+                             "convert it to %s or save it again from this model",
+                       taas_st_dtype_name(t->dtype));
+        return -1;
+    }
+    int same = e->ndim == t->ndim;
+    for (int i = 0; same && i < e->ndim; i++) same = e->shape[i] == t->shape[i];
+    if (!same) {
+        taas_buf a = TAAS_BUF_INIT, b = TAAS_BUF_INIT;
+        shape_str(&a, e->shape, e->ndim);
+        shape_str(&b, t->shape, t->ndim);
+        taas_error_set(err, "TaasValueError", NOPOS,
+                       "%s: %s has shape %s, the model expects %s", path, t->key, a.data, b.data);
+        taas_error_hint(err, "the model definition differs from the one that saved the file; "
+                             "make the layer sizes match, then load again");
+        taas_buf_free(&a);
+        taas_buf_free(&b);
+        return -1;
+    }
+    return 0;
+}
+
+static int not_safetensors(taas_error *err, const char *path, const char *why) {
+    taas_error_set(err, "TaasDataError", NOPOS, "%s is not a safetensors file: %s", path, why);
+    taas_error_hint(err, "give the path of a .safetensors file written by save() or by the "
+                         "safetensors library");
+    return -1;
+}
+
+/* Reads and parses the header; on success *root owns the JSON and *data_start/len
+ * describe the data section. */
+static int load_header(const char *path, int fd, json_t **root, uint64_t *data_start,
+                       uint64_t *data_len, taas_error *err) {
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return taas_error_set(err, "TaasIOError", NOPOS, "cannot read %s: %s", path,
+                              strerror(errno));
+    uint64_t fsize = (uint64_t)st.st_size;
+    unsigned char sz[8];
+    if (fsize < 8 || read_exact(fd, sz, 8, 0) < 0)
+        return not_safetensors(err, path, "it is shorter than the 8-byte header size");
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++) hlen |= (uint64_t)sz[i] << (8 * i);
+    if (hlen < 2 || hlen > MAX_HEADER) {
+        return not_safetensors(err, path, "its first 8 bytes do not give a plausible header "
+                                          "size");
+    }
+    if (hlen > fsize - 8) {
+        taas_error_set(err, "TaasDataError", NOPOS,
+                       "%s is truncated: the header should be %llu bytes but the file has only "
+                       "%llu after the size",
+                       path, (unsigned long long)hlen, (unsigned long long)(fsize - 8));
+        taas_error_hint(err, "the file is incomplete (an interrupted copy or save?); "
+                             "copy or save it again");
+        return -1;
+    }
+    char *h = malloc(hlen);
+    if (!h) return taas_error_set(err, "TaasMemoryError", NOPOS, "%s: out of memory", path);
+    if (read_exact(fd, h, hlen, 8) < 0) {
+        free(h);
+        return taas_error_set(err, "TaasIOError", NOPOS, "cannot read %s: %s", path,
+                              strerror(errno));
+    }
+    if (h[0] != '{') {
+        free(h);
+        return not_safetensors(err, path, "the header does not start with '{'");
+    }
+    json_error_t je;
+    *root = json_loadb(h, hlen, JSON_REJECT_DUPLICATES, &je);
+    free(h);
+    if (!*root || !json_is_object(*root)) {
+        json_decref(*root);
+        *root = NULL;
+        taas_error_set(err, "TaasDataError", NOPOS,
+                       "%s: the header is not valid JSON (byte %d: %s)", path, je.position,
+                       je.text);
+        taas_error_hint(err, "the file is damaged or not a safetensors file; save the model "
+                             "again");
+        return -1;
+    }
+    *data_start = 8 + hlen;
+    *data_len = fsize - 8 - hlen;
+    return 0;
+}
+
+static int check_metadata(const char *path, json_t *m, taas_error *err) {
+    const char *k;
+    json_t *v;
+    if (!json_is_object(m)) return bad_header(err, path, NULL, "has a __metadata__ that is not "
+                                                               "an object");
+    json_object_foreach(m, k, v) {
+        if (!json_is_string(v))
+            return bad_header(err, path, NULL, "has a __metadata__ value that is not a string");
+    }
+    return 0;
+}
+
+int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_t n,
+                          taas_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        taas_error_set(err, "TaasIOError", NOPOS, "cannot open %s: %s", path, strerror(errno));
+        taas_error_hint(err, "check the path; weights are written by save(model, \"%s\")", path);
+        return -1;
+    }
+    json_t *root = NULL;
+    entry *es = NULL;
+    int rc = -1;
+    uint64_t data_start = 0, data_len = 0;
+    if (load_header(path, fd, &root, &data_start, &data_len, err) < 0) goto out;
+    es = malloc((json_object_size(root) + 1) * sizeof *es);
+    if (!es) {
+        taas_error_set(err, "TaasMemoryError", NOPOS, "%s: out of memory", path);
+        goto out;
+    }
+    size_t nes = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        if (strcmp(k, "__metadata__") == 0) {
+            if (check_metadata(path, v, err) < 0) goto out;
+            continue;
+        }
+        if (parse_entry(path, k, v, &es[nes], err) < 0) goto out;
+        nes++;
+    }
+    if (check_offsets(path, es, nes, data_len, err) < 0) goto out;
+    if (check_keys(path, es, nes, tensors, n, err) < 0) goto out;
+    for (size_t i = 0; i < n; i++)
+        if (check_fit(path, find_entry(es, nes, tensors[i].key), &tensors[i], err) < 0) goto out;
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = find_entry(es, nes, tensors[i].key);
+        errno = 0;
+        if (e->end > e->begin &&
+            read_exact(fd, tensors[i].data, e->end - e->begin, data_start + e->begin) < 0) {
+            taas_error_set(err, "TaasIOError", NOPOS, "cannot read %s (tensor '%s'): %s", path,
+                           e->key, errno ? strerror(errno) : "unexpected end of file");
+            taas_error_hint(err, "the file changed while it was read; load it again");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    free(es);
+    json_decref(root);
+    close(fd);
+    return rc;
+}

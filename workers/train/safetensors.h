@@ -1,0 +1,51 @@
+/* Weights files in the safetensors format (https://github.com/huggingface/safetensors):
+ * 8-byte little-endian header size N, N bytes of JSON header (padded with spaces to a
+ * multiple of 8), then the raw little-endian tensor data.
+ *
+ * The caller describes its tensors (the model's state_dict) as a table; write saves them,
+ * read checks the file against the table and fills the caller's buffers. */
+#ifndef TAAS_SAFETENSORS_H
+#define TAAS_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define TAAS_ST_MAX_DIMS 8
+
+typedef enum taas_st_dtype {
+    TAAS_ST_F32, /* "F32": float */
+    TAAS_ST_I64, /* "I64": int64_t (BatchNorm's num_batches_tracked) */
+} taas_st_dtype;
+
+typedef struct taas_st_tensor {
+    const char *key;                    /* state_dict key, e.g. "0.weight" */
+    taas_st_dtype dtype;
+    int ndim;                           /* 0 = scalar (shape []) */
+    int64_t shape[TAAS_ST_MAX_DIMS];
+    void *data;                         /* write: read from here; read: filled */
+} taas_st_tensor;
+
+/* One "__metadata__" entry (string to string, as the format requires). */
+typedef struct taas_st_meta {
+    const char *key;
+    const char *value;
+} taas_st_meta;
+
+/* "F32" / "I64". */
+const char *taas_st_dtype_name(taas_st_dtype d);
+
+/* Writes the n tensors (header keys sorted, data in the same order) and, when nmeta > 0,
+ * a "__metadata__" object, to a temporary file beside path that is renamed over path,
+ * so a crash never leaves a half-written file. Returns 0, or -1 with err filled. */
+int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size_t n,
+                           const taas_st_meta *meta, size_t nmeta, taas_error *err);
+
+/* Reads path into the buffers of the n expected tensors. The file must hold exactly these
+ * keys with these dtypes and shapes; everything is checked before any buffer is written,
+ * so on error (-1, err filled, naming the file and the key) the buffers are untouched. */
+int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_t n,
+                          taas_error *err);
+
+#endif
