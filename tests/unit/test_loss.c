@@ -13,25 +13,9 @@
 #include <string.h>
 
 #include "loss.h"
+#include "fixture_testutil.h"
 
-static json_t *REF;
-
-static int load_ref(void **state) {
-    (void)state;
-    const char *src = getenv("TAAS_SOURCE_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/optim/loss.json", src && *src ? src : ".");
-    json_error_t je;
-    REF = json_load_file(path, 0, &je);
-    if (!REF) fprintf(stderr, "cannot read %s: %s (set TAAS_SOURCE_DIR)\n", path, je.text);
-    return REF ? 0 : -1;
-}
-
-static int free_ref(void **state) {
-    (void)state;
-    json_decref(REF);
-    return 0;
-}
+TU_FIXTURE_GROUP(REF, "optim/loss.json")
 
 static float *floats(json_t *arr, size_t *n) {
     *n = json_array_size(arr);

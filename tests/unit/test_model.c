@@ -16,25 +16,9 @@
 #include "loss.h"
 #include "model.h"
 #include "optim.h"
+#include "fixture_testutil.h"
 
-static json_t *REF;
-
-static int load_ref(void **state) {
-    (void)state;
-    char path[1024];
-    json_error_t je;
-    const char *src = getenv("TAAS_SOURCE_DIR");
-    snprintf(path, sizeof path, "%s/tests/data/model/ref.json", src && *src ? src : ".");
-    REF = json_load_file(path, 0, &je);
-    if (!REF) fprintf(stderr, "cannot read %s: %s (set TAAS_SOURCE_DIR)\n", path, je.text);
-    return REF ? 0 : -1;
-}
-
-static int free_ref(void **state) {
-    (void)state;
-    json_decref(REF);
-    return 0;
-}
+TU_FIXTURE_GROUP(REF, "model/ref.json")
 
 static void read_floats(float *dst, const json_t *a, size_t n) {
     assert_int_equal(json_array_size(a), n);

@@ -13,25 +13,9 @@
 
 #include "dataset.h"
 #include "transform.h"
+#include "fixture_testutil.h"
 
-static json_t *REF;
-
-static int load_ref(void **state) {
-    (void)state;
-    const char *src = getenv("TAAS_SOURCE_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/transform_ref.json", src && *src ? src : ".");
-    json_error_t je;
-    REF = json_load_file(path, 0, &je);
-    if (!REF) fprintf(stderr, "cannot read %s: %s (set TAAS_SOURCE_DIR)\n", path, je.text);
-    return REF ? 0 : -1;
-}
-
-static int free_ref(void **state) {
-    (void)state;
-    json_decref(REF);
-    return 0;
-}
+TU_FIXTURE_GROUP(REF, "transform_ref.json")
 
 /* A fresh image: h x w x c, bytes from a simple pattern (or the given values). */
 static taas_image make_u8(int h, int w, int c, const uint8_t *values) {
