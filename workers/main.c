@@ -8,6 +8,7 @@
 
 #include "role.h"
 #include "suggest.h"
+#include "train_job.h"
 #include "utf8.h"
 
 typedef struct role_row {
@@ -25,6 +26,12 @@ static const role_row ROLES[] = {
     {"show", taas_role_show, 1, "show --spec FILE|- [--n N] [--seed S]",
      "write a PNG grid of N samples (default 16) with their labels to stdout, and one JSON "
      "line (text fallback, indices, labels) to stderr"},
+    {"train", taas_role_train, 1, "train --spec FILE|-",
+     "run a fit job spec (docs/jobspec.md): train, validate each epoch, write the weights; "
+     "progress and errors as {\"event\": ...} lines on stdout"},
+    {"evaluate", taas_role_evaluate, 1, "evaluate --spec FILE|-",
+     "run an evaluate job spec: loss and accuracy of the weights on the validate loader, as "
+     "one {\"event\": \"done\"} line (errors: {\"event\": \"error\"})"},
 };
 #define N_ROLES (sizeof ROLES / sizeof ROLES[0])
 
@@ -38,11 +45,12 @@ static void help(void) {
     printf("taas-worker %s - the data and training processes of taas.\n\n", TAAS_VERSION);
     usage(stdout);
     puts("\nRoles:");
-    for (size_t i = 0; i < N_ROLES; i++) printf("  %-6s %s\n", ROLES[i].name, ROLES[i].summary);
-    puts("\nA spec is the JSON that taas-kernel builds from a dataset or DataLoader value;\n"
-         "--spec - reads it from stdin. Errors are one JSON line {\"error\": {\"ename\",\n"
-         "\"message\", \"hint\"}} (probe: on stdout, show: on stderr) and exit status 1;\n"
-         "bad options exit with status 2.");
+    for (size_t i = 0; i < N_ROLES; i++) printf("  %-9s %s\n", ROLES[i].name, ROLES[i].summary);
+    puts("\nprobe and show take the JSON spec that taas-kernel builds from a dataset or\n"
+         "DataLoader value (--spec - reads it from stdin); their errors are one JSON line\n"
+         "{\"error\": {\"ename\", \"message\", \"hint\"}} (probe: on stdout, show: on stderr).\n"
+         "train and evaluate take a job spec (docs/jobspec.md) and report in progress lines,\n"
+         "an error as {\"event\": \"error\", ...}. Errors exit with status 1, bad options 2.");
 }
 
 int main(int argc, char **argv) {

@@ -1,0 +1,228 @@
+"""taas-worker train and evaluate (docs/jobspec.md) run as the kernel runs them: a job spec
+file, progress as JSON lines on stdout. A small MLP on Debian's Fashion-MNIST with a units
+limit of a few thousand samples: the loss goes down, the weights file reads back and
+evaluates well above chance, SIGINT stops the job with its weights written, a NaN loss
+names its step, and bad specs give one clear error line and exit status 1."""
+
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import tempfile
+import unittest
+
+import taastest
+
+FMNIST = "/usr/share/datasets/fashion-mnist"
+
+MLP = {"type": "Sequential", "layers": [
+    {"type": "Flatten"},
+    {"type": "Linear", "in_features": 784, "out_features": 64},
+    {"type": "ReLU"},
+    {"type": "Linear", "in_features": 64, "out_features": 10},
+    {"type": "LogSoftmax", "dim": 1},
+]}
+
+
+def worker():
+    return os.path.join(os.path.dirname(taastest.kernel_binary()), "taas-worker")
+
+
+def loader(train, batch=64, shuffle=False):
+    return {"type": "DataLoader", "batch_size": batch, "shuffle": shuffle,
+            "dataset": {"type": "FashionMNIST", "root": FMNIST, "train": train,
+                        "transform": {"type": "ToTensor"}}}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    return header, data
+
+
+class WorkerTrainTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="taas-train-test-")
+        self.addCleanup(self.dir.cleanup)
+
+    def path(self, name):
+        return os.path.join(self.dir.name, name)
+
+    def fit_spec(self, **kw):
+        spec = {"version": 1, "job": "fit", "model": MLP, "weights": None,
+                "train": loader(True, shuffle=True), "validate": None, "epochs": 1,
+                "units": 4000, "loss": {"type": "NLLLoss"},
+                "optimizer": {"type": "SGD", "lr": 0.1}, "scheduler": None, "seed": 1,
+                "threads": 2, "out": self.path("w.safetensors")}
+        spec.update(kw)
+        return spec
+
+    def run_job(self, role, spec, timeout=60):
+        p = self.path(role + ".json")
+        with open(p, "w") as f:
+            json.dump(spec, f)
+        r = subprocess.run([worker(), role, "--spec", p], capture_output=True, text=True,
+                           timeout=timeout)
+        lines = [json.loads(l) for l in r.stdout.splitlines()]
+        return r.returncode, lines, r.stderr
+
+    def evaluate(self, weights, units=2000):
+        spec = {"version": 1, "job": "evaluate", "model": MLP, "weights": weights,
+                "validate": loader(False, batch=250), "units": units,
+                "loss": {"type": "NLLLoss"}, "seed": 0, "threads": 2}
+        return self.run_job("evaluate", spec)
+
+    def assert_error(self, lines, rc, pattern, hint=True):
+        self.assertEqual(rc, 1, lines)
+        self.assertEqual(len(lines), 1, lines)
+        e = lines[0]
+        self.assertEqual(e["event"], "error")
+        self.assertRegex(e["message"], pattern)
+        if hint:
+            self.assertTrue(e["hint"], e)
+        return e
+
+    def test_fit_then_evaluate(self):
+        rc, lines, err = self.run_job("train", self.fit_spec(
+            validate=loader(False, batch=500)))
+        self.assertEqual(rc, 0, err)
+        start, first, done = lines[0], lines[1], lines[-1]
+        self.assertEqual(start, {"event": "start", "epochs": 1, "steps_per_epoch": 938,
+                                 "samples": 4000, "params": 784 * 64 + 64 + 64 * 10 + 10})
+        self.assertEqual((first["event"], first["epoch"], first["step"]), ("step", 1, 1))
+        self.assertGreater(first["loss"], 2.0)  # about ln(10) before any step
+        epochs = [l for l in lines if l["event"] == "epoch"]
+        self.assertEqual(len(epochs), 1)
+        self.assertLess(epochs[0]["train_loss"], first["loss"] - 0.5)
+        self.assertLess(epochs[0]["val_loss"], 1.2)
+        self.assertGreater(epochs[0]["val_accuracy"], 0.55)
+        self.assertEqual(done["event"], "done")
+        self.assertEqual(done["steps"], 63)  # ceil(4000 / 64)
+        self.assertEqual(done["history"], epochs)
+        self.assertIs(done["interrupted"], False)
+        header, data = read_safetensors(done["weights"])
+        self.assertEqual(header["__metadata__"], {"format": "pt"})
+        self.assertNotIn("0.weight", header)  # Flatten has no parameters
+        self.assertEqual(header["1.weight"]["shape"], [64, 784])
+        self.assertEqual(header["3.bias"]["shape"], [10])
+        self.assertEqual(len(data), 4 * start["params"])
+
+        rc, lines, err = self.evaluate(done["weights"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(lines), 1, lines)
+        ev = lines[0]
+        self.assertEqual((ev["event"], ev["samples"]), ("done", 2000))
+        self.assertGreater(ev["accuracy"], 0.55)  # chance is 0.1
+        self.assertLess(ev["loss"], 1.2)
+
+        # the same weights as a starting point: evaluate is not fooled by a fresh init
+        rc, lines, _ = self.run_job("train", self.fit_spec(weights=done["weights"], units=64,
+                                                           optimizer={"type": "SGD", "lr": 0.0}))
+        self.assertEqual(rc, 0)
+        self.assertLess(lines[1]["loss"], 1.2)
+
+    def test_epochs_history_and_scheduler(self):
+        # two epochs over the 10000 test images with Adadelta and StepLR
+        rc, lines, err = self.run_job("train", self.fit_spec(
+            train=loader(False, batch=100, shuffle=True), units=0, epochs=2,
+            optimizer={"type": "Adadelta"},
+            scheduler={"type": "StepLR", "step_size": 1, "gamma": 0.5}))
+        self.assertEqual(rc, 0, err)
+        done = lines[-1]
+        self.assertEqual(done["steps"], 200)
+        h = done["history"]
+        self.assertEqual([e["epoch"] for e in h], [1, 2])
+        self.assertLess(h[1]["train_loss"], h[0]["train_loss"])
+        self.assertIsNone(h[0]["val_loss"])
+        steps = [l for l in lines if l["event"] == "step"]
+        self.assertLessEqual(len(steps), 5 * (h[0]["time_s"] + h[1]["time_s"]) + 2)
+
+    def test_sigint_keeps_the_last_step(self):
+        spec = self.fit_spec(units=0, epochs=20)
+        p = self.path("long.json")
+        with open(p, "w") as f:
+            json.dump(spec, f)
+        proc = subprocess.Popen([worker(), "train", "--spec", p], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(json.loads(proc.stdout.readline())["event"], "start")
+            self.assertEqual(json.loads(proc.stdout.readline())["event"], "step")
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.assertEqual(proc.returncode, 0, err)
+        done = json.loads(out.splitlines()[-1])
+        self.assertEqual(done["event"], "done")
+        self.assertIs(done["interrupted"], True)
+        self.assertGreater(done["steps"], 0)
+        self.assertLess(done["steps"], 20 * 938)
+        rc, lines, err = self.evaluate(done["weights"], units=500)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(lines[0]["samples"], 500)
+
+    def test_nan_loss_names_its_step(self):
+        rc, lines, _ = self.run_job("train", self.fit_spec(optimizer={"type": "SGD", "lr": 1e30}))
+        self.assertEqual(rc, 1)
+        e = lines[-1]
+        self.assertEqual((e["event"], e["ename"]), ("error", "TaasValueError"))
+        m = re.fullmatch(r"the loss is (nan|inf) at epoch 1 step (\d+)", e["message"])
+        self.assertTrue(m, e["message"])
+        self.assertGreater(int(m.group(2)), 1)
+        self.assertEqual(e["step"], int(m.group(2)))
+        self.assertIn("learning rate", e["hint"])
+        self.assertFalse(os.path.exists(self.path("w.safetensors")))
+
+    def test_bad_specs(self):
+        rc, lines, _ = self.run_job("train", self.fit_spec(optimizer=None))
+        self.assert_error(lines, rc, r'"optimizer" is not an object')
+        rc, lines, _ = self.run_job("train", self.fit_spec(optimizer={"type": "SGD", "lr": -1}))
+        self.assert_error(lines, rc, r"SGD: invalid learning rate -1")
+        rc, lines, _ = self.run_job("train", self.fit_spec(version=2))
+        self.assert_error(lines, rc, r'"version" must be 1')
+        rc, lines, _ = self.run_job("train", self.fit_spec(job="evaluate"))
+        self.assert_error(lines, rc, r'runs "job": "fit", not "evaluate"')
+        rc, lines, _ = self.run_job("train", self.fit_spec(out=None))
+        self.assert_error(lines, rc, r'no "out" path')
+        rc, lines, _ = self.run_job("train", self.fit_spec(epochs=0))
+        self.assert_error(lines, rc, r'"epochs" must be an integer from 1')
+        rc, lines, _ = self.run_job("train", self.fit_spec(loss={"type": "MSELoss"}))
+        self.assert_error(lines, rc, r"MSELoss cannot train on class labels")
+        rc, lines, _ = self.run_job("train", self.fit_spec(train={"type": "FashionMNIST"}))
+        self.assert_error(lines, rc, r'"train" is not a DataLoader spec')
+        rc, lines, _ = self.run_job("train", self.fit_spec(scheduler={"type": "CyclicLR"}))
+        self.assert_error(lines, rc, r"unknown scheduler 'CyclicLR'")
+        # a model whose shapes do not fit the data: taas_model_new's error
+        bad = json.loads(json.dumps(MLP))
+        bad["layers"][1]["in_features"] = 100
+        rc, lines, _ = self.run_job("train", self.fit_spec(model=bad))
+        self.assert_error(lines, rc, r"784|100")
+        # unreadable weights
+        rc, lines, _ = self.evaluate(self.path("missing.safetensors"))
+        self.assert_error(lines, rc, re.escape("missing.safetensors"), hint=False)
+        with open(self.path("junk.safetensors"), "wb") as f:
+            f.write(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")
+        rc, lines, _ = self.evaluate(self.path("junk.safetensors"))
+        self.assert_error(lines, rc, re.escape("junk.safetensors"), hint=False)
+        rc, lines, _ = self.run_job("evaluate", {"version": 1, "job": "evaluate", "model": MLP,
+                                                 "weights": None, "validate": loader(False),
+                                                 "loss": {"type": "NLLLoss"}})
+        self.assert_error(lines, rc, r'no "weights" path')
+        # not JSON at all
+        p = self.path("broken.json")
+        with open(p, "w") as f:
+            f.write("{not json")
+        r = subprocess.run([worker(), "train", "--spec", p], capture_output=True, text=True)
+        e = self.assert_error([json.loads(l) for l in r.stdout.splitlines()], r.returncode,
+                              r"cannot read the job spec .*broken\.json")
+        self.assertIsNone(e["step"])
+
+
+if __name__ == "__main__":
+    unittest.main()

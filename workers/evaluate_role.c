@@ -1,0 +1,91 @@
+/* taas-worker evaluate: the loss and accuracy of a model (its weights from "weights") on the
+ * job's "validate" loader; one {"event": "done", "loss", "accuracy", "samples"} line. */
+#include <stdio.h>
+#include <string.h>
+
+#include "role.h"
+#include "train_job.h"
+
+static const taas_srcpos NOPOS = {0, 0};
+
+static json_t *evaluate(const json_t *job, taas_error *err) {
+    const json_t *v = json_object_get(job, "version");
+    if (!json_is_integer(v) || json_integer_value(v) != 1) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the job spec's \"version\" must be 1");
+        taas_error_hint(err, "this worker runs version 1 job specs (docs/jobspec.md); the kernel and worker may be of different builds");
+        return NULL;
+    }
+    const char *kind = json_string_value(json_object_get(job, "job"));
+    if (!kind || strcmp(kind, "evaluate") != 0) {
+        taas_error_set(err, "TaasValueError", NOPOS, "taas-worker evaluate runs \"job\": \"evaluate\", not %s%s%s",
+                       kind ? "\"" : "", kind ? kind : "a spec without one", kind ? "\"" : "");
+        taas_error_hint(err, "run fit jobs with taas-worker train");
+        return NULL;
+    }
+    const json_t *w = json_object_get(job, "weights");
+    const json_t *va = json_object_get(job, "validate");
+    if (!json_is_string(w) || !va || json_is_null(va)) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the evaluate job has no %s",
+                       !json_is_string(w) ? "\"weights\" path" : "\"validate\" DataLoader");
+        taas_error_hint(err, "evaluate needs trained weights and a loader: evaluate(model, DataLoader(test_set, batch_size=256))");
+        return NULL;
+    }
+    long long units, seed;
+    taas_job_loss loss;
+    if (taas_job_int(job, "the job spec", "units", 0, 0, INT64_MAX, &units, err) ||
+        taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err) ||
+        taas_job_loss_parse(json_object_get(job, "loss"), &loss, err))
+        return NULL;
+    taas_fetcher *f = taas_cli_fetcher(err);
+    if (!f) return NULL;
+    json_t *out = NULL;
+    taas_job_loader l;
+    if (taas_job_loader_open(va, "validate", f, (uint64_t)seed, (uint64_t)units, 1, &l, err) == 0) {
+        taas_model *m = taas_job_model(job, &l, err);
+        double ml, acc;
+        uint64_t n;
+        if (m && taas_job_evaluate(m, &l, &loss, &ml, &acc, &n, err) == 0) {
+            out = json_object();
+            json_object_set_new(out, "event", json_string("done"));
+            json_object_set_new(out, "loss", json_real(ml));
+            json_object_set_new(out, "accuracy", json_real(acc));
+            json_object_set_new(out, "samples", json_integer((json_int_t)n));
+        }
+        taas_model_free(m);
+        taas_job_loader_close(&l);
+    }
+    taas_job_loss_free(&loss);
+    taas_fetcher_free(f);
+    return out;
+}
+
+int taas_role_evaluate(int argc, char **argv) {
+    const char *spec_path = NULL, *help = NULL;
+    const taas_opt opts[] = {{"spec", 1, &spec_path}, {"help", 0, &help}, {NULL, 0, NULL}};
+    taas_error err;
+    taas_error_clear(&err);
+    if (taas_cli_parse(argc, argv, opts, &err)) {
+        taas_job_report(&err, -1);
+        return TAAS_EXIT_USAGE;
+    }
+    if (help) {
+        puts("usage: taas-worker evaluate --spec FILE|-\n\n"
+             "Runs an evaluate job spec (docs/jobspec.md): the model with its \"weights\" on the\n"
+             "\"validate\" loader, printing {\"event\": \"done\", \"loss\", \"accuracy\", \"samples\"}.");
+        return TAAS_EXIT_OK;
+    }
+    if (!spec_path) {
+        taas_error_set(&err, "TaasUsageError", NOPOS, "evaluate: --spec is required");
+        taas_error_hint(&err, "give --spec FILE, or --spec - to read the job spec from stdin");
+        taas_job_report(&err, -1);
+        return TAAS_EXIT_USAGE;
+    }
+    json_t *job = taas_job_read(spec_path, &err);
+    json_t *out = job ? evaluate(job, &err) : NULL;
+    json_decref(job);
+    if (!out) {
+        taas_job_report(&err, -1);
+        return TAAS_EXIT_ERROR;
+    }
+    return taas_job_emit(out) ? TAAS_EXIT_ERROR : TAAS_EXIT_OK;
+}

@@ -1,0 +1,91 @@
+/* The fit and evaluate jobs of docs/jobspec.md: `taas-worker train` and `taas-worker
+ * evaluate`. What the two roles share: reading the job spec's parts (loss, optimizer,
+ * scheduler), opening a DataLoader spec as dataset + transform + sampler + pipeline,
+ * building the model with its weights, one evaluation pass, and the progress lines. */
+#ifndef TAAS_TRAIN_JOB_H
+#define TAAS_TRAIN_JOB_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dataset.h"
+#include "error.h"
+#include "fetch.h"
+#include "loss.h"
+#include "lr_sched.h"
+#include "model.h"
+#include "optim.h"
+#include "pipeline.h"
+#include "sampler.h"
+#include "transform.h"
+
+int taas_role_train(int argc, char **argv);
+int taas_role_evaluate(int argc, char **argv);
+
+typedef enum taas_job_loss_kind { TAAS_JOB_NLL, TAAS_JOB_CROSS_ENTROPY } taas_job_loss_kind;
+
+typedef struct taas_job_loss {
+    taas_job_loss_kind kind;
+    float label_smoothing;
+    float *probs;      /* CrossEntropyLoss: softmax for the backward, grown as needed */
+    size_t probs_cap;
+} taas_job_loss;
+
+/* The spec's "loss"; MSELoss, ignore_index and reductions other than mean are refused. */
+int taas_job_loss_parse(const json_t *spec, taas_job_loss *out, taas_error *err);
+void taas_job_loss_free(taas_job_loss *l);
+/* Loss of out (n, c) against labels; with dout, also its gradient (n, c). */
+int taas_job_loss_run(taas_job_loss *l, const float *out, const int64_t *labels, int n, int c,
+                      float *dout, float *loss, taas_error *err);
+
+/* The spec's "optimizer" (torch's defaults for what it leaves out), checked. */
+int taas_job_optim_parse(const json_t *spec, taas_optim_config *cfg, taas_error *err);
+/* The spec's "scheduler" (NULL or null: none, *has = 0); OneCycleLR's total_steps None is
+ * epochs * steps_per_epoch. */
+int taas_job_sched_parse(const json_t *spec, double base_lr, long epochs, long steps_per_epoch,
+                         taas_sched_config *cfg, int *has, taas_error *err);
+
+/* A DataLoader spec opened for one rank. */
+typedef struct taas_job_loader {
+    taas_dataset *dataset;
+    taas_transform *transform;
+    taas_sampler *sampler;
+    taas_pipeline *pipeline;
+    int c, h, w;               /* sample shape after the transform */
+    int num_classes;
+    uint64_t steps;            /* batches per epoch */
+    uint64_t per_epoch;        /* samples per epoch */
+} taas_job_loader;
+
+/* what: "train" or "validate", for messages. epochs: how many epochs the pipeline makes. */
+int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, uint64_t seed,
+                         uint64_t units, uint64_t epochs, taas_job_loader *out, taas_error *err);
+/* A fresh pipeline over the same sampler (for one more validation pass). */
+int taas_job_loader_restart(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
+                            taas_error *err);
+void taas_job_loader_close(taas_job_loader *l);
+
+/* The model of the job spec for inputs of the loader's shape, its weights from "weights"
+ * when given. */
+taas_model *taas_job_model(const json_t *job, const taas_job_loader *l, taas_error *err);
+int taas_job_save(const taas_model *m, const char *path, taas_error *err);
+
+/* One eval-mode pass over the loader's pipeline: mean loss and accuracy over its samples. */
+int taas_job_evaluate(taas_model *m, taas_job_loader *l, taas_job_loss *loss, double *mean_loss,
+                      double *accuracy, uint64_t *samples, taas_error *err);
+
+/* Spec fields: a number / integer / string of the job spec, with a clear error. */
+int taas_job_int(const json_t *o, const char *ctx, const char *key, long long dflt, long long min,
+                 long long max, long long *out, taas_error *err);
+
+/* The job spec from a file, or stdin for "-": a JSON object. */
+json_t *taas_job_read(const char *path, taas_error *err);
+
+/* {"event": "error", ...} on stdout; step < 0 prints null. */
+void taas_job_report(const taas_error *err, long long step);
+/* One compact progress line on stdout, flushed; steals j. */
+int taas_job_emit(json_t *j);
+double taas_job_now(void);
+
+#endif

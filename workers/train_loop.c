@@ -1,0 +1,191 @@
+/* The parts of a job both roles use: a DataLoader spec opened as dataset, transform,
+ * sampler and pipeline (one rank), the model with its weights, and an evaluation pass. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+#include "train_job.h"
+
+static const taas_srcpos NOPOS = {0, 0};
+
+static int open_pipeline(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
+                         taas_error *err) {
+    long long workers, prefetch;
+    if (taas_job_int(spec, "DataLoader", "num_workers", 0, 0, 256, &workers, err) ||
+        taas_job_int(spec, "DataLoader", "prefetch_factor", 2, 1, 1024, &prefetch, err))
+        return -1;
+    taas_pipeline_cfg pc;
+    memset(&pc, 0, sizeof pc);
+    pc.dataset = l->dataset;
+    pc.transform = l->transform;
+    pc.sampler = l->sampler;
+    pc.seed = seed;
+    pc.epochs = epochs;
+    pc.loaders = 1;
+    pc.threads = workers > 1 ? (int)workers : 1;
+    pc.queue_depth = (int)prefetch * pc.threads;
+    l->pipeline = taas_pipeline_new(&pc, err);
+    return l->pipeline ? 0 : -1;
+}
+
+int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, uint64_t seed,
+                         uint64_t units, uint64_t epochs, taas_job_loader *l, taas_error *err) {
+    memset(l, 0, sizeof *l);
+    const char *t = json_string_value(json_object_get(spec, "type"));
+    if (!json_is_object(spec) || !t || strcmp(t, "DataLoader") != 0 ||
+        !json_is_object(json_object_get(spec, "dataset"))) {
+        taas_error_set(err, "TaasValueError", NOPOS,
+                       "the job spec's \"%s\" is not a DataLoader spec with a \"dataset\"", what);
+        taas_error_hint(err, "give a DataLoader: {\"type\": \"DataLoader\", \"dataset\": {...}, \"batch_size\": 64}");
+        return -1;
+    }
+    const json_t *dspec = json_object_get(spec, "dataset");
+    long long bs;
+    if (taas_job_int(spec, "DataLoader", "batch_size", 1, 1, 1 << 24, &bs, err)) return -1;
+    const json_t *tspec = json_object_get(dspec, "transform");
+    if (tspec && !json_is_null(tspec) && !(l->transform = taas_transform_new(tspec, err))) goto fail;
+    if (!(l->dataset = taas_dataset_open(dspec, f, err))) goto fail;
+    const taas_dataset_info *info = taas_dataset_info_get(l->dataset);
+    if (info->size == 0 || info->h == 0 || info->w == 0) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the %s dataset (%s) %s", what, info->source,
+                       info->size == 0 ? "is empty" : "has samples of varying shape");
+        taas_error_hint(err, info->size == 0 ? "check the dataset's root and split"
+                                             : "add Resize and CenterCrop to its transform so every sample has one shape");
+        goto fail;
+    }
+    if (l->transform) {
+        if (taas_transform_out_shape(l->transform, info->h, info->w, info->c, &l->c, &l->h, &l->w, err)) goto fail;
+    } else {
+        l->c = info->c, l->h = info->h, l->w = info->w;
+    }
+    l->num_classes = info->num_classes;
+    taas_sampler_cfg sc;
+    memset(&sc, 0, sizeof sc);
+    sc.size = info->size;
+    sc.batch = (uint32_t)bs;
+    sc.world = 1;
+    sc.seed = seed;
+    sc.shuffle = json_is_true(json_object_get(spec, "shuffle"));
+    sc.drop_last = json_is_true(json_object_get(spec, "drop_last"));
+    sc.units = units;
+    if (!(l->sampler = taas_sampler_new(&sc, err))) goto fail;
+    l->steps = taas_sampler_steps(l->sampler);
+    l->per_epoch = sc.drop_last ? l->steps * sc.batch : info->size;
+    if (open_pipeline(l, spec, seed, epochs, err)) goto fail;
+    return 0;
+fail:
+    taas_job_loader_close(l);
+    return -1;
+}
+
+int taas_job_loader_restart(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
+                            taas_error *err) {
+    taas_pipeline_free(l->pipeline);
+    l->pipeline = NULL;
+    return open_pipeline(l, spec, seed, epochs, err);
+}
+
+void taas_job_loader_close(taas_job_loader *l) {
+    taas_pipeline_free(l->pipeline);
+    taas_sampler_free(l->sampler);
+    taas_dataset_free(l->dataset);
+    taas_transform_free(l->transform);
+    memset(l, 0, sizeof *l);
+}
+
+/* The model's state_dict as safetensors tensors pointing into its buffers. */
+static taas_st_tensor *tensors(const taas_model *m) {
+    taas_st_tensor *t = calloc(m->ntable ? m->ntable : 1, sizeof *t);
+    if (!t) return NULL;
+    for (size_t i = 0; i < m->ntable; i++) {
+        const taas_param_entry *e = &m->table[i];
+        t[i].key = e->key;
+        t[i].ndim = e->ndim;
+        for (int d = 0; d < e->ndim; d++) t[i].shape[d] = e->shape[d];
+        t[i].dtype = e->home == TAAS_T_COUNTER ? TAAS_ST_I64 : TAAS_ST_F32;
+        t[i].data = e->home == TAAS_T_PARAM ? (void *)(m->params + e->offset)
+                    : e->home == TAAS_T_STAT ? (void *)(m->stats + e->offset)
+                                             : (void *)(m->counters + e->offset);
+    }
+    return t;
+}
+
+taas_model *taas_job_model(const json_t *job, const taas_job_loader *l, taas_error *err) {
+    long long seed, threads;
+    if (taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err) ||
+        taas_job_int(job, "the job spec", "threads", 1, 1, 1024, &threads, err))
+        return NULL;
+    const json_t *spec = json_object_get(job, "model");
+    if (!json_is_object(spec)) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the job spec has no \"model\" object");
+        taas_error_hint(err, "give fit() a model: Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))");
+        return NULL;
+    }
+    /* A (C, 1, 1) sample is a feature vector: (N, C) models (Linear first) take it as is. */
+    int h = l->h, w = l->w;
+    if (h == 1 && w == 1) h = w = 0;
+    taas_model *m = taas_model_new(spec, l->c, h, w, (uint64_t)seed, err);
+    if (!m) return NULL;
+    taas_model_set_threads(m, (int)threads);
+    const json_t *wp = json_object_get(job, "weights");
+    if (wp && !json_is_null(wp)) {
+        taas_st_tensor *t = tensors(m);
+        int rc = !json_is_string(wp) ? -1 : t ? taas_safetensors_read(json_string_value(wp), t, m->ntable, err) : -1;
+        if (rc && !json_is_string(wp)) {
+            taas_error_set(err, "TaasValueError", NOPOS, "the job spec's \"weights\" must be a path or null");
+            taas_error_hint(err, "give the path of a .safetensors file");
+        } else if (rc && !t) {
+            taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the weights table");
+        }
+        free(t);
+        if (rc) {
+            taas_model_free(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+int taas_job_save(const taas_model *m, const char *path, taas_error *err) {
+    taas_st_tensor *t = tensors(m);
+    if (!t) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the weights table");
+    const taas_st_meta meta[] = {{"format", "pt"}};
+    int rc = taas_safetensors_write(path, t, m->ntable, meta, 1, err);
+    free(t);
+    return rc;
+}
+
+int taas_job_evaluate(taas_model *m, taas_job_loader *l, taas_job_loss *loss, double *mean_loss,
+                      double *accuracy, uint64_t *samples, taas_error *err) {
+    double sum = 0;
+    uint64_t n = 0, right = 0;
+    int c = (int)taas_model_out_numel(m);
+    for (;;) {
+        taas_batch *b = NULL;
+        int rc = taas_pipeline_next(l->pipeline, &b, err);
+        if (rc < 0) return -1;
+        if (rc == 1) break;
+        const float *out;
+        float v;
+        if (taas_model_forward(m, b->images, (int)b->n, 0, 0, &out, err) ||
+            taas_job_loss_run(loss, out, b->labels, (int)b->n, c, NULL, &v, err)) {
+            taas_batch_free(b);
+            return -1;
+        }
+        sum += (double)v * b->n;
+        for (uint32_t i = 0; i < b->n; i++) {
+            const float *row = out + (size_t)i * c;
+            int best = 0;
+            for (int k = 1; k < c; k++)
+                if (row[k] > row[best]) best = k;
+            right += best == b->labels[i];
+        }
+        n += b->n;
+        taas_batch_free(b);
+    }
+    *samples = n;
+    *mean_loss = n ? sum / (double)n : NAN;
+    *accuracy = n ? (double)right / (double)n : NAN;
+    return 0;
+}
