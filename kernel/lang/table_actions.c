@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "dataview.h"
+#include "fit.h"
 #include "interp.h"
 #include "rows.h"
 #include "utf8.h"
@@ -244,6 +245,41 @@ static int unregister_action(taas_call_ctx *cx, taas_value **a, taas_value **out
     return 0;
 }
 
+/* ---- fit, evaluate, save, load (action_fit.c, action_weights.c) ------------------ */
+
+static const taas_param FIT_P[] = {
+    {"model", TAAS_P_LAYER, NULL, 0, TAAS_NO_RANGE, "the Sequential to train; it keeps the trained weights"},
+    {"loader", TAAS_P_LOADER, NULL, 0, TAAS_NO_RANGE, "the training DataLoader"},
+    {"epochs", TAAS_P_INT, "1", 0, TAAS_AT_LEAST(1), "passes over the training data"},
+    {"loss", TAAS_P_LOSS, NULL, 0, TAAS_NO_RANGE, "NLLLoss() after LogSoftmax, or CrossEntropyLoss()"},
+    {"optimizer", TAAS_P_OPTIMIZER, NULL, 0, TAAS_NO_RANGE, "e.g. SGD(lr=0.1) or Adadelta(lr=1.0)"},
+    {"scheduler", TAAS_P_SCHEDULER, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "a learning rate schedule, stepped once per epoch"},
+    {"validate", TAAS_P_LOADER, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "a DataLoader evaluated after each epoch (val loss, val accuracy)"},
+    {"seed", TAAS_P_INT, "0", 0, TAAS_AT_LEAST(0), "seeds the initial weights, shuffling and random transforms"},
+    {"units", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "samples to draw in all (a quick run); None: every epoch in full"},
+    END,
+};
+
+static const taas_param EVALUATE_P[] = {
+    {"model", TAAS_P_LAYER, NULL, 0, TAAS_NO_RANGE, "a Sequential with weights (from fit() or load())"},
+    {"loader", TAAS_P_LOADER, NULL, 0, TAAS_NO_RANGE, "the DataLoader to measure on"},
+    {"loss", TAAS_P_LOSS, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "None: NLLLoss()"},
+    {"units", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "samples to use at most; None: all"},
+    END,
+};
+
+static const taas_param SAVE_P[] = {
+    {"model", TAAS_P_LAYER, NULL, 0, TAAS_NO_RANGE, "a Sequential with weights"},
+    {"path", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "the file to write, relative to the kernel's working directory"},
+    END,
+};
+
+static const taas_param LOAD_P[] = {
+    {"path", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "a safetensors file"},
+    {"into", TAAS_P_LAYER, NULL, TAAS_PF_KWONLY, TAAS_NO_RANGE, "the Sequential that takes the weights"},
+    END,
+};
+
 #define ACTION(name_, params_, doc_, fn_, waits_) .b = {name_, "taas", TAAS_K_ACTION, params_, doc_, fn_, waits_}
 
 const taas_row taas_rows_actions[] = {
@@ -280,5 +316,29 @@ const taas_row taas_rows_actions[] = {
     {ACTION("unregister", LOADER_ARG_P,
             "Undoes register(): the ranks prepare this loader's batches themselves again.",
             unregister_action, 0)},
+    {ACTION("fit", FIT_P,
+            "Trains the model on a taas-worker process: a line per epoch and a step line about "
+            "once a second on stdout, then a table of the history (epoch, train loss, val loss, "
+            "val accuracy, time, samples/s). The model keeps the trained weights (a safetensors "
+            "file in a temporary job folder). The stop button ends training after the step in "
+            "progress (within about 1 s): the model keeps the weights of the last completed step "
+            "and the cell ends with KeyboardInterrupt. A nan or inf loss stops it with an error "
+            "naming the epoch and step.", taas_fit_action, 1),
+     .check = taas_fit_check},
+    {ACTION("evaluate", EVALUATE_P,
+            "Measures a model with weights on a DataLoader, on a taas-worker process, and shows "
+            "its loss and accuracy. A model without weights is a TaasValueError: fit it first, "
+            "or load weights.", taas_evaluate_action, 1),
+     .check = taas_fit_check},
+    {ACTION("save", SAVE_P,
+            "Copies the model's trained weights, a safetensors file with PyTorch's state_dict "
+            "names, to path. A model without trained weights is a TaasValueError (\"net has no "
+            "trained weights yet: fit it first, or load weights\").", taas_save_action, 0),
+     .check = taas_fit_check},
+    {ACTION("load", LOAD_P,
+            "Attaches a safetensors file to the model, checking that it is one (its header); "
+            "whether its tensor names and shapes fit the model is checked by the next fit() or "
+            "evaluate(), which fails with the worker's message naming the key.", taas_load_action, 0),
+     .check = taas_load_check},
 };
 const size_t taas_rows_actions_n = sizeof taas_rows_actions / sizeof *taas_rows_actions;

@@ -112,6 +112,7 @@ void taas_unref(taas_value *v) {
     case TAAS_V_OBJECT:
         for (size_t i = 0; i < v->u.obj.nargs; i++) taas_unref(v->u.obj.args[i]);
         free(v->u.obj.args);
+        free(v->u.obj.weights);
         break;
     default:
         break;

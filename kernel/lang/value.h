@@ -35,6 +35,7 @@ typedef struct taas_value {
             const struct taas_builtin *def;
             struct taas_value **args;   /* one per parameter of def, in table order */
             size_t nargs;
+            char *weights;  /* a model's trained weights (safetensors path, malloc'd) or NULL */
         } obj;
         const struct taas_builtin *fn;
     } u;

@@ -224,6 +224,10 @@ void taas_child_free(taas_child *c) {
     free(c);
 }
 
+pid_t taas_child_pid(const taas_child *c) {
+    return c->pid;
+}
+
 int taas_child_fd(const taas_child *c) {
     return c->out_fd;
 }

@@ -27,6 +27,8 @@ taas_child *taas_child_start(const char *role, const char *const *args, const ch
 /* Stops it if it still runs (SIGKILL to its process group), reaps it, closes everything. */
 void taas_child_free(taas_child *c);
 
+/* Its process id (also its process group's), for a gentle stop (SIGINT) before the kill. */
+pid_t taas_child_pid(const taas_child *c);
 /* The read end of its stdout (non-blocking): readable when there is output or at the end. */
 int taas_child_fd(const taas_child *c);
 /* Reads what stdout has now: 1 at its end, 0 when more is to come, -1 with an error when

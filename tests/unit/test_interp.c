@@ -259,7 +259,7 @@ static void test_pragma_errors(void **state) {
     run_error("#pragma taas --gpus 2\nfit(net,", "TaasSyntaxError", "was never closed");
     run_error("#pragma taas --gpus 2\nfit(net)\n[sleep(1)]", "TaasSyntaxError", "sleep() waits");
     assert_string_equal(out(), "");  /* no plan is printed when the cell is wrong */
-    run_error("x = fit", "TaasNameError", "name 'fit' is not defined");  /* not a builtin yet */
+    run_error("x = fitt", "TaasNameError", "name 'fitt' is not defined");
 }
 
 static void test_loaders(void **state) {

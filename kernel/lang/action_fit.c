@@ -1,0 +1,360 @@
+/* fit() and evaluate(): the kernel writes a job spec (docs/jobspec.md) into a private job
+ * folder, runs `taas-worker train|evaluate --spec FILE` and waits on its stdout as show()
+ * does, turning progress lines into stream text. The kernel never holds weights: a model
+ * value keeps the path of its safetensors file (u.obj.weights). */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "dataview.h"
+#include "fit.h"
+#include "utf8.h"
+#include "worker.h"
+
+/* Progress lines are short; a day of step lines at 5/s stays far under this. */
+#define MAX_OUT ((size_t)256 << 20)
+#define STEP_EVERY_S 1.0
+#define STOP_GRACE_S 1.0
+
+typedef struct fit_wait {
+    taas_waiter base;
+    taas_child *child;
+    taas_value *model;    /* a reference; gets the weights */
+    int evaluate;
+    int finished;         /* the child was reaped */
+    char dir[PATH_MAX / 2]; /* the job folder */
+    char spec[PATH_MAX];
+    char out[PATH_MAX];   /* fit: where the worker writes weights */
+    size_t pos;           /* stdout parsed up to here */
+    long long epochs, steps;
+    double last_step;
+    json_t *done, *error;
+} fit_wait;
+
+static const taas_srcpos NOPOS = {0, 0};
+
+/* 4210.3 -> "4,210" */
+static void thousands(double x, char *out, size_t n) {
+    char d[32];
+    snprintf(d, sizeof d, "%.0f", x < 0 ? 0 : x);
+    size_t len = strlen(d), o = 0;
+    for (size_t i = 0; i < len && o + 2 < n; i++) {
+        if (i && (len - i) % 3 == 0) out[o++] = ',';
+        out[o++] = d[i];
+    }
+    out[o] = '\0';
+}
+
+static double num(const json_t *o, const char *k) {
+    return json_number_value(json_object_get(o, k));
+}
+
+static void say(const taas_io *io, const char *name, const char *text) {
+    if (io && io->stream) io->stream(io->ctx, name, text);
+}
+
+static void on_line(fit_wait *f, const taas_io *io, json_t *j) {
+    const char *ev = json_string_value(json_object_get(j, "event"));
+    char line[512], rate[32];
+    if (!ev) return;
+    if (!strcmp(ev, "start")) {
+        f->epochs = (long long)json_integer_value(json_object_get(j, "epochs"));
+        f->steps = (long long)json_integer_value(json_object_get(j, "steps_per_epoch"));
+    } else if (!strcmp(ev, "step")) {
+        double now = taas_now();
+        if (now - f->last_step < STEP_EVERY_S) return;
+        f->last_step = now;
+        thousands(num(j, "samples_per_s"), rate, sizeof rate);
+        snprintf(line, sizeof line, "epoch %lld/%lld step %lld/%lld loss %.4f %s samples/s\n",
+                 (long long)json_integer_value(json_object_get(j, "epoch")), f->epochs,
+                 (long long)json_integer_value(json_object_get(j, "step")), f->steps, num(j, "loss"), rate);
+        say(io, "stdout", line);
+    } else if (!strcmp(ev, "epoch")) {
+        char val[96] = "";
+        if (json_is_number(json_object_get(j, "val_loss")))
+            snprintf(val, sizeof val, ", val loss %.4f, val accuracy %.4f", num(j, "val_loss"),
+                     num(j, "val_accuracy"));
+        thousands(num(j, "samples_per_s"), rate, sizeof rate);
+        snprintf(line, sizeof line, "epoch %lld/%lld: train loss %.4f%s, %.1f s, %s samples/s\n",
+                 (long long)json_integer_value(json_object_get(j, "epoch")), f->epochs, num(j, "train_loss"), val,
+                 num(j, "time_s"), rate);
+        f->last_step = taas_now();
+        say(io, "stdout", line);
+    } else if (!strcmp(ev, "log")) {
+        const char *t = json_string_value(json_object_get(j, "text"));
+        if (t) {
+            say(io, "stderr", t);
+            say(io, "stderr", "\n");
+        }
+    } else if (!strcmp(ev, "done")) {
+        json_decref(f->done);
+        f->done = json_incref(j);
+    } else if (!strcmp(ev, "error")) {
+        json_decref(f->error);
+        f->error = json_incref(j);
+    }
+}
+
+/* Every complete line of stdout not seen yet. */
+static void parse_lines(fit_wait *f, const taas_io *io) {
+    const taas_buf *o = taas_child_output(f->child);
+    while (f->pos < o->len) {
+        const char *start = o->data + f->pos;
+        const char *nl = memchr(start, '\n', o->len - f->pos);
+        if (!nl) break;
+        json_t *j = json_loadb(start, (size_t)(nl - start), 0, NULL);
+        f->pos = (size_t)(nl - o->data) + 1;
+        if (j) on_line(f, io, j);
+        json_decref(j);
+    }
+}
+
+void taas_weights_replace(taas_value *model, char *path) {
+    char *old = model->u.obj.weights;
+    model->u.obj.weights = path;
+    /* the previous fit's job folder has no other user: only its model names it */
+    const char *tail = "/weights.safetensors";
+    size_t n = old ? strlen(old) : 0, t = strlen(tail);
+    if (old && (!path || strcmp(old, path) != 0) && strstr(old, "/taas-job-") && n > t &&
+        !strcmp(old + n - t, tail)) {
+        unlink(old);
+        old[n - t] = '\0';
+        rmdir(old);
+    }
+    free(old);
+}
+
+static void attach_weights(taas_value *model, const char *path) {
+    char *p = strdup(path);
+    if (p) taas_weights_replace(model, p);
+}
+
+static void fit_free(taas_waiter *w) {
+    fit_wait *f = (fit_wait *)w;
+    if (!f->finished && taas_child_fd(f->child) >= 0) {
+        /* interrupted: the worker finishes its step and writes the weights, or is killed */
+        kill(taas_child_pid(f->child), SIGINT);
+        double until = taas_now() + STOP_GRACE_S;
+        taas_error e;
+        memset(&e, 0, sizeof e);
+        while (!f->done && taas_child_fd(f->child) >= 0) {
+            double left = until - taas_now();
+            if (left <= 0) break;
+            struct pollfd p = {taas_child_fd(f->child), POLLIN, 0};
+            poll(&p, 1, (int)(left * 1000) + 1);
+            if (taas_child_pump(f->child, MAX_OUT, &e) < 0) break;
+            parse_lines(f, NULL);
+        }
+        if (!f->evaluate && f->done && f->out[0]) attach_weights(f->model, f->out);
+    }
+    taas_child_free(f->child);
+    unlink(f->spec);
+    if (!f->model->u.obj.weights || strcmp(f->model->u.obj.weights, f->out) != 0) {
+        if (f->out[0]) unlink(f->out);
+        rmdir(f->dir);
+    }
+    json_decref(f->done);
+    json_decref(f->error);
+    taas_unref(f->model);
+    free(f);
+}
+
+/* The history table: text/plain aligned columns and text/html. */
+static void show_history(const taas_io *io, const json_t *hist) {
+    taas_buf t = TAAS_BUF_INIT, h = TAAS_BUF_INIT;
+    taas_buf_printf(&t, "%5s  %10s  %8s  %12s  %7s  %9s\n", "epoch", "train loss", "val loss", "val accuracy",
+                    "time", "samples/s");
+    taas_buf_puts(&h, "<table><thead><tr><th>epoch</th><th>train loss</th><th>val loss</th>"
+                      "<th>val accuracy</th><th>time</th><th>samples/s</th></tr></thead><tbody>");
+    size_t i;
+    const json_t *e;
+    json_array_foreach(hist, i, e) {
+        char vl[32] = "-", va[32] = "-", tm[32], rate[32];
+        if (json_is_number(json_object_get(e, "val_loss"))) snprintf(vl, sizeof vl, "%.4f", num(e, "val_loss"));
+        if (json_is_number(json_object_get(e, "val_accuracy")))
+            snprintf(va, sizeof va, "%.4f", num(e, "val_accuracy"));
+        snprintf(tm, sizeof tm, "%.1f s", num(e, "time_s"));
+        thousands(num(e, "samples_per_s"), rate, sizeof rate);
+        long long ep = (long long)json_integer_value(json_object_get(e, "epoch"));
+        taas_buf_printf(&t, "%5lld  %10.4f  %8s  %12s  %7s  %9s\n", ep, num(e, "train_loss"), vl, va, tm, rate);
+        taas_buf_printf(&h, "<tr><td>%lld</td><td>%.4f</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", ep,
+                        num(e, "train_loss"), vl, va, tm, rate);
+    }
+    taas_buf_puts(&h, "</tbody></table>");
+    json_t *data = json_object();
+    json_object_set_new(data, "text/plain", json_string(t.data));
+    json_object_set_new(data, "text/html", json_string(h.data));
+    taas_buf_free(&t);
+    taas_buf_free(&h);
+    if (io && io->display) io->display(io->ctx, data, json_object(), NULL, 0);
+    else json_decref(data);
+}
+
+static void show_evaluation(const taas_io *io, const json_t *d) {
+    char rate[32], text[160], html[320];
+    thousands(num(d, "samples"), rate, sizeof rate);
+    snprintf(text, sizeof text, "loss %.4f  accuracy %.4f  (%s samples)", num(d, "loss"), num(d, "accuracy"), rate);
+    snprintf(html, sizeof html, "<table><tr><th>loss</th><th>accuracy</th><th>samples</th></tr><tr><td>%.4f</td>"
+             "<td>%.4f</td><td>%s</td></tr></table>", num(d, "loss"), num(d, "accuracy"), rate);
+    json_t *data = json_object();
+    json_object_set_new(data, "text/plain", json_string(text));
+    json_object_set_new(data, "text/html", json_string(html));
+    if (io && io->display) io->display(io->ctx, data, json_object(), NULL, 0);
+    else json_decref(data);
+}
+
+static int worker_error(fit_wait *f, taas_error *err) {
+    const json_t *e = f->error;
+    const char *ename = json_string_value(json_object_get(e, "ename"));
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    const char *hint = json_string_value(json_object_get(e, "hint"));
+    taas_error_set(err, ename && *ename ? ename : "TaasWorkerError", NOPOS, "%s",
+                   msg ? msg : "taas-worker failed without saying why");
+    if (hint && *hint) taas_error_hint(err, "%s", hint);
+    return -1;
+}
+
+static int fit_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *err) {
+    (void)expired;  /* a job has no time limit: the stop button ends it */
+    fit_wait *f = (fit_wait *)w;
+    int r = taas_child_pump(f->child, MAX_OUT, err);
+    if (r < 0) return -1;
+    parse_lines(f, io);
+    if (r == 0) {
+        f->base.fd = taas_child_fd(f->child);
+        return 1;
+    }
+    int rc = taas_child_finish(f->child, err);
+    f->finished = 1;
+    if (f->error) return worker_error(f, err);
+    if (rc) return -1;
+    if (!f->done) {
+        taas_error_set(err, "TaasWorkerError", NOPOS, "taas-worker %s ended without its \"done\" line",
+                       f->evaluate ? "evaluate" : "train");
+        taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
+        return -1;
+    }
+    if (f->evaluate) {
+        show_evaluation(io, f->done);
+    } else {
+        attach_weights(f->model, f->out);
+        show_history(io, json_object_get(f->done, "history"));
+    }
+    return 0;
+}
+
+static int sys_fail(taas_call_ctx *cx, const char *what) {
+    taas_error_set(cx->err, "TaasWorkerError", cx->pos, "cannot prepare the job: %s: %s", what, strerror(errno));
+    taas_error_hint(cx->err, "the temporary folder ($TMPDIR or /tmp) must be writable with free space");
+    return -1;
+}
+
+/* Writes the spec into a new job folder and starts the worker waiting on it. */
+static int start_job(taas_call_ctx *cx, json_t *job, taas_value *model, int evaluate) {
+    fit_wait *f = calloc(1, sizeof *f);
+    if (!f) {
+        json_decref(job);
+        return taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory starting the job");
+    }
+    const char *tmp = getenv("TMPDIR");
+    if ((size_t)snprintf(f->dir, sizeof f->dir, "%s/taas-job-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= sizeof f->dir)
+        snprintf(f->dir, sizeof f->dir, "/tmp/taas-job-XXXXXX");
+    if (!mkdtemp(f->dir)) {
+        json_decref(job);
+        free(f);
+        return sys_fail(cx, "mkdtemp");
+    }
+    snprintf(f->spec, sizeof f->spec, "%s/spec.json", f->dir);
+    if (!evaluate) {
+        snprintf(f->out, sizeof f->out, "%s/weights.safetensors", f->dir);
+        json_object_set_new(job, "out", json_string(f->out));
+    }
+    int bad = json_dump_file(job, f->spec, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(job);
+    if (bad) {
+        rmdir(f->dir);
+        free(f);
+        return sys_fail(cx, "writing the job spec");
+    }
+    const char *args[] = {"--spec", f->spec, NULL};
+    f->child = taas_child_start(evaluate ? "evaluate" : "train", args, NULL, 0, cx->err);
+    if (!f->child) {
+        unlink(f->spec);
+        rmdir(f->dir);
+        free(f);
+        cx->err->pos = cx->pos;
+        return -1;
+    }
+    f->evaluate = evaluate;
+    f->model = taas_ref(model);
+    f->base.fd = taas_child_fd(f->child);
+    f->base.poll = fit_poll;
+    f->base.free = fit_free;
+    taas_interp_wait_on(cx->interp, &f->base);
+    cx->wait_until = taas_now() + 1e9;
+    return 0;
+}
+
+static int need_session(taas_call_ctx *cx, const char *name) {
+    if (cx->interp) return 0;
+    taas_error_set(cx->err, "TaasInternalError", cx->pos, "%s() needs the session, which is not there", name);
+    taas_error_hint(cx->err, "this is a bug in taas; please report it");
+    return -1;
+}
+
+static json_t *spec_or_null(const taas_value *v) {
+    return v->type == TAAS_V_NONE ? json_null() : taas_value_spec(v);
+}
+
+static json_t *weights_of(const taas_value *model) {
+    return model->u.obj.weights ? json_string(model->u.obj.weights) : json_null();
+}
+
+/* fit(model, loader, epochs, loss, optimizer, scheduler, validate, seed, units) */
+int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    if (need_session(cx, "fit")) return -1;
+    json_t *job = json_object();
+    json_object_set_new(job, "version", json_integer(1));
+    json_object_set_new(job, "job", json_string("fit"));
+    json_object_set_new(job, "model", taas_value_spec(a[0]));
+    json_object_set_new(job, "weights", weights_of(a[0]));
+    json_object_set_new(job, "train", taas_value_spec(a[1]));
+    json_object_set_new(job, "epochs", json_integer(a[2]->u.i));
+    json_object_set_new(job, "loss", taas_value_spec(a[3]));
+    json_object_set_new(job, "optimizer", taas_value_spec(a[4]));
+    json_object_set_new(job, "scheduler", spec_or_null(a[5]));
+    json_object_set_new(job, "validate", spec_or_null(a[6]));
+    json_object_set_new(job, "seed", json_integer(a[7]->u.i));
+    json_object_set_new(job, "units", json_integer(a[8]->type == TAAS_V_INT ? a[8]->u.i : 0));
+    json_object_set_new(job, "threads", json_integer(2));
+    if (start_job(cx, job, a[0], 0)) return -1;
+    *out = taas_none();
+    return 0;
+}
+
+/* evaluate(model, loader, loss, units) */
+int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    if (need_session(cx, "evaluate") || taas_need_weights(cx, a[0])) return -1;
+    json_t *job = json_object();
+    json_object_set_new(job, "version", json_integer(1));
+    json_object_set_new(job, "job", json_string("evaluate"));
+    json_object_set_new(job, "model", taas_value_spec(a[0]));
+    json_object_set_new(job, "weights", weights_of(a[0]));
+    json_object_set_new(job, "train", json_null());
+    json_object_set_new(job, "validate", taas_value_spec(a[1]));
+    json_object_set_new(job, "loss", a[2]->type == TAAS_V_NONE ? json_pack("{s:s}", "type", "NLLLoss")
+                                                                : taas_value_spec(a[2]));
+    json_object_set_new(job, "units", json_integer(a[3]->type == TAAS_V_INT ? a[3]->u.i : 0));
+    json_object_set_new(job, "seed", json_integer(0));
+    json_object_set_new(job, "threads", json_integer(2));
+    if (start_job(cx, job, a[0], 1)) return -1;
+    *out = taas_none();
+    return 0;
+}

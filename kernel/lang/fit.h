@@ -1,0 +1,30 @@
+/* fit(), evaluate(), save() and load(): the actions on a model's weights (action_fit.c,
+ * action_weights.c). Private to the builtin table. */
+#ifndef TAAS_FIT_H
+#define TAAS_FIT_H
+
+#include <stddef.h>
+
+#include "rows.h"
+
+int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
+int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
+int taas_save_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
+int taas_load_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
+
+/* The model argument (index 0; load: 1) is a Sequential. */
+int taas_fit_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err);
+int taas_load_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err);
+
+/* 0 when the model has weights; else -1 with "net has no trained weights yet ...". */
+int taas_need_weights(taas_call_ctx *cx, const taas_value *model);
+
+/* Gives the model the weights file path (malloc'd, taken); a file the model's previous fit
+ * left in its job folder goes, with the folder. */
+void taas_weights_replace(taas_value *model, char *path);
+
+/* Checks that path is a safetensors file: an 8-byte little-endian header length and a
+ * JSON object header. 0, or -1 with a TaasValueError naming the file. */
+int taas_safetensors_check(const char *path, taas_error *err);
+
+#endif
