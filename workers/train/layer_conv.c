@@ -5,30 +5,6 @@
 #include <omp.h>
 #include "layers.h"
 
-int taas_conv2d_out_h(const taas_conv2d_shape *s) { return (s->h + 2 * s->ph - s->kh) / s->sh + 1; }
-int taas_conv2d_out_w(const taas_conv2d_shape *s) { return (s->w + 2 * s->pw - s->kw) / s->sw + 1; }
-
-int taas_conv2d_check(const taas_conv2d_shape *s, taas_error *e) {
-    taas_srcpos nowhere = {0, 0};
-    if (s->n <= 0 || s->c <= 0 || s->h <= 0 || s->w <= 0 || s->oc <= 0 || s->kh <= 0 ||
-        s->kw <= 0 || s->sh <= 0 || s->sw <= 0 || s->ph < 0 || s->pw < 0) {
-        taas_error_set(e, "TaasValueError", nowhere,
-                       "Conv2d: sizes must be positive (input %dx%dx%dx%d, out_channels %d, "
-                       "kernel %dx%d, stride %dx%d) and padding non-negative (%dx%d)",
-                       s->n, s->c, s->h, s->w, s->oc, s->kh, s->kw, s->sh, s->sw, s->ph, s->pw);
-        taas_error_hint(e, "check the Conv2d arguments and the input shape");
-        return -1;
-    }
-    if (s->h + 2 * s->ph < s->kh || s->w + 2 * s->pw < s->kw) {
-        taas_error_set(e, "TaasValueError", nowhere,
-                       "Conv2d: kernel %dx%d is larger than the padded input %dx%d",
-                       s->kh, s->kw, s->h + 2 * s->ph, s->w + 2 * s->pw);
-        taas_error_hint(e, "use a smaller kernel_size, more padding, or a larger input");
-        return -1;
-    }
-    return 0;
-}
-
 static size_t col_floats(const taas_conv2d_shape *s) {
     return (size_t)s->c * s->kh * s->kw * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
 }

@@ -2,17 +2,6 @@
 #include "init.h"
 #include "layers.h"
 
-int taas_dropout_check(float p, taas_error *e) {
-    if (!(p >= 0.0f && p <= 1.0f)) {
-        taas_srcpos nowhere = {0, 0};
-        taas_error_set(e, "TaasValueError", nowhere,
-                       "Dropout: probability p=%g is outside [0, 1]", (double)p);
-        taas_error_hint(e, "p is the chance of zeroing an element, e.g. Dropout(0.5)");
-        return -1;
-    }
-    return 0;
-}
-
 static float keep_scale(float p) { return p >= 1.0f ? 0.0f : 1.0f / (1.0f - p); }
 
 void taas_dropout_forward(float *y, float *mask, const float *x, size_t n, float p,

@@ -4,37 +4,6 @@
 #include <string.h>
 #include "layers.h"
 
-int taas_pool2d_out_h(const taas_pool2d_shape *s) { return (s->h + 2 * s->ph - s->kh) / s->sh + 1; }
-int taas_pool2d_out_w(const taas_pool2d_shape *s) { return (s->w + 2 * s->pw - s->kw) / s->sw + 1; }
-
-int taas_pool2d_check(const taas_pool2d_shape *s, taas_error *e) {
-    taas_srcpos nowhere = {0, 0};
-    if (s->n <= 0 || s->c <= 0 || s->h <= 0 || s->w <= 0 || s->kh <= 0 || s->kw <= 0 ||
-        s->sh <= 0 || s->sw <= 0 || s->ph < 0 || s->pw < 0) {
-        taas_error_set(e, "TaasValueError", nowhere,
-                       "pooling: sizes must be positive (input %dx%dx%dx%d, kernel %dx%d, "
-                       "stride %dx%d) and padding non-negative (%dx%d)",
-                       s->n, s->c, s->h, s->w, s->kh, s->kw, s->sh, s->sw, s->ph, s->pw);
-        taas_error_hint(e, "check the pooling layer's arguments and the input shape");
-        return -1;
-    }
-    if (2 * s->ph > s->kh || 2 * s->pw > s->kw) {
-        taas_error_set(e, "TaasValueError", nowhere,
-                       "pooling: padding %dx%d is more than half the kernel %dx%d",
-                       s->ph, s->pw, s->kh, s->kw);
-        taas_error_hint(e, "use padding <= kernel_size // 2, as PyTorch requires");
-        return -1;
-    }
-    if (s->h + 2 * s->ph < s->kh || s->w + 2 * s->pw < s->kw) {
-        taas_error_set(e, "TaasValueError", nowhere,
-                       "pooling: kernel %dx%d is larger than the padded input %dx%d",
-                       s->kh, s->kw, s->h + 2 * s->ph, s->w + 2 * s->pw);
-        taas_error_hint(e, "use a smaller kernel_size or pool earlier in the network");
-        return -1;
-    }
-    return 0;
-}
-
 void taas_maxpool2d_forward(float *y, int32_t *argmax, const float *x, const taas_pool2d_shape *s) {
     int oh = taas_pool2d_out_h(s), ow = taas_pool2d_out_w(s);
     size_t planes = (size_t)s->n * s->c;

@@ -1,5 +1,6 @@
-/* Building a model: spec parsing, shape inference, the parameter layout and table, and
- * PyTorch-ordered initialisation. Running it is model_run.c. */
+/* Building a model on its plan (model_plan.c): one buffer for the parameters, one for their
+ * gradients, the running statistics, and PyTorch-ordered initialisation. Running it is
+ * model_run.c. */
 #include "model.h"
 
 #include <math.h>
@@ -10,340 +11,6 @@
 #include "init.h"
 
 static const taas_srcpos nowhere = {0, 0};
-
-static const struct { const char *name; taas_layer_kind kind; } kinds[] = {
-    {"Linear", TAAS_L_LINEAR}, {"LazyLinear", TAAS_L_LINEAR}, {"Conv2d", TAAS_L_CONV2D},
-    {"LazyConv2d", TAAS_L_CONV2D}, {"MaxPool2d", TAAS_L_MAXPOOL2D},
-    {"AvgPool2d", TAAS_L_AVGPOOL2D}, {"ReLU", TAAS_L_RELU}, {"LeakyReLU", TAAS_L_LEAKY_RELU},
-    {"Tanh", TAAS_L_TANH}, {"Sigmoid", TAAS_L_SIGMOID}, {"GELU", TAAS_L_GELU},
-    {"Dropout", TAAS_L_DROPOUT}, {"Dropout2d", TAAS_L_DROPOUT2D},
-    {"BatchNorm1d", TAAS_L_BATCHNORM1D}, {"BatchNorm2d", TAAS_L_BATCHNORM2D},
-    {"Flatten", TAAS_L_FLATTEN}, {"LogSoftmax", TAAS_L_LOG_SOFTMAX}, {"Softmax", TAAS_L_SOFTMAX},
-};
-
-static void shape_str(char *buf, size_t len, const taas_act_shape *s) {
-    if (s->rank == 1) snprintf(buf, len, "(N, %d)", s->d[0]);
-    else snprintf(buf, len, "(N, %d, %d, %d)", s->d[0], s->d[1], s->d[2]);
-}
-
-static size_t shape_numel(const taas_act_shape *s) {
-    size_t n = 1;
-    for (int i = 0; i < s->rank; i++) n *= (size_t)s->d[i];
-    return n;
-}
-
-/* "from the input" or "from layer 6 (Flatten)". */
-static void source_str(char *buf, size_t len, const taas_model *m, int i) {
-    if (i == 0) snprintf(buf, len, "from the input");
-    else snprintf(buf, len, "from layer %d (%s)", i - 1, m->layers[i - 1].name);
-}
-
-static int spec_err(taas_error *e, int i, const char *name, const char *detail, const char *hint) {
-    /* "Conv2d(kernel_size=...)" reads as one; "Conv2d has ..." needs the space. */
-    taas_error_set(e, "TaasValueError", nowhere, "layer %d: %s%s%s", i, name, detail[0] == '(' ? "" : " ",
-                   detail);
-    if (hint) taas_error_hint(e, "%s", hint);
-    return -1;
-}
-
-/* An int, or an [a, b] pair; a missing or null key gives def. */
-static int get_pair(const json_t *o, const char *key, int out[2], const int def[2]) {
-    const json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) { out[0] = def[0]; out[1] = def[1]; return 0; }
-    if (json_is_integer(v)) { out[0] = out[1] = (int)json_integer_value(v); return 0; }
-    if (json_is_array(v) && json_array_size(v) == 2 && json_is_integer(json_array_get(v, 0)) &&
-        json_is_integer(json_array_get(v, 1))) {
-        out[0] = (int)json_integer_value(json_array_get(v, 0));
-        out[1] = (int)json_integer_value(json_array_get(v, 1));
-        return 0;
-    }
-    return -1;
-}
-
-static int get_int(const json_t *o, const char *key, int def) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_integer(v) ? (int)json_integer_value(v) : def;
-}
-
-static double get_num(const json_t *o, const char *key, double def) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : def;
-}
-
-static int get_bool(const json_t *o, const char *key, int def) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_boolean(v) ? json_is_true(v) : def;
-}
-
-/* Options PyTorch has that the C layers do not implement: refuse rather than compute
- * something else. */
-static int check_unsupported(const json_t *o, taas_model_layer *L, int i, taas_error *e) {
-    char d[256];
-    int one[2] = {1, 1}, dil[2];
-    const json_t *pm = json_object_get(o, "padding_mode");
-    if (L->kind == TAAS_L_CONV2D || L->kind == TAAS_L_MAXPOOL2D) {
-        if (get_pair(o, "dilation", dil, one) || dil[0] != 1 || dil[1] != 1) {
-            snprintf(d, sizeof d, "has dilation != 1, which the trainer does not support");
-            return spec_err(e, i, L->name, d, "use dilation=1");
-        }
-    }
-    if (L->kind == TAAS_L_CONV2D) {
-        if (get_int(o, "groups", 1) != 1)
-            return spec_err(e, i, L->name, "has groups != 1, which the trainer does not support",
-                            "use groups=1");
-        if (pm && !(json_is_string(pm) && strcmp(json_string_value(pm), "zeros") == 0))
-            return spec_err(e, i, L->name, "has a padding_mode other than 'zeros', which the trainer does not support",
-                            "use padding_mode='zeros'");
-    }
-    if ((L->kind == TAAS_L_MAXPOOL2D || L->kind == TAAS_L_AVGPOOL2D) && get_bool(o, "ceil_mode", 0))
-        return spec_err(e, i, L->name, "has ceil_mode=True, which the trainer does not support",
-                        "use ceil_mode=False (pad the input instead)");
-    if (L->kind == TAAS_L_AVGPOOL2D &&
-        (!get_bool(o, "count_include_pad", 1) ||
-         (json_object_get(o, "divisor_override") && !json_is_null(json_object_get(o, "divisor_override")))))
-        return spec_err(e, i, L->name, "has count_include_pad=False or a divisor_override, which the trainer does not support",
-                        "use the defaults count_include_pad=True, divisor_override=None");
-    if (L->kind == TAAS_L_GELU) {
-        const json_t *a = json_object_get(o, "approximate");
-        if (json_is_string(a) && strcmp(json_string_value(a), "none") != 0)
-            return spec_err(e, i, L->name, "has approximate='tanh', which the trainer does not support",
-                            "use GELU() (approximate='none')");
-    }
-    if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D) {
-        const json_t *mo = json_object_get(o, "momentum");
-        if (!get_bool(o, "affine", 1) || !get_bool(o, "track_running_stats", 1) || json_is_null(mo))
-            return spec_err(e, i, L->name, "has affine=False, track_running_stats=False or momentum=None, which the trainer does not support",
-                            "use the defaults affine=True, track_running_stats=True and a float momentum");
-    }
-    if (L->kind == TAAS_L_FLATTEN && (get_int(o, "start_dim", 1) != 1 || get_int(o, "end_dim", -1) != -1))
-        return spec_err(e, i, L->name, "flattens other dimensions than 1..-1, which the trainer does not support",
-                        "use Flatten() with start_dim=1, end_dim=-1");
-    return 0;
-}
-
-/* Fills L from the spec and its input shape; errors name the layer and both shapes. */
-static int infer_layer(taas_model *m, int i, const json_t *o, taas_act_shape in, taas_error *e) {
-    taas_model_layer *L = &m->layers[i];
-    char d[512], is[64], src[96];
-    shape_str(is, sizeof is, &in);
-    source_str(src, sizeof src, m, i);
-    L->in = in;
-    L->out = in;
-    L->b_off = SIZE_MAX;
-    if (check_unsupported(o, L, i, e)) return -1;
-    int lazy = strncmp(L->name, "Lazy", 4) == 0;
-    switch (L->kind) {
-    case TAAS_L_LINEAR: {
-        int feat = (int)shape_numel(&in);
-        if (in.rank != 1) {
-            snprintf(d, sizeof d, "needs an (N, features) input but gets %s %s", is, src);
-            return spec_err(e, i, L->name, d, "put Flatten() before it");
-        }
-        L->lin_in = lazy ? feat : get_int(o, "in_features", -1);
-        L->lin_out = get_int(o, "out_features", -1);
-        if (L->lin_out < 1 || L->lin_in < 1) {
-            snprintf(d, sizeof d, "has no valid in_features/out_features in its spec");
-            return spec_err(e, i, L->name, d, "give positive in_features and out_features");
-        }
-        if (L->lin_in != feat) {
-            char h[160];
-            snprintf(d, sizeof d, "gets %d features %s", feat, src);
-            taas_error_set(e, "TaasValueError", nowhere, "layer %d: Linear(in_features=%d) %s", i,
-                           L->lin_in, d);
-            snprintf(h, sizeof h, "write Linear(%d, %d), or LazyLinear(%d) to infer it", feat,
-                     L->lin_out, L->lin_out);
-            taas_error_hint(e, "%s", h);
-            return -1;
-        }
-        L->has_w = 1;
-        L->has_b = get_bool(o, "bias", 1);
-        L->out.rank = 1;
-        L->out.d[0] = L->lin_out;
-        return 0;
-    }
-    case TAAS_L_CONV2D:
-    case TAAS_L_MAXPOOL2D:
-    case TAAS_L_AVGPOOL2D: {
-        int k[2], st[2], pad[2], zero[2] = {0, 0}, one[2] = {1, 1};
-        if (in.rank != 3) {
-            snprintf(d, sizeof d, "needs an (N, C, H, W) input but gets %s %s", is, src);
-            return spec_err(e, i, L->name, d, "move it before Flatten(), or feed images");
-        }
-        if (get_pair(o, "kernel_size", k, zero) || k[0] < 1 || k[1] < 1)
-            return spec_err(e, i, L->name, "has no valid kernel_size in its spec", "give kernel_size >= 1");
-        if (get_pair(o, "stride", st, L->kind == TAAS_L_CONV2D ? one : k) || st[0] < 1 || st[1] < 1)
-            return spec_err(e, i, L->name, "has an invalid stride in its spec", "give stride >= 1");
-        const json_t *pv = json_object_get(o, "padding");
-        if (json_is_string(pv)) {
-            const char *ps = json_string_value(pv);
-            if (strcmp(ps, "valid") == 0) pad[0] = pad[1] = 0;
-            else if (strcmp(ps, "same") == 0 && k[0] % 2 == 1 && k[1] % 2 == 1 && st[0] == 1 && st[1] == 1) {
-                pad[0] = k[0] / 2;
-                pad[1] = k[1] / 2;
-            } else {
-                return spec_err(e, i, L->name, "has padding='same' with an even kernel or a stride, which the trainer does not support",
-                                "use an odd kernel_size with stride 1, or give the padding as numbers");
-            }
-        } else if (get_pair(o, "padding", pad, zero) || pad[0] < 0 || pad[1] < 0) {
-            return spec_err(e, i, L->name, "has an invalid padding in its spec", "give padding >= 0");
-        }
-        L->kh = k[0]; L->kw = k[1]; L->sh = st[0]; L->sw = st[1]; L->ph = pad[0]; L->pw = pad[1];
-        if (in.d[1] + 2 * pad[0] < k[0] || in.d[2] + 2 * pad[1] < k[1]) {
-            snprintf(d, sizeof d, "(kernel_size=(%d, %d), padding=(%d, %d)) is bigger than its %dx%d input %s %s",
-                     k[0], k[1], pad[0], pad[1], in.d[1], in.d[2], is, src);
-            return spec_err(e, i, L->name, d,
-                            "use a smaller kernel_size, more padding, or fewer downsampling layers before it");
-        }
-        if (L->kind == TAAS_L_CONV2D) {
-            int ic = lazy ? in.d[0] : get_int(o, "in_channels", -1);
-            L->oc = get_int(o, "out_channels", -1);
-            if (L->oc < 1 || ic < 1)
-                return spec_err(e, i, L->name, "has no valid in_channels/out_channels in its spec",
-                                "give positive in_channels and out_channels");
-            if (ic != in.d[0]) {
-                taas_error_set(e, "TaasValueError", nowhere, "layer %d: Conv2d(in_channels=%d) gets %d channels %s %s",
-                               i, ic, in.d[0], is, src);
-                taas_error_hint(e, "write Conv2d(%d, %d, ...), or LazyConv2d(%d, ...) to infer it", in.d[0],
-                                L->oc, L->oc);
-                return -1;
-            }
-            taas_conv2d_shape cs = {1, in.d[0], in.d[1], in.d[2], L->oc, k[0], k[1], st[0], st[1], pad[0], pad[1]};
-            if (taas_conv2d_check(&cs, e)) return -1;
-            L->has_w = 1;
-            L->has_b = get_bool(o, "bias", 1);
-            L->out.d[0] = L->oc;
-            L->out.d[1] = taas_conv2d_out_h(&cs);
-            L->out.d[2] = taas_conv2d_out_w(&cs);
-        } else {
-            taas_pool2d_shape ps = {1, in.d[0], in.d[1], in.d[2], k[0], k[1], st[0], st[1], pad[0], pad[1]};
-            if (taas_pool2d_check(&ps, e)) {
-                char msg[sizeof e->message], hint[sizeof e->hint];
-                snprintf(msg, sizeof msg, "%s", e->message);
-                snprintf(hint, sizeof hint, "%s", e->hint);
-                taas_error_set(e, "TaasValueError", nowhere, "layer %d: %s on %s %s: %s", i, L->name, is, src, msg);
-                taas_error_hint(e, "%s", hint[0] ? hint : "use a padding of at most half the kernel, or a smaller kernel");
-                return -1;
-            }
-            L->out.d[1] = taas_pool2d_out_h(&ps);
-            L->out.d[2] = taas_pool2d_out_w(&ps);
-        }
-        return 0;
-    }
-    case TAAS_L_LEAKY_RELU:
-        L->slope = (float)get_num(o, "negative_slope", 0.01);
-        return 0;
-    case TAAS_L_DROPOUT:
-    case TAAS_L_DROPOUT2D:
-        L->p = (float)get_num(o, "p", 0.5);
-        if (taas_dropout_check(L->p, e)) {
-            char msg[sizeof e->message];
-            snprintf(msg, sizeof msg, "%s", e->message);
-            taas_error_set(e, "TaasValueError", nowhere, "layer %d: %s: %s", i, L->name, msg);
-            taas_error_hint(e, "give a dropout probability p between 0 and 1");
-            return -1;
-        }
-        if (L->kind == TAAS_L_DROPOUT2D && in.rank != 3) {
-            snprintf(d, sizeof d, "needs an (N, C, H, W) input but gets %s %s", is, src);
-            return spec_err(e, i, L->name, d, "use Dropout for (N, features) inputs");
-        }
-        return 0;
-    case TAAS_L_BATCHNORM1D:
-    case TAAS_L_BATCHNORM2D: {
-        int want = L->kind == TAAS_L_BATCHNORM1D ? 1 : 3;
-        int nf = get_int(o, "num_features", -1);
-        if (in.rank != want) {
-            snprintf(d, sizeof d, "needs an %s input but gets %s %s",
-                     want == 1 ? "(N, features)" : "(N, C, H, W)", is, src);
-            return spec_err(e, i, L->name, d,
-                            want == 1 ? "use BatchNorm2d on images, or Flatten() first" : "use BatchNorm1d after Flatten()");
-        }
-        if (nf != in.d[0]) {
-            taas_error_set(e, "TaasValueError", nowhere, "layer %d: %s(num_features=%d) gets %d %s %s %s", i,
-                           L->name, nf, in.d[0], want == 1 ? "features" : "channels", is, src);
-            taas_error_hint(e, "write %s(%d)", L->name, in.d[0]);
-            return -1;
-        }
-        L->eps = (float)get_num(o, "eps", 1e-5);
-        L->momentum = (float)get_num(o, "momentum", 0.1);
-        L->has_w = L->has_b = 1;
-        return 0;
-    }
-    case TAAS_L_FLATTEN:
-        L->out.rank = 1;
-        L->out.d[0] = (int)shape_numel(&in);
-        return 0;
-    case TAAS_L_LOG_SOFTMAX:
-    case TAAS_L_SOFTMAX: {
-        const json_t *dv = json_object_get(o, "dim");
-        int dim = json_is_integer(dv) ? (int)json_integer_value(dv) : 1;
-        int r = in.rank + 1;
-        if (dim < 0) dim += r;
-        if (dim != 1) {
-            snprintf(d, sizeof d, "over dim=%d of %s %s: the trainer supports only dim=1", dim, is, src);
-            return spec_err(e, i, L->name, d, "use dim=1 (the class dimension)");
-        }
-        return 0;
-    }
-    default:
-        return 0;
-    }
-}
-
-static int add_entry(taas_model *m, int layer, const char *what, taas_tensor_home home, size_t off,
-                     int ndim, const int64_t *shape) {
-    taas_param_entry *t = &m->table[m->ntable++];
-    snprintf(t->key, sizeof t->key, "%d.%s", layer, what);
-    t->ndim = ndim;
-    t->numel = 1;
-    for (int k = 0; k < ndim; k++) { t->shape[k] = shape[k]; t->numel *= (size_t)shape[k]; }
-    t->dtype = home == TAAS_T_COUNTER ? "I64" : "F32";
-    t->home = home;
-    t->offset = off;
-    return 0;
-}
-
-/* Offsets in state_dict order: weight, bias, running_mean, running_var, num_batches_tracked. */
-static void layout(taas_model *m) {
-    for (int i = 0; i < m->nlayers; i++) {
-        taas_model_layer *L = &m->layers[i];
-        if (L->kind == TAAS_L_LINEAR) {
-            int64_t ws[2] = {L->lin_out, L->lin_in}, bs[1] = {L->lin_out};
-            L->w_off = m->nparams;
-            add_entry(m, i, "weight", TAAS_T_PARAM, m->nparams, 2, ws);
-            m->nparams += (size_t)L->lin_out * (size_t)L->lin_in;
-            if (L->has_b) {
-                L->b_off = m->nparams;
-                add_entry(m, i, "bias", TAAS_T_PARAM, m->nparams, 1, bs);
-                m->nparams += (size_t)L->lin_out;
-            }
-        } else if (L->kind == TAAS_L_CONV2D) {
-            int64_t ws[4] = {L->oc, L->in.d[0], L->kh, L->kw}, bs[1] = {L->oc};
-            L->w_off = m->nparams;
-            add_entry(m, i, "weight", TAAS_T_PARAM, m->nparams, 4, ws);
-            m->nparams += (size_t)L->oc * (size_t)L->in.d[0] * (size_t)L->kh * (size_t)L->kw;
-            if (L->has_b) {
-                L->b_off = m->nparams;
-                add_entry(m, i, "bias", TAAS_T_PARAM, m->nparams, 1, bs);
-                m->nparams += (size_t)L->oc;
-            }
-        } else if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D) {
-            int64_t cs[1] = {L->in.d[0]};
-            size_t c = (size_t)L->in.d[0];
-            L->w_off = m->nparams;
-            add_entry(m, i, "weight", TAAS_T_PARAM, m->nparams, 1, cs);
-            L->b_off = m->nparams + c;
-            add_entry(m, i, "bias", TAAS_T_PARAM, m->nparams + c, 1, cs);
-            m->nparams += 2 * c;
-            L->rm_off = m->nstats;
-            add_entry(m, i, "running_mean", TAAS_T_STAT, m->nstats, 1, cs);
-            L->rv_off = m->nstats + c;
-            add_entry(m, i, "running_var", TAAS_T_STAT, m->nstats + c, 1, cs);
-            m->nstats += 2 * c;
-            L->counter = m->ncounters;
-            add_entry(m, i, "num_batches_tracked", TAAS_T_COUNTER, (size_t)m->ncounters++, 0, cs);
-        }
-    }
-}
 
 static int init_params(taas_model *m, taas_error *e) {
     taas_init_rng rng = {m->seed, 0};
@@ -363,52 +30,29 @@ static int init_params(taas_model *m, taas_error *e) {
 }
 
 taas_model *taas_model_new(const json_t *spec, int c, int h, int w, uint64_t seed, taas_error *err) {
-    const json_t *ty = json_object_get(spec, "type"), *layers = json_object_get(spec, "layers");
-    if (!json_is_string(ty) || strcmp(json_string_value(ty), "Sequential") != 0 || !json_is_array(layers)) {
-        taas_error_set(err, "TaasValueError", nowhere, "the model spec is not a Sequential with a layers list");
-        taas_error_hint(err, "build the model as Sequential(layer, layer, ...)");
-        return NULL;
-    }
-    if (c < 1 || h < 0 || w < 0 || (h == 0) != (w == 0)) {
+    if (c < 1) {
         taas_error_set(err, "TaasValueError", nowhere, "invalid input shape (N, %d, %d, %d) for the model", c, h, w);
         taas_error_hint(err, "give (C, H, W) with positive sizes, or (F, 0, 0) for flat inputs");
         return NULL;
     }
-    size_t nl = json_array_size(layers);
-    if (nl == 0) {
-        taas_error_set(err, "TaasValueError", nowhere, "the Sequential has no layers");
-        taas_error_hint(err, "add at least one layer, e.g. Sequential(Flatten(), LazyLinear(10))");
-        return NULL;
-    }
+    taas_model_plan plan;
+    if (taas_model_plan_build(&plan, spec, c, h, w, err)) return NULL;
     taas_model *m = calloc(1, sizeof *m);
-    if (!m) return NULL;
-    m->nlayers = (int)nl;
+    if (!m) {
+        taas_model_plan_free(&plan);
+        goto oom;
+    }
+    /* the model takes the plan's arrays */
+    m->layers = plan.layers;
+    m->nlayers = plan.nlayers;
+    m->in_shape = plan.in_shape;
+    m->table = plan.table;
+    m->ntable = plan.ntable;
+    m->nparams = plan.nparams;
+    m->nstats = plan.nstats;
+    m->ncounters = plan.ncounters;
     m->seed = seed;
     m->nthreads = 1;
-    m->layers = calloc(nl, sizeof *m->layers);
-    m->table = calloc(nl * 5, sizeof *m->table);
-    if (!m->layers || !m->table) goto oom;
-    m->in_shape = h == 0 ? (taas_act_shape){1, {c, 0, 0}} : (taas_act_shape){3, {c, h, w}};
-    taas_act_shape cur = m->in_shape;
-    for (int i = 0; i < m->nlayers; i++) {
-        const json_t *o = json_array_get(layers, (size_t)i);
-        const json_t *lt = json_object_get(o, "type");
-        taas_model_layer *L = &m->layers[i];
-        size_t k, nk = sizeof kinds / sizeof kinds[0];
-        const char *tn = json_is_string(lt) ? json_string_value(lt) : "";
-        for (k = 0; k < nk && strcmp(kinds[k].name, tn) != 0; k++) {}
-        if (k == nk) {
-            taas_error_set(err, "TaasValueError", nowhere, "layer %d: %s is not a layer the trainer supports", i,
-                           *tn ? tn : "(a value without a type)");
-            taas_error_hint(err, "use Linear, Conv2d, pools, activations, Dropout, BatchNorm, Flatten or (Log)Softmax");
-            goto fail;
-        }
-        L->kind = kinds[k].kind;
-        snprintf(L->name, sizeof L->name, "%s", tn);
-        if (infer_layer(m, i, o, cur, err)) goto fail;
-        cur = L->out;
-    }
-    layout(m);
     m->params = calloc(m->nparams ? m->nparams : 1, sizeof(float));
     m->grads = calloc(m->nparams ? m->nparams : 1, sizeof(float));
     m->stats = calloc(m->nstats ? m->nstats : 1, sizeof(float));
@@ -425,11 +69,13 @@ fail:
 }
 
 size_t taas_model_out_numel(const taas_model *m) {
-    return shape_numel(&m->layers[m->nlayers - 1].out);
+    const taas_act_shape *s = &m->layers[m->nlayers - 1].out;
+    size_t n = 1;
+    for (int i = 0; i < s->rank; i++) n *= (size_t)s->d[i];
+    return n;
 }
 
 const taas_param_entry *taas_model_find(const taas_model *m, const char *key) {
-    for (size_t i = 0; i < m->ntable; i++)
-        if (strcmp(m->table[i].key, key) == 0) return &m->table[i];
-    return NULL;
+    taas_model_plan view = {.table = m->table, .ntable = m->ntable};
+    return taas_model_plan_find(&view, key);
 }

@@ -11,47 +11,7 @@
 
 #include "error.h"
 #include "layers.h"
-
-typedef enum taas_layer_kind {
-    TAAS_L_LINEAR, TAAS_L_CONV2D, TAAS_L_MAXPOOL2D, TAAS_L_AVGPOOL2D, TAAS_L_RELU,
-    TAAS_L_LEAKY_RELU, TAAS_L_TANH, TAAS_L_SIGMOID, TAAS_L_GELU, TAAS_L_DROPOUT,
-    TAAS_L_DROPOUT2D, TAAS_L_BATCHNORM1D, TAAS_L_BATCHNORM2D, TAAS_L_FLATTEN,
-    TAAS_L_LOG_SOFTMAX, TAAS_L_SOFTMAX,
-} taas_layer_kind;
-
-/* An activation's shape without the batch dimension: rank 1 (F) or rank 3 (C, H, W). */
-typedef struct taas_act_shape {
-    int rank;
-    int d[3];
-} taas_act_shape;
-
-typedef struct taas_model_layer {
-    taas_layer_kind kind;
-    char name[32];                  /* the spec's type, "LazyLinear" included */
-    taas_act_shape in, out;
-    size_t w_off, b_off;            /* in the parameter buffer; b_off SIZE_MAX when no bias */
-    size_t rm_off, rv_off;          /* BatchNorm running stats in the stats buffer */
-    int counter;                    /* BatchNorm: index into num_batches_tracked */
-    int has_w, has_b;
-    int oc, kh, kw, sh, sw, ph, pw; /* Conv2d / pools */
-    int lin_in, lin_out;            /* Linear */
-    float p, slope, eps, momentum;  /* Dropout, LeakyReLU, BatchNorm */
-} taas_model_layer;
-
-typedef enum taas_tensor_home { TAAS_T_PARAM, TAAS_T_STAT, TAAS_T_COUNTER } taas_tensor_home;
-
-/* One row of the state_dict: key, shape, dtype ("F32" or "I64") and where it lives:
- * a float offset into params (TAAS_T_PARAM) or stats (TAAS_T_STAT), or an index into the
- * int64 counters (TAAS_T_COUNTER). */
-typedef struct taas_param_entry {
-    char key[48];
-    int ndim;
-    int64_t shape[4];
-    const char *dtype;
-    taas_tensor_home home;
-    size_t offset;
-    size_t numel;
-} taas_param_entry;
+#include "model_plan.h"
 
 typedef struct taas_model {
     taas_model_layer *layers;

@@ -1,0 +1,79 @@
+/* A model's plan: the layers of a Sequential spec with their shapes, inferred layer by
+ * layer from the input shape, and the state_dict table (key, shape, dtype, where each
+ * tensor lives in the parameter and statistics buffers). No memory for numbers is taken,
+ * so the kernel links this (with shape.c) to find shape errors before a job starts and
+ * to check a weights file against a model; taas_model_new builds on it. */
+#ifndef TAAS_MODEL_PLAN_H
+#define TAAS_MODEL_PLAN_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef enum taas_layer_kind {
+    TAAS_L_LINEAR, TAAS_L_CONV2D, TAAS_L_MAXPOOL2D, TAAS_L_AVGPOOL2D, TAAS_L_RELU,
+    TAAS_L_LEAKY_RELU, TAAS_L_TANH, TAAS_L_SIGMOID, TAAS_L_GELU, TAAS_L_DROPOUT,
+    TAAS_L_DROPOUT2D, TAAS_L_BATCHNORM1D, TAAS_L_BATCHNORM2D, TAAS_L_FLATTEN,
+    TAAS_L_LOG_SOFTMAX, TAAS_L_SOFTMAX,
+} taas_layer_kind;
+
+/* An activation's shape without the batch dimension: rank 1 (F) or rank 3 (C, H, W). */
+typedef struct taas_act_shape {
+    int rank;
+    int d[3];
+} taas_act_shape;
+
+typedef struct taas_model_layer {
+    taas_layer_kind kind;
+    char name[32];                  /* the spec's type, "LazyLinear" included */
+    taas_act_shape in, out;
+    size_t w_off, b_off;            /* in the parameter buffer; b_off SIZE_MAX when no bias */
+    size_t rm_off, rv_off;          /* BatchNorm running stats in the stats buffer */
+    int counter;                    /* BatchNorm: index into num_batches_tracked */
+    int has_w, has_b;
+    int oc, kh, kw, sh, sw, ph, pw; /* Conv2d / pools */
+    int lin_in, lin_out;            /* Linear */
+    float p, slope, eps, momentum;  /* Dropout, LeakyReLU, BatchNorm */
+} taas_model_layer;
+
+typedef enum taas_tensor_home { TAAS_T_PARAM, TAAS_T_STAT, TAAS_T_COUNTER } taas_tensor_home;
+
+/* One row of the state_dict: key, shape, dtype ("F32" or "I64") and where it lives:
+ * a float offset into params (TAAS_T_PARAM) or stats (TAAS_T_STAT), or an index into the
+ * int64 counters (TAAS_T_COUNTER). */
+typedef struct taas_param_entry {
+    char key[48];
+    int ndim;
+    int64_t shape[4];
+    const char *dtype;
+    taas_tensor_home home;
+    size_t offset;
+    size_t numel;
+} taas_param_entry;
+
+typedef struct taas_model_plan {
+    taas_model_layer *layers;
+    int nlayers;
+    taas_act_shape in_shape;        /* rank 0: planned without an input shape */
+    taas_param_entry *table;        /* state_dict order */
+    size_t ntable;
+    size_t nparams, nstats;         /* floats in the parameter and statistics buffers */
+    int ncounters;                  /* int64 num_batches_tracked entries */
+} taas_model_plan;
+
+/* Plans the Sequential for inputs (N, c, h, w), or (N, c) when h == 0 and w == 0. Errors
+ * (TaasValueError) name the layer index, the layer, the shape it expects and the one it
+ * gets, and where that comes from; the hint gives the line to write.
+ * With c == 0 the input shape is unknown: each layer's tensors get the shapes its spec
+ * gives, and a dimension that only the input could tell (a Lazy layer's in_features or
+ * in_channels) is 0 in the table. 0, or -1 with err (the plan is then empty). */
+int taas_model_plan_build(taas_model_plan *p, const json_t *sequential_spec, int c, int h, int w,
+                          taas_error *err);
+void taas_model_plan_free(taas_model_plan *p);
+
+/* The table row with this key, or NULL. */
+const taas_param_entry *taas_model_plan_find(const taas_model_plan *p, const char *key);
+
+#endif
