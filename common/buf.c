@@ -43,6 +43,28 @@ void taas_buf_printf(taas_buf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
+void taas_buf_html(taas_buf *b, const char *s) {
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '&': taas_buf_puts(b, "&amp;"); break;
+        case '<': taas_buf_puts(b, "&lt;"); break;
+        case '>': taas_buf_puts(b, "&gt;"); break;
+        case '"': taas_buf_puts(b, "&quot;"); break;
+        case '\'': taas_buf_puts(b, "&#39;"); break;
+        default: taas_buf_putc(b, *s);
+        }
+    }
+}
+
+void taas_buf_thousands(taas_buf *b, long long n) {
+    char d[32];
+    int len = snprintf(d, sizeof d, "%lld", n);
+    for (int i = 0; i < len; i++) {
+        if (i && d[i - 1] != '-' && (len - i) % 3 == 0) taas_buf_putc(b, ',');
+        taas_buf_putc(b, d[i]);
+    }
+}
+
 char *taas_buf_take(taas_buf *b) {
     char *s = b->data ? b->data : calloc(1, 1);
     b->data = NULL;

@@ -38,6 +38,17 @@ void taas_error_hint(taas_error *e, const char *fmt, ...) {
     va_end(ap);
 }
 
+void taas_error_prefix(taas_error *e, const char *fmt, ...) {
+    char msg[sizeof e->message];
+    memcpy(msg, e->message, sizeof msg);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof e->message)
+        snprintf(e->message + n, sizeof e->message - (size_t)n, "%s", msg);
+}
+
 void taas_error_attach_source(taas_error *e, const char *cell) {
     e->source_line[0] = '\0';
     if (!cell || e->pos.line <= 0) return;

@@ -29,6 +29,9 @@ int taas_error_set(taas_error *e, const char *ename, taas_srcpos pos, const char
     __attribute__((format(printf, 4, 5)));
 int taas_error_vset(taas_error *e, const char *ename, taas_srcpos pos, const char *fmt, va_list ap);
 void taas_error_hint(taas_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Puts context before the message ("layer 3 (BatchNorm1d): " + message); ename, hint and
+ * position stay. */
+void taas_error_prefix(taas_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Copies line e->pos.line of the cell into e->source_line (no-op when unknown). */
 void taas_error_attach_source(taas_error *e, const char *cell);

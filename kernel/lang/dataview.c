@@ -165,34 +165,13 @@ int taas_data_len(taas_interp *in, const taas_value *v, int64_t *n, taas_error *
 
 /* ---- the displays ------------------------------------------------------------------- */
 
-static void html_text(taas_buf *out, const char *s) {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '&': taas_buf_puts(out, "&amp;"); break;
-        case '<': taas_buf_puts(out, "&lt;"); break;
-        case '>': taas_buf_puts(out, "&gt;"); break;
-        case '"': taas_buf_puts(out, "&quot;"); break;
-        default: taas_buf_putc(out, *s);
-        }
-    }
-}
-
-static void thousands(taas_buf *out, long long n) {
-    char d[32];
-    int len = snprintf(d, sizeof d, "%lld", n);
-    for (int i = 0; i < len; i++) {
-        if (i && d[i - 1] != '-' && (len - i) % 3 == 0) taas_buf_putc(out, ',');
-        taas_buf_putc(out, d[i]);
-    }
-}
-
 static void row_open(taas_buf *h, const char *name) {
     taas_buf_printf(h, "<tr><th style=\"text-align:left\">%s</th><td style=\"text-align:left\">", name);
 }
 
 static void row_text(taas_buf *h, const char *name, const char *text) {
     row_open(h, name);
-    html_text(h, text);
+    taas_buf_html(h, text);
     taas_buf_puts(h, "</td></tr>\n");
 }
 
@@ -200,7 +179,7 @@ static void row_repr(taas_buf *h, const char *name, const taas_value *v) {
     char *s = taas_value_repr(v);
     row_open(h, name);
     taas_buf_puts(h, strchr(s, '\n') ? "<pre>" : "<code>");
-    html_text(h, s);
+    taas_buf_html(h, s);
     taas_buf_puts(h, strchr(s, '\n') ? "</pre>" : "</code>");
     taas_buf_puts(h, "</td></tr>\n");
     free(s);
@@ -208,7 +187,7 @@ static void row_repr(taas_buf *h, const char *name, const taas_value *v) {
 
 static void dataset_rows(taas_buf *h, const taas_value *ds, const json_t *info) {
     row_open(h, "Samples");
-    thousands(h, (long long)json_integer_value(json_object_get(info, "size")));
+    taas_buf_thousands(h, (long long)json_integer_value(json_object_get(info, "size")));
     taas_buf_puts(h, "</td></tr>\n");
     const json_t *shape = json_object_get(info, "shape");
     if (json_array_size(shape) == 3) {
@@ -227,7 +206,7 @@ static void dataset_rows(taas_buf *h, const taas_value *ds, const json_t *info) 
         taas_buf_printf(h, "%lld", n ? (long long)n : nc);
         for (size_t i = 0; i < n && i < 20; i++) {
             taas_buf_puts(h, i ? ", " : ": ");
-            html_text(h, json_string_value(json_array_get(names, i)));
+            taas_buf_html(h, json_string_value(json_array_get(names, i)));
         }
         if (n > 20) taas_buf_puts(h, ", &hellip;");
         taas_buf_puts(h, "</td></tr>\n");
@@ -236,7 +215,7 @@ static void dataset_rows(taas_buf *h, const taas_value *ds, const json_t *info) 
     if (src && src[0]) {
         row_open(h, "Source");
         taas_buf_puts(h, "<code>");
-        html_text(h, src);
+        taas_buf_html(h, src);
         taas_buf_puts(h, "</code></td></tr>\n");
     }
     const taas_value *train = taas_object_arg(ds, "train");
@@ -249,7 +228,7 @@ static char *html_of(const taas_value *v, const taas_value *ds, const json_t *in
     taas_buf h = TAAS_BUF_INIT;
     taas_buf_puts(&h, "<table class=\"taas-data\">\n<thead><tr><th colspan=\"2\" style=\"text-align:left\">");
     if (v != ds) taas_buf_puts(&h, "DataLoader over ");
-    html_text(&h, ds->u.obj.def->name);
+    taas_buf_html(&h, ds->u.obj.def->name);
     taas_buf_puts(&h, "</th></tr></thead>\n<tbody>\n");
     dataset_rows(&h, ds, info);
     if (v != ds) {
@@ -257,12 +236,12 @@ static char *html_of(const taas_value *v, const taas_value *ds, const json_t *in
         int64_t bs = taas_object_arg(v, "batch_size")->u.i;
         int drop = taas_object_arg(v, "drop_last")->u.b;
         row_open(&h, "Batch size");
-        thousands(&h, (long long)bs);
+        taas_buf_thousands(&h, (long long)bs);
         taas_buf_puts(&h, "</td></tr>\n");
         row_text(&h, "Shuffle", taas_object_arg(v, "shuffle")->u.b ? "True" : "False");
         row_text(&h, "Drop last", drop ? "True" : "False");
         row_open(&h, "Batches per epoch");
-        thousands(&h, (long long)(drop ? size / bs : (size + bs - 1) / bs));
+        taas_buf_thousands(&h, (long long)(drop ? size / bs : (size + bs - 1) / bs));
         taas_buf_puts(&h, "</td></tr>\n");
     }
     taas_buf_puts(&h, "</tbody>\n</table>");

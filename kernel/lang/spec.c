@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "result.h"
 #include "rows.h"
 
 static json_t *real_of(const taas_value *v) {
@@ -72,34 +73,12 @@ json_t *taas_value_spec(const taas_value *v) {
         json_object_set_new(o, "builtin", json_string(v->u.fn->name));
         return o;
     }
+    case TAAS_V_RESULT: return json_deep_copy(v->u.res.data);
     }
     return json_null();
 }
 
 /* ---- mime bundle ----------------------------------------------------------------- */
-
-static void html_escape(taas_buf *out, const char *s) {
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': taas_buf_puts(out, "&amp;"); break;
-        case '<': taas_buf_puts(out, "&lt;"); break;
-        case '>': taas_buf_puts(out, "&gt;"); break;
-        case '"': taas_buf_puts(out, "&quot;"); break;
-        case '\'': taas_buf_puts(out, "&#39;"); break;
-        default: taas_buf_putc(out, *s);
-        }
-    }
-}
-
-/* 1200138 -> "1,200,138" */
-static void thousands(taas_buf *out, int64_t n) {
-    char digits[32];
-    int len = snprintf(digits, sizeof digits, "%lld", (long long)n);
-    for (int i = 0; i < len; i++) {
-        if (i && digits[i - 1] != '-' && (len - i) % 3 == 0) taas_buf_putc(out, ',');
-        taas_buf_putc(out, digits[i]);
-    }
-}
 
 /* A model summary: index, layer, trainable parameters, and the total. */
 static char *sequential_html(const taas_value *v) {
@@ -117,10 +96,10 @@ static char *sequential_html(const taas_value *v) {
         char *repr = taas_value_repr(l);
         int multi = strchr(repr, '\n') != NULL;
         taas_buf_printf(&h, "<tr><td>%zu</td><td>%s", i, multi ? "<pre>" : "<code>");
-        html_escape(&h, repr);
+        taas_buf_html(&h, repr);
         taas_buf_printf(&h, "%s</td><td>", multi ? "</pre>" : "</code>");
         if (known) {
-            thousands(&h, n);
+            taas_buf_thousands(&h, (long long)n);
             total += n;
         } else {
             taas_buf_puts(&h, "set by the first batch");
@@ -131,12 +110,13 @@ static char *sequential_html(const taas_value *v) {
     }
     taas_buf_printf(&h, "</tbody>\n<tfoot><tr><td></td><td>Sequential, %zu layer%s</td><td>%s",
                     layers->u.seq.n, layers->u.seq.n == 1 ? "" : "s", all_known ? "" : "at least ");
-    thousands(&h, total);
+    taas_buf_thousands(&h, (long long)total);
     taas_buf_puts(&h, "</td></tr></tfoot>\n</table>");
     return taas_buf_take(&h);
 }
 
 json_t *taas_value_mimebundle(const taas_value *v) {
+    if (v && v->type == TAAS_V_RESULT) return taas_result_mimebundle(v);
     json_t *b = json_object();
     char *text = taas_value_repr(v);
     json_object_set_new(b, "text/plain", json_string(text));
