@@ -96,19 +96,7 @@ void taas_job_loader_close(taas_job_loader *l) {
 
 /* The model's state_dict as safetensors tensors pointing into its buffers. */
 static taas_st_tensor *tensors(const taas_model *m) {
-    taas_st_tensor *t = calloc(m->ntable ? m->ntable : 1, sizeof *t);
-    if (!t) return NULL;
-    for (size_t i = 0; i < m->ntable; i++) {
-        const taas_param_entry *e = &m->table[i];
-        t[i].key = e->key;
-        t[i].ndim = e->ndim;
-        for (int d = 0; d < e->ndim; d++) t[i].shape[d] = e->shape[d];
-        t[i].dtype = e->home == TAAS_T_COUNTER ? TAAS_ST_I64 : TAAS_ST_F32;
-        t[i].data = e->home == TAAS_T_PARAM ? (void *)(m->params + e->offset)
-                    : e->home == TAAS_T_STAT ? (void *)(m->stats + e->offset)
-                                             : (void *)(m->counters + e->offset);
-    }
-    return t;
+    return taas_param_table_tensors(m->table, m->ntable, m->params, m->stats, m->counters);
 }
 
 taas_model *taas_job_model(const json_t *job, const taas_job_loader *l, taas_error *err) {

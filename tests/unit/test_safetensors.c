@@ -276,6 +276,25 @@ static void test_wrong_shape_and_dtype(void **state) {
                       "convert it to F32");
 }
 
+/* data NULL checks without reading; a negative size (a Lazy layer's unknown input) fits any. */
+static void test_check_only(void **state) {
+    (void)state;
+    static float w[6] = {1, 2, 3, 4, 5, 6};
+    taas_st_tensor saved[] = {{.key = "1.weight", .dtype = TAAS_ST_F32, .ndim = 2, .shape = {2, 3}, .data = w}};
+    char p[256];
+    tmp_path(p, sizeof p, "check.safetensors");
+    taas_error err;
+    taas_error_clear(&err);
+    assert_int_equal(taas_safetensors_write(p, saved, 1, NULL, 0, &err), 0);
+    taas_st_tensor want[] = {{.key = "1.weight", .dtype = TAAS_ST_F32, .ndim = 2, .shape = {2, -1}, .data = NULL}};
+    assert_int_equal(taas_safetensors_read(p, want, 1, &err), 0);
+    want[0].shape[0] = 4;
+    expect_read_error(p, want, 1, "1.weight has shape [2, 3], the model expects [4, ?]", "model definition differs");
+    want[0].shape[0] = 2;
+    taas_st_tensor more[] = {want[0], {.key = "1.bias", .dtype = TAAS_ST_F32, .ndim = 1, .shape = {2}, .data = NULL}};
+    expect_read_error(p, more, 2, "missing keys '1.bias'", NULL);
+}
+
 static void test_truncated(void **state) {
     (void)state;
     char ref[1024], p[256];
@@ -386,6 +405,7 @@ int main(void) {
         cmocka_unit_test(test_bytes_match_python),
         cmocka_unit_test(test_missing_and_extra_keys),
         cmocka_unit_test(test_wrong_shape_and_dtype),
+        cmocka_unit_test(test_check_only),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_not_safetensors),
         cmocka_unit_test(test_header_not_json),

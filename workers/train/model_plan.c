@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "layers.h"
+#include "safetensors.h"
 
 static const taas_srcpos nowhere = {0, 0};
 
@@ -455,4 +456,22 @@ const taas_param_entry *taas_model_plan_find(const taas_model_plan *p, const cha
     for (size_t i = 0; i < p->ntable; i++)
         if (strcmp(p->table[i].key, key) == 0) return &p->table[i];
     return NULL;
+}
+
+taas_st_tensor *taas_param_table_tensors(const taas_param_entry *table, size_t n, float *params, float *stats,
+                                         int64_t *counters) {
+    taas_st_tensor *t = calloc(n ? n : 1, sizeof *t);
+    if (!t) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        const taas_param_entry *e = &table[i];
+        t[i].key = e->key;
+        t[i].ndim = e->ndim;
+        for (int d = 0; d < e->ndim; d++) t[i].shape[d] = e->shape[d] ? e->shape[d] : -1;
+        t[i].dtype = e->home == TAAS_T_COUNTER ? TAAS_ST_I64 : TAAS_ST_F32;
+        if (!params) continue;
+        t[i].data = e->home == TAAS_T_PARAM ? (void *)(params + e->offset)
+                    : e->home == TAAS_T_STAT ? (void *)(stats + e->offset)
+                                             : (void *)(counters + e->offset);
+    }
+    return t;
 }

@@ -73,6 +73,13 @@ int taas_model_plan_build(taas_model_plan *p, const json_t *sequential_spec, int
                           taas_error *err);
 void taas_model_plan_free(taas_model_plan *p);
 
+/* The table as safetensors tensors (malloc'd, n rows; NULL when out of memory), each
+ * pointing into the buffers (params, stats, counters), or with data NULL when the buffers
+ * are NULL: a table to check a file against. A size the plan does not know (0) accepts
+ * any. */
+struct taas_st_tensor *taas_param_table_tensors(const taas_param_entry *table, size_t n, float *params,
+                                                float *stats, int64_t *counters);
+
 /* The table row with this key, or NULL. */
 const taas_param_entry *taas_model_plan_find(const taas_model_plan *p, const char *key);
 

@@ -31,7 +31,8 @@ static size_t dtype_size(taas_st_dtype d) {
 static void shape_str(taas_buf *b, const int64_t *shape, int ndim) {
     taas_buf_putc(b, '[');
     for (int i = 0; i < ndim; i++)
-        taas_buf_printf(b, "%s%lld", i ? ", " : "", (long long)shape[i]);
+        if (shape[i] < 0) taas_buf_printf(b, "%s?", i ? ", " : "");  /* any size */
+        else taas_buf_printf(b, "%s%lld", i ? ", " : "", (long long)shape[i]);
     taas_buf_putc(b, ']');
 }
 
@@ -369,7 +370,7 @@ static int check_fit(const char *path, const entry *e, const taas_st_tensor *t,
         return -1;
     }
     int same = e->ndim == t->ndim;
-    for (int i = 0; same && i < e->ndim; i++) same = e->shape[i] == t->shape[i];
+    for (int i = 0; same && i < e->ndim; i++) same = t->shape[i] < 0 || e->shape[i] == t->shape[i];
     if (!same) {
         taas_buf a = TAAS_BUF_INIT, b = TAAS_BUF_INIT;
         shape_str(&a, e->shape, e->ndim);
@@ -496,7 +497,7 @@ int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_
     for (size_t i = 0; i < n; i++) {
         const entry *e = find_entry(es, nes, tensors[i].key);
         errno = 0;
-        if (e->end > e->begin &&
+        if (tensors[i].data && e->end > e->begin &&
             read_exact(fd, tensors[i].data, e->end - e->begin, data_start + e->begin) < 0) {
             taas_error_set(err, "TaasIOError", NOPOS, "cannot read %s (tensor '%s'): %s", path,
                            e->key, errno ? strerror(errno) : "unexpected end of file");

@@ -44,7 +44,9 @@ int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size
 
 /* Reads path into the buffers of the n expected tensors. The file must hold exactly these
  * keys with these dtypes and shapes; everything is checked before any buffer is written,
- * so on error (-1, err filled, naming the file and the key) the buffers are untouched. */
+ * so on error (-1, err filled, naming the file and the key) the buffers are untouched.
+ * A tensor whose data is NULL is checked but not read (all NULL: a check of the file
+ * against a model's table), and a negative size in its shape accepts any size. */
 int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_t n,
                           taas_error *err);
 
