@@ -15,6 +15,8 @@
 #include "clock.h"
 #include "dataview.h"
 #include "fit.h"
+#include "modelview.h"
+#include "result.h"
 #include "utf8.h"
 #include "worker.h"
 
@@ -41,15 +43,11 @@ typedef struct fit_wait {
 static const taas_srcpos NOPOS = {0, 0};
 
 /* 4210.3 -> "4,210" */
-static void thousands(double x, char *out, size_t n) {
-    char d[32];
-    snprintf(d, sizeof d, "%.0f", x < 0 ? 0 : x);
-    size_t len = strlen(d), o = 0;
-    for (size_t i = 0; i < len && o + 2 < n; i++) {
-        if (i && (len - i) % 3 == 0) out[o++] = ',';
-        out[o++] = d[i];
-    }
-    out[o] = '\0';
+static void rate_text(double x, char *out, size_t n) {
+    taas_buf b = TAAS_BUF_INIT;
+    taas_buf_thousands(&b, x > 0 ? (long long)(x + 0.5) : 0);
+    snprintf(out, n, "%s", b.data);
+    taas_buf_free(&b);
 }
 
 static double num(const json_t *o, const char *k) {
@@ -71,7 +69,7 @@ static void on_line(fit_wait *f, const taas_io *io, json_t *j) {
         double now = taas_now();
         if (now - f->last_step < STEP_EVERY_S) return;
         f->last_step = now;
-        thousands(num(j, "samples_per_s"), rate, sizeof rate);
+        rate_text(num(j, "samples_per_s"), rate, sizeof rate);
         snprintf(line, sizeof line, "epoch %lld/%lld step %lld/%lld loss %.4f %s samples/s\n",
                  (long long)json_integer_value(json_object_get(j, "epoch")), f->epochs,
                  (long long)json_integer_value(json_object_get(j, "step")), f->steps, num(j, "loss"), rate);
@@ -81,7 +79,7 @@ static void on_line(fit_wait *f, const taas_io *io, json_t *j) {
         if (json_is_number(json_object_get(j, "val_loss")))
             snprintf(val, sizeof val, ", val loss %.4f, val accuracy %.4f", num(j, "val_loss"),
                      num(j, "val_accuracy"));
-        thousands(num(j, "samples_per_s"), rate, sizeof rate);
+        rate_text(num(j, "samples_per_s"), rate, sizeof rate);
         snprintf(line, sizeof line, "epoch %lld/%lld: train loss %.4f%s, %.1f s, %s samples/s\n",
                  (long long)json_integer_value(json_object_get(j, "epoch")), f->epochs, num(j, "train_loss"), val,
                  num(j, "time_s"), rate);
@@ -166,50 +164,6 @@ static void fit_free(taas_waiter *w) {
     free(f);
 }
 
-/* The history table: text/plain aligned columns and text/html. */
-static void show_history(const taas_io *io, const json_t *hist) {
-    taas_buf t = TAAS_BUF_INIT, h = TAAS_BUF_INIT;
-    taas_buf_printf(&t, "%5s  %10s  %8s  %12s  %7s  %9s\n", "epoch", "train loss", "val loss", "val accuracy",
-                    "time", "samples/s");
-    taas_buf_puts(&h, "<table><thead><tr><th>epoch</th><th>train loss</th><th>val loss</th>"
-                      "<th>val accuracy</th><th>time</th><th>samples/s</th></tr></thead><tbody>");
-    size_t i;
-    const json_t *e;
-    json_array_foreach(hist, i, e) {
-        char vl[32] = "-", va[32] = "-", tm[32], rate[32];
-        if (json_is_number(json_object_get(e, "val_loss"))) snprintf(vl, sizeof vl, "%.4f", num(e, "val_loss"));
-        if (json_is_number(json_object_get(e, "val_accuracy")))
-            snprintf(va, sizeof va, "%.4f", num(e, "val_accuracy"));
-        snprintf(tm, sizeof tm, "%.1f s", num(e, "time_s"));
-        thousands(num(e, "samples_per_s"), rate, sizeof rate);
-        long long ep = (long long)json_integer_value(json_object_get(e, "epoch"));
-        taas_buf_printf(&t, "%5lld  %10.4f  %8s  %12s  %7s  %9s\n", ep, num(e, "train_loss"), vl, va, tm, rate);
-        taas_buf_printf(&h, "<tr><td>%lld</td><td>%.4f</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", ep,
-                        num(e, "train_loss"), vl, va, tm, rate);
-    }
-    taas_buf_puts(&h, "</tbody></table>");
-    json_t *data = json_object();
-    json_object_set_new(data, "text/plain", json_string(t.data));
-    json_object_set_new(data, "text/html", json_string(h.data));
-    taas_buf_free(&t);
-    taas_buf_free(&h);
-    if (io && io->display) io->display(io->ctx, data, json_object(), NULL, 0);
-    else json_decref(data);
-}
-
-static void show_evaluation(const taas_io *io, const json_t *d) {
-    char rate[32], text[160], html[320];
-    thousands(num(d, "samples"), rate, sizeof rate);
-    snprintf(text, sizeof text, "loss %.4f  accuracy %.4f  (%s samples)", num(d, "loss"), num(d, "accuracy"), rate);
-    snprintf(html, sizeof html, "<table><tr><th>loss</th><th>accuracy</th><th>samples</th></tr><tr><td>%.4f</td>"
-             "<td>%.4f</td><td>%s</td></tr></table>", num(d, "loss"), num(d, "accuracy"), rate);
-    json_t *data = json_object();
-    json_object_set_new(data, "text/plain", json_string(text));
-    json_object_set_new(data, "text/html", json_string(html));
-    if (io && io->display) io->display(io->ctx, data, json_object(), NULL, 0);
-    else json_decref(data);
-}
-
 static int worker_error(fit_wait *f, taas_error *err) {
     const json_t *e = f->error;
     const char *ename = json_string_value(json_object_get(e, "ename"));
@@ -241,12 +195,14 @@ static int fit_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
     }
-    if (f->evaluate) {
-        show_evaluation(io, f->done);
-    } else {
-        attach_weights(f->model, f->out);
-        show_history(io, json_object_get(f->done, "history"));
+    f->base.result = f->evaluate ? taas_result_of_evaluate(f->done) : taas_result_of_fit(f->done);
+    if (!f->base.result) {
+        taas_error_set(err, "TaasWorkerError", NOPOS, "taas-worker %s ended with a \"done\" line that lacks its %s",
+                       f->evaluate ? "evaluate" : "train", f->evaluate ? "loss and accuracy" : "history");
+        taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
+        return -1;
     }
+    if (!f->evaluate) attach_weights(f->model, f->out);
     return 0;
 }
 
@@ -317,9 +273,44 @@ static json_t *weights_of(const taas_value *model) {
     return model->u.obj.weights ? json_string(model->u.obj.weights) : json_null();
 }
 
+/* Before anything starts: the model's plan for the samples of the loader (shape errors
+ * named by layer), and for NLLLoss or CrossEntropyLoss an output for every class. `what`
+ * names the loader when it is not the one the model trains on. */
+static int check_model(taas_call_ctx *cx, const taas_value *model, const taas_value *loader, const taas_value *loss,
+                       const char *what) {
+    taas_model_plan plan;
+    if (taas_model_plan_for(cx->interp, model, loader, what ? what : "the loader", &plan, cx->err)) {
+        if (what) taas_error_prefix(cx->err, "with the samples of %s: ", what);
+        cx->err->pos = cx->pos;
+        return -1;
+    }
+    const taas_model_layer *last = &plan.layers[plan.nlayers - 1];
+    int outputs = last->out.rank == 1 ? last->out.d[0] : 0;
+    int classifier = loss->type != TAAS_V_OBJECT || taas_value_is(loss, "NLLLoss") ||
+                     taas_value_is(loss, "CrossEntropyLoss");
+    taas_model_plan_free(&plan);
+    const json_t *info;
+    const taas_value *ds = taas_data_dataset_of(loader);
+    if (!classifier || !outputs || taas_data_probe(cx->interp, ds, &info, cx->err)) return 0;
+    long long classes = (long long)json_integer_value(json_object_get(info, "num_classes"));
+    if (classes <= outputs) return 0;
+    taas_error_set(cx->err, "TaasValueError", cx->pos, "the model gives %d output%s per sample, but %s has %lld classes",
+                   outputs, outputs == 1 ? "" : "s", ds->u.obj.def->name, classes);
+    taas_error_hint(cx->err, "make the last layer give one output per class, e.g. Linear(128, %lld)", classes);
+    return -1;
+}
+
+/* Compute threads for a job on this machine: every core the kernel may run on. */
+static int job_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
 /* fit(model, loader, epochs, loss, optimizer, scheduler, validate, seed, units) */
 int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
-    if (need_session(cx, "fit")) return -1;
+    if (need_session(cx, "fit") || check_model(cx, a[0], a[1], a[3], NULL) ||
+        (a[6]->type != TAAS_V_NONE && check_model(cx, a[0], a[6], a[3], "validate")))
+        return -1;
     json_t *job = json_object();
     json_object_set_new(job, "version", json_integer(1));
     json_object_set_new(job, "job", json_string("fit"));
@@ -333,7 +324,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "validate", spec_or_null(a[6]));
     json_object_set_new(job, "seed", json_integer(a[7]->u.i));
     json_object_set_new(job, "units", json_integer(a[8]->type == TAAS_V_INT ? a[8]->u.i : 0));
-    json_object_set_new(job, "threads", json_integer(2));
+    json_object_set_new(job, "threads", json_integer(job_threads()));
     if (start_job(cx, job, a[0], 0)) return -1;
     *out = taas_none();
     return 0;
@@ -341,7 +332,8 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
 
 /* evaluate(model, loader, loss, units) */
 int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
-    if (need_session(cx, "evaluate") || taas_need_weights(cx, a[0])) return -1;
+    if (need_session(cx, "evaluate") || taas_need_weights(cx, a[0]) || check_model(cx, a[0], a[1], a[2], NULL))
+        return -1;
     json_t *job = json_object();
     json_object_set_new(job, "version", json_integer(1));
     json_object_set_new(job, "job", json_string("evaluate"));
@@ -353,7 +345,7 @@ int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
                                                                 : taas_value_spec(a[2]));
     json_object_set_new(job, "units", json_integer(a[3]->type == TAAS_V_INT ? a[3]->u.i : 0));
     json_object_set_new(job, "seed", json_integer(0));
-    json_object_set_new(job, "threads", json_integer(2));
+    json_object_set_new(job, "threads", json_integer(job_threads()));
     if (start_job(cx, job, a[0], 1)) return -1;
     *out = taas_none();
     return 0;

@@ -1,7 +1,6 @@
 /* save() and load(): a model's weights are a safetensors file the kernel only names. save
- * copies it; load checks the header's form and attaches the file. Whether its tensors fit
- * the model is the worker's business (it knows the parameter table): the next fit() or
- * evaluate() reports missing keys or wrong shapes. */
+ * copies it; load checks the file's header against the model's state_dict table (every key,
+ * dtype and shape; modelview.c) and attaches the file. */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -12,10 +11,8 @@
 
 #include "fit.h"
 #include "interp.h"
+#include "modelview.h"
 #include "utf8.h"
-
-/* safetensors caps its header at 100 MB. */
-#define MAX_HEADER ((uint64_t)100 << 20)
 
 int taas_fit_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     if (taas_value_is(a[0], "Sequential")) return 0;
@@ -38,46 +35,6 @@ int taas_need_weights(taas_call_ctx *cx, const taas_value *model) {
 int taas_load_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     taas_value *b[1] = {a[1]};
     return taas_fit_check(r, b, w + 1, err);
-}
-
-static int bad_file(taas_error *err, const char *path, const char *why) {
-    char q[300];
-    taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0}, "%s is not a safetensors file: %s",
-                   taas_utf8_clip(q, sizeof q, path, strlen(path), 200), why);
-    taas_error_hint(err, "load a file written by save(net, 'name.safetensors') or by safetensors' save_file");
-    return -1;
-}
-
-int taas_safetensors_check(const char *path, taas_error *err) {
-    char q[300];
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        taas_error_set(err, "FileNotFoundError", (taas_srcpos){0, 0}, "cannot open %s: %s",
-                       taas_utf8_clip(q, sizeof q, path, strlen(path), 200), strerror(errno));
-        taas_error_hint(err, "a relative path starts at the kernel's working directory (where the notebook is)");
-        return -1;
-    }
-    unsigned char le[8];
-    int rc = 0;
-    if (fread(le, 1, 8, fp) != 8) {
-        rc = bad_file(err, path, "it is shorter than the 8-byte header length");
-    } else {
-        uint64_t n = 0;
-        for (int i = 7; i >= 0; i--) n = n << 8 | le[i];
-        char *h = n >= 2 && n <= MAX_HEADER ? malloc((size_t)n) : NULL;
-        if (!h) {
-            rc = bad_file(err, path, "its header length is not a plausible size (2 bytes to 100 MB)");
-        } else if (fread(h, 1, (size_t)n, fp) != (size_t)n) {
-            rc = bad_file(err, path, "it ends inside its header");
-        } else {
-            json_t *j = json_loadb(h, (size_t)n, 0, NULL);
-            if (!json_is_object(j)) rc = bad_file(err, path, "its header is not a JSON object");
-            json_decref(j);
-        }
-        free(h);
-    }
-    fclose(fp);
-    return rc;
 }
 
 int taas_save_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
@@ -114,7 +71,7 @@ int taas_save_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
 
 int taas_load_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     const char *path = a[0]->u.str.s;
-    if (taas_safetensors_check(path, cx->err)) {
+    if (taas_model_check_weights(a[1], path, cx->err)) {
         cx->err->pos = cx->pos;
         return -1;
     }

@@ -62,6 +62,10 @@ struct taas_waiter {
     int (*poll)(taas_waiter *w, const taas_io *io, int expired, taas_error *err);
     /* Stops what it waits on (kills the child) and frees w. */
     void (*free)(taas_waiter *w);
+    /* Set by poll when it returns 0, or NULL: the statement's value now that the wait is
+     * over (fit's History), bound to the assignment's target or shown as the cell's result.
+     * The interpreter takes the reference. */
+    taas_value *result;
 };
 
 /* interp.c: the running statement waits on w (the interpreter takes it); the action also

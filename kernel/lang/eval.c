@@ -456,7 +456,7 @@ int taas_eval_stmt(const taas_eval_env *env, const taas_stmt *s, taas_value **va
     *wait_until = -1.0;
     taas_value *v;
     if (eval(env, s->value, 1, &v, wait_until, err)) return -1;
-    if (s->kind == TAAS_S_ASSIGN && taas_scope_set(env->scope, s->target, v)) {
+    if (s->kind == TAAS_S_ASSIGN && *wait_until < 0 && taas_scope_set(env->scope, s->target, v)) {
         taas_unref(v);
         return taas_error_set(err, "MemoryError", s->pos, "out of memory while assigning '%s'", s->target);
     }

@@ -24,7 +24,9 @@ typedef struct taas_eval_env {
 int taas_eval_expr(const taas_eval_env *env, const taas_expr *e, taas_value **out, taas_error *err);
 
 /* Runs one statement: an assignment binds its name. *value gets a new reference to the
- * statement's value; *wait_until the deadline a waiting action set (< 0 when none). */
+ * statement's value; *wait_until the deadline a waiting action set (< 0 when none). An
+ * assignment whose action waits is not bound here: the interpreter binds it when the wait
+ * is over, so an interrupted `h = fit(...)` leaves h as it was. */
 int taas_eval_stmt(const taas_eval_env *env, const taas_stmt *s, taas_value **value,
                    double *wait_until, taas_error *err);
 

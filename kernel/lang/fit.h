@@ -23,8 +23,4 @@ int taas_need_weights(taas_call_ctx *cx, const taas_value *model);
  * left in its job folder goes, with the folder. */
 void taas_weights_replace(taas_value *model, char *path);
 
-/* Checks that path is a safetensors file: an 8-byte little-endian header length and a
- * JSON object header. 0, or -1 with a TaasValueError naming the file. */
-int taas_safetensors_check(const char *path, taas_error *err);
-
 #endif

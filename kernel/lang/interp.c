@@ -28,7 +28,7 @@ struct taas_interp {
     size_t next;          /* next statement to run */
     double deadline;      /* < 0: not waiting */
     int interrupted;
-    taas_value *pending;  /* value of the waiting statement when it ends the cell */
+    taas_value *pending;  /* value of the waiting statement, until the wait is over */
     taas_waiter *waiter;  /* what the waiting statement waits on besides the clock */
     taas_probe_cache *probes;
     int intr_fd;          /* readable when the kernel is asked to stop; -1 */
@@ -61,7 +61,11 @@ taas_interp *taas_interp_new(void) {
 }
 
 static void drop_waiter(taas_interp *in) {
-    if (in->waiter) in->waiter->free(in->waiter);  /* kills a worker still running */
+    if (in->waiter) {
+        taas_unref(in->waiter->result);
+        in->waiter->result = NULL;
+        in->waiter->free(in->waiter);  /* kills a worker still running */
+    }
     in->waiter = NULL;
 }
 
@@ -114,11 +118,11 @@ static taas_run_state step(taas_interp *in, json_t **result, taas_error *err) {
         taas_value *v;
         double wait;
         if (taas_eval_stmt(&env, s, &v, &wait, err)) return fail(in, err);
-        if (last && s->kind == TAAS_S_EXPR && v->type != TAAS_V_NONE) {
-            if (wait >= 0) {
-                in->pending = v;  /* shown when the wait is over */
-                v = NULL;
-            } else if (!(*result = taas_data_mimebundle(in, v, err))) {
+        if (wait >= 0) {
+            in->pending = v;  /* bound or shown when the wait is over */
+            v = NULL;
+        } else if (last && s->kind == TAAS_S_EXPR && v->type != TAAS_V_NONE) {
+            if (!(*result = taas_data_mimebundle(in, v, err))) {
                 taas_unref(v);  /* a dataset whose probe failed: the cell's error */
                 place_stmt(in, s, err);
                 return fail(in, err);
@@ -212,6 +216,28 @@ taas_run_state taas_interp_run(taas_interp *in, const char *code, const taas_io 
     return step(in, result, err);
 }
 
+/* The wait is over: the statement's value is what the wait ended with (fit's History) or
+ * else what the action returned; an assignment binds it now, and the cell's last
+ * expression shows it. Takes v (may be NULL). */
+static int end_wait(taas_interp *in, const taas_stmt *s, taas_value *v, json_t **result, taas_error *err) {
+    if (v) {
+        taas_unref(in->pending);
+        in->pending = v;
+    }
+    v = in->pending;
+    in->pending = NULL;
+    int rc = 0;
+    if (v && s->kind == TAAS_S_ASSIGN && taas_scope_set(in->scope, s->target, v)) {
+        rc = taas_error_set(err, "MemoryError", s->pos, "out of memory while assigning '%s'", s->target);
+    } else if (v && s->kind == TAAS_S_EXPR && in->next == in->prog.n && v->type != TAAS_V_NONE &&
+               !(*result = taas_data_mimebundle(in, v, err))) {
+        place_stmt(in, s, err);
+        rc = -1;
+    }
+    taas_unref(v);
+    return rc;
+}
+
 taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *err) {
     *result = NULL;
     taas_error_clear(err);
@@ -225,11 +251,15 @@ taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *
                                  "keep their values", s->pos.line);
         return fail(in, err);
     }
+    taas_value *v = NULL;
     if (in->waiter) {
         int r = in->waiter->poll(in->waiter, in->io, taas_now() >= in->deadline, err);
         if (r == 1) return TAAS_RUN_WAIT;
+        v = in->waiter->result;
+        in->waiter->result = NULL;
         drop_waiter(in);
         if (r < 0) {
+            taas_unref(v);
             place_stmt(in, s, err);
             return fail(in, err);
         }
@@ -237,15 +267,7 @@ taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *
         return TAAS_RUN_WAIT;
     }
     in->deadline = -1.0;
-    if (in->pending) {
-        *result = taas_data_mimebundle(in, in->pending, err);
-        taas_unref(in->pending);
-        in->pending = NULL;
-        if (!*result) {
-            place_stmt(in, s, err);
-            return fail(in, err);
-        }
-    }
+    if (end_wait(in, s, v, result, err)) return fail(in, err);
     return step(in, result, err);
 }
 

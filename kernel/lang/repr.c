@@ -7,6 +7,7 @@
 #include "buf.h"
 #include "rows.h"
 #include "utf8.h"
+#include "result.h"
 #include "value.h"
 
 /* Decodes one valid UTF-8 sequence (values are always valid UTF-8). */
@@ -131,6 +132,7 @@ void taas_repr_to(const taas_value *v, taas_buf *out) {
         else
             taas_buf_printf(out, "<class '%s.%s'>", v->u.fn->module, v->u.fn->name);
         break;
+    case TAAS_V_RESULT: taas_result_repr(v, out); break;
     }
 }
 

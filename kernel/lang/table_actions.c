@@ -317,28 +317,34 @@ const taas_row taas_rows_actions[] = {
             "Undoes register(): the ranks prepare this loader's batches themselves again.",
             unregister_action, 0)},
     {ACTION("fit", FIT_P,
-            "Trains the model on a taas-worker process: a line per epoch and a step line about "
-            "once a second on stdout, then a table of the history (epoch, train loss, val loss, "
-            "val accuracy, time, samples/s). The model keeps the trained weights (a safetensors "
-            "file in a temporary job folder). The stop button ends training after the step in "
-            "progress (within about 1 s): the model keeps the weights of the last completed step "
-            "and the cell ends with KeyboardInterrupt. A nan or inf loss stops it with an error "
-            "naming the epoch and step.", taas_fit_action, 1),
+            "Trains the model on a taas-worker process and returns its History: per epoch the "
+            "train loss, val loss, val accuracy, time and samples/s, shown as a table. Before "
+            "anything starts, the model is checked against the loader's samples: a shape error "
+            "names the layer, and a classifier needs an output for every class. While it runs, "
+            "a line per epoch and a step line about once a second. The model keeps the trained "
+            "weights (a safetensors file in a temporary job folder). The stop button ends "
+            "training after the step in progress (within about 1 s): the model keeps the weights "
+            "of the last completed step, the cell ends with KeyboardInterrupt and an assignment "
+            "such as h = fit(...) is not made. A nan or inf loss stops it with an error naming "
+            "the epoch and step.", taas_fit_action, 1),
      .check = taas_fit_check},
     {ACTION("evaluate", EVALUATE_P,
-            "Measures a model with weights on a DataLoader, on a taas-worker process, and shows "
-            "its loss and accuracy. A model without weights is a TaasValueError: fit it first, "
-            "or load weights.", taas_evaluate_action, 1),
+            "Measures a model with weights on a DataLoader, on a taas-worker process, and returns "
+            "an Evaluation: the mean loss, the accuracy (share of samples whose highest output is "
+            "the label) and the number of samples. A model without weights is a TaasValueError: "
+            "fit it first, or load weights.", taas_evaluate_action, 1),
      .check = taas_fit_check},
     {ACTION("save", SAVE_P,
             "Copies the model's trained weights, a safetensors file with PyTorch's state_dict "
-            "names, to path. A model without trained weights is a TaasValueError (\"net has no "
-            "trained weights yet: fit it first, or load weights\").", taas_save_action, 0),
+            "names, to path: torch.nn.Sequential.load_state_dict reads it. A model without "
+            "trained weights is a TaasValueError (\"net has no trained weights yet: fit it "
+            "first, or load weights\").", taas_save_action, 0),
      .check = taas_fit_check},
     {ACTION("load", LOAD_P,
-            "Attaches a safetensors file to the model, checking that it is one (its header); "
-            "whether its tensor names and shapes fit the model is checked by the next fit() or "
-            "evaluate(), which fails with the worker's message naming the key.", taas_load_action, 0),
+            "Gives the model the weights of a safetensors file (from save(), or a PyTorch "
+            "state_dict saved with safetensors): every tensor name, dtype and shape is checked "
+            "against the model first, and a file that does not fit is an error naming the key. "
+            "The next fit() starts from these weights.", taas_load_action, 0),
      .check = taas_load_check},
 };
 const size_t taas_rows_actions_n = sizeof taas_rows_actions / sizeof *taas_rows_actions;

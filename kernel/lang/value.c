@@ -93,6 +93,13 @@ taas_value *taas_object_new(const struct taas_builtin *def, taas_value **args, s
     return v;
 }
 
+taas_value *taas_result_new(const char *kind, json_t *data) {
+    taas_value *v = alloc(TAAS_V_RESULT);
+    v->u.res.kind = kind;
+    v->u.res.data = data;
+    return v;
+}
+
 taas_value *taas_ref(taas_value *v) {
     if (v) v->refs++;
     return v;
@@ -113,6 +120,9 @@ void taas_unref(taas_value *v) {
         for (size_t i = 0; i < v->u.obj.nargs; i++) taas_unref(v->u.obj.args[i]);
         free(v->u.obj.args);
         free(v->u.obj.weights);
+        break;
+    case TAAS_V_RESULT:
+        json_decref(v->u.res.data);
         break;
     default:
         break;
@@ -157,7 +167,8 @@ int taas_value_truthy(const taas_value *v) {
         if (r && r->size && r->size(v, &n)) return n != 0;
         return 1;
     }
-    case TAAS_V_BUILTIN: return 1;
+    case TAAS_V_BUILTIN:
+    case TAAS_V_RESULT: return 1;
     }
     return 1;
 }
@@ -192,6 +203,7 @@ int taas_value_equal(const taas_value *a, const taas_value *b) {
             if (!taas_value_equal(a->u.obj.args[i], b->u.obj.args[i])) return 0;
         return 1;
     case TAAS_V_BUILTIN: return a->u.fn == b->u.fn;
+    case TAAS_V_RESULT: return a->u.res.kind == b->u.res.kind && json_equal(a->u.res.data, b->u.res.data);
     default: return 0;
     }
 }
@@ -215,6 +227,7 @@ const char *taas_value_type_name(const taas_value *v) {
     case TAAS_V_LIST: return "list";
     case TAAS_V_OBJECT: return v->u.obj.def->name;
     case TAAS_V_BUILTIN: return "builtin";
+    case TAAS_V_RESULT: return v->u.res.kind;
     }
     return "object";
 }

@@ -20,6 +20,7 @@ typedef enum taas_vtype {
     TAAS_V_LIST,
     TAAS_V_OBJECT,   /* a constructed builtin: Conv2d(...), FashionMNIST(...), ... */
     TAAS_V_BUILTIN,  /* a builtin itself, not called: `Conv2d`, `print` */
+    TAAS_V_RESULT,   /* what an action returns: a History from fit(), an Evaluation (result.c) */
 } taas_vtype;
 
 typedef struct taas_value {
@@ -38,6 +39,10 @@ typedef struct taas_value {
             char *weights;  /* a model's trained weights (safetensors path, malloc'd) or NULL */
         } obj;
         const struct taas_builtin *fn;
+        struct {
+            const char *kind;   /* "History" or "Evaluation" (static) */
+            json_t *data;       /* History: an array of epoch objects; Evaluation: an object */
+        } res;
     } u;
 } taas_value;
 
@@ -54,6 +59,9 @@ taas_value *taas_builtin_value(const struct taas_builtin *fn);
 /* Takes ownership of args[0..nargs). */
 taas_value *taas_object_new(const struct taas_builtin *def, taas_value **args, size_t nargs);
 
+/* Takes the reference to data; kind is a static string (result.c knows the kinds). */
+taas_value *taas_result_new(const char *kind, json_t *data);
+
 taas_value *taas_ref(taas_value *v);
 void taas_unref(taas_value *v);
 
@@ -65,7 +73,7 @@ int taas_value_equal(const taas_value *a, const taas_value *b);
 taas_value *taas_object_arg(const taas_value *obj, const char *param);
 
 /* Python's type name for builtins values ("int", "str", "tuple"); the builtin's name
- * for objects ("Conv2d"); "builtin" for uncalled builtins. */
+ * for objects ("Conv2d"); "builtin" for uncalled builtins; a result's kind ("History"). */
 const char *taas_value_type_name(const taas_value *v);
 
 /* repr() as Python/PyTorch prints it: 'a', 1e-05, (3, 3), Conv2d(1, 32, kernel_size=(3, 3),

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import unittest
 from queue import Empty
 
 SOURCE_DIR = os.environ.get(
@@ -88,6 +89,24 @@ def pid_alive(pid):
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
     return state != "Z"
+
+
+def worker_binary():
+    return os.path.join(os.path.dirname(kernel_binary()), "taas-worker")
+
+
+def worker_pids(parent=None):
+    """Live taas-worker processes of this build (children of parent, when given)."""
+    out = subprocess.run(["ps", "-eo", "pid=,ppid=,stat=,args="], capture_output=True,
+                         text=True).stdout
+    pids = []
+    for line in out.splitlines():
+        fields = line.split(None, 3)
+        if len(fields) < 4 or fields[2].startswith("Z"):
+            continue
+        if fields[3].startswith(worker_binary()) and (parent is None or int(fields[1]) == parent):
+            pids.append(int(fields[0]))
+    return pids
 
 
 def wait_until(predicate, timeout, interval=0.02):
@@ -425,3 +444,48 @@ class RawClient:
                     self.iopub_messages(0.1)
                     return
         raise TimeoutError("iopub never delivered a status message")
+
+
+class KernelCase(unittest.TestCase):
+    """Tests that share one kernel, started in a private working directory (self.tmp.name)
+    with `kernel_env` added to its environment."""
+
+    tmp_prefix = "taas-test-"
+    kernel_env = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix=cls.tmp_prefix)
+        env = None
+        if cls.kernel_env:
+            env = dict(os.environ)
+            env.update(cls.kernel_env(cls.tmp.name) if callable(cls.kernel_env) else cls.kernel_env)
+        cls.k = Kernel(cwd=cls.tmp.name, env=env)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.k.close()
+        cls.tmp.cleanup()
+
+    def ok(self, code, timeout=30):
+        """Runs code, which must succeed; its iopub messages."""
+        reply, msgs = self.k.execute(code, timeout=timeout)
+        if reply["content"]["status"] != "ok":
+            self.fail("%s failed: %s" % (code, traceback_text(error_of(msgs))))
+        return msgs
+
+    def result(self, code, timeout=30):
+        """The data of the single execute_result of code."""
+        msgs = self.ok(code, timeout)
+        res = only(msgs, "execute_result")
+        self.assertEqual(len(res), 1, msgs)
+        return res[0]["content"]["data"]
+
+    def error(self, code, ename=None, timeout=30):
+        """Runs code, which must fail (with ename when given); the error's content."""
+        reply, msgs = self.k.execute(code, timeout=timeout)
+        self.assertEqual(reply["content"]["status"], "error", code)
+        err = error_of(msgs)
+        if ename is not None:
+            self.assertEqual(err["ename"], ename, traceback_text(err))
+        return err

@@ -83,53 +83,8 @@ def png_chunks(data):
     return chunks
 
 
-def worker_binary():
-    return os.path.join(os.path.dirname(taastest.kernel_binary()), "taas-worker")
-
-
-def worker_pids(parent=None):
-    """Live taas-worker processes of this build (children of parent, when given)."""
-    out = subprocess.run(["ps", "-eo", "pid=,ppid=,stat=,args="], capture_output=True,
-                         text=True).stdout
-    pids = []
-    for line in out.splitlines():
-        fields = line.split(None, 3)
-        if len(fields) < 4 or fields[2].startswith("Z"):
-            continue
-        if fields[3].startswith(worker_binary()) and (parent is None or int(fields[1]) == parent):
-            pids.append(int(fields[0]))
-    return pids
-
-
-class DataInTheNotebook(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory(prefix="taas-data-")
-        cls.k = taastest.Kernel(cwd=cls.tmp.name)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.k.close()
-        cls.tmp.cleanup()
-
-    def ok(self, code, timeout=30):
-        reply, msgs = self.k.execute(code, timeout=timeout)
-        if reply["content"]["status"] != "ok":
-            self.fail("%s failed: %s" % (code, traceback_text(error_of(msgs))))
-        return msgs
-
-    def result(self, code):
-        msgs = self.ok(code)
-        res = only(msgs, "execute_result")
-        self.assertEqual(len(res), 1, msgs)
-        return res[0]["content"]["data"]
-
-    def error(self, code, ename, timeout=30):
-        reply, msgs = self.k.execute(code, timeout=timeout)
-        self.assertEqual(reply["content"]["status"], "error", code)
-        err = error_of(msgs)
-        self.assertEqual(err["ename"], ename, traceback_text(err))
-        return err
+class DataInTheNotebook(taastest.KernelCase):
+    tmp_prefix = "taas-data-"
 
     def test_fashion_mnist_display(self):
         data = self.result("FashionMNIST(train=False)")
@@ -244,7 +199,7 @@ class DataInTheNotebook(unittest.TestCase):
         self.assertIn(missing, err["evalue"])
         err = self.error("show(3)", "TaasTypeError")
         self.assertEqual(err["evalue"], "show() needs a dataset or a DataLoader, not int")
-        self.assertEqual(worker_pids(self.k.pid), [])
+        self.assertEqual(taastest.worker_pids(self.k.pid), [])
 
 
 class InterruptingShow(unittest.TestCase):
@@ -272,7 +227,7 @@ class InterruptingShow(unittest.TestCase):
         msg_id = self.k.send("shell", "execute_request", {
             "code": "x = 1\nshow(NpyDataset(%r, %r))\nx = 2" % (self.fifo, self.fifo),
             "silent": False})
-        workers = taastest.wait_until(lambda: worker_pids(self.k.pid), 10)
+        workers = taastest.wait_until(lambda: taastest.worker_pids(self.k.pid), 10)
         self.assertEqual(len(workers), 1, "no taas-worker started")
         self.assertNotEqual(os.getpgid(workers[0]), os.getpgid(self.k.pid))
         # the kernel answers on control while the cell waits
@@ -286,7 +241,7 @@ class InterruptingShow(unittest.TestCase):
         self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
         self.k.iopub(msg_id)
         self.assertFalse(taastest.pid_alive(workers[0]))
-        self.assertEqual(worker_pids(), [])
+        self.assertEqual(taastest.worker_pids(), [])
         self.assertEqual(result_text(self.k.execute("x")[1]), "1")
 
 

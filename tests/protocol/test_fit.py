@@ -1,99 +1,75 @@
 """fit(), evaluate(), save() and load() through a real kernel: a small MLP on Debian's
-Fashion-MNIST with a units limit trains and shows its history, evaluates well above chance,
-saves a safetensors file that loads into a fresh model; the stop button ends a fit within
-about 1.5 s with no taas-worker left; a nan loss names its step; fit() inside an expression
-and save() of an untrained model are rejected with their messages."""
+Fashion-MNIST with a units limit trains and returns its History, evaluates well above
+chance, saves a safetensors file that loads into a fresh model; shape errors and too few
+outputs for the classes are found before any job is launched; load() checks the file's
+tensors against the model; the stop button ends a fit within about 1.5 s with no
+taas-worker left; a nan loss names its step; fit() inside an expression and save() of an
+untrained model are rejected with their messages."""
 
+import glob
 import os
 import re
 import struct
-import tempfile
 import time
 import unittest
 
 import taastest
-from taastest import error_of, traceback_text
+from taastest import only, result_text
 
 FASHION = "/usr/share/datasets/fashion-mnist"
+MLP = "Sequential(Flatten(), Linear(784, 64), ReLU(), Linear(64, 10), LogSoftmax(dim=1))"
 
 SETUP = """\
-net = Sequential(Flatten(), Linear(784, 64), ReLU(), Linear(64, 10), LogSoftmax(dim=1))
+net = %s
 train = DataLoader(FashionMNIST(root='%s', train=True, transform=ToTensor()), batch_size=64, shuffle=True)
 test = DataLoader(FashionMNIST(root='%s', train=False, transform=ToTensor()), batch_size=256)
-""" % (FASHION, FASHION)
-
-
-def worker_binary():
-    return os.path.join(os.path.dirname(taastest.kernel_binary()), "taas-worker")
-
-
-def worker_pids():
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                args = f.read().split(b"\0")
-            with open("/proc/%s/stat" % d) as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and args and args[0].decode(errors="replace") == worker_binary():
-            pids.append(int(d))
-    return pids
-
-
-def displays(msgs):
-    return [m["content"]["data"] for m in msgs if m["msg_type"] == "display_data"]
+""" % (MLP, FASHION, FASHION)
 
 
 def stdout_of(msgs):
-    return "".join(m["content"]["text"] for m in msgs
-                   if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+    return taastest.stream_text(msgs, "stdout")
+
+
+def job_tmp(cwd):
+    """The kernel's TMPDIR, where job folders go: a folder of the test's own."""
+    path = os.path.join(cwd, "tmp")
+    os.makedirs(path, exist_ok=True)
+    return {"TMPDIR": path}
 
 
 @unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
-class FitInTheNotebook(unittest.TestCase):
+class FitInTheNotebook(taastest.KernelCase):
+    tmp_prefix = "taas-fit-"
+    kernel_env = staticmethod(job_tmp)
+
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory(prefix="taas-fit-")
-        cls.k = taastest.Kernel(cwd=cls.tmp.name)
-        cls.ok(cls, SETUP)
+        super().setUpClass()
+        reply, msgs = cls.k.execute(SETUP, timeout=30)
+        assert reply["content"]["status"] == "ok", msgs
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.k.close()
-        cls.tmp.cleanup()
+    def job_folders(self):
+        return glob.glob(os.path.join(self.tmp.name, "tmp", "taas-job-*"))
 
-    def ok(self, code, timeout=30):
-        reply, msgs = self.k.execute(code, timeout=timeout)
-        if reply["content"]["status"] != "ok":
-            raise AssertionError("%s failed: %s" % (code, traceback_text(error_of(msgs))))
-        return msgs
-
-    def fails(self, code, timeout=30):
-        reply, msgs = self.k.execute(code, timeout=timeout)
-        self.assertEqual(reply["content"]["status"], "error", code)
-        return error_of(msgs)
-
-    def evaluation(self, msgs):
-        shown = displays(msgs)
-        self.assertEqual(len(shown), 1, msgs)
-        m = re.search(r"loss ([0-9.]+)\s+accuracy ([0-9.]+)", shown[0]["text/plain"])
-        self.assertIsNotNone(m, shown[0]["text/plain"])
-        return float(m.group(1)), float(m.group(2))
+    def evaluation(self, code):
+        text = self.result(code)["text/plain"]
+        m = re.fullmatch(r"Evaluation\(loss=([0-9.]+), accuracy=([0-9.]+), samples=(\d+)\)", text)
+        self.assertIsNotNone(m, text)
+        return float(m.group(1)), float(m.group(2)), int(m.group(3))
 
     def test_1_fit_evaluate_save_load(self):
         msgs = self.ok("fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), units=4000, seed=1)")
         self.assertRegex(stdout_of(msgs), r"epoch 1/1: train loss [0-9.]+, [0-9.]+ s, [0-9,]+ samples/s")
-        history = displays(msgs)
-        self.assertEqual(len(history), 1)
-        self.assertIn("train loss", history[0]["text/plain"])
-        self.assertIn("samples/s", history[0]["text/plain"])
-        self.assertIn("<table>", history[0]["text/html"])
+        # fit() returns the History: the cell's result, a table
+        res = only(msgs, "execute_result")
+        self.assertEqual(len(res), 1, msgs)
+        data = res[0]["content"]["data"]
+        self.assertRegex(data["text/plain"], r"^History \(1 epoch\)\nepoch  train loss  val loss  val accuracy")
+        self.assertRegex(data["text/plain"], r"\n    1      [0-9.]+         -             -")
+        self.assertIn("<th>train loss</th>", data["text/html"])
 
-        loss, acc = self.evaluation(self.ok("evaluate(net, test, units=2000)"))
+        loss, acc, n = self.evaluation("evaluate(net, test, units=2000)")
+        self.assertEqual(n, 2000)
         self.assertGreater(acc, 0.55)
 
         self.ok("save(net, 'mlp.safetensors')")
@@ -101,47 +77,81 @@ class FitInTheNotebook(unittest.TestCase):
             n, = struct.unpack("<Q", f.read(8))
             self.assertTrue(f.read(n).startswith(b"{"))
 
-        self.ok("fresh = Sequential(Flatten(), Linear(784, 64), ReLU(), Linear(64, 10), LogSoftmax(dim=1))\n"
-                "load('mlp.safetensors', into=fresh)")
-        loss2, acc2 = self.evaluation(self.ok("evaluate(fresh, test, units=2000)"))
+        self.ok("fresh = %s\nload('mlp.safetensors', into=fresh)" % MLP)
+        loss2, acc2, _ = self.evaluation("evaluate(fresh, test, units=2000)")
         self.assertAlmostEqual(acc2, acc, places=4)
 
-    def test_2_untrained_model(self):
+    def test_2_history_is_a_value(self):
+        # two epochs over the 10,000 test images; units limits the samples of all epochs together
+        msgs = self.ok("small = DataLoader(FashionMNIST(root='%s', train=False, transform=ToTensor()), batch_size=100, "
+                       "shuffle=True)\nh = fit(net, small, epochs=2, loss=NLLLoss(), optimizer=SGD(lr=0.05), "
+                       "validate=test)\nr = evaluate(net, test, units=512)" % FASHION, timeout=60)
+        self.assertEqual(only(msgs, "execute_result"), [])
+        text = result_text(self.ok("h"))
+        rows = text.splitlines()
+        self.assertEqual(rows[0], "History (2 epochs)")
+        self.assertEqual(len(rows), 4, text)
+        self.assertRegex(rows[3], r"^    2      [0-9.]+    [0-9.]+        0\.[0-9]{4}  +[0-9.]+ s  +[0-9,]+$")
+        self.assertRegex(result_text(self.ok("print(r)\nr")), r"^Evaluation\(loss=[0-9.]+, accuracy=[0-9.]+, "
+                                                              r"samples=512\)$")
+
+    def test_3_untrained_model(self):
         self.ok("other = Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))")
         for code in ("save(other, 'x.safetensors')", "evaluate(other, test)"):
-            e = self.fails(code)
-            self.assertEqual(e["ename"], "TaasValueError")
+            e = self.error(code, "TaasValueError")
             self.assertIn("other has no trained weights yet: fit it first, or load weights", e["evalue"])
 
-    def test_3_load_not_safetensors(self):
+    def test_4_load_checks_the_file(self):
         with open(os.path.join(self.tmp.name, "junk.bin"), "wb") as f:
             f.write(b"\x05\x00\x00\x00\x00\x00\x00\x00hello")
-        e = self.fails("load('junk.bin', into=net)")
-        self.assertEqual(e["ename"], "TaasValueError")
-        self.assertIn("junk.bin is not a safetensors file: its header is not a JSON object", e["evalue"])
-        e = self.fails("load('missing.safetensors', into=net)")
-        self.assertEqual(e["ename"], "FileNotFoundError")
+        e = self.error("load('junk.bin', into=net)", "TaasDataError")
+        self.assertIn("junk.bin is not a safetensors file: the header does not start with '{'", e["evalue"])
+        e = self.error("load('missing.safetensors', into=net)", "TaasIOError")
+        self.assertIn("cannot open missing.safetensors", e["evalue"])
+        self.ok("fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), units=640)\nsave(net, 'net.safetensors')")
+        e = self.error("narrow = Sequential(Flatten(), Linear(784, 32), ReLU(), Linear(32, 10), LogSoftmax(dim=1))\n"
+                       "load('net.safetensors', into=narrow)", "TaasValueError")
+        self.assertIn("net.safetensors: 1.weight has shape [64, 784], the model expects [32, 784]", e["evalue"])
+        e = self.error("deeper = Sequential(Flatten(), Linear(784, 64), ReLU(), Linear(64, 10), ReLU(), "
+                       "Linear(10, 10), LogSoftmax(dim=1))\nload('net.safetensors', into=deeper)", "TaasValueError")
+        self.assertIn("net.safetensors does not fit the model: missing keys '5.weight', '5.bias'", e["evalue"])
 
-    def test_4_fit_must_be_a_statement(self):
-        e = self.fails("print(fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1)))")
+    def test_5_shape_errors_before_anything_starts(self):
+        before = self.job_folders()
+        e = self.error("wrong = Sequential(Flatten(), Linear(700, 64), ReLU(), Linear(64, 10), LogSoftmax(dim=1))\n"
+                       "fit(wrong, train, loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasValueError")
+        self.assertEqual(e["evalue"], "layer 1: Linear(in_features=700) gets 784 features from layer 0 (Flatten)")
+        tb = taastest.traceback_text(e)
+        self.assertIn("write Linear(784, 64), or LazyLinear(64) to infer it", tb)
+        e = self.error("few = Sequential(Flatten(), Linear(784, 5), LogSoftmax(dim=1))\n"
+                       "fit(few, train, loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasValueError")
+        self.assertEqual(e["evalue"], "the model gives 5 outputs per sample, but FashionMNIST has 10 classes")
+        e = self.error("fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), validate=DataLoader("
+                       "FashionMNIST(root='%s', train=False, transform=Compose([Resize(14), ToTensor()])), "
+                       "batch_size=100))" % FASHION, "TaasValueError")
+        self.assertEqual(e["evalue"], "with the samples of validate: layer 1: Linear(in_features=784) gets 196 "
+                                      "features from layer 0 (Flatten)")
+        # nothing was launched: no job folder was made for them
+        self.assertEqual(self.job_folders(), before)
+
+    def test_6_fit_must_be_a_statement(self):
+        e = self.error("print(fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1)))", "TaasSyntaxError")
         self.assertIn("must be a whole statement", e["evalue"])
-        e = self.fails("fit(Linear(3, 4), train, loss=NLLLoss(), optimizer=SGD(lr=0.1))")
-        self.assertEqual(e["ename"], "TaasTypeError")
+        e = self.error("fit(Linear(3, 4), train, loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasTypeError")
         self.assertIn("a Sequential, not Linear", e["evalue"])
 
-    def test_5_nan_loss_names_the_step(self):
-        e = self.fails("bad = Sequential(Flatten(), Linear(784, 64), ReLU(), Linear(64, 10), LogSoftmax(dim=1))\n"
-                       "fit(bad, train, loss=NLLLoss(), optimizer=SGD(lr=1e30), units=4000)")
-        self.assertEqual(e["ename"], "TaasValueError")
+    def test_7_nan_loss_names_the_step(self):
+        e = self.error("bad = %s\nfit(bad, train, loss=NLLLoss(), optimizer=SGD(lr=1e30), units=4000)" % MLP,
+                       "TaasValueError")
         self.assertRegex(e["evalue"], r"the loss is (nan|inf) at epoch 1 step \d+")
 
-    def test_6_interrupt(self):
-        self.ok("stopped = Sequential(Flatten(), Linear(784, 64), ReLU(), Linear(64, 10), LogSoftmax(dim=1))")
+    def test_8_interrupt(self):
+        self.ok("stopped = %s" % MLP)
         msg_id = self.k.send("shell", "execute_request",
-                             {"code": "fit(stopped, train, epochs=50, loss=NLLLoss(), optimizer=SGD(lr=0.01))",
+                             {"code": "h8 = fit(stopped, train, epochs=50, loss=NLLLoss(), optimizer=SGD(lr=0.01))",
                               "silent": False, "store_history": True, "user_expressions": {},
                               "allow_stdin": False, "stop_on_error": True})
-        self.assertTrue(taastest.wait_until(lambda: worker_pids(), 10))
+        self.assertTrue(taastest.wait_until(lambda: taastest.worker_pids(self.k.pid), 10))
         time.sleep(1.0)  # past the start: it is training
         t0 = time.monotonic()
         self.k.request("control", "interrupt_request")
@@ -149,12 +159,13 @@ class FitInTheNotebook(unittest.TestCase):
         self.assertLess(time.monotonic() - t0, 1.5)
         self.assertEqual(reply["content"]["status"], "error")
         self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
-        self.assertTrue(taastest.wait_until(lambda: not worker_pids(), 2))
+        self.assertTrue(taastest.wait_until(lambda: not taastest.worker_pids(self.k.pid), 2))
         msgs = self.k.iopub(msg_id)
         self.assertRegex(stdout_of(msgs), r"epoch 1/50 step \d+/938 loss [0-9.]+ [0-9,]+ samples/s\n")
-        # the model keeps the weights of its last completed step
+        # the model keeps the weights of its last completed step; h was never bound
         self.ok("save(stopped, 'after_stop.safetensors')")
         self.assertGreater(os.path.getsize(os.path.join(self.tmp.name, "after_stop.safetensors")), 200000)
+        self.error("h8", "TaasNameError")
 
 
 if __name__ == "__main__":

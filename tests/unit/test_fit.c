@@ -1,6 +1,8 @@
-/* fit(), evaluate(), save() and load() in cells, without a worker: the checks the kernel
- * makes itself (a Sequential, weights present, a safetensors header) and their messages,
- * and save/load moving a weights file by name. Training itself: tests/protocol/test_fit.py. */
+/* fit(), evaluate(), save() and load() in cells, without a training worker: the checks the
+ * kernel makes itself (a Sequential, weights present, shapes for the loader's samples, a
+ * weights file against the model's state_dict) and their messages, save/load moving a
+ * weights file by name, and the History and Evaluation values. Training itself:
+ * tests/protocol/test_fit.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +14,8 @@
 #include <unistd.h>
 
 #include "interp.h"
+#include "result.h"
+#include "safetensors.h"
 
 static void noop_stream(void *ctx, const char *name, const char *text) {
     (void)ctx;
@@ -59,7 +63,8 @@ static int setup(void **state) {
 static int teardown(void **state) {
     fixture *f = *state;
     taas_interp_free(f->in);
-    const char *names[] = {"good.safetensors", "copy.safetensors", "short.bin", "huge.bin", "cut.bin", "notjson.bin"};
+    const char *names[] = {"good.safetensors", "copy.safetensors", "short.bin", "huge.bin", "cut.bin", "notjson.bin",
+                           "nobias.safetensors", "rows.safetensors"};
     char p[128];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(p, sizeof p, "%s/%s", f->dir, names[i]);
@@ -86,15 +91,15 @@ static void write_file(const char *name, const void *data, size_t n) {
     fclose(fp);
 }
 
-/* An 8-byte little-endian length and a JSON header, then the tensor bytes. */
-static void write_safetensors(const char *name) {
-    const char hdr[] = "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
-    unsigned char buf[128];
-    uint64_t n = sizeof hdr - 1;
-    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(n >> (8 * i));
-    memcpy(buf + 8, hdr, n);
-    memset(buf + 8 + n, 0, 4);
-    write_file(name, buf, 8 + n + 4);
+/* NET's state_dict (1.weight [2, 4], 1.bias [2]) as taas writes it; `bias` 0 leaves the
+ * bias out, `rows` changes the weight's first size. */
+static void write_weights(const char *name, int rows, int bias) {
+    static float w[8 * 4], b[2];
+    taas_st_tensor t[] = {{.key = "1.weight", .dtype = TAAS_ST_F32, .ndim = 2, .shape = {rows, 4}, .data = w},
+                          {.key = "1.bias", .dtype = TAAS_ST_F32, .ndim = 1, .shape = {2}, .data = b}};
+    taas_error err;
+    taas_error_clear(&err);
+    assert_int_equal(taas_safetensors_write(name, t, bias ? 2 : 1, NULL, 0, &err), 0);
 }
 
 #define NET "net = Sequential(Flatten(), Linear(4, 2), LogSoftmax(dim=1))\n"
@@ -136,7 +141,7 @@ static void test_fit_is_a_statement(void **state) {
 static void test_load_then_save(void **state) {
     fixture *f = *state;
     taas_error err;
-    write_safetensors("good.safetensors");
+    write_weights("good.safetensors", 2, 1);
     assert_int_equal(run(f, NET "load('good.safetensors', into=net)\nsave(net, 'copy.safetensors')", &err),
                      TAAS_RUN_DONE);
     FILE *a = fopen("good.safetensors", "rb"), *b = fopen("copy.safetensors", "rb");
@@ -150,34 +155,91 @@ static void test_load_then_save(void **state) {
     assert_memory_equal(x, y, na);
 }
 
-static void expect_bad(fixture *f, const char *name, const char *why) {
+static void expect_bad(fixture *f, const char *name, const char *ename, const char *msg, const char *hint) {
     taas_error err;
-    char code[256], want[256];
+    char code[256];
     snprintf(code, sizeof code, NET "load('%s', into=net)", name);
     assert_int_equal(run(f, code, &err), TAAS_RUN_ERROR);
-    assert_string_equal(err.ename, "TaasValueError");
-    snprintf(want, sizeof want, "%s is not a safetensors file: %s", name, why);
-    assert_string_equal(err.message, want);
-    assert_non_null(strstr(err.hint, "save(net, 'name.safetensors')"));
+    assert_string_equal(err.ename, ename);
+    if (!strstr(err.message, msg)) fail_msg("'%s' lacks '%s'", err.message, msg);
+    if (!strstr(err.hint, hint)) fail_msg("hint '%s' lacks '%s'", err.hint, hint);
     assert_int_equal(err.pos.line, 2);
 }
 
 static void test_load_bad_files(void **state) {
     fixture *f = *state;
+    const char *not_st = "the path of a .safetensors file";
     write_file("short.bin", "\x05\x00\x00", 3);
-    expect_bad(f, "short.bin", "it is shorter than the 8-byte header length");
+    expect_bad(f, "short.bin", "TaasDataError", "short.bin is not a safetensors file: it is shorter than the 8-byte "
+               "header size", not_st);
     write_file("huge.bin", "\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10);
-    expect_bad(f, "huge.bin", "its header length is not a plausible size (2 bytes to 100 MB)");
+    expect_bad(f, "huge.bin", "TaasDataError", "huge.bin is not a safetensors file: its first 8 bytes do not give a "
+               "plausible header size", not_st);
     write_file("cut.bin", "\x40\x00\x00\x00\x00\x00\x00\x00{\"a\"", 12);
-    expect_bad(f, "cut.bin", "it ends inside its header");
+    expect_bad(f, "cut.bin", "TaasDataError", "cut.bin is truncated: the header should be 64 bytes", "save it again");
     write_file("notjson.bin", "\x05\x00\x00\x00\x00\x00\x00\x00hello", 13);
-    expect_bad(f, "notjson.bin", "its header is not a JSON object");
+    expect_bad(f, "notjson.bin", "TaasDataError", "notjson.bin is not a safetensors file: the header does not start "
+               "with '{'", not_st);
+    expect_bad(f, "missing.safetensors", "TaasIOError", "cannot open missing.safetensors", "check the path");
+}
 
+/* The file's tensors against the model's state_dict, before the file is attached. */
+static void test_load_checks_the_tensors(void **state) {
+    fixture *f = *state;
+    write_weights("nobias.safetensors", 2, 0);
+    expect_bad(f, "nobias.safetensors", "TaasValueError", "nobias.safetensors does not fit the model: missing keys "
+               "'1.bias'", "model definition differs");
+    write_weights("rows.safetensors", 3, 1);
+    expect_bad(f, "rows.safetensors", "TaasValueError", "rows.safetensors: 1.weight has shape [3, 4], the model "
+               "expects [2, 4]", "model definition differs");
+    /* a model that was never fitted: nothing attached, so nothing to save */
     taas_error err;
-    assert_int_equal(run(f, NET "load('missing.safetensors', into=net)", &err), TAAS_RUN_ERROR);
-    assert_string_equal(err.ename, "FileNotFoundError");
-    assert_non_null(strstr(err.message, "cannot open missing.safetensors"));
-    assert_non_null(strstr(err.hint, "working directory"));
+    assert_int_equal(run(f, "save(net, 'copy.safetensors')", &err), TAAS_RUN_ERROR);
+    assert_non_null(strstr(err.message, "no trained weights yet"));
+    /* a LazyLinear's in_features is not known before data flows: any size fits */
+    assert_int_equal(run(f, "lazy = Sequential(Flatten(), LazyLinear(2))\nload('rows.safetensors', into=lazy)", &err),
+                     TAAS_RUN_ERROR);
+    assert_non_null(strstr(err.message, "1.weight has shape [3, 4], the model expects [2, ?]"));
+    write_weights("good.safetensors", 2, 1);
+    assert_int_equal(run(f, "load('good.safetensors', into=lazy)", &err), TAAS_RUN_DONE);
+}
+
+/* History and Evaluation, as fit() and evaluate() return them from the worker's done line. */
+static void test_result_values(void **state) {
+    (void)state;
+    json_t *done = json_loads("{\"event\":\"done\",\"history\":[{\"event\":\"epoch\",\"epoch\":1,"
+                              "\"train_loss\":0.61234,\"val_loss\":0.5,\"val_accuracy\":0.8213,\"time_s\":9.84,"
+                              "\"samples_per_s\":6120.4},{\"event\":\"epoch\",\"epoch\":2,\"train_loss\":0.4,"
+                              "\"val_loss\":null,\"val_accuracy\":null,\"time_s\":10,\"samples_per_s\":1234567}]}",
+                              0, NULL);
+    taas_value *h = taas_result_of_fit(done);
+    assert_non_null(h);
+    assert_string_equal(taas_value_type_name(h), "History");
+    char *r = taas_value_repr(h);
+    assert_string_equal(r, "History (2 epochs)\n"
+                           "epoch  train loss  val loss  val accuracy    time  samples/s\n"
+                           "    1      0.6123    0.5000        0.8213   9.8 s      6,120\n"
+                           "    2      0.4000         -             -  10.0 s  1,234,567");
+    free(r);
+    json_t *b = taas_value_mimebundle(h);
+    const char *html = json_string_value(json_object_get(b, "text/html"));
+    assert_non_null(strstr(html, "<th>val accuracy</th>"));
+    assert_non_null(strstr(html, "<td>0.8213</td>"));
+    json_decref(b);
+    taas_unref(h);
+    json_decref(done);
+
+    done = json_loads("{\"event\":\"done\",\"loss\":0.45123,\"accuracy\":0.8391,\"samples\":10000}", 0, NULL);
+    taas_value *e = taas_result_of_evaluate(done);
+    r = taas_value_repr(e);
+    assert_string_equal(r, "Evaluation(loss=0.4512, accuracy=0.8391, samples=10000)");
+    free(r);
+    taas_unref(e);
+    json_decref(done);
+    /* a done line without what the value needs (another version of the worker) */
+    done = json_loads("{\"event\":\"done\",\"history\":[{\"epoch\":1}]}", 0, NULL);
+    assert_null(taas_result_of_fit(done));
+    json_decref(done);
 }
 
 int main(void) {
@@ -187,6 +249,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_fit_is_a_statement, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_then_save, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_bad_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_checks_the_tensors, setup, teardown),
+        cmocka_unit_test(test_result_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

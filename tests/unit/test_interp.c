@@ -204,6 +204,13 @@ static void test_interrupt(void **state) {
     assert_string_equal(v, "1");
     free(v);
     run_error("y", "TaasNameError", "name 'y' is not defined");
+    /* an interrupted assignment leaves its name as it was, as Python does */
+    assert_int_equal(taas_interp_run(in, "x = sleep(30)", &io, &r, &err), TAAS_RUN_WAIT);
+    taas_interp_interrupt(in);
+    assert_int_equal(taas_interp_resume(in, &r, &err), TAAS_RUN_ERROR);
+    v = run_done("x");
+    assert_string_equal(v, "1");
+    free(v);
     /* the next cell runs normally */
     assert_null(run_done("print('next')"));
     assert_non_null(strstr(out(), "[stdout]next\n"));

@@ -1,0 +1,24 @@
+/* Private to kernel/lang: a model as the kernel sees it before a job starts. Its plan
+ * (workers/train/model_plan.h, linked from taas_plan: no arithmetic) for the samples a
+ * loader gives finds shape errors, named by layer, before any worker is launched; a
+ * weights file is checked against the plan's state_dict table when it is loaded. */
+#ifndef TAAS_MODELVIEW_H
+#define TAAS_MODELVIEW_H
+
+#include "builtins.h"
+#include "interp.h"
+#include "model_plan.h"
+#include "value.h"
+
+/* Plans the Sequential for the samples of the DataLoader (their shape after the transform,
+ * from the dataset's probe); `what` names the loader in messages ("the training loader").
+ * 0 with *plan filled (free it with taas_model_plan_free), or -1 with err. */
+int taas_model_plan_for(taas_interp *in, const taas_value *model, const taas_value *loader, const char *what,
+                        taas_model_plan *plan, taas_error *err);
+
+/* Checks that path is a safetensors file whose tensors are the model's state_dict: every
+ * key, dtype and shape (a Lazy layer's inferred size is not known yet and fits any).
+ * 0, or -1 with err naming the file and the key. Reads the header only. */
+int taas_model_check_weights(const taas_value *model, const char *path, taas_error *err);
+
+#endif
