@@ -8,6 +8,7 @@ packages=(
   dataset-fashion-mnist nginx-light openssl
   jupyter-core jupyter-nbconvert python3-jupyter-client python3-nbclient
   python3-jupyter-kernel-test python3-ipykernel python3-zmq
+  python3-torch  # the test that loads taas's weights into torch.nn.Sequential
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,109 @@
+"""Weights saved by taas load into PyTorch. A model with every kind of layer that has
+tensors (Conv2d, BatchNorm2d, a LazyLinear, BatchNorm1d, Linear) and most that have none is
+trained in a notebook cell for a few batches, so its BatchNorm statistics and
+num_batches_tracked have moved, and saved with save(); the file loads into the equivalent
+torch.nn.Sequential with load_state_dict(strict=True), and PyTorch's eval-mode logits equal
+the training core's (tests/tools/forward.c) within 1e-4. Needs Debian's python3-torch,
+which scripts/deps.sh installs; torch 1.13 has no safetensors module, so the file is read
+with struct and json as the format's specification describes."""
+
+import json
+import os
+import struct
+import subprocess
+import unittest
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+import taastest
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+CELL = """\
+net = Sequential(
+    Conv2d(1, 8, 3, padding=1), BatchNorm2d(8), ReLU(), MaxPool2d(2),
+    Conv2d(8, 16, 3, stride=2), LeakyReLU(0.1), AvgPool2d(2), Dropout2d(0.1), Flatten(),
+    LazyLinear(32), BatchNorm1d(32), GELU(), Dropout(0.2), Linear(32, 16), Tanh(),
+    Linear(16, 10), LogSoftmax(dim=1))
+train = DataLoader(FashionMNIST(root='%s', train=True, transform=Compose([ToTensor(), Normalize((0.2860,), (0.3530,))])),
+                   batch_size=32, shuffle=True)
+fit(net, train, loss=NLLLoss(), optimizer=Adam(lr=0.01), units=640, seed=3)
+save(net, 'net.safetensors')
+""" % FASHION
+
+
+def torch_model():
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, stride=2), nn.LeakyReLU(0.1), nn.AvgPool2d(2), nn.Dropout2d(0.1), nn.Flatten(),
+        nn.Linear(16 * 3 * 3, 32), nn.BatchNorm1d(32), nn.GELU(), nn.Dropout(0.2), nn.Linear(32, 16), nn.Tanh(),
+        nn.Linear(16, 10), nn.LogSoftmax(dim=1))
+
+
+def read_safetensors(path):
+    """The file's tensors by name, from the 8-byte header size, the JSON header and the data."""
+    dtypes = {"F32": np.float32, "I64": np.int64}
+    with open(path, "rb") as f:
+        n, = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", None)
+    tensors = {}
+    for key, e in header.items():
+        begin, end = e["data_offsets"]
+        a = np.frombuffer(data[begin:end], dtype=dtypes[e["dtype"]]).reshape(e["shape"])
+        tensors[key] = torch.from_numpy(a.copy())
+    return tensors, meta
+
+
+@unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
+class TorchRoundTrip(taastest.KernelCase):
+    tmp_prefix = "taas-torch-"
+
+    def test_saved_weights_load_into_torch_with_the_same_logits(self):
+        self.ok(CELL, timeout=120)
+        path = os.path.join(self.tmp.name, "net.safetensors")
+        state, meta = read_safetensors(path)
+        self.assertEqual(meta, {"format": "pt"})
+        model = torch_model()
+        model.load_state_dict(state, strict=True)  # every key, no extra: raises otherwise
+        self.assertEqual(list(state), sorted(model.state_dict()))
+        for key, t in model.state_dict().items():
+            self.assertEqual(t.dtype, state[key].dtype, key)
+        self.assertEqual(int(state["1.num_batches_tracked"]), 20)  # 640 samples, batches of 32
+        self.assertEqual(state["1.num_batches_tracked"].shape, torch.Size([]))
+        self.assertFalse(torch.allclose(state["10.running_var"], torch.ones(32)))  # the statistics moved
+
+        x = torch.from_numpy(np.random.default_rng(5).standard_normal((16, 1, 28, 28)).astype(np.float32))
+        model.eval()
+        with torch.no_grad():
+            want = model(x).numpy()
+        spec = os.path.join(self.tmp.name, "model.json")
+        with open(spec, "w") as f:
+            json.dump(self.model_spec(), f)
+        inp, out = os.path.join(self.tmp.name, "x.f32"), os.path.join(self.tmp.name, "y.f32")
+        x.numpy().tofile(inp)
+        subprocess.run([os.environ["TAAS_FORWARD"], spec, path, inp, "16", "1", "28", "28", out], check=True,
+                       timeout=60)
+        got = np.fromfile(out, dtype=np.float32).reshape(16, 10)
+        scale = max(1.0, float(np.abs(want).max()))
+        self.assertLess(float(np.abs(got - want).max()) / scale, 1e-4)
+        self.assertTrue((got.argmax(1) == want.argmax(1)).all())
+
+    def model_spec(self):
+        """CELL's model as a Sequential spec (docs/jobspec.md), for taas-test-forward."""
+        L = lambda t, **kw: dict(type=t, **kw)
+        return L("Sequential", layers=[
+            L("Conv2d", in_channels=1, out_channels=8, kernel_size=3, padding=1),
+            L("BatchNorm2d", num_features=8), L("ReLU"), L("MaxPool2d", kernel_size=2),
+            L("Conv2d", in_channels=8, out_channels=16, kernel_size=3, stride=2),
+            L("LeakyReLU", negative_slope=0.1), L("AvgPool2d", kernel_size=2), L("Dropout2d", p=0.1), L("Flatten"),
+            L("LazyLinear", out_features=32), L("BatchNorm1d", num_features=32), L("GELU"), L("Dropout", p=0.2),
+            L("Linear", in_features=32, out_features=16), L("Tanh"), L("Linear", in_features=16, out_features=10),
+            L("LogSoftmax", dim=1)])
+
+
+if __name__ == "__main__":
+    unittest.main()
