@@ -1,0 +1,88 @@
+"""examples/fashion_mnist.ipynb — the DESIGN.md §1 network on Debian's Fashion-MNIST —
+executed by nbclient against this build's kernel, with a sample budget that fits CI's time
+on two cores: the fit cell's `epochs=9` becomes `epochs=1, units=32000` (500 batches of 64).
+The model must reach at least 85 % accuracy on the 10,000 test images, and every cell must
+show what a user expects: the loader, the model summary, the training lines and History,
+the weights file with PyTorch's state_dict names, and the Evaluation."""
+
+import json
+import os
+import re
+import struct
+import tempfile
+import unittest
+
+import nbformat
+
+import taastest
+
+NOTEBOOK = os.path.join(taastest.SOURCE_DIR, "examples", "fashion_mnist.ipynb")
+FASHION = "/usr/share/datasets/fashion-mnist"
+BUDGET = "epochs=1, units=32000"
+STATE_DICT = ["0.bias", "0.weight", "11.bias", "11.weight", "2.bias", "2.weight", "7.bias", "7.weight", "8.bias",
+              "8.num_batches_tracked", "8.running_mean", "8.running_var", "8.weight"]
+
+
+def text(value):
+    return "".join(value) if isinstance(value, list) else value
+
+
+@unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
+class FashionMnistNotebook(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        taastest.install_test_kernelspec()
+
+    def test_committed_notebook(self):
+        nb = nbformat.read(NOTEBOOK, as_version=4)
+        nbformat.validate(nb)
+        self.assertEqual(nb.metadata["kernelspec"]["name"], "taas")
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                self.assertEqual(cell.outputs, [], "commit the notebook without outputs")
+                self.assertNotIn("#pragma", cell.source)
+
+    def test_trains_to_85_percent(self):
+        from nbclient import NotebookClient
+
+        nb = nbformat.read(NOTEBOOK, as_version=4)
+        cells = {c["id"]: c for c in nb.cells if c.cell_type == "code"}
+        self.assertIn("epochs=9", cells["train"].source)
+        cells["train"].source = cells["train"].source.replace("epochs=9", BUDGET)
+        with tempfile.TemporaryDirectory(prefix="taas-fmnist-") as d:
+            NotebookClient(nb, kernel_name="taas", timeout=900, resources={"metadata": {"path": d}}).execute()
+            with open(os.path.join(d, "fashion_cnn.safetensors"), "rb") as f:
+                n, = struct.unpack("<Q", f.read(8))
+                header = json.loads(f.read(n))
+        for c in cells.values():
+            kinds = [o["output_type"] for o in c.outputs]
+            self.assertNotIn("error", kinds, (c["id"], c.outputs))
+
+        loader = text(cells["data"].outputs[-1]["data"]["text/plain"])
+        self.assertIn("938", loader)  # batches per epoch
+        summary = text(cells["model"].outputs[-1]["data"]["text/html"])
+        self.assertIn("1,200,138", summary)  # torch: sum(p.numel() for p in net.parameters())
+
+        train = cells["train"]
+        stdout = "".join(text(o["text"]) for o in train.outputs
+                         if o["output_type"] == "stream" and o["name"] == "stdout")
+        self.assertRegex(stdout, r"epoch 1/1 step \d+/938 loss [0-9.]+ [0-9,]+ samples/s\n")
+        self.assertRegex(stdout, r"epoch 1/1: train loss [0-9.]+, val loss [0-9.]+, val accuracy 0\.[0-9]+")
+        history = [o for o in train.outputs if o["output_type"] == "execute_result"]
+        self.assertEqual(len(history), 1)
+        self.assertTrue(text(history[0]["data"]["text/plain"]).startswith("History (1 epoch)"))
+
+        header.pop("__metadata__")
+        self.assertEqual(sorted(header), STATE_DICT)
+        self.assertEqual(header["8.num_batches_tracked"], {"dtype": "I64", "shape": [], "data_offsets":
+                                                           header["8.num_batches_tracked"]["data_offsets"]})
+
+        result = text(cells["evaluate"].outputs[-1]["data"]["text/plain"])
+        m = re.fullmatch(r"Evaluation\(loss=([0-9.]+), accuracy=([0-9.]+), samples=10000\)", result)
+        self.assertIsNotNone(m, result)
+        print("test accuracy after %s: %s" % (BUDGET, m.group(2)))
+        self.assertGreaterEqual(float(m.group(2)), 0.85)
+
+
+if __name__ == "__main__":
+    unittest.main()
