@@ -242,6 +242,39 @@ static void test_result_values(void **state) {
     json_decref(done);
 }
 
+/* Unknown and ill-typed arguments: the builtin table's checks, before anything starts. */
+static void test_bad_arguments(void **state) {
+    fixture *f = *state;
+    static const struct { const char *code, *ename, *msg; } cases[] = {
+        {"fit(net, train, epochs='x', loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasTypeError",
+         "fit() argument 'epochs' must be int, not str"},
+        {"fit(net, train, epochs=0, loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasValueError",
+         "fit() argument 'epochs' must be >= 1, got 0"},
+        {"fit(net, train, los=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasTypeError",
+         "fit() got an unexpected keyword argument 'los'"},
+        {"fit(net, train, loss=SGD(lr=0.1), optimizer=NLLLoss())", "TaasTypeError",
+         "fit() argument 'loss' must be a loss, not SGD"},
+        {"fit(net, train, loss=NLLLoss())", "TaasTypeError", "fit() missing 1 required argument: 'optimizer'"},
+        {"fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), scheduler=ReLU())", "TaasTypeError",
+         "fit() argument 'scheduler' must be a scheduler or None, not ReLU"},
+        {"fit(net, FashionMNIST(), loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasTypeError",
+         "fit() argument 'loader' must be a DataLoader, not FashionMNIST"},
+        {"fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), seed=-1)", "TaasValueError",
+         "fit() argument 'seed' must be >= 0, got -1"},
+        {"evaluate(net, train, units=0)", "TaasValueError", "evaluate() argument 'units' must be >= 1, got 0"},
+        {"load(net, 'x')", "TaasTypeError", "load() takes 1 positional argument but 2 were given"},
+        {"save('x', net)", "TaasTypeError", "save() argument 'model' must be a layer (nn.Module), not str"},
+    };
+    taas_error err;
+    assert_int_equal(run(f, NET "train = DataLoader(FashionMNIST(), batch_size=64)", &err), TAAS_RUN_DONE);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        assert_int_equal(run(f, cases[i].code, &err), TAAS_RUN_ERROR);
+        if (strcmp(err.ename, cases[i].ename) || !strstr(err.message, cases[i].msg))
+            fail_msg("%s: %s: %s", cases[i].code, err.ename, err.message);
+        assert_non_null(strstr(err.hint, "Signature: "));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_untrained, setup, teardown),
@@ -251,6 +284,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_load_bad_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_checks_the_tensors, setup, teardown),
         cmocka_unit_test(test_result_values),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
