@@ -131,6 +131,13 @@ def main():
     softmax("log_softmax_4d", nn.LogSoftmax, (3, 4, 2, 3))
     batchnorm("batchnorm1d", nn.BatchNorm1d, (4, 5))
     batchnorm("batchnorm2d", nn.BatchNorm2d, (3, 4, 5, 5))
+    # the training core's fast paths (appended last, so the files above keep their numbers):
+    # contiguous im2col rows with zero padding, a 1x1 convolution that multiplies the image
+    # itself, and 2x2 max pooling over rows of at least 8 outputs (odd sizes leave a row and
+    # a column out)
+    conv("conv2d_padded", 2, 3, 9, 20, 6, (3, 3), (1, 1), (1, 1))
+    conv("conv2d_1x1", 2, 5, 4, 6, 3, (1, 1), (1, 1), (0, 0))
+    pool("maxpool2d_k2_wide", nn.MaxPool2d, 2, 3, 5, 21, (2, 2), (2, 2), (0, 0))
 
 
 if __name__ == "__main__":

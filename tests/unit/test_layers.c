@@ -137,6 +137,9 @@ static void test_conv2d(void **state) {
     conv_case("conv2d_basic", 2);
     conv_case("conv2d_strided", 2);
     conv_case("conv2d_strided", 5); /* more threads than samples */
+    conv_case("conv2d_padded", 1);
+    conv_case("conv2d_padded", 2);
+    conv_case("conv2d_1x1", 2); /* no im2col: the image is the matrix */
 }
 
 static void pool_case(const char *name, int is_max) {
@@ -168,6 +171,7 @@ static void test_pool2d(void **state) {
     (void)state;
     pool_case("maxpool2d_k2", 1);
     pool_case("maxpool2d_k3p1", 1);
+    pool_case("maxpool2d_k2_wide", 1); /* the vectorised 2x2 rows */
     pool_case("avgpool2d_k2", 0);
     pool_case("avgpool2d_k3p1", 0);
 }
@@ -186,6 +190,23 @@ static void test_maxpool_ties_and_nan(void **state) {
     taas_maxpool2d_forward(&y, &am, nan_in, &s);
     assert_true(isnan(y));
     assert_int_equal(am, 1);
+    /* the same rules in rows of 10 windows (the vectorised path), each window its own case */
+    enum { W = 20, OW = W / 2 };
+    const float cases[OW][4] = {{3, 3, 1, 3}, {1, NAN, 5, 2}, {NAN, NAN, 1, 1}, {1, 2, NAN, 9},
+                                {-1, -2, -3, -4}, {0, 5, 5, 5}, {-0.0f, 0.0f, 0, 0},
+                                {1, 2, 3, 4}, {4, 3, 2, 1}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY}};
+    const int32_t want[OW] = {0, 1, 0, W, 0, 1, 0, W + 1, 0, 0}; /* offset in the window */
+    float x[2 * W], yw[OW];
+    int32_t amw[OW];
+    for (int j = 0; j < OW; j++)
+        x[2 * j] = cases[j][0], x[2 * j + 1] = cases[j][1], x[W + 2 * j] = cases[j][2], x[W + 2 * j + 1] = cases[j][3];
+    taas_pool2d_shape sw = {1, 1, 2, W, 2, 2, 2, 2, 0, 0};
+    taas_maxpool2d_forward(yw, amw, x, &sw);
+    for (int j = 0; j < OW; j++) {
+        int32_t at = 2 * j + want[j];
+        if (amw[j] != at) fail_msg("window %d: argmax %d, expected %d", j, amw[j], at);
+        assert_memory_equal(&yw[j], &x[at], sizeof(float)); /* NaN and the sign of zero too */
+    }
 }
 
 enum act { RELU, LEAKY, TANH, SIGMOID, GELU };
@@ -322,6 +343,8 @@ static void test_dropout(void **state) {
     taas_dropout_backward(dx, dy, m, n);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
+        /* the vectorised mask draws what the generator gives element by element */
+        assert_true(m[i] == (taas_ctr_uniform(42, 1000 + i) >= p ? 1.0f / (1.0f - p) : 0.0f));
         assert_true(m[i] == 0.0f || fabsf(m[i] - 1.0f / (1.0f - p)) < 1e-6f);
         kept += m[i] != 0.0f;
         assert_true(y[i] == x[i] * m[i]);

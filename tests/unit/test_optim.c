@@ -128,33 +128,44 @@ static void test_state_sizes(void **state) {
     assert_int_equal(taas_optim_state_floats(&c, 10), 30);
 }
 
-/* A buffer large enough for the OpenMP path gives the same numbers as small pieces of it. */
-static void test_parallel_path_matches_serial(void **state) {
-    (void)state;
+/* A buffer large enough for the OpenMP path gives the same numbers as small pieces of it,
+ * for every optimizer (both are vectorised; the pieces are split differently). */
+static void parallel_case(taas_optim_config c) {
     const size_t n = 100000;
+    size_t ns = taas_optim_state_floats(&c, n) / n;
     float *p1 = malloc(n * sizeof *p1), *p2 = malloc(n * sizeof *p2), *g = malloc(n * sizeof *g);
-    float *s1 = calloc(2 * n, sizeof *s1), *s2 = calloc(2 * n, sizeof *s2);
+    float *s1 = calloc(3 * n, sizeof *s1), *s2 = calloc(3 * n, sizeof *s2);
     for (size_t i = 0; i < n; i++) {
         p1[i] = p2[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
         g[i] = (float)((i * 104729) % 997) / 498.5f - 1.0f;
     }
-    taas_optim_config c;
-    taas_optim_config_default(&c, TAAS_OPTIM_ADAM);
-    c.weight_decay = 0.01;
     for (long step = 1; step <= 3; step++) {
         taas_optim_step(&c, p1, g, s1, n, step);
         for (size_t off = 0; off < n; off += 1000) {
-            float *sub[2] = {s2 + off, s2 + n + off};
-            float tmp[2000];
-            memcpy(tmp, sub[0], 1000 * sizeof *tmp);
-            memcpy(tmp + 1000, sub[1], 1000 * sizeof *tmp);
+            float tmp[3000];
+            for (size_t b = 0; b < ns; b++) memcpy(tmp + b * 1000, s2 + b * n + off, 1000 * sizeof *tmp);
             taas_optim_step(&c, p2 + off, g + off, tmp, 1000, step);
-            memcpy(sub[0], tmp, 1000 * sizeof *tmp);
-            memcpy(sub[1], tmp + 1000, 1000 * sizeof *tmp);
+            for (size_t b = 0; b < ns; b++) memcpy(s2 + b * n + off, tmp + b * 1000, 1000 * sizeof *tmp);
         }
     }
     assert_memory_equal(p1, p2, n * sizeof *p1);
     free(p1), free(p2), free(g), free(s1), free(s2);
+}
+
+static void test_parallel_path_matches_serial(void **state) {
+    (void)state;
+    taas_optim_config c;
+    taas_optim_config_default(&c, TAAS_OPTIM_ADAM);
+    c.weight_decay = 0.01;
+    parallel_case(c);
+    taas_optim_config_default(&c, TAAS_OPTIM_SGD);
+    c.momentum = 0.9, c.nesterov = 1;
+    parallel_case(c);
+    taas_optim_config_default(&c, TAAS_OPTIM_ADADELTA);
+    parallel_case(c);
+    taas_optim_config_default(&c, TAAS_OPTIM_RMSPROP);
+    c.momentum = 0.5, c.centered = 1;
+    parallel_case(c);
 }
 
 static void expect_bad(taas_optim_config c, const char *msg, const char *hint) {

@@ -2,25 +2,6 @@
 #include <math.h>
 #include "init.h"
 
-uint64_t taas_ctr_u64(uint64_t seed, uint64_t counter) {
-    /* splitmix64 applied to a key mixing seed and counter; two rounds so nearby seeds and
-     * nearby counters give unrelated streams */
-    uint64_t z = seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull;
-    z ^= z >> 31;
-    z += counter * 0x9E3779B97F4A7C15ull;
-    for (int r = 0; r < 2; r++) {
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        z += 0x9E3779B97F4A7C15ull;
-    }
-    return z;
-}
-
-float taas_ctr_uniform(uint64_t seed, uint64_t counter) {
-    return (float)(taas_ctr_u64(seed, counter) >> 40) * (1.0f / 16777216.0f);
-}
-
 void taas_init_uniform(float *w, size_t n, float bound, taas_init_rng *rng) {
     for (size_t i = 0; i < n; i++)
         w[i] = (2.0f * taas_ctr_uniform(rng->seed, rng->offset + i) - 1.0f) * bound;

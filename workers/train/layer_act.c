@@ -1,41 +1,53 @@
-/* Element-wise activations. Backward of Tanh and Sigmoid reads the output y. */
+/* Element-wise activations, vectorised and split across the OpenMP threads. Backward of
+ * Tanh and Sigmoid reads the output y. */
 #include <math.h>
 #include "layers.h"
+#include "simd.h"
 
-void taas_relu_forward(float *y, const float *x, size_t n) {
+TAAS_VEC void taas_relu_forward(float *y, const float *x, size_t n) {
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
-void taas_relu_backward(float *dx, const float *dy, const float *x, size_t n) {
+TAAS_VEC void taas_relu_backward(float *dx, const float *dy, const float *x, size_t n) {
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-void taas_leaky_relu_forward(float *y, const float *x, size_t n, float slope) {
+TAAS_VEC void taas_leaky_relu_forward(float *y, const float *x, size_t n, float slope) {
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : x[i] * slope;
 }
-void taas_leaky_relu_backward(float *dx, const float *dy, const float *x, size_t n, float slope) {
+TAAS_VEC void taas_leaky_relu_backward(float *dx, const float *dy, const float *x, size_t n, float slope) {
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] = x[i] > 0.0f ? dy[i] : dy[i] * slope;
 }
 
 void taas_tanh_forward(float *y, const float *x, size_t n) {
+#pragma omp parallel for if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
 }
-void taas_tanh_backward(float *dx, const float *dy, const float *y, size_t n) {
+TAAS_VEC void taas_tanh_backward(float *dx, const float *dy, const float *y, size_t n) {
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
 }
 
 void taas_sigmoid_forward(float *y, const float *x, size_t n) {
+#pragma omp parallel for if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i]));
 }
-void taas_sigmoid_backward(float *dx, const float *dy, const float *y, size_t n) {
+TAAS_VEC void taas_sigmoid_backward(float *dx, const float *dy, const float *y, size_t n) {
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
 }
 
 void taas_gelu_forward(float *y, const float *x, size_t n) {
+#pragma omp parallel for if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
 }
 void taas_gelu_backward(float *dx, const float *dy, const float *x, size_t n) {
     /* d/dx x*Phi(x) = Phi(x) + x*phi(x) */
     const float inv_sqrt_2pi = 0.3989422804014327f;
+#pragma omp parallel for if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         float cdf = 0.5f * (1.0f + erff(x[i] * (float)M_SQRT1_2));
         float pdf = inv_sqrt_2pi * expf(-0.5f * x[i] * x[i]);

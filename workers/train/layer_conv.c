@@ -1,55 +1,110 @@
-/* Conv2d by im2col + sgemm, one sample per OpenMP thread. Each thread owns a slice of the
- * caller's scratch: an im2col buffer, and in backward a private dw so threads never race. */
+/* Conv2d by im2col + sgemm, samples spread over OpenMP threads, each thread running its
+ * own single-threaded sgemm on one sample at a time: a sample's im2col matrix (conv2 of
+ * DESIGN.md §1: 288 x 576 floats, 663 KB) stays in the core's L2 between being written and
+ * being multiplied. Each thread owns a slice of the caller's scratch: the im2col buffer and,
+ * in backward, private dw and db sums, added up in thread order so that a run repeats
+ * itself bit for bit. */
 #include <string.h>
-#include <cblas.h>
 #include <omp.h>
+#include "blas.h"
 #include "layers.h"
+#include "simd.h"
 
 static size_t col_floats(const taas_conv2d_shape *s) {
     return (size_t)s->c * s->kh * s->kw * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
 }
 
+/* One thread's slice: im2col matrix, then dw (OC*K), then db (OC). */
+static size_t per_thread(const taas_conv2d_shape *s) {
+    return col_floats(s) + (size_t)s->oc * s->c * s->kh * s->kw + (size_t)s->oc;
+}
+
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads) {
     if (nthreads < 1) nthreads = 1;
-    size_t wsz = (size_t)s->oc * s->c * s->kh * s->kw;
-    return (size_t)nthreads * (col_floats(s) + wsz);
+    return (size_t)nthreads * per_thread(s);
+}
+
+/* Output columns [*j0, *j1) whose input column j*sw - pw + kj falls inside the image. */
+static void valid_cols(const taas_conv2d_shape *s, int ow, int kj, int *j0, int *j1) {
+    int lo = s->pw - kj, hi = s->w + s->pw - kj;  /* need lo <= j*sw < hi */
+    *j0 = lo > 0 ? (lo + s->sw - 1) / s->sw : 0;
+    *j1 = hi > 0 ? (hi + s->sw - 1) / s->sw : 0;
+    if (*j1 > ow) *j1 = ow;
+    if (*j0 > *j1) *j0 = *j1;
 }
 
 /* col (C*KH*KW, OH*OW) from one image (C,H,W); zeros where the window hits padding. */
-static void im2col(float *col, const float *img, const taas_conv2d_shape *s, int oh, int ow) {
+TAAS_VEC static void im2col(float *col, const float *img, const taas_conv2d_shape *s, int oh, int ow) {
     for (int c = 0; c < s->c; c++)
         for (int ki = 0; ki < s->kh; ki++)
             for (int kj = 0; kj < s->kw; kj++) {
                 float *row = col + ((size_t)(c * s->kh + ki) * s->kw + kj) * oh * ow;
                 const float *plane = img + (size_t)c * s->h * s->w;
+                int j0, j1;
+                valid_cols(s, ow, kj, &j0, &j1);
                 for (int i = 0; i < oh; i++) {
+                    float *r = row + (size_t)i * ow;
                     int y = i * s->sh - s->ph + ki;
-                    for (int j = 0; j < ow; j++) {
-                        int x = j * s->sw - s->pw + kj;
-                        row[i * ow + j] = (y >= 0 && y < s->h && x >= 0 && x < s->w)
-                                              ? plane[(size_t)y * s->w + x] : 0.0f;
+                    if (y < 0 || y >= s->h) {
+                        for (int j = 0; j < ow; j++) r[j] = 0.0f;
+                        continue;
                     }
+                    const float *in = plane + (size_t)y * s->w + kj - s->pw;
+                    for (int j = 0; j < j0; j++) r[j] = 0.0f;
+                    if (s->sw == 1) {
+#pragma omp simd
+                        for (int j = j0; j < j1; j++) r[j] = in[j];
+                    } else {
+                        for (int j = j0; j < j1; j++) r[j] = in[(size_t)j * s->sw];
+                    }
+                    for (int j = j1; j < ow; j++) r[j] = 0.0f;
                 }
             }
 }
 
-/* img (C,H,W) = sum of col entries mapping to each pixel (written). */
-static void col2im(float *img, const float *col, const taas_conv2d_shape *s, int oh, int ow) {
+/* img (C,H,W) = sum of the col entries that map to each pixel (written). */
+TAAS_VEC static void col2im(float *img, const float *col, const taas_conv2d_shape *s, int oh, int ow) {
     memset(img, 0, sizeof(float) * (size_t)s->c * s->h * s->w);
     for (int c = 0; c < s->c; c++)
         for (int ki = 0; ki < s->kh; ki++)
             for (int kj = 0; kj < s->kw; kj++) {
                 const float *row = col + ((size_t)(c * s->kh + ki) * s->kw + kj) * oh * ow;
                 float *plane = img + (size_t)c * s->h * s->w;
+                int j0, j1;
+                valid_cols(s, ow, kj, &j0, &j1);
                 for (int i = 0; i < oh; i++) {
                     int y = i * s->sh - s->ph + ki;
                     if (y < 0 || y >= s->h) continue;
-                    for (int j = 0; j < ow; j++) {
-                        int x = j * s->sw - s->pw + kj;
-                        if (x >= 0 && x < s->w) plane[(size_t)y * s->w + x] += row[i * ow + j];
+                    const float *r = row + (size_t)i * ow;
+                    float *out = plane + (size_t)y * s->w + kj - s->pw;
+                    if (s->sw == 1) {
+#pragma omp simd
+                        for (int j = j0; j < j1; j++) out[j] += r[j];
+                    } else {
+                        for (int j = j0; j < j1; j++) out[(size_t)j * s->sw] += r[j];
                     }
                 }
             }
+}
+
+/* y (OC, L) += b per row */
+TAAS_VEC static void add_bias(float *y, const float *b, int oc, int l) {
+    for (int o = 0; o < oc; o++) {
+        float *r = y + (size_t)o * l, v = b[o];
+#pragma omp simd
+        for (int p = 0; p < l; p++) r[p] += v;
+    }
+}
+
+/* db (OC) += row sums of dy (OC, L); each row summed in float, in a fixed order. */
+TAAS_VEC static void add_row_sums(float *db, const float *dy, int oc, int l) {
+    for (int o = 0; o < oc; o++) {
+        const float *r = dy + (size_t)o * l;
+        float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+        for (int p = 0; p < l; p++) acc += r[p];
+        db[o] += acc;
+    }
 }
 
 static int clamp_threads(int nthreads, int n) {
@@ -57,77 +112,81 @@ static int clamp_threads(int nthreads, int n) {
     return nthreads > n ? n : nthreads;
 }
 
-/* When our threads each run an sgemm, OpenBLAS's own pool would fight them for the cores
- * (measured: conv backward 2.8x slower); single-threaded BLAS for the call's duration. */
-static int blas_serial_begin(int nt) {
-    int saved = openblas_get_num_threads();
-    if (nt > 1 && saved > 1) openblas_set_num_threads(1);
-    return saved;
-}
-
-static void blas_serial_end(int nt, int saved) {
-    if (nt > 1 && saved > 1) openblas_set_num_threads(saved);
+/* A 1x1 convolution with stride 1 and no padding multiplies the image itself. */
+static int col_is_input(const taas_conv2d_shape *s) {
+    return s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->ph == 0 && s->pw == 0;
 }
 
 void taas_conv2d_forward(float *y, const float *x, const float *w, const float *b,
                          const taas_conv2d_shape *s, float *scratch, int nthreads) {
+    taas_blas_setup();
     int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow;
     int k = s->c * s->kh * s->kw;
-    size_t per = col_floats(s) + (size_t)s->oc * k;
-    int nt = clamp_threads(nthreads, s->n), saved = blas_serial_begin(nt);
+    size_t per = per_thread(s), in = (size_t)s->c * s->h * s->w;
+    int nt = clamp_threads(nthreads, s->n);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int n = 0; n < s->n; n++) {
-        float *col = scratch + (size_t)omp_get_thread_num() * per;
+        const float *col = x + n * in;
+        if (!col_is_input(s)) {
+            float *mine = scratch + (size_t)omp_get_thread_num() * per;
+            im2col(mine, x + n * in, s, oh, ow);
+            col = mine;
+        }
         float *yn = y + (size_t)n * s->oc * l;
-        im2col(col, x + (size_t)n * s->c * s->h * s->w, s, oh, ow);
-        for (int o = 0; o < s->oc; o++)
-            for (int p = 0; p < l; p++) yn[(size_t)o * l + p] = b ? b[o] : 0.0f;
-        /* y_n (OC, L) += w (OC, K) * col (K, L) */
+        /* y_n (OC, L) = w (OC, K) * col (K, L) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->oc, l, k, 1.0f, w, k, col, l,
-                    1.0f, yn, l);
+                    0.0f, yn, l);
+        if (b) add_bias(yn, b, s->oc, l);
     }
-    blas_serial_end(nt, saved);
 }
 
 void taas_conv2d_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                           const float *w, const taas_conv2d_shape *s, float *scratch,
                           int nthreads) {
+    taas_blas_setup();
     int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow;
     int k = s->c * s->kh * s->kw;
-    size_t wsz = (size_t)s->oc * k, per = col_floats(s) + wsz;
-    int nt = clamp_threads(nthreads, s->n), saved = blas_serial_begin(nt);
-    for (int t = 0; t < nt; t++) memset(scratch + t * per + col_floats(s), 0, sizeof(float) * wsz);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int n = 0; n < s->n; n++) {
+    size_t wsz = (size_t)s->oc * k, per = per_thread(s), in = (size_t)s->c * s->h * s->w;
+    int nt = clamp_threads(nthreads, s->n);
+#pragma omp parallel num_threads(nt)
+    {
         float *col = scratch + (size_t)omp_get_thread_num() * per;
-        float *dwt = col + col_floats(s);
-        const float *dyn = dy + (size_t)n * s->oc * l;
-        if (dw) {
-            im2col(col, x + (size_t)n * s->c * s->h * s->w, s, oh, ow);
-            /* dw_t (OC, K) += dy_n (OC, L) * col^T (L, K) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->oc, k, l, 1.0f, dyn, l, col,
-                        l, 1.0f, dwt, k);
-        }
-        if (dx) {
-            /* dcol (K, L) = w^T (K, OC) * dy_n (OC, L), then scattered back to pixels */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, l, s->oc, 1.0f, w, k, dyn, l,
-                        0.0f, col, l);
-            col2im(dx + (size_t)n * s->c * s->h * s->w, col, s, oh, ow);
+        float *dwt = col + col_floats(s), *dbt = dwt + wsz;
+        memset(dwt, 0, sizeof(float) * (wsz + (size_t)s->oc));
+#pragma omp for schedule(static)
+        for (int n = 0; n < s->n; n++) {
+            const float *dyn = dy + (size_t)n * s->oc * l;
+            if (dw) {
+                const float *xn = x + n * in;
+                if (!col_is_input(s)) {
+                    im2col(col, xn, s, oh, ow);
+                    xn = col;
+                }
+                /* dw_t (OC, K) += dy_n (OC, L) * col^T (L, K) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->oc, k, l, 1.0f, dyn, l,
+                            xn, l, 1.0f, dwt, k);
+            }
+            if (db) add_row_sums(dbt, dyn, s->oc, l);
+            if (dx) {
+                float *dxn = dx + n * in;
+                /* dcol (K, L) = w^T (K, OC) * dy_n (OC, L), then scattered back to pixels */
+                if (col_is_input(s)) {
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, l, s->oc, 1.0f, w, k,
+                                dyn, l, 0.0f, dxn, l);
+                } else {
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, l, s->oc, 1.0f, w, k,
+                                dyn, l, 0.0f, col, l);
+                    col2im(dxn, col, s, oh, ow);
+                }
+            }
         }
     }
-    blas_serial_end(nt, saved);
-    if (dw)
-        for (int t = 0; t < nt; t++) {
-            const float *dwt = scratch + t * per + col_floats(s);
+    /* thread order, whatever finished first */
+    for (int t = 0; t < nt; t++) {
+        const float *dwt = scratch + (size_t)t * per + col_floats(s), *dbt = dwt + wsz;
+        if (dw)
             for (size_t i = 0; i < wsz; i++) dw[i] += dwt[i];
-        }
-    if (db)
-        for (int o = 0; o < s->oc; o++) {
-            double acc = 0;
-            for (int n = 0; n < s->n; n++) {
-                const float *p = dy + ((size_t)n * s->oc + o) * l;
-                for (int q = 0; q < l; q++) acc += p[q];
-            }
-            db[o] += (float)acc;
-        }
+        if (db)
+            for (int o = 0; o < s->oc; o++) db[o] += dbt[o];
+    }
 }

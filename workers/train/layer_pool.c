@@ -3,50 +3,94 @@
 #include <float.h>
 #include <string.h>
 #include "layers.h"
+#include "simd.h"
+
+/* One output of a window over plane `in`: NaN wins (the first one), otherwise the first
+ * maximum, as PyTorch. */
+static void max_window(const float *in, const taas_pool2d_shape *s, int i, int j, float *y, int32_t *argmax) {
+    float best = -FLT_MAX;
+    int32_t at = -1;
+    for (int ki = 0; ki < s->kh; ki++) {
+        int yy = i * s->sh - s->ph + ki;
+        if (yy < 0 || yy >= s->h) continue;
+        for (int kj = 0; kj < s->kw; kj++) {
+            int xx = j * s->sw - s->pw + kj;
+            if (xx < 0 || xx >= s->w) continue;
+            float v = in[yy * s->w + xx];
+            if (at < 0 || v > best || v != v) {
+                best = v;
+                at = yy * s->w + xx;
+                if (v != v) goto done;
+            }
+        }
+    }
+done:
+    *y = best;
+    *argmax = at;
+}
+
+/* The same rule for 2x2 windows at stride 2 without padding, for outputs [j0, j0 + 8) of a
+ * row, written as selects so that it compiles to vector code: the maximum (a NaN stops it),
+ * then the first position that holds it (or the first NaN). */
+static inline void max8_2x2(const float *restrict r0, const float *restrict r1, int w, int j0,
+                            int32_t base, float *restrict y, int32_t *restrict argmax) {
+#pragma omp simd
+    for (int j = j0; j < j0 + 8; j++) {
+        float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+        float m = a;
+        m = (m == m && (b > m || b != b)) ? b : m;
+        m = (m == m && (c > m || c != c)) ? c : m;
+        m = (m == m && (d > m || d != d)) ? d : m;
+        int32_t k = (a == m || a != a) ? 0 : (b == m || b != b) ? 1 : (c == m || c != c) ? w : w + 1;
+        y[j] = m;
+        argmax[j] = base + 2 * j + k;
+    }
+}
+
+/* A row of ow >= 8 outputs in blocks of 8; the last block overlaps the one before rather
+ * than leaving a scalar tail (ow = 12 in DESIGN.md §1). */
+TAAS_VEC static void max_row_2x2(const float *restrict r0, const float *restrict r1, int w, int ow,
+                                 int32_t base, float *restrict y, int32_t *restrict argmax) {
+    for (int j = 0; j < ow; j += 8) max8_2x2(r0, r1, w, j + 8 <= ow ? j : ow - 8, base, y, argmax);
+}
+
+static int is_2x2(const taas_pool2d_shape *s) {
+    return taas_pool2d_out_w(s) >= 8 && s->kh == 2 && s->kw == 2 && s->sh == 2 && s->sw == 2 && s->ph == 0 && s->pw == 0;
+}
 
 void taas_maxpool2d_forward(float *y, int32_t *argmax, const float *x, const taas_pool2d_shape *s) {
-    int oh = taas_pool2d_out_h(s), ow = taas_pool2d_out_w(s);
+    int oh = taas_pool2d_out_h(s), ow = taas_pool2d_out_w(s), fast = is_2x2(s);
     size_t planes = (size_t)s->n * s->c;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (planes * s->h * s->w >= TAAS_PAR_MIN) schedule(static)
     for (size_t p = 0; p < planes; p++) {
         const float *in = x + p * s->h * s->w;
-        for (int i = 0; i < oh; i++)
-            for (int j = 0; j < ow; j++) {
-                float best = -FLT_MAX;
-                int32_t at = -1;
-                for (int ki = 0; ki < s->kh; ki++) {
-                    int yy = i * s->sh - s->ph + ki;
-                    if (yy < 0 || yy >= s->h) continue;
-                    for (int kj = 0; kj < s->kw; kj++) {
-                        int xx = j * s->sw - s->pw + kj;
-                        if (xx < 0 || xx >= s->w) continue;
-                        float v = in[yy * s->w + xx];
-                        /* NaN wins, as in PyTorch; first maximum otherwise */
-                        if (at < 0 || v > best || v != v) {
-                            best = v;
-                            at = yy * s->w + xx;
-                            if (v != v) goto done;
-                        }
-                    }
-                }
-            done:
-                y[(p * oh + i) * ow + j] = best;
-                argmax[(p * oh + i) * ow + j] = at;
+        float *yp = y + p * oh * ow;
+        int32_t *ap = argmax + p * oh * ow;
+        for (int i = 0; i < oh; i++) {
+            if (fast) {
+                max_row_2x2(in + (size_t)2 * i * s->w, in + (size_t)(2 * i + 1) * s->w, s->w, ow, 2 * i * s->w,
+                            yp + (size_t)i * ow, ap + (size_t)i * ow);
+                continue;
             }
+            for (int j = 0; j < ow; j++) max_window(in, s, i, j, yp + (size_t)i * ow + j, ap + (size_t)i * ow + j);
+        }
     }
 }
 
 void taas_maxpool2d_backward(float *dx, const float *dy, const int32_t *argmax,
                              const taas_pool2d_shape *s) {
     int oh = taas_pool2d_out_h(s), ow = taas_pool2d_out_w(s);
-    size_t planes = (size_t)s->n * s->c;
-    memset(dx, 0, sizeof(float) * planes * s->h * s->w);
-#pragma omp parallel for schedule(static)
-    for (size_t p = 0; p < planes; p++)
+    size_t planes = (size_t)s->n * s->c, hw = (size_t)s->h * s->w;
+    /* plane by plane: each plane is zeroed while it is in cache, then receives its gradients */
+#pragma omp parallel for if (planes * hw >= TAAS_PAR_MIN) schedule(static)
+    for (size_t p = 0; p < planes; p++) {
+        float *out = dx + p * hw;
+        memset(out, 0, sizeof(float) * hw);
         for (int q = 0; q < oh * ow; q++) {
             int32_t at = argmax[p * oh * ow + q];
-            if (at >= 0) dx[p * s->h * s->w + at] += dy[p * oh * ow + q];
+            if (at >= 0) out[at] += dy[p * oh * ow + q];
         }
+    }
 }
 
 /* Window rows [*lo, *hi) clipped to the input; returns the padded extent for the divisor. */
@@ -62,7 +106,7 @@ static int window(int o, int stride, int pad, int k, int size, int *lo, int *hi)
 void taas_avgpool2d_forward(float *y, const float *x, const taas_pool2d_shape *s) {
     int oh = taas_pool2d_out_h(s), ow = taas_pool2d_out_w(s);
     size_t planes = (size_t)s->n * s->c;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (planes * s->h * s->w >= TAAS_PAR_MIN) schedule(static)
     for (size_t p = 0; p < planes; p++) {
         const float *in = x + p * s->h * s->w;
         for (int i = 0; i < oh; i++) {
@@ -81,10 +125,10 @@ void taas_avgpool2d_forward(float *y, const float *x, const taas_pool2d_shape *s
 void taas_avgpool2d_backward(float *dx, const float *dy, const taas_pool2d_shape *s) {
     int oh = taas_pool2d_out_h(s), ow = taas_pool2d_out_w(s);
     size_t planes = (size_t)s->n * s->c;
-    memset(dx, 0, sizeof(float) * planes * s->h * s->w);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (planes * s->h * s->w >= TAAS_PAR_MIN) schedule(static)
     for (size_t p = 0; p < planes; p++) {
         float *out = dx + p * s->h * s->w;
+        memset(out, 0, sizeof(float) * s->h * s->w);
         for (int i = 0; i < oh; i++) {
             int y0, y1, eh = window(i, s->sh, s->ph, s->kh, s->h, &y0, &y1);
             for (int j = 0; j < ow; j++) {

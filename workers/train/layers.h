@@ -11,7 +11,8 @@
 #include <stdint.h>
 #include "error.h"
 
-/* ---- Linear: x (N, IN), w (OUT, IN), b (OUT) or NULL -> y (N, OUT) ---- */
+/* ---- Linear: x (N, IN), w (OUT, IN), b (OUT) or NULL -> y (N, OUT) ----
+ * sgemm split across omp_get_max_threads() threads (blas.h). */
 void taas_linear_forward(float *y, const float *x, const float *w, const float *b,
                          int n, int in, int out);
 /* dx (N, IN) written (may be NULL to skip); dw (OUT, IN) and db (OUT, or NULL) accumulate. */
@@ -30,12 +31,12 @@ int taas_conv2d_out_w(const taas_conv2d_shape *s);
 int taas_conv2d_check(const taas_conv2d_shape *s, taas_error *e);
 /* Scratch floats forward/backward need when run with `nthreads` OpenMP threads. */
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads);
-/* x (N,C,H,W), w (OC,C,KH,KW), b (OC) or NULL -> y (N,OC,OH,OW). OpenMP over the batch;
- * with nthreads > 1, OpenBLAS runs single-threaded for the call (its process-wide thread
- * count is set to 1 and restored), so do not run two convolutions concurrently. */
+/* x (N,C,H,W), w (OC,C,KH,KW), b (OC) or NULL -> y (N,OC,OH,OW). OpenMP over the batch,
+ * each thread one sample at a time with single-threaded sgemm (blas.h). */
 void taas_conv2d_forward(float *y, const float *x, const float *w, const float *b,
                          const taas_conv2d_shape *s, float *scratch, int nthreads);
-/* dx (N,C,H,W) written (NULL to skip); dw, db (NULL to skip) accumulate. */
+/* dx (N,C,H,W) written (NULL to skip); dw, db (NULL to skip) accumulate, summed per thread
+ * and then in thread order: the same nthreads gives the same bits. */
 void taas_conv2d_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                           const float *w, const taas_conv2d_shape *s, float *scratch,
                           int nthreads);

@@ -1,12 +1,12 @@
 /* PyTorch 1.13's optimizer update rules on flat buffers. Each element's update is
- * independent, so the loops split across OpenMP threads when the buffer is big enough to
- * pay for it. Scalars derived from hyper-parameters are computed in double as Python does,
+ * independent, so the loops vectorise (simd.h) and split across OpenMP threads when the
+ * buffer is big enough to pay for it. Scalars derived from hyper-parameters are computed in double as Python does,
  * then applied in float as torch's float kernels do. */
 #include "optim.h"
 
 #include <math.h>
 
-#define PAR_MIN 32768  /* below this a parallel region costs more than it saves */
+#include "simd.h"
 
 void taas_optim_config_default(taas_optim_config *cfg, taas_optim_kind kind) {
     *cfg = (taas_optim_config){.kind = kind, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
@@ -78,12 +78,12 @@ size_t taas_optim_state_floats(const taas_optim_config *cfg, size_t n) {
     return 0;
 }
 
-void taas_sgd_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
+TAAS_VEC void taas_sgd_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
                    size_t n, long step) {
     const float lr = (float)cfg->lr, wd = (float)cfg->weight_decay, mom = (float)cfg->momentum;
     const float damp1 = (float)(1.0 - cfg->dampening);
     const int use_mom = cfg->momentum != 0.0, nesterov = cfg->nesterov, first = step <= 1;
-#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         float d = grads[i];
         if (wd != 0.0f) d += wd * params[i];
@@ -97,7 +97,7 @@ void taas_sgd_step(const taas_optim_config *cfg, float *params, const float *gra
     }
 }
 
-void taas_adam_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
+TAAS_VEC void taas_adam_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
                     size_t n, long step) {
     const int decoupled = cfg->kind == TAAS_OPTIM_ADAMW, ams = cfg->amsgrad;
     const float b1 = (float)cfg->beta1, b2 = (float)cfg->beta2, eps = (float)cfg->eps;
@@ -108,7 +108,7 @@ void taas_adam_step(const taas_optim_config *cfg, float *params, const float *gr
     const float bc2_sqrt = (float)sqrt(1.0 - pow(cfg->beta2, (double)step));
     const float step_size = (float)(cfg->lr / bc1);
     float *m = state, *v = state + n, *vmax = state + 2 * n;
-#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         float p = params[i], g = grads[i];
         if (decoupled) p *= shrink;
@@ -125,12 +125,12 @@ void taas_adam_step(const taas_optim_config *cfg, float *params, const float *gr
     }
 }
 
-void taas_adadelta_step(const taas_optim_config *cfg, float *params, const float *grads,
+TAAS_VEC void taas_adadelta_step(const taas_optim_config *cfg, float *params, const float *grads,
                         float *state, size_t n) {
     const float lr = (float)cfg->lr, wd = (float)cfg->weight_decay, rho = (float)cfg->rho;
     const float omrho = (float)(1.0 - cfg->rho), eps = (float)cfg->eps;
     float *sq = state, *acc = state + n;
-#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i];
         if (wd != 0.0f) g += wd * params[i];
@@ -142,13 +142,13 @@ void taas_adadelta_step(const taas_optim_config *cfg, float *params, const float
     }
 }
 
-void taas_rmsprop_step(const taas_optim_config *cfg, float *params, const float *grads,
+TAAS_VEC void taas_rmsprop_step(const taas_optim_config *cfg, float *params, const float *grads,
                        float *state, size_t n) {
     const float lr = (float)cfg->lr, wd = (float)cfg->weight_decay, alpha = (float)cfg->alpha;
     const float omalpha = (float)(1.0 - cfg->alpha), eps = (float)cfg->eps, mom = (float)cfg->momentum;
     const int use_mom = cfg->momentum > 0.0, centered = cfg->centered;
     float *sq = state, *buf = state + n, *gavg = state + (use_mom ? 2 : 1) * n;
-#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i];
         if (wd != 0.0f) g += wd * params[i];
