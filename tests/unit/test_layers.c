@@ -127,6 +127,23 @@ static void conv_case(const char *name, int nthreads) {
     taas_conv2d_backward(NULL, dw, db, dy, x, w, &s, scratch, nthreads);
     expect(j, "dweight", dw, 0);
     expect(j, "dbias", db, 0);
+    /* fused with a ReLU: the same bits as the convolution, then ReLU and its backward */
+    float *yr = filled(ny, 7), *dym = filled(ny, 0), *dxr = filled(nx, 7), *dwr = filled(nw, 0),
+          *dbr = filled(s.oc, 0);
+    taas_conv2d_relu_forward(yr, x, w, b, &s, scratch, nthreads);
+    for (size_t i = 0; i < ny; i++) {
+        float r = y[i] > 0.0f ? y[i] : 0.0f;
+        assert_memory_equal(&yr[i], &r, sizeof r);
+        dym[i] = yr[i] > 0.0f ? dy[i] : 0.0f;
+    }
+    for (size_t i = 0; i < nw; i++) dw[i] = 0;
+    for (int i = 0; i < s.oc; i++) db[i] = 0;
+    taas_conv2d_backward(dx, dw, db, dym, x, w, &s, scratch, nthreads);
+    taas_conv2d_relu_backward(dxr, dwr, dbr, dy, yr, x, w, &s, scratch, nthreads);
+    assert_memory_equal(dxr, dx, nx * sizeof *dx);
+    assert_memory_equal(dwr, dw, nw * sizeof *dw);
+    assert_memory_equal(dbr, db, s.oc * sizeof *db);
+    free(yr), free(dym), free(dxr), free(dwr), free(dbr);
     free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(scratch);
     json_decref(j);
 }

@@ -398,6 +398,53 @@ static void test_other_layers_gradcheck(void **state) {
     taas_model_free(m);
 }
 
+/* The DESIGN.md §1 network in small, trained twice from the same seed with two threads:
+ * the same bits every time (per-thread partial sums are added in thread order). */
+static void train_small(int nthreads, float *params_out, size_t *nparams) {
+    taas_error e;
+    taas_model *m = build("{\"type\":\"Sequential\",\"layers\":["
+        "{\"type\":\"Conv2d\",\"in_channels\":1,\"out_channels\":8,\"kernel_size\":3},{\"type\":\"ReLU\"},"
+        "{\"type\":\"Conv2d\",\"in_channels\":8,\"out_channels\":16,\"kernel_size\":3},{\"type\":\"ReLU\"},"
+        "{\"type\":\"MaxPool2d\",\"kernel_size\":2},{\"type\":\"Dropout\",\"p\":0.25},{\"type\":\"Flatten\"},"
+        "{\"type\":\"Linear\",\"in_features\":1024,\"out_features\":32},{\"type\":\"BatchNorm1d\",\"num_features\":32},"
+        "{\"type\":\"ReLU\"},{\"type\":\"Dropout\",\"p\":0.5},{\"type\":\"Linear\",\"in_features\":32,\"out_features\":10},"
+        "{\"type\":\"LogSoftmax\",\"dim\":1}]}", 1, 20, 20, &e);
+    assert_non_null(m);
+    taas_model_set_threads(m, nthreads);
+    enum { N = 24 };
+    float *x = malloc(sizeof(float) * N * 400), dlogp[N * 10];
+    int64_t y[N];
+    taas_init_rng rng = {7, 0};
+    taas_init_uniform(x, N * 400, 1.0f, &rng);
+    for (int i = 0; i < N; i++) y[i] = i % 10;
+    taas_optim_config cfg;
+    taas_optim_config_default(&cfg, TAAS_OPTIM_ADADELTA);
+    float *st = calloc(taas_optim_state_floats(&cfg, m->nparams), sizeof(float));
+    for (int s = 0; s < 4; s++) {
+        taas_model_zero_grad(m);
+        ref_loss(m, x, y, N, 10, (uint64_t)s, dlogp);
+        assert_int_equal(taas_model_backward(m, dlogp, &e), 0);
+        taas_optim_step(&cfg, m->params, m->grads, st, m->nparams, s + 1);
+    }
+    memcpy(params_out, m->params, m->nparams * sizeof(float));
+    *nparams = m->nparams;
+    free(x), free(st);
+    taas_model_free(m);
+}
+
+static void test_training_repeats_bit_for_bit(void **state) {
+    (void)state;
+    enum { MAXP = 40000 };
+    float *a = malloc(sizeof(float) * MAXP), *b = malloc(sizeof(float) * MAXP);
+    size_t na, nb;
+    train_small(2, a, &na);
+    assert_true(na <= MAXP);
+    train_small(2, b, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na * sizeof(float));
+    free(a), free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_matches_state_dict),
@@ -412,6 +459,7 @@ int main(void) {
         cmocka_unit_test(test_more_spec_errors),
         cmocka_unit_test(test_run_errors),
         cmocka_unit_test(test_other_layers_gradcheck),
+        cmocka_unit_test(test_training_repeats_bit_for_bit),
     };
     return cmocka_run_group_tests(tests, load_ref, free_ref);
 }

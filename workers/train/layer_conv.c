@@ -14,9 +14,11 @@ static size_t col_floats(const taas_conv2d_shape *s) {
     return (size_t)s->c * s->kh * s->kw * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
 }
 
-/* One thread's slice: im2col matrix, then dw (OC*K), then db (OC). */
+/* One thread's slice: im2col matrix, dw (OC*K), db (OC), and a sample's masked output
+ * gradient (OC*OH*OW) for the fused ReLU. */
 static size_t per_thread(const taas_conv2d_shape *s) {
-    return col_floats(s) + (size_t)s->oc * s->c * s->kh * s->kw + (size_t)s->oc;
+    return col_floats(s) + (size_t)s->oc * s->c * s->kh * s->kw + (size_t)s->oc +
+           (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
 }
 
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads) {
@@ -87,13 +89,24 @@ TAAS_VEC static void col2im(float *img, const float *col, const taas_conv2d_shap
             }
 }
 
-/* y (OC, L) += b per row */
-TAAS_VEC static void add_bias(float *y, const float *b, int oc, int l) {
+/* y (OC, L) += b per row (b may be NULL), then max(y, 0) with relu */
+TAAS_VEC static void bias_relu(float *y, const float *b, int oc, int l, int relu) {
     for (int o = 0; o < oc; o++) {
-        float *r = y + (size_t)o * l, v = b[o];
+        float *r = y + (size_t)o * l, v = b ? b[o] : 0.0f;
+        if (relu) {
 #pragma omp simd
-        for (int p = 0; p < l; p++) r[p] += v;
+            for (int p = 0; p < l; p++) r[p] = r[p] + v > 0.0f ? r[p] + v : 0.0f;
+        } else if (b) {
+#pragma omp simd
+            for (int p = 0; p < l; p++) r[p] += v;
+        }
     }
+}
+
+/* out = dy where the ReLU's output y is positive, else 0 (n floats) */
+TAAS_VEC static void relu_mask(float *out, const float *dy, const float *y, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 /* db (OC) += row sums of dy (OC, L); each row summed in float, in a fixed order. */
@@ -117,8 +130,8 @@ static int col_is_input(const taas_conv2d_shape *s) {
     return s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->ph == 0 && s->pw == 0;
 }
 
-void taas_conv2d_forward(float *y, const float *x, const float *w, const float *b,
-                         const taas_conv2d_shape *s, float *scratch, int nthreads) {
+static void forward(float *y, const float *x, const float *w, const float *b,
+                    const taas_conv2d_shape *s, float *scratch, int nthreads, int relu) {
     taas_blas_setup();
     int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow;
     int k = s->c * s->kh * s->kw;
@@ -136,13 +149,24 @@ void taas_conv2d_forward(float *y, const float *x, const float *w, const float *
         /* y_n (OC, L) = w (OC, K) * col (K, L) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->oc, l, k, 1.0f, w, k, col, l,
                     0.0f, yn, l);
-        if (b) add_bias(yn, b, s->oc, l);
+        bias_relu(yn, b, s->oc, l, relu);
     }
 }
 
-void taas_conv2d_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                          const float *w, const taas_conv2d_shape *s, float *scratch,
-                          int nthreads) {
+void taas_conv2d_forward(float *y, const float *x, const float *w, const float *b,
+                         const taas_conv2d_shape *s, float *scratch, int nthreads) {
+    forward(y, x, w, b, s, scratch, nthreads, 0);
+}
+
+void taas_conv2d_relu_forward(float *y, const float *x, const float *w, const float *b,
+                              const taas_conv2d_shape *s, float *scratch, int nthreads) {
+    forward(y, x, w, b, s, scratch, nthreads, 1);
+}
+
+/* relu_y: the fused ReLU's output, whose sign masks dy; NULL without one */
+static void backward(float *dx, float *dw, float *db, const float *dy, const float *relu_y,
+                     const float *x, const float *w, const taas_conv2d_shape *s, float *scratch,
+                     int nthreads) {
     taas_blas_setup();
     int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow;
     int k = s->c * s->kh * s->kw;
@@ -151,11 +175,15 @@ void taas_conv2d_backward(float *dx, float *dw, float *db, const float *dy, cons
 #pragma omp parallel num_threads(nt)
     {
         float *col = scratch + (size_t)omp_get_thread_num() * per;
-        float *dwt = col + col_floats(s), *dbt = dwt + wsz;
+        float *dwt = col + col_floats(s), *dbt = dwt + wsz, *masked = dbt + s->oc;
         memset(dwt, 0, sizeof(float) * (wsz + (size_t)s->oc));
 #pragma omp for schedule(static)
         for (int n = 0; n < s->n; n++) {
             const float *dyn = dy + (size_t)n * s->oc * l;
+            if (relu_y) {
+                relu_mask(masked, dyn, relu_y + (size_t)n * s->oc * l, (size_t)s->oc * l);
+                dyn = masked;
+            }
             if (dw) {
                 const float *xn = x + n * in;
                 if (!col_is_input(s)) {
@@ -189,4 +217,16 @@ void taas_conv2d_backward(float *dx, float *dw, float *db, const float *dy, cons
         if (db)
             for (int o = 0; o < s->oc; o++) db[o] += dbt[o];
     }
+}
+
+void taas_conv2d_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                          const float *w, const taas_conv2d_shape *s, float *scratch,
+                          int nthreads) {
+    backward(dx, dw, db, dy, NULL, x, w, s, scratch, nthreads);
+}
+
+void taas_conv2d_relu_backward(float *dx, float *dw, float *db, const float *dy, const float *y,
+                               const float *x, const float *w, const taas_conv2d_shape *s,
+                               float *scratch, int nthreads) {
+    backward(dx, dw, db, dy, y, x, w, s, scratch, nthreads);
 }

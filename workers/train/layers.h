@@ -40,6 +40,14 @@ void taas_conv2d_forward(float *y, const float *x, const float *w, const float *
 void taas_conv2d_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                           const float *w, const taas_conv2d_shape *s, float *scratch,
                           int nthreads);
+/* Conv2d followed by ReLU, fused: y = max(conv(x) + b, 0), each sample's output rectified
+ * while it is in cache. The backward takes dy, the gradient of the ReLU's output, and that
+ * output y (dy counts where y > 0), so the pair costs no pass of its own over memory. */
+void taas_conv2d_relu_forward(float *y, const float *x, const float *w, const float *b,
+                              const taas_conv2d_shape *s, float *scratch, int nthreads);
+void taas_conv2d_relu_backward(float *dx, float *dw, float *db, const float *dy, const float *y,
+                               const float *x, const float *w, const taas_conv2d_shape *s,
+                               float *scratch, int nthreads);
 
 /* ---- MaxPool2d / AvgPool2d (ceil_mode False; AvgPool count_include_pad True) ---- */
 typedef struct taas_pool2d_shape {

@@ -55,7 +55,9 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
 /* Gradients ACCUMULATE into m->grads from dout (n, out) for the last forward. */
 int taas_model_backward(taas_model *m, const float *dout, taas_error *err);
 void taas_model_zero_grad(taas_model *m);
-/* OpenMP threads for the convolutions (default 1); drops the work memory when it changes. */
+/* OpenMP threads of every layer (default 1): forward and backward set them as the calling
+ * thread's omp_set_num_threads, so an optimizer step after them uses as many. Drops the
+ * work memory when it changes. */
 void taas_model_set_threads(taas_model *m, int nthreads);
 
 #endif

@@ -1,6 +1,10 @@
-/* Running a model: work memory per batch size, forward and backward layer by layer. */
+/* Running a model: work memory per batch size, forward and backward layer by layer.
+ * Two layers cost no pass of their own: Flatten (its output is its input's memory) and a
+ * ReLU right after a Conv2d, which the convolution applies to each sample while it is in
+ * cache (taas_conv2d_relu_*); the ReLU's output is then the convolution's buffer. */
 #include "model.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +26,19 @@ static taas_pool2d_shape pool_shape(const taas_model_layer *L, int n) {
                                L->sh, L->sw, L->ph, L->pw};
 }
 
+/* Layer i is a ReLU that the Conv2d before it computes. */
+static int relu_in_conv(const taas_model *m, int i) {
+    return i > 0 && m->layers[i].kind == TAAS_L_RELU && m->layers[i - 1].kind == TAAS_L_CONV2D;
+}
+
+/* Layer i's output lives in its input's buffer. */
+static int output_is_input(const taas_model *m, int i) {
+    return m->layers[i].kind == TAAS_L_FLATTEN || relu_in_conv(m, i);
+}
+
 static void free_work(taas_model *m) {
-    for (int i = 0; m->acts && i <= m->nlayers; i++) free(m->acts[i]);
+    for (int i = 0; m->acts && i <= m->nlayers; i++)
+        if (i == 0 || m->acts[i] != m->acts[i - 1]) free(m->acts[i]);
     for (int i = 0; m->aux && i < m->nlayers; i++) free(m->aux[i]);
     for (int i = 0; m->argmax && i < m->nlayers; i++) free(m->argmax[i]);
     free(m->acts);
@@ -74,7 +89,8 @@ static int alloc_work(taas_model *m, int n, taas_error *e) {
         const taas_model_layer *L = &m->layers[i];
         size_t out = numel(&L->out) * nn;
         if (out > maxact) maxact = out;
-        if (!(m->acts[i + 1] = malloc(out * sizeof(float)))) goto oom;
+        if (output_is_input(m, i)) m->acts[i + 1] = m->acts[i];
+        else if (!(m->acts[i + 1] = malloc(out * sizeof(float)))) goto oom;
         if (L->kind == TAAS_L_DROPOUT && !(m->aux[i] = malloc(out * sizeof(float)))) goto oom;
         if (L->kind == TAAS_L_DROPOUT2D && !(m->aux[i] = malloc(nn * (size_t)L->in.d[0] * sizeof(float))))
             goto oom;
@@ -109,6 +125,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
         return -1;
     }
     if (alloc_work(m, n, e)) return -1;
+    omp_set_num_threads(m->nthreads);
     memcpy(m->acts[0], x, numel(&m->in_shape) * (size_t)n * sizeof(float));
     m->last_train = train;
     for (int i = 0; i < m->nlayers; i++) {
@@ -124,7 +141,10 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
         case TAAS_L_LINEAR: taas_linear_forward(y, xi, p + L->w_off, b, n, L->lin_in, L->lin_out); break;
         case TAAS_L_CONV2D: {
             taas_conv2d_shape cs = conv_shape(L, n);
-            taas_conv2d_forward(y, xi, p + L->w_off, b, &cs, m->scratch, m->nthreads);
+            if (i + 1 < m->nlayers && relu_in_conv(m, i + 1))
+                taas_conv2d_relu_forward(y, xi, p + L->w_off, b, &cs, m->scratch, m->nthreads);
+            else
+                taas_conv2d_forward(y, xi, p + L->w_off, b, &cs, m->scratch, m->nthreads);
             break;
         }
         case TAAS_L_MAXPOOL2D: {
@@ -137,7 +157,9 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
             taas_avgpool2d_forward(y, xi, &ps);
             break;
         }
-        case TAAS_L_RELU: taas_relu_forward(y, xi, cnt); break;
+        case TAAS_L_RELU:
+            if (!relu_in_conv(m, i)) taas_relu_forward(y, xi, cnt);
+            break;
         case TAAS_L_LEAKY_RELU: taas_leaky_relu_forward(y, xi, cnt, L->slope); break;
         case TAAS_L_TANH: taas_tanh_forward(y, xi, cnt); break;
         case TAAS_L_SIGMOID: taas_sigmoid_forward(y, xi, cnt); break;
@@ -171,7 +193,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
             }
             break;
         }
-        case TAAS_L_FLATTEN: memcpy(y, xi, cnt * sizeof(float)); break;
+        case TAAS_L_FLATTEN: break;
         case TAAS_L_LOG_SOFTMAX:
         case TAAS_L_SOFTMAX: {
             int c = L->in.d[0], d = L->in.rank == 3 ? L->in.d[1] * L->in.d[2] : 1;
@@ -192,9 +214,12 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
         return -1;
     }
     int n = m->batch, cur = 0;
+    omp_set_num_threads(m->nthreads);
     memcpy(m->dbuf[0], dout, taas_model_out_numel(m) * (size_t)n * sizeof(float));
     for (int i = m->nlayers - 1; i >= 0; i--) {
         const taas_model_layer *L = &m->layers[i];
+        /* the gradient passes through in place: Flatten, or the ReLU its Conv2d masks for */
+        if (output_is_input(m, i)) continue;
         const float *dy = m->dbuf[cur], *xi = m->acts[i], *y = m->acts[i + 1], *p = m->params;
         /* The first layer's input gradient is never needed; the layers that can skip it do. */
         float *dx = m->dbuf[1 - cur], *g = m->grads;
@@ -206,8 +231,12 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
             break;
         case TAAS_L_CONV2D: {
             taas_conv2d_shape cs = conv_shape(L, n);
-            taas_conv2d_backward(i ? dx : NULL, g + L->w_off, db, dy, xi, p + L->w_off, &cs, m->scratch,
-                                 m->nthreads);
+            if (i + 1 < m->nlayers && relu_in_conv(m, i + 1))
+                taas_conv2d_relu_backward(i ? dx : NULL, g + L->w_off, db, dy, y, xi, p + L->w_off, &cs,
+                                          m->scratch, m->nthreads);
+            else
+                taas_conv2d_backward(i ? dx : NULL, g + L->w_off, db, dy, xi, p + L->w_off, &cs, m->scratch,
+                                     m->nthreads);
             break;
         }
         case TAAS_L_MAXPOOL2D: {
@@ -245,7 +274,7 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
                                              m->stats + L->rv_off, n, c, hw, L->eps);
             break;
         }
-        case TAAS_L_FLATTEN: memcpy(dx, dy, cnt * sizeof(float)); break;
+        case TAAS_L_FLATTEN: break; /* skipped above */
         case TAAS_L_LOG_SOFTMAX:
         case TAAS_L_SOFTMAX: {
             int c = L->in.d[0], d = L->in.rank == 3 ? L->in.d[1] * L->in.d[2] : 1;
