@@ -129,7 +129,7 @@ void taas_weights_replace(taas_value *model, char *path) {
     free(old);
 }
 
-static void attach_weights(taas_value *model, const char *path) {
+void taas_weights_attach(taas_value *model, const char *path) {
     char *p = strdup(path);
     if (p) taas_weights_replace(model, p);
 }
@@ -150,7 +150,7 @@ static void fit_free(taas_waiter *w) {
             if (taas_child_pump(f->child, MAX_OUT, &e) < 0) break;
             parse_lines(f, NULL);
         }
-        if (!f->evaluate && f->done && f->out[0]) attach_weights(f->model, f->out);
+        if (!f->evaluate && f->done && f->out[0]) taas_weights_attach(f->model, f->out);
     }
     taas_child_free(f->child);
     unlink(f->spec);
@@ -202,7 +202,7 @@ static int fit_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
     }
-    if (!f->evaluate) attach_weights(f->model, f->out);
+    if (!f->evaluate) taas_weights_attach(f->model, f->out);
     return 0;
 }
 
@@ -212,6 +212,13 @@ static int sys_fail(taas_call_ctx *cx, const char *what) {
     return -1;
 }
 
+int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n) {
+    const char *tmp = getenv("TMPDIR");
+    if ((size_t)snprintf(dir, n, "%s/taas-job-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= n)
+        snprintf(dir, n, "/tmp/taas-job-XXXXXX");
+    return mkdtemp(dir) ? 0 : sys_fail(cx, "mkdtemp");
+}
+
 /* Writes the spec into a new job folder and starts the worker waiting on it. */
 static int start_job(taas_call_ctx *cx, json_t *job, taas_value *model, int evaluate) {
     fit_wait *f = calloc(1, sizeof *f);
@@ -219,13 +226,10 @@ static int start_job(taas_call_ctx *cx, json_t *job, taas_value *model, int eval
         json_decref(job);
         return taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory starting the job");
     }
-    const char *tmp = getenv("TMPDIR");
-    if ((size_t)snprintf(f->dir, sizeof f->dir, "%s/taas-job-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= sizeof f->dir)
-        snprintf(f->dir, sizeof f->dir, "/tmp/taas-job-XXXXXX");
-    if (!mkdtemp(f->dir)) {
+    if (taas_job_folder(cx, f->dir, sizeof f->dir)) {
         json_decref(job);
         free(f);
-        return sys_fail(cx, "mkdtemp");
+        return -1;
     }
     snprintf(f->spec, sizeof f->spec, "%s/spec.json", f->dir);
     if (!evaluate) {
@@ -325,7 +329,8 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "seed", json_integer(a[7]->u.i));
     json_object_set_new(job, "units", json_integer(a[8]->type == TAAS_V_INT ? a[8]->u.i : 0));
     json_object_set_new(job, "threads", json_integer(job_threads()));
-    if (start_job(cx, job, a[0], 0)) return -1;
+    const struct taas_pragma *pr = taas_interp_pragma(cx->interp);
+    if (pr ? taas_offload_fit(cx, pr, job, a[0], a[1], a[6]) : start_job(cx, job, a[0], 0)) return -1;
     *out = taas_none();
     return 0;
 }

@@ -66,12 +66,18 @@ struct taas_waiter {
      * over (fit's History), bound to the assignment's target or shown as the cell's result.
      * The interpreter takes the reference. */
     taas_value *result;
+    /* Set by poll when it returns 1, or 0: when to be polled again at the latest (a job's
+     * heartbeats and display updates); 0 keeps the action's deadline. */
+    double deadline;
 };
 
 /* interp.c: the running statement waits on w (the interpreter takes it); the action also
  * sets cx->wait_until, the deadline. */
 void taas_interp_wait_on(taas_interp *in, taas_waiter *w);
 taas_probe_cache *taas_interp_probe_cache(taas_interp *in);
+/* The running cell's #pragma taas, or NULL (a cell without one, or no cell running). */
+struct taas_pragma;
+const struct taas_pragma *taas_interp_pragma(const taas_interp *in);
 /* The fd that becomes readable when the kernel is asked to stop (its signal pipe); -1. */
 int taas_interp_interrupt_fd(const taas_interp *in);
 

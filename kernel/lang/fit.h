@@ -3,6 +3,7 @@
 #ifndef TAAS_FIT_H
 #define TAAS_FIT_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "rows.h"
@@ -15,6 +16,16 @@ int taas_load_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
 /* The model argument (index 0; load: 1) is a Sequential. */
 int taas_fit_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err);
 int taas_load_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err);
+
+/* action_offload.c: fit() in a #pragma taas cell. Takes job (the fit job spec). */
+struct taas_pragma;
+int taas_offload_fit(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
+                     taas_value *train, taas_value *validate);
+
+/* A new, private job folder $TMPDIR/taas-job-XXXXXX; -1 with the error in cx. */
+int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n);
+/* Gives the model a copy of path as its weights (taas_weights_replace). */
+void taas_weights_attach(taas_value *model, const char *path);
 
 /* 0 when the model has weights; else -1 with "net has no trained weights yet ...". */
 int taas_need_weights(taas_call_ctx *cx, const taas_value *model);

@@ -30,6 +30,7 @@ struct taas_interp {
     int interrupted;
     taas_value *pending;  /* value of the waiting statement, until the wait is over */
     taas_waiter *waiter;  /* what the waiting statement waits on besides the clock */
+    taas_pragma pragma;   /* the cell's #pragma taas, when present */
     taas_probe_cache *probes;
     int intr_fd;          /* readable when the kernel is asked to stop; -1 */
 };
@@ -81,6 +82,7 @@ static void end_cell(taas_interp *in) {
     in->deadline = -1.0;
     in->interrupted = 0;
     in->io = NULL;
+    memset(&in->pragma, 0, sizeof in->pragma);
 }
 
 void taas_interp_free(taas_interp *in) {
@@ -154,40 +156,23 @@ static int line_width(const char *code, int line) {
     return taas_span_width(code, a, b);
 }
 
-/* Prints the plan a pragma cell would launch; offloading itself comes later. */
-static taas_run_state pragma_cell(taas_interp *in, const taas_pragma *pr, taas_error *err) {
+/* A pragma cell runs as any cell, but its fit() is an offloaded job (action_offload.c):
+ * here it is only checked that there is one. */
+static int check_pragma_cell(taas_interp *in, const taas_pragma *pr, taas_error *err) {
     taas_srcpos at = {pr->line, 1};
     int has_fit = 0;
     for (size_t k = 0; k < in->prog.n && !has_fit; k++)
         has_fit = taas_expr_walk(in->prog.stmts[k].value, is_fit_call, NULL);
-    if (!has_fit) {
-        taas_error_set(err, "TaasPragmaError", at, "a #pragma taas cell trains a model: it needs a fit(...) call");
-        err->width = line_width(in->code, pr->line);
-        taas_error_hint(err, "add fit(model, loader, epochs=...) below the #pragma line, or remove the "
-                             "#pragma line to run the cell in the notebook");
-        return fail(in, err);
-    }
-    taas_buf b = TAAS_BUF_INIT;
-    taas_buf_printf(&b, "plan: %d machine%s \xC3\x97 %d GPU%s", pr->machines, pr->machines == 1 ? "" : "s",
-                    pr->ranks_per_machine, pr->ranks_per_machine == 1 ? "" : "s");
-    if (pr->has_config) taas_buf_printf(&b, " (%s)", pr->config.name);
-    size_t nl = taas_scope_loader_count(in->scope);
-    if (nl == 0) taas_buf_puts(&b, ", no registered loaders");
-    for (size_t k = 0; k < nl; k++) {
-        const char *name = taas_scope_loader_name(in->scope, k);
-        taas_buf_printf(&b, ", %d loader worker%s for ", pr->cpus, pr->cpus == 1 ? "" : "s");
-        if (name) taas_buf_printf(&b, "'%s'", name);
-        else taas_buf_puts(&b, "an unnamed DataLoader");
-    }
-    if (pr->units > 0) taas_buf_printf(&b, ", up to %lld samples\n", pr->units);
-    else taas_buf_puts(&b, ", no sample limit\n");
-    in->io->stream(in->io->ctx, "stdout", b.data);
-    taas_buf_free(&b);
-    taas_error_set(err, "TaasOffloadError", at, "offloaded training is not available yet");
+    if (has_fit) return 0;
+    taas_error_set(err, "TaasPragmaError", at, "a #pragma taas cell trains a model: it needs a fit(...) call");
     err->width = line_width(in->code, pr->line);
-    taas_error_hint(err, "this version of taas checks and plans #pragma taas cells; running them on "
-                         "workers comes in a later version");
-    return fail(in, err);
+    taas_error_hint(err, "add fit(model, loader, epochs=...) below the #pragma line, or remove the "
+                         "#pragma line to run the cell in the notebook");
+    return -1;
+}
+
+const taas_pragma *taas_interp_pragma(const taas_interp *in) {
+    return in && in->active && in->pragma.present ? &in->pragma : NULL;
 }
 
 /* ---- running cells ----------------------------------------------------------------- */
@@ -205,13 +190,11 @@ taas_run_state taas_interp_run(taas_interp *in, const char *code, const taas_io 
         return TAAS_RUN_ERROR;
     }
     in->io = io ? io : &NULL_IO;
-    taas_pragma pr;
-    memset(&pr, 0, sizeof pr);
-    if (taas_pragma_parse(in->code, &pr, err)) return fail(in, err);
+    if (taas_pragma_parse(in->code, &in->pragma, err)) return fail(in, err);
     if (taas_parse(in->code, &in->prog, err)) return fail(in, err);
     taas_eval_env env = env_of(in);
     if (taas_eval_check_waits(&env, &in->prog, err)) return fail(in, err);
-    if (pr.present) return pragma_cell(in, &pr, err);
+    if (in->pragma.present && check_pragma_cell(in, &in->pragma, err)) return fail(in, err);
     in->active = 1;
     return step(in, result, err);
 }
@@ -254,7 +237,10 @@ taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *
     taas_value *v = NULL;
     if (in->waiter) {
         int r = in->waiter->poll(in->waiter, in->io, taas_now() >= in->deadline, err);
-        if (r == 1) return TAAS_RUN_WAIT;
+        if (r == 1) {
+            if (in->waiter->deadline > 0) in->deadline = in->waiter->deadline;
+            return TAAS_RUN_WAIT;
+        }
         v = in->waiter->result;
         in->waiter->result = NULL;
         drop_waiter(in);

@@ -231,26 +231,27 @@ static const char *LOADERS =
     "train = DataLoader(FashionMNIST(train=True, transform=transform), batch_size=64, shuffle=True)\n"
     "test = DataLoader(FashionMNIST(train=False, transform=transform), batch_size=1000)\n";
 
+/* What a pragma cell plans and refuses before launching anything (tests/protocol/test_offload.py
+ * runs jobs for real). */
 static void test_pragma_plan(void **state) {
     (void)state;
-    taas_error e = run_error("#pragma taas --gpus 4\nfit(net, train)", "TaasOffloadError",
-                             "offloaded training is not available yet");
-    assert_string_equal(out(), "[stdout]plan: 1 machine \xC3\x97 4 GPUs, no registered loaders, no sample limit\n");
-    assert_int_equal(e.pos.line, 1);
-    assert_int_equal(e.width, 21);
     assert_null(run_done(LOADERS));
-    assert_null(run_done("register(train)"));
+    assert_null(run_done("net = Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))\nregister(train)"));
     clear_out();
-    run_error("#!g2.8\n#pragma taas --gpus 16 --cpus 2 --units 20480000\n"
-              "fit(net, train, epochs=9)\nsave(net, 'x.safetensors')",
-              "TaasOffloadError", "offloaded training is not available yet");
+    taas_error e = run_error("#!g2.8\n#pragma taas --gpus 16 --cpus 2 --units 20480000\n"
+                             "fit(net, train, epochs=9, loss=NLLLoss(), optimizer=SGD(lr=0.1))\n"
+                             "save(net, 'x.safetensors')", "TaasOffloadError",
+                             "--gpus 16 with g2.8 (8 GPUs a machine) needs 2 machines, but the local backend runs "
+                             "on this machine only");
     assert_string_equal(out(), "[stdout]plan: 2 machines \xC3\x97 8 GPUs (g2.8), 2 loader workers for 'train', "
-                               "up to 20480000 samples\n");
-    assert_null(run_done("register(test)"));
+                               "up to 20,480,000 samples\n");
+    assert_int_equal(e.pos.line, 2);
+    assert_non_null(strstr(e.hint, "--gpus 8"));
+    /* a shape error is found before the plan: nothing is printed */
     clear_out();
-    run_error("# train it\n#pragma taas --gpus 1 --cpus 1\ntaas.fit(1)", "TaasOffloadError", "not available yet");
-    assert_string_equal(out(), "[stdout]plan: 1 machine \xC3\x97 1 GPU, 1 loader worker for 'train', "
-                               "1 loader worker for 'test', no sample limit\n");
+    run_error("#pragma taas --gpus 2\nfit(Sequential(Flatten(), Linear(700, 10)), train, loss=NLLLoss(), "
+              "optimizer=SGD(lr=0.1))", "TaasValueError", "layer 1: Linear(in_features=700) gets 784 features");
+    assert_string_equal(out(), "");
 }
 
 static void test_pragma_errors(void **state) {

@@ -19,6 +19,11 @@ int taas_worker_find(char *out, size_t n, taas_error *err);
 int taas_worker_find_in(const char *override, const char *self_exe, const char *path_env, char *out, size_t n,
                         taas_error *err);
 
+/* Another program the kernel runs (mpirun): $env_var when set, else the first on $PATH;
+ * the error names the Debian package that has it. */
+int taas_program_find(const char *name, const char *env_var, const char *package, char *out, size_t n,
+                      taas_error *err);
+
 typedef struct taas_child taas_child;
 
 /* Starts `taas-worker ROLE ARGS...` (args NULL-terminated) with input on its stdin. */

@@ -43,6 +43,42 @@ static int executable(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
+/* The first executable `name` in the folders of path_env; 1 and out when there is one. */
+static int on_path(const char *name, const char *path_env, char *out, size_t n) {
+    char cand[PATH_MAX];
+    for (const char *p = path_env ? path_env : ""; *p;) {
+        const char *colon = strchr(p, ':');
+        size_t len = colon ? (size_t)(colon - p) : strlen(p);
+        if (len > 0 && (size_t)snprintf(cand, sizeof cand, "%.*s/%s", (int)len, p, name) < sizeof cand &&
+            executable(cand) && strlen(cand) < n) {
+            snprintf(out, n, "%s", cand);
+            return 1;
+        }
+        p += len + (colon ? 1 : 0);
+    }
+    return 0;
+}
+
+int taas_program_find(const char *name, const char *env_var, const char *package, char *out, size_t n,
+                      taas_error *err) {
+    char q[300];
+    const char *override = getenv(env_var);
+    if (override && override[0]) {
+        if (executable(override) && strlen(override) < n) {
+            snprintf(out, n, "%s", override);
+            return 0;
+        }
+        taas_error_set(err, "TaasOffloadError", NOPOS, "%s names %s, which is not an executable file", env_var,
+                       taas_utf8_clip(q, sizeof q, override, strlen(override), 200));
+        taas_error_hint(err, "set %s to the path of %s, or unset it to use the one on PATH", env_var, name);
+        return -1;
+    }
+    if (on_path(name, getenv("PATH"), out, n)) return 0;
+    taas_error_set(err, "TaasOffloadError", NOPOS, "cannot find %s on PATH", name);
+    taas_error_hint(err, "install it (apt-get install %s), or set %s to its path", package, env_var);
+    return -1;
+}
+
 int taas_worker_find_in(const char *override, const char *self_exe, const char *path_env, char *out, size_t n,
                         taas_error *err) {
     char q[300], cand[PATH_MAX];
@@ -69,16 +105,7 @@ int taas_worker_find_in(const char *override, const char *self_exe, const char *
             return 0;
         }
     }
-    for (const char *p = path_env ? path_env : ""; *p;) {
-        const char *colon = strchr(p, ':');
-        size_t len = colon ? (size_t)(colon - p) : strlen(p);
-        if (len > 0 && (size_t)snprintf(cand, sizeof cand, "%.*s/%s", (int)len, p, WORKER_NAME) < sizeof cand &&
-            executable(cand) && strlen(cand) < n) {
-            snprintf(out, n, "%s", cand);
-            return 0;
-        }
-        p += len + (colon ? 1 : 0);
-    }
+    if (on_path(WORKER_NAME, path_env, out, n)) return 0;
     taas_error_set(err, "TaasWorkerError", NOPOS, "cannot find taas-worker: it is neither next to taas-kernel "
                    "(in %s) nor on PATH", dir[0] ? taas_utf8_clip(q, sizeof q, dir, strlen(dir), 200) : "?");
     taas_error_hint(err, "install taas-worker with taas-kernel (cmake --install puts both in one folder), put its "

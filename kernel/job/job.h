@@ -1,0 +1,60 @@
+/* An offloaded job (DESIGN.md §3, §4): a fit in a `#pragma taas` cell, run by W trainer
+ * ranks (Open MPI's mpirun on this machine: the local backend) while every registered
+ * DataLoader the fit uses runs on M loader workers that stream batches to the ranks. The
+ * kernel is the coordinator: it plans the job, launches the workers, serves the control
+ * plane (workers/jobctl.h), shows progress in one display updated in place, replaces a
+ * loader that dies, and ends everything on cancel. It never blocks: the job is a state of
+ * the kernel's event loop, polled through one file descriptor and a deadline. */
+#ifndef TAAS_JOB_H
+#define TAAS_JOB_H
+
+#include <jansson.h>
+
+#include "error.h"
+#include "interp.h"
+#include "pragma.h"
+
+/* A DataLoader of the fit that is registered: it runs on loader workers. */
+typedef struct taas_job_stream {
+    const char *role;       /* "train" or "validate": which of the spec's loaders */
+    const char *name;       /* the variable that holds it, for messages (may be NULL) */
+} taas_job_stream;
+
+typedef struct taas_job_cfg {
+    const taas_pragma *pragma;
+    json_t *spec;           /* the fit job spec (docs/jobspec.md), borrowed; "offload" is added */
+    const taas_job_stream *streams;
+    int nstreams;
+    const char *dir;        /* the job folder, which exists */
+    const char *weights;    /* where the trained weights go (in dir) */
+} taas_job_cfg;
+
+typedef struct taas_job taas_job;
+
+/* Plans the job and says so in one line (stdout), checks it against this machine (the
+ * local backend runs on one machine; GPUs), writes the spec, binds the control plane and
+ * launches the workers. NULL with err, nothing left running, when any of it fails. */
+taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error *err);
+
+/* Readable when the job has something to handle; the deadline (taas_now) by which
+ * taas_job_poll wants to be called anyway. */
+int taas_job_fd(const taas_job *j);
+double taas_job_deadline(const taas_job *j);
+
+/* Handles what is ready. 1 while it runs; 0 when it has finished (the weights are written;
+ * taas_job_done gives rank 0's done message); -1 with err when it failed (a rank's error,
+ * a worker that died, naming its role, rank, host and exit status or signal). */
+int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err);
+const json_t *taas_job_done(const taas_job *j);
+
+/* The stop button: cancel to every worker, up to grace_s for rank 0's done (the weights of
+ * the last completed step), then every process of the job is killed. 1 when the done (and
+ * the weights) came. */
+int taas_job_cancel(taas_job *j, double grace_s);
+/* Kills whatever still runs and frees. */
+void taas_job_free(taas_job *j);
+
+/* GPUs on this machine (the NVIDIA driver's /proc/driver/nvidia/gpus entries); 0 without. */
+int taas_gpu_count(void);
+
+#endif

@@ -1,0 +1,103 @@
+/* fit() in a #pragma taas cell: an offloaded job (kernel/job/job.h) that the cell waits on.
+ * The registered DataLoaders among the fit's train and validate loaders run on loader
+ * workers; the others are loaded by each rank itself. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "dataview.h"
+#include "fit.h"
+#include "job.h"
+#include "result.h"
+
+/* The stop button: rank 0 gets this long to send the weights of its last completed step. */
+#define CANCEL_GRACE_S 1.0
+
+typedef struct offload_wait {
+    taas_waiter base;
+    taas_job *job;
+    taas_value *model;    /* a reference; gets the weights */
+    int finished;
+    char dir[PATH_MAX / 2];
+    char weights[PATH_MAX];
+} offload_wait;
+
+static int offload_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *err) {
+    (void)expired;
+    offload_wait *o = (offload_wait *)w;
+    int r = taas_job_poll(o->job, io, err);
+    if (r == 1) {
+        o->base.deadline = taas_job_deadline(o->job);
+        return 1;
+    }
+    o->finished = 1;
+    if (r < 0) return -1;
+    o->base.result = taas_result_of_fit(taas_job_done(o->job));
+    if (!o->base.result) {
+        taas_error_set(err, "TaasWorkerError", (taas_srcpos){0, 0}, "rank 0 ended with a \"done\" message that "
+                       "lacks the history");
+        taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
+        return -1;
+    }
+    taas_weights_attach(o->model, o->weights);
+    return 0;
+}
+
+static void offload_free(taas_waiter *w) {
+    offload_wait *o = (offload_wait *)w;
+    if (o->job && !o->finished && taas_job_cancel(o->job, CANCEL_GRACE_S)) taas_weights_attach(o->model, o->weights);
+    taas_job_free(o->job);
+    if (!o->model->u.obj.weights || strcmp(o->model->u.obj.weights, o->weights) != 0) {
+        unlink(o->weights);
+        rmdir(o->dir);
+    }
+    taas_unref(o->model);
+    free(o);
+}
+
+/* Is v one of the registered loaders? Its variable's name, for messages, through *name. */
+static int registered(taas_interp *in, const taas_value *v, const char **name) {
+    for (size_t i = 0; i < taas_interp_loader_count(in); i++)
+        if (taas_interp_loader_at(in, i) == v) {
+            *name = taas_interp_name_of(in, v);
+            return 1;
+        }
+    return 0;
+}
+
+int taas_offload_fit(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
+                     taas_value *train, taas_value *validate) {
+    offload_wait *o = calloc(1, sizeof *o);
+    if (!o || taas_job_folder(cx, o->dir, sizeof o->dir)) {
+        if (!o) taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory starting the job");
+        free(o);
+        json_decref(job);
+        return -1;
+    }
+    snprintf(o->weights, sizeof o->weights, "%s/weights.safetensors", o->dir);
+    taas_job_stream streams[2];
+    int n = 0;
+    const char *name = NULL;
+    if (registered(cx->interp, train, &name)) streams[n++] = (taas_job_stream){"train", name};
+    if (validate->type != TAAS_V_NONE && validate != train && registered(cx->interp, validate, &name))
+        streams[n++] = (taas_job_stream){"validate", name};
+    taas_job_cfg cfg = {pr, job, streams, n, o->dir, o->weights};
+    o->job = taas_job_start(&cfg, cx->io, cx->err);
+    json_decref(job);
+    if (!o->job) {
+        if (cx->err->pos.line == 0) cx->err->pos = cx->pos;
+        rmdir(o->dir);
+        free(o);
+        return -1;
+    }
+    o->model = taas_ref(model);
+    o->base.fd = taas_job_fd(o->job);
+    o->base.poll = offload_poll;
+    o->base.free = offload_free;
+    taas_interp_wait_on(cx->interp, &o->base);
+    cx->wait_until = taas_job_deadline(o->job);
+    return 0;
+}
