@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_direct.h"
 #include "init.h"
 #include "layers.h"
 
@@ -150,13 +151,18 @@ static void conv_case(const char *name, int nthreads) {
 
 static void test_conv2d(void **state) {
     (void)state;
-    conv_case("conv2d_basic", 1);
-    conv_case("conv2d_basic", 2);
-    conv_case("conv2d_strided", 2);
-    conv_case("conv2d_strided", 5); /* more threads than samples */
-    conv_case("conv2d_padded", 1);
-    conv_case("conv2d_padded", 2);
-    conv_case("conv2d_1x1", 2); /* no im2col: the image is the matrix */
+    /* stride 1 runs the direct kernels on an AVX-512 CPU: every case both ways */
+    for (int direct = 1; direct >= 0; direct--) {
+        taas_conv_direct_enable(direct);
+        conv_case("conv2d_basic", 1);
+        conv_case("conv2d_basic", 2);
+        conv_case("conv2d_strided", 2);
+        conv_case("conv2d_strided", 5); /* more threads than samples */
+        conv_case("conv2d_padded", 1);  /* channel, row and position tails; zero padding */
+        conv_case("conv2d_padded", 2);
+        conv_case("conv2d_1x1", 2); /* im2col: no copy, the image is the matrix */
+    }
+    taas_conv_direct_enable(1);
 }
 
 static void pool_case(const char *name, int is_max) {

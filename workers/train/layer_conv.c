@@ -1,12 +1,14 @@
-/* Conv2d by im2col + sgemm, samples spread over OpenMP threads, each thread running its
- * own single-threaded sgemm on one sample at a time: a sample's im2col matrix (conv2 of
- * DESIGN.md §1: 288 x 576 floats, 663 KB) stays in the core's L2 between being written and
- * being multiplied. Each thread owns a slice of the caller's scratch: the im2col buffer and,
- * in backward, private dw and db sums, added up in thread order so that a run repeats
- * itself bit for bit. */
+/* Conv2d with the samples spread over OpenMP threads, each thread working on one sample at
+ * a time so that its intermediate matrices stay in the core's L2. Stride 1 on an AVX-512
+ * CPU runs conv_direct.c's kernels (no im2col); otherwise im2col + single-threaded sgemm
+ * (conv2 of DESIGN.md §1: a 288 x 576 im2col matrix, 663 KB). The caller's scratch holds
+ * the packed weights, shared, then one slice per thread: that path's work memory and, in
+ * backward, private dw and db sums, added up in thread order so that a run repeats itself
+ * bit for bit. */
 #include <string.h>
 #include <omp.h>
 #include "blas.h"
+#include "conv_direct.h"
 #include "layers.h"
 #include "simd.h"
 
@@ -14,16 +16,27 @@ static size_t col_floats(const taas_conv2d_shape *s) {
     return (size_t)s->c * s->kh * s->kw * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
 }
 
-/* One thread's slice: im2col matrix, dw (OC*K), db (OC), and a sample's masked output
- * gradient (OC*OH*OW) for the fused ReLU. */
-static size_t per_thread(const taas_conv2d_shape *s) {
-    return col_floats(s) + (size_t)s->oc * s->c * s->kh * s->kw + (size_t)s->oc +
-           (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
+/* Work memory of either path: im2col's matrix and a sample's masked output gradient (for
+ * the fused ReLU), or the direct kernels' buffers. */
+static size_t work_floats(const taas_conv2d_shape *s) {
+    size_t im2col = col_floats(s) + (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
+    size_t direct = taas_conv_direct_thread_floats(s);
+    return im2col > direct ? im2col : direct;
 }
+
+/* 16 floats: a scratch allocated 64-byte aligned keeps every slice so */
+static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+/* One thread's slice: work memory, dw (OC*K), db (OC). */
+static size_t per_thread(const taas_conv2d_shape *s) {
+    return round16(work_floats(s) + (size_t)s->oc * s->c * s->kh * s->kw + (size_t)s->oc);
+}
+
+static size_t shared_floats(const taas_conv2d_shape *s) { return round16(taas_conv_direct_shared_floats(s)); }
 
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads) {
     if (nthreads < 1) nthreads = 1;
-    return (size_t)nthreads * per_thread(s);
+    return shared_floats(s) + (size_t)nthreads * per_thread(s);
 }
 
 /* Output columns [*j0, *j1) whose input column j*sw - pw + kj falls inside the image. */
@@ -134,18 +147,23 @@ static void forward(float *y, const float *x, const float *w, const float *b,
                     const taas_conv2d_shape *s, float *scratch, int nthreads, int relu) {
     taas_blas_setup();
     int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow;
-    int k = s->c * s->kh * s->kw;
+    int k = s->c * s->kh * s->kw, direct = taas_conv_direct_usable(s);
     size_t per = per_thread(s), in = (size_t)s->c * s->h * s->w;
+    float *packed = scratch, *slices = scratch + shared_floats(s);
     int nt = clamp_threads(nthreads, s->n);
+    if (direct) taas_conv_direct_pack_forward(packed, w, s);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int n = 0; n < s->n; n++) {
+        float *mine = slices + (size_t)omp_get_thread_num() * per, *yn = y + (size_t)n * s->oc * l;
+        if (direct) {
+            taas_conv_direct_forward(yn, x + n * in, packed, b, s, mine, relu);
+            continue;
+        }
         const float *col = x + n * in;
         if (!col_is_input(s)) {
-            float *mine = scratch + (size_t)omp_get_thread_num() * per;
             im2col(mine, x + n * in, s, oh, ow);
             col = mine;
         }
-        float *yn = y + (size_t)n * s->oc * l;
         /* y_n (OC, L) = w (OC, K) * col (K, L) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->oc, l, k, 1.0f, w, k, col, l,
                     0.0f, yn, l);
@@ -169,26 +187,34 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
                      int nthreads) {
     taas_blas_setup();
     int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow;
-    int k = s->c * s->kh * s->kw;
-    size_t wsz = (size_t)s->oc * k, per = per_thread(s), in = (size_t)s->c * s->h * s->w;
+    int k = s->c * s->kh * s->kw, direct = taas_conv_direct_usable(s);
+    size_t wsz = (size_t)s->oc * k, per = per_thread(s), work = work_floats(s);
+    size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->oc * l;
+    float *packed = scratch, *slices = scratch + shared_floats(s);
     int nt = clamp_threads(nthreads, s->n);
+    if (direct && dx) taas_conv_direct_pack_backward(packed, w, s);
 #pragma omp parallel num_threads(nt)
     {
-        float *col = scratch + (size_t)omp_get_thread_num() * per;
-        float *dwt = col + col_floats(s), *dbt = dwt + wsz, *masked = dbt + s->oc;
+        float *mine = slices + (size_t)omp_get_thread_num() * per;
+        float *dwt = mine + work, *dbt = dwt + wsz, *masked = mine + col_floats(s);
         memset(dwt, 0, sizeof(float) * (wsz + (size_t)s->oc));
 #pragma omp for schedule(static)
         for (int n = 0; n < s->n; n++) {
-            const float *dyn = dy + (size_t)n * s->oc * l;
+            const float *dyn = dy + n * out;
+            if (direct) {
+                taas_conv_direct_backward(dx ? dx + n * in : NULL, dw ? dwt : NULL, db ? dbt : NULL, dyn,
+                                          relu_y ? relu_y + n * out : NULL, x + n * in, packed, s, mine);
+                continue;
+            }
             if (relu_y) {
-                relu_mask(masked, dyn, relu_y + (size_t)n * s->oc * l, (size_t)s->oc * l);
+                relu_mask(masked, dyn, relu_y + n * out, out);
                 dyn = masked;
             }
             if (dw) {
                 const float *xn = x + n * in;
                 if (!col_is_input(s)) {
-                    im2col(col, xn, s, oh, ow);
-                    xn = col;
+                    im2col(mine, xn, s, oh, ow);
+                    xn = mine;
                 }
                 /* dw_t (OC, K) += dy_n (OC, L) * col^T (L, K) */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->oc, k, l, 1.0f, dyn, l,
@@ -203,15 +229,15 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
                                 dyn, l, 0.0f, dxn, l);
                 } else {
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, l, s->oc, 1.0f, w, k,
-                                dyn, l, 0.0f, col, l);
-                    col2im(dxn, col, s, oh, ow);
+                                dyn, l, 0.0f, mine, l);
+                    col2im(dxn, mine, s, oh, ow);
                 }
             }
         }
     }
     /* thread order, whatever finished first */
     for (int t = 0; t < nt; t++) {
-        const float *dwt = scratch + (size_t)t * per + col_floats(s), *dbt = dwt + wsz;
+        const float *dwt = slices + (size_t)t * per + work, *dbt = dwt + wsz;
         if (dw)
             for (size_t i = 0; i < wsz; i++) dw[i] += dwt[i];
         if (db)

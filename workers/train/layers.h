@@ -29,7 +29,8 @@ int taas_conv2d_out_h(const taas_conv2d_shape *s);
 int taas_conv2d_out_w(const taas_conv2d_shape *s);
 /* Checks the shape (positive sizes, kernel fits the padded input); -1 with e filled. */
 int taas_conv2d_check(const taas_conv2d_shape *s, taas_error *e);
-/* Scratch floats forward/backward need when run with `nthreads` OpenMP threads. */
+/* Scratch floats forward/backward need when run with `nthreads` OpenMP threads; allocated
+ * 64-byte aligned (aligned_alloc) it keeps the vector kernels on cache lines. */
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads);
 /* x (N,C,H,W), w (OC,C,KH,KW), b (OC) or NULL -> y (N,OC,OH,OW). OpenMP over the batch,
  * each thread one sample at a time with single-threaded sgemm (blas.h). */

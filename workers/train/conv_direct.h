@@ -1,0 +1,43 @@
+/* Stride-1 Conv2d without im2col, on AVX-512 register-tiled kernels (layer_conv.c uses it
+ * when the CPU has AVX-512F; otherwise, and for strides above 1, im2col + sgemm).
+ *
+ * Each output row is laid out at the zero-padded input's width Wp instead of OW (the
+ * Wp - OW extra columns are computed and dropped), so that output q = i*Wp + j reads
+ * element q + ki*Wp + kj of a padded input plane: every row of the im2col matrix is a
+ * contiguous slice of the padded image, read in place. The weight gradient sums over the
+ * same grid (the output gradient is zero in the extra columns), and the input gradient
+ * adds each weight row's product back into the padded plane at its shift: no col2im.
+ * All work is per sample, in the calling thread's slice of the scratch memory. */
+#ifndef TAAS_CONV_DIRECT_H
+#define TAAS_CONV_DIRECT_H
+
+#include <stddef.h>
+#include "layers.h"
+
+/* 1 when the kernels can run this shape here: stride 1, an AVX-512F CPU, and not turned
+ * off by taas_conv_direct_enable(0). */
+int taas_conv_direct_usable(const taas_conv2d_shape *s);
+/* On by default; tests turn it off to run the same cases through im2col + sgemm. */
+void taas_conv_direct_enable(int on);
+
+/* Floats of scratch: per thread, and shared by the threads (the packed weights). */
+size_t taas_conv_direct_thread_floats(const taas_conv2d_shape *s);
+size_t taas_conv_direct_shared_floats(const taas_conv2d_shape *s);
+
+/* The weights (OC,C,KH,KW) rearranged for the forward kernel, or for the input gradient's;
+ * once per call, before the samples. */
+void taas_conv_direct_pack_forward(float *packed, const float *w, const taas_conv2d_shape *s);
+void taas_conv_direct_pack_backward(float *packed, const float *w, const taas_conv2d_shape *s);
+
+/* One sample: x (C,H,W) -> y (OC,OH,OW) = conv + b (b may be NULL), then max(., 0) with
+ * relu. */
+void taas_conv_direct_forward(float *y, const float *x, const float *packed, const float *b,
+                              const taas_conv2d_shape *s, float *mine, int relu);
+/* One sample's backward: dy (OC,OH,OW), masked by relu_y > 0 when relu_y is not NULL.
+ * dw (OC,C,KH,KW) and db (OC) accumulate (either may be NULL); dx (C,H,W) is written (NULL
+ * to skip; packed from taas_conv_direct_pack_backward). */
+void taas_conv_direct_backward(float *dx, float *dw, float *db, const float *dy, const float *relu_y,
+                               const float *x, const float *packed, const taas_conv2d_shape *s,
+                               float *mine);
+
+#endif
