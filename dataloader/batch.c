@@ -46,6 +46,8 @@ static void point(taas_batch *b, void *buf, size_t len, const wire_header *h) {
     b->indices = (uint64_t *)((char *)buf + h->indices_off);
     b->buf = buf;
     b->buf_len = len;
+    b->release = NULL;
+    b->release_ctx = NULL;
 }
 
 taas_batch *taas_batch_alloc(uint64_t epoch, uint64_t k, uint32_t n, uint32_t c, uint32_t h, uint32_t w) {
@@ -81,7 +83,10 @@ taas_batch *taas_batch_alloc(uint64_t epoch, uint64_t k, uint32_t n, uint32_t c,
 
 void taas_batch_free(taas_batch *b) {
     if (!b) return;
-    free(b->buf);
+    if (b->release)
+        b->release(b->release_ctx);
+    else
+        free(b->buf);
     free(b);
 }
 

@@ -21,17 +21,24 @@ typedef struct taas_batch {
     float *images;           /* n * c * h * w, inside buf */
     int64_t *labels;         /* n, inside buf */
     uint64_t *indices;       /* n, inside buf */
-    void *buf;               /* the whole batch: header copy + payload, 64-byte aligned */
+    void *buf;               /* the whole batch: header copy + payload, 64-byte aligned
+                                when made here (a received one: at least 8-byte aligned) */
     size_t buf_len;
+    /* Who owns buf when the batch does not (a received message, used in place): when set,
+     * taas_batch_free calls release(release_ctx) instead of free(buf). NULL for batches
+     * from taas_batch_alloc and for views. */
+    void (*release)(void *ctx);
+    void *release_ctx;
 } taas_batch;
+/* Frees buf (or releases it through the hook) and the batch. */
 void taas_batch_free(taas_batch *b);
 
 /* The layout of buf (host byte order), for whoever receives it: a 64-byte header
  * ("TAASBT01", epoch, k as uint64; n, c, h, w as uint32; the byte offsets of images, labels
  * and indices as uint64), then the three arrays, each starting on a 64-byte boundary, the
  * gaps zeroed. taas_batch_view checks such a buffer and points a batch's fields into it
- * (out->buf = buf; nothing is copied or owned: do not taas_batch_free the view). -1 with a
- * TaasValueError when it is not a whole batch. */
+ * (out->buf = buf, no release hook; nothing is copied or owned: do not taas_batch_free the
+ * view). -1 with a TaasValueError when it is not a whole batch or not 8-byte aligned. */
 int taas_batch_view(const void *buf, size_t len, taas_batch *out, taas_error *err);
 
 typedef struct taas_pipeline_cfg {
