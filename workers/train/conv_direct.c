@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-enum { MR = 4, NV = 6, NS = 6, VL = 16 };
+enum { MR = 4, NV = 6, NS = 6, OV = 4, VL = 16 };
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -35,6 +35,7 @@ typedef struct geom {
     int q, qv, ldq;      /* outputs per channel on the padded-width grid; in vectors; row stride */
     size_t plane, xp;    /* a padded plane; a padded image with its zero slack */
     int k, ocp, cp;      /* C*KH*KW; OC and C rounded up to MR */
+    int ocw;             /* OC rounded up to a weight-gradient tile's OV vectors */
 } geom;
 
 static geom geometry(const taas_conv2d_shape *s) {
@@ -47,15 +48,27 @@ static geom geometry(const taas_conv2d_shape *s) {
     g.xp = ((size_t)s->c * g.plane + (size_t)s->kw + 2 * VL + VL - 1) / VL * VL;
     g.k = s->c * s->kh * s->kw;
     g.ocp = (s->oc + MR - 1) / MR * MR, g.cp = (s->c + MR - 1) / MR * MR;
+    g.ocw = (s->oc + OV * VL - 1) / (OV * VL) * (OV * VL);
     return g;
 }
 
 /* Per thread: padded image | zeros (dummy weight-gradient rows read them) | staging rows
- * (OCp x ldq: the output, or the output gradient) | padded input gradient | sink (dummy
- * input-gradient rows write there). */
+ * (the output, OCp x ldq; or the output gradient, OCw x ldq) | padded input gradient |
+ * sink (dummy input-gradient rows write there) | the output gradient transposed (ldq x OCw). */
 size_t taas_conv_direct_thread_floats(const taas_conv2d_shape *s) {
     geom g = geometry(s);
-    return 2 * g.xp + 2 * ((size_t)g.ldq + VL) + (size_t)g.ocp * g.ldq;
+    return 2 * g.xp + 2 * ((size_t)g.ldq + VL) + 2 * (size_t)g.ocw * g.ldq;
+}
+
+size_t taas_conv_direct_dw_floats(const taas_conv2d_shape *s) {
+    geom g = geometry(s);
+    return (size_t)(g.k + NS - 1) / NS * NS * g.ocw;  /* a last tile's rows past C*KH*KW */
+}
+
+void taas_conv_direct_add_dw(float *dw, const float *dwt, const taas_conv2d_shape *s) {
+    geom g = geometry(s);
+    for (int o = 0; o < s->oc; o++)
+        for (int k = 0; k < g.k; k++) dw[(size_t)o * g.k + k] += dwt[(size_t)k * g.ocw + o];
 }
 
 size_t taas_conv_direct_shared_floats(const taas_conv2d_shape *s) {
@@ -177,48 +190,76 @@ TILE void dx_tile(float *dxp, const ptrdiff_t *off, const float *pt, const float
         }
 }
 
-/* The sums of four vectors' lanes, as one 4-float vector (AVX-512F and AVX only). */
-TILE __m128 sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
-#define HALF(v) _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))
-#define QUARTER(h) _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1))
-    __m128 qa = QUARTER(HALF(a)), qb = QUARTER(HALF(b)), qc = QUARTER(HALF(c)), qd = QUARTER(HALF(d));
-#undef HALF
-#undef QUARTER
-    return _mm_hadd_ps(_mm_hadd_ps(qa, qb), _mm_hadd_ps(qc, qd));
+/* dst (16 x 16, row stride ldd) = src (16 x 16, row stride lds) transposed */
+TILE void transpose16(float *dst, size_t ldd, const float *src, size_t lds) {
+    __m512 r[16], t[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+    /* pairs of rows interleaved, then pairs of pairs: r[4i+j] holds columns j, j+4, j+8,
+     * j+12 of rows 4i..4i+3, one 128-bit lane each */
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    /* then the 128-bit lanes gathered across groups of rows */
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+            t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xDD);
+        }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
+        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xDD);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ldd, r[i]);
 }
 
-/* dw (nr x ns, row stride ldw) += output-gradient rows (MR) . im2col rows at the NS offsets,
- * summed over every position; both are zero past the end, so no masks. */
-TILE void dw_tile(float *dw, int ldw, const float *dyq, int ldq, const float *xp, const ptrdiff_t *off,
-                  int qv, int nr, int ns) {
-    __m512 acc[MR][NS];
+/* dwt rows k.. (NS x OV vectors of output channels) += im2col rows at the NS offsets, one
+ * position at a time broadcast, times that position's output gradient (OV vectors of dyt):
+ * the output channels lie along the vectors, so nothing is summed across lanes. */
+TILE void dw_tile(float *dwt, int ldw, const float *dyt, int ldt, const float *xp, const ptrdiff_t *off, int q) {
+    __m512 acc[NS][OV];
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; r++)
+    for (int t = 0; t < NS; t++)
 #pragma GCC unroll 8
-        for (int t = 0; t < NS; t++) acc[r][t] = _mm512_setzero_ps();
-    for (int v = 0; v < qv; v++) {
-        __m512 d[MR];
+        for (int v = 0; v < OV; v++) acc[t][v] = _mm512_setzero_ps();
+    const float *x[NS];
 #pragma GCC unroll 8
-        for (int r = 0; r < MR; r++) d[r] = _mm512_loadu_ps(dyq + (size_t)r * ldq + VL * v);
+    for (int t = 0; t < NS; t++) x[t] = xp + off[t];
+    for (int p = 0; p < q; p++, dyt += ldt) {
+        __m512 d[OV];
+#pragma GCC unroll 8
+        for (int v = 0; v < OV; v++) d[v] = _mm512_loadu_ps(dyt + VL * v);
 #pragma GCC unroll 8
         for (int t = 0; t < NS; t++) {
-            __m512 x = _mm512_loadu_ps(xp + off[t] + VL * v);
+            __m512 xv = _mm512_set1_ps(x[t][p]);
 #pragma GCC unroll 8
-            for (int r = 0; r < MR; r++) acc[r][t] = _mm512_fmadd_ps(d[r], x, acc[r][t]);
+            for (int v = 0; v < OV; v++) acc[t][v] = _mm512_fmadd_ps(xv, d[v], acc[t][v]);
         }
     }
-    /* 24 sums: per row the first four, and the last two of two rows at a time */
-    float sums[MR][NS];
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; r++) _mm_storeu_ps(sums[r], sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
+    for (int t = 0; t < NS; t++)
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; r += 2) {
-        float t4[4];
-        _mm_storeu_ps(t4, sum4(acc[r][4], acc[r][5], acc[r + 1][4], acc[r + 1][5]));
-        sums[r][4] = t4[0], sums[r][5] = t4[1], sums[r + 1][4] = t4[2], sums[r + 1][5] = t4[3];
-    }
-    for (int r = 0; r < nr; r++)
-        for (int t = 0; t < ns; t++) dw[(size_t)r * ldw + t] += sums[r][t];
+        for (int v = 0; v < OV; v++) {
+            float *out = dwt + (size_t)t * ldw + VL * v;
+            _mm512_storeu_ps(out, _mm512_add_ps(_mm512_loadu_ps(out), acc[t][v]));
+        }
 }
 
 AVX512 void taas_conv_direct_forward(float *y, const float *x, const float *packed, const float *b,
@@ -254,11 +295,11 @@ AVX512 void taas_conv_direct_forward(float *y, const float *x, const float *pack
     }
 }
 
-/* dyq (OCp x ldq) = dy on the padded-width grid, masked by the ReLU's output, zero in the
+/* dyq (OCw x ldq) = dy on the padded-width grid, masked by the ReLU's output, zero in the
  * extra columns and rows; db += its row sums (vector partial sums, then one reduction). */
 AVX512 static void stage_grad(float *dyq, float *db, const float *dy, const float *relu_y,
                               const taas_conv2d_shape *s, const geom *g) {
-    for (int o = 0; o < g->ocp; o++) {
+    for (int o = 0; o < g->ocw; o++) {
         float *row = dyq + (size_t)o * g->ldq;
         if (o >= s->oc) {
             memset(row, 0, sizeof(float) * g->ldq);
@@ -300,24 +341,27 @@ static void row_offsets(ptrdiff_t *off, int *c, int *ki, int *kj, int k0, const 
     }
 }
 
-AVX512 void taas_conv_direct_backward(float *dx, float *dw, float *db, const float *dy, const float *relu_y,
+AVX512 void taas_conv_direct_backward(float *dx, float *dwt, float *db, const float *dy, const float *relu_y,
                                       const float *x, const float *packed, const taas_conv2d_shape *s,
                                       float *mine) {
     geom g = geometry(s);
-    float *xp = mine, *zeros = xp + g.xp, *dyq = zeros + g.ldq + VL, *dxp = dyq + (size_t)g.ocp * g.ldq;
-    float *sink = dxp + g.xp;
+    float *xp = mine, *zeros = xp + g.xp, *dyq = zeros + g.ldq + VL, *dxp = dyq + (size_t)g.ocw * g.ldq;
+    float *sink = dxp + g.xp, *dyt = sink + g.ldq + VL;
     stage_grad(dyq, db, dy, relu_y, s, &g);
-    if (dw) {
+    if (dwt) {
         pad_image(xp, x, s, &g);
         memset(zeros, 0, sizeof(float) * (g.ldq + VL));
-        for (int ob = 0; ob < g.ocp / MR; ob++) {
-            int nr = s->oc - ob * MR < MR ? s->oc - ob * MR : MR;
+        for (int qb = 0; qb < g.qv; qb++)
+            for (int ob = 0; ob < g.ocw / VL; ob++)
+                transpose16(dyt + (size_t)qb * VL * g.ocw + ob * VL, g.ocw, dyq + (size_t)ob * VL * g.ldq + qb * VL,
+                            g.ldq);
+        for (int o0 = 0; o0 < g.ocw; o0 += OV * VL) {
             int c = 0, ki = 0, kj = 0;
             for (int k0 = 0; k0 < g.k; k0 += NS) {
                 ptrdiff_t off[NS];
                 row_offsets(off, &c, &ki, &kj, k0, s, &g, zeros - xp);
-                dw_tile(dw + (size_t)ob * MR * g.k + k0, g.k, dyq + (size_t)ob * MR * g.ldq, g.ldq, xp, off,
-                        g.qv, nr, g.k - k0 < NS ? g.k - k0 : NS);
+                /* rows past the last k land in dwt's slack (taas_conv_direct_dw_floats) */
+                dw_tile(dwt + (size_t)k0 * g.ocw + o0, g.ocw, dyt + o0, g.ocw, xp, off, g.q);
             }
         }
     }
@@ -355,10 +399,10 @@ void taas_conv_direct_forward(float *y, const float *x, const float *packed, con
     (void)y, (void)x, (void)packed, (void)b, (void)s, (void)mine, (void)relu;
 }
 
-void taas_conv_direct_backward(float *dx, float *dw, float *db, const float *dy, const float *relu_y,
+void taas_conv_direct_backward(float *dx, float *dwt, float *db, const float *dy, const float *relu_y,
                                const float *x, const float *packed, const taas_conv2d_shape *s,
                                float *mine) {
-    (void)dx, (void)dw, (void)db, (void)dy, (void)relu_y, (void)x, (void)packed, (void)s, (void)mine;
+    (void)dx, (void)dwt, (void)db, (void)dy, (void)relu_y, (void)x, (void)packed, (void)s, (void)mine;
 }
 
 #endif

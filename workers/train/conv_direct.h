@@ -5,8 +5,10 @@
  * Wp - OW extra columns are computed and dropped), so that output q = i*Wp + j reads
  * element q + ki*Wp + kj of a padded input plane: every row of the im2col matrix is a
  * contiguous slice of the padded image, read in place. The weight gradient sums over the
- * same grid (the output gradient is zero in the extra columns), and the input gradient
- * adds each weight row's product back into the padded plane at its shift: no col2im.
+ * same grid (the output gradient is zero in the extra columns) with the output channels
+ * along the vectors (the output gradient transposed, 16x16 blocks at a time), and the input
+ * gradient adds each weight row's product back into the padded plane at its shift: no
+ * col2im.
  * All work is per sample, in the calling thread's slice of the scratch memory. */
 #ifndef TAAS_CONV_DIRECT_H
 #define TAAS_CONV_DIRECT_H
@@ -34,10 +36,15 @@ void taas_conv_direct_pack_backward(float *packed, const float *w, const taas_co
 void taas_conv_direct_forward(float *y, const float *x, const float *packed, const float *b,
                               const taas_conv2d_shape *s, float *mine, int relu);
 /* One sample's backward: dy (OC,OH,OW), masked by relu_y > 0 when relu_y is not NULL.
- * dw (OC,C,KH,KW) and db (OC) accumulate (either may be NULL); dx (C,H,W) is written (NULL
- * to skip; packed from taas_conv_direct_pack_backward). */
-void taas_conv_direct_backward(float *dx, float *dw, float *db, const float *dy, const float *relu_y,
+ * dwt and db (OC) accumulate (either may be NULL); dwt is the weight gradient transposed,
+ * taas_conv_direct_dw_floats() floats, zeroed before the first sample and added into the
+ * (OC,C,KH,KW) gradient by taas_conv_direct_add_dw(). dx (C,H,W) is written (NULL to skip;
+ * packed from taas_conv_direct_pack_backward). */
+void taas_conv_direct_backward(float *dx, float *dwt, float *db, const float *dy, const float *relu_y,
                                const float *x, const float *packed, const taas_conv2d_shape *s,
                                float *mine);
+size_t taas_conv_direct_dw_floats(const taas_conv2d_shape *s);
+/* dw (OC,C,KH,KW) += dwt */
+void taas_conv_direct_add_dw(float *dw, const float *dwt, const taas_conv2d_shape *s);
 
 #endif

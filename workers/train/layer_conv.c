@@ -27,9 +27,15 @@ static size_t work_floats(const taas_conv2d_shape *s) {
 /* 16 floats: a scratch allocated 64-byte aligned keeps every slice so */
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
-/* One thread's slice: work memory, dw (OC*K), db (OC). */
+/* dw's partial sums: (OC, K), or transposed with padding on the direct path */
+static size_t dw_floats(const taas_conv2d_shape *s) {
+    size_t plain = (size_t)s->oc * s->c * s->kh * s->kw, direct = taas_conv_direct_dw_floats(s);
+    return plain > direct ? plain : direct;
+}
+
+/* One thread's slice: work memory, dw's partial sums, db (OC). */
 static size_t per_thread(const taas_conv2d_shape *s) {
-    return round16(work_floats(s) + (size_t)s->oc * s->c * s->kh * s->kw + (size_t)s->oc);
+    return round16(work_floats(s) + dw_floats(s) + (size_t)s->oc);
 }
 
 static size_t shared_floats(const taas_conv2d_shape *s) { return round16(taas_conv_direct_shared_floats(s)); }
@@ -188,7 +194,7 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
     taas_blas_setup();
     int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow;
     int k = s->c * s->kh * s->kw, direct = taas_conv_direct_usable(s);
-    size_t wsz = (size_t)s->oc * k, per = per_thread(s), work = work_floats(s);
+    size_t wsz = (size_t)s->oc * k, dwsz = dw_floats(s), per = per_thread(s), work = work_floats(s);
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->oc * l;
     float *packed = scratch, *slices = scratch + shared_floats(s);
     int nt = clamp_threads(nthreads, s->n);
@@ -196,8 +202,8 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
 #pragma omp parallel num_threads(nt)
     {
         float *mine = slices + (size_t)omp_get_thread_num() * per;
-        float *dwt = mine + work, *dbt = dwt + wsz, *masked = mine + col_floats(s);
-        memset(dwt, 0, sizeof(float) * (wsz + (size_t)s->oc));
+        float *dwt = mine + work, *dbt = dwt + dwsz, *masked = mine + col_floats(s);
+        memset(dwt, 0, sizeof(float) * (dwsz + (size_t)s->oc));
 #pragma omp for schedule(static)
         for (int n = 0; n < s->n; n++) {
             const float *dyn = dy + n * out;
@@ -237,8 +243,9 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
     }
     /* thread order, whatever finished first */
     for (int t = 0; t < nt; t++) {
-        const float *dwt = slices + (size_t)t * per + work, *dbt = dwt + wsz;
-        if (dw)
+        const float *dwt = slices + (size_t)t * per + work, *dbt = dwt + dwsz;
+        if (dw && direct) taas_conv_direct_add_dw(dw, dwt, s);
+        else if (dw)
             for (size_t i = 0; i < wsz; i++) dw[i] += dwt[i];
         if (db)
             for (int o = 0; o < s->oc; o++) db[o] += dbt[o];
