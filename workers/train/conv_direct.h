@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include "layers.h"
 
-/* 1 when the kernels can run this shape here: stride 1, an AVX-512F CPU, and not turned
- * off by taas_conv_direct_enable(0). */
+/* 1 when the kernels run this shape here: stride 1, at least 16 products per output
+ * (C*KH*KW), an AVX-512F CPU, and not turned off by taas_conv_direct_enable(0). */
 int taas_conv_direct_usable(const taas_conv2d_shape *s);
 /* On by default; tests turn it off to run the same cases through im2col + sgemm. */
 void taas_conv_direct_enable(int on);
