@@ -1,0 +1,121 @@
+/* The training core on in-memory data, for bench/train_bench.py: no worker, no data
+ * pipeline, the same set-up as the PyTorch side of the benchmark.
+ *
+ *   taas-train-bench --model FILE --input C,H,W --mode train|infer [--batch N] [--steps S]
+ *                    [--warmup W] [--threads T] [--seed S] [--no-direct]
+ *
+ * FILE holds a Sequential spec (as in a job spec's "model"). The inputs are uniform in
+ * [-1, 1), the labels i mod (output width); one batch, reused every step.
+ *   train: per step zero_grad, forward in train mode, NLLLoss, backward, Adadelta(lr=1.0)
+ *   infer: forward in eval mode (running statistics, no dropout)
+ * --no-direct runs every convolution through im2col + sgemm (conv_direct.h's kernels off).
+ * W untimed steps, then S timed ones. Prints one JSON line:
+ *   {"mode": ..., "batch": N, "steps": S, "threads": T, "seconds": t, "samples_per_s": r,
+ *    "blas_core": "...", "direct": true|false} */
+#include <jansson.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "conv_direct.h"
+#include "init.h"
+#include "loss.h"
+#include "model.h"
+#include "optim.h"
+
+static int usage(void) {
+    fprintf(stderr, "usage: taas-train-bench --model FILE --input C,H,W --mode train|infer [--batch N] "
+                    "[--steps S] [--warmup W] [--threads T] [--seed S] [--no-direct]\n");
+    return 2;
+}
+
+static int fail(const taas_error *e) {
+    fprintf(stderr, "taas-train-bench: %s: %s\n", e->ename, e->message);
+    return 1;
+}
+
+/* One step; returns -1 with e filled. */
+static int run_step(taas_model *m, const float *x, const int64_t *y, int n, int train, float *dlogp,
+                    const taas_optim_config *opt, float *state, long step, taas_error *e) {
+    const float *out;
+    if (!train) return taas_model_forward(m, x, n, 0, 0, &out, e);
+    int k = (int)taas_model_out_numel(m);
+    float loss;
+    taas_model_zero_grad(m);
+    if (taas_model_forward(m, x, n, 1, (uint64_t)step, &out, e) ||
+        taas_nll_loss_forward(&loss, out, y, n, k, e))
+        return -1;
+    taas_nll_loss_backward(dlogp, y, n, k, 1.0f);
+    if (taas_model_backward(m, dlogp, e)) return -1;
+    taas_optim_step(opt, m->params, m->grads, state, m->nparams, step);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *model = NULL, *mode = NULL;
+    int c = 0, h = 0, w = 0, batch = 64, steps = 50, warmup = 5, threads = 2;
+    long long seed = 1;
+    int direct = 1;
+    for (int i = 1; i < argc; i += 2) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(k, "--no-direct")) {
+            direct = 0, i--;
+            continue;
+        }
+        if (i + 1 >= argc) return usage();
+        if (!strcmp(k, "--model")) model = v;
+        else if (!strcmp(k, "--mode")) mode = v;
+        else if (!strcmp(k, "--input")) {
+            if (sscanf(v, "%d,%d,%d", &c, &h, &w) != 3) return usage();
+        } else if (!strcmp(k, "--batch")) batch = atoi(v);
+        else if (!strcmp(k, "--steps")) steps = atoi(v);
+        else if (!strcmp(k, "--warmup")) warmup = atoi(v);
+        else if (!strcmp(k, "--threads")) threads = atoi(v);
+        else if (!strcmp(k, "--seed")) seed = atoll(v);
+        else return usage();
+    }
+    if (!model || !mode || c < 1 || batch < 1 || steps < 1 || warmup < 0 || threads < 1 ||
+        (strcmp(mode, "train") && strcmp(mode, "infer")))
+        return usage();
+    int train = !strcmp(mode, "train");
+    taas_conv_direct_enable(direct);
+    json_error_t je;
+    json_t *spec = json_load_file(model, 0, &je);
+    if (!spec) {
+        fprintf(stderr, "taas-train-bench: %s: %s\n", model, je.text);
+        return 1;
+    }
+    taas_error e;
+    taas_error_clear(&e);
+    taas_model *m = taas_model_new(spec, c, h, w, (uint64_t)seed, &e);
+    json_decref(spec);
+    if (!m) return fail(&e);
+    taas_model_set_threads(m, threads);
+    size_t in = (size_t)c * (h ? h : 1) * (w ? w : 1), k = taas_model_out_numel(m);
+    float *x = malloc(sizeof(float) * in * batch), *dlogp = malloc(sizeof(float) * k * batch);
+    int64_t *y = malloc(sizeof(int64_t) * batch);
+    taas_optim_config opt;
+    taas_optim_config_default(&opt, TAAS_OPTIM_ADADELTA);
+    float *state = calloc(taas_optim_state_floats(&opt, m->nparams) + 1, sizeof(float));
+    if (!x || !dlogp || !y || !state) {
+        fprintf(stderr, "taas-train-bench: out of memory\n");
+        return 1;
+    }
+    taas_init_rng rng = {(uint64_t)seed + 1, 0};
+    taas_init_uniform(x, in * batch, 1.0f, &rng);
+    for (int i = 0; i < batch; i++) y[i] = i % (int64_t)k;
+    double t0 = 0;
+    for (int s = 0; s < warmup + steps; s++) {
+        if (s == warmup) t0 = omp_get_wtime();
+        if (run_step(m, x, y, batch, train, dlogp, &opt, state, s + 1, &e)) return fail(&e);
+    }
+    double secs = omp_get_wtime() - t0;
+    printf("{\"mode\": \"%s\", \"batch\": %d, \"steps\": %d, \"threads\": %d, \"seconds\": %.6f, "
+           "\"samples_per_s\": %.3f, \"blas_core\": \"%s\", \"direct\": %s}\n",
+           mode, batch, steps, threads, secs, (double)steps * batch / secs, taas_blas_core(), direct ? "true" : "false");
+    free(x), free(dlogp), free(y), free(state);
+    taas_model_free(m);
+    return 0;
+}
