@@ -5,6 +5,7 @@ packages=(
   build-essential cmake pkg-config git procps
   libzmq3-dev libsodium-dev libjansson-dev libcmocka-dev
   libcurl4-openssl-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libopenblas-dev
+  libopenmpi-dev openmpi-bin
   dataset-fashion-mnist nginx-light openssl
   jupyter-core jupyter-nbconvert python3-jupyter-client python3-nbclient
   python3-jupyter-kernel-test python3-ipykernel python3-zmq

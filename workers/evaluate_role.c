@@ -40,7 +40,7 @@ static json_t *evaluate(const json_t *job, taas_error *err) {
     if (!f) return NULL;
     json_t *out = NULL;
     taas_job_loader l;
-    if (taas_job_loader_open(va, "validate", f, (uint64_t)seed, (uint64_t)units, 1, &l, err) == 0) {
+    if (taas_job_loader_open(va, "validate", f, (uint64_t)seed, (uint64_t)units, 1, NULL, &l, err) == 0) {
         taas_model *m = taas_job_model(job, &l, err);
         double ml, acc;
         uint64_t n;

@@ -54,13 +54,29 @@ typedef struct taas_job_loader {
     taas_pipeline *pipeline;
     int c, h, w;               /* sample shape after the transform */
     int num_classes;
-    uint64_t steps;            /* batches per epoch */
-    uint64_t per_epoch;        /* samples per epoch */
+    uint64_t steps;            /* steps per epoch (batches per rank) */
+    uint64_t per_epoch;        /* samples per epoch, all ranks */
+    uint32_t rank, world;      /* this rank r of W */
+    int rank_pipeline;         /* this process makes its batches (else loader workers do) */
 } taas_job_loader;
 
-/* what: "train" or "validate", for messages. epochs: how many epochs the pipeline makes. */
+/* Which rank opens a loader: r of W, and whether it makes its own batches (an unregistered
+ * loader: a pipeline of its items k % W == r) or receives them from loader workers. */
+typedef struct taas_job_rank {
+    uint32_t rank, world;
+    int pipeline;
+} taas_job_rank;
+
+/* what: "train" or "validate", for messages. epochs: how many epochs the pipeline makes.
+ * rank NULL: rank 0 of 1 with its pipeline (a local fit or evaluate). */
 int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, uint64_t seed,
-                         uint64_t units, uint64_t epochs, taas_job_loader *out, taas_error *err);
+                         uint64_t units, uint64_t epochs, const taas_job_rank *rank, taas_job_loader *out,
+                         taas_error *err);
+/* The pipeline settings for l's dataset, transform and sampler from a DataLoader spec
+ * (num_workers: decode threads, prefetch_factor: batches ready per thread), as rank r of W
+ * makes them (loader r of W); epochs 0. A loader worker changes which items it makes. */
+int taas_job_pipeline_cfg(const json_t *spec, const taas_job_loader *l, uint64_t seed, taas_pipeline_cfg *pc,
+                          taas_error *err);
 /* A fresh pipeline over the same sampler (for one more validation pass). */
 int taas_job_loader_restart(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
                             taas_error *err);

@@ -9,29 +9,41 @@
 
 static const taas_srcpos NOPOS = {0, 0};
 
-static int open_pipeline(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
-                         taas_error *err) {
+int taas_job_pipeline_cfg(const json_t *spec, const taas_job_loader *l, uint64_t seed, taas_pipeline_cfg *pc,
+                          taas_error *err) {
     long long workers, prefetch;
     if (taas_job_int(spec, "DataLoader", "num_workers", 0, 0, 256, &workers, err) ||
         taas_job_int(spec, "DataLoader", "prefetch_factor", 2, 1, 1024, &prefetch, err))
         return -1;
+    memset(pc, 0, sizeof *pc);
+    pc->dataset = l->dataset;
+    pc->transform = l->transform;
+    pc->sampler = l->sampler;
+    pc->seed = seed;
+    pc->loader = l->rank;      /* rank r's items are k % W == r: loader r of W */
+    pc->loaders = l->world;
+    pc->threads = workers > 1 ? (int)workers : 1;
+    pc->queue_depth = (int)prefetch * pc->threads;
+    return 0;
+}
+
+static int open_pipeline(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
+                         taas_error *err) {
+    if (!l->rank_pipeline) return 0;  /* the loader workers make this one's batches */
     taas_pipeline_cfg pc;
-    memset(&pc, 0, sizeof pc);
-    pc.dataset = l->dataset;
-    pc.transform = l->transform;
-    pc.sampler = l->sampler;
-    pc.seed = seed;
+    if (taas_job_pipeline_cfg(spec, l, seed, &pc, err)) return -1;
     pc.epochs = epochs;
-    pc.loaders = 1;
-    pc.threads = workers > 1 ? (int)workers : 1;
-    pc.queue_depth = (int)prefetch * pc.threads;
     l->pipeline = taas_pipeline_new(&pc, err);
     return l->pipeline ? 0 : -1;
 }
 
 int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, uint64_t seed,
-                         uint64_t units, uint64_t epochs, taas_job_loader *l, taas_error *err) {
+                         uint64_t units, uint64_t epochs, const taas_job_rank *rank, taas_job_loader *l,
+                         taas_error *err) {
     memset(l, 0, sizeof *l);
+    l->rank = rank ? rank->rank : 0;
+    l->world = rank ? rank->world : 1;
+    l->rank_pipeline = !rank || rank->pipeline;
     const char *t = json_string_value(json_object_get(spec, "type"));
     if (!json_is_object(spec) || !t || strcmp(t, "DataLoader") != 0 ||
         !json_is_object(json_object_get(spec, "dataset"))) {
@@ -64,14 +76,14 @@ int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, 
     memset(&sc, 0, sizeof sc);
     sc.size = info->size;
     sc.batch = (uint32_t)bs;
-    sc.world = 1;
+    sc.world = l->world;
     sc.seed = seed;
     sc.shuffle = json_is_true(json_object_get(spec, "shuffle"));
     sc.drop_last = json_is_true(json_object_get(spec, "drop_last"));
     sc.units = units;
     if (!(l->sampler = taas_sampler_new(&sc, err))) goto fail;
     l->steps = taas_sampler_steps(l->sampler);
-    l->per_epoch = sc.drop_last ? l->steps * sc.batch : info->size;
+    l->per_epoch = sc.drop_last ? l->steps * sc.batch * l->world : info->size;
     if (open_pipeline(l, spec, seed, epochs, err)) goto fail;
     return 0;
 fail:

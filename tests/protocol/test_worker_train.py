@@ -92,7 +92,7 @@ class WorkerTrainTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         start, first, done = lines[0], lines[1], lines[-1]
         self.assertEqual(start, {"event": "start", "epochs": 1, "steps_per_epoch": 938,
-                                 "samples": 4000, "params": 784 * 64 + 64 + 64 * 10 + 10})
+                                 "samples": 4000, "params": 784 * 64 + 64 + 64 * 10 + 10, "ranks": 1})
         self.assertEqual((first["event"], first["epoch"], first["step"]), ("step", 1, 1))
         self.assertGreater(first["loss"], 2.0)  # about ln(10) before any step
         epochs = [l for l in lines if l["event"] == "epoch"]
@@ -104,6 +104,8 @@ class WorkerTrainTest(unittest.TestCase):
         self.assertEqual(done["steps"], 63)  # ceil(4000 / 64)
         self.assertEqual(done["history"], epochs)
         self.assertIs(done["interrupted"], False)
+        self.assertEqual([c["samples"] for c in done["checksums"]], [4000])
+        self.assertRegex(done["checksums"][0]["checksum"], r"^0x[0-9a-f]{16}$")
         header, data = read_safetensors(done["weights"])
         self.assertEqual(header["__metadata__"], {"format": "pt"})
         self.assertNotIn("0.weight", header)  # Flatten has no parameters

@@ -1,0 +1,411 @@
+/* The fit job's training loop for one rank of W (fit_loop.h). */
+#include "fit_loop.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "role.h"
+#include "train_job.h"
+
+static const taas_srcpos NOPOS = {0, 0};
+
+struct taas_fit {
+    taas_fit_cfg cfg;
+    const json_t *job;
+    taas_collective *coll;
+    long long epochs, units, seed;
+    taas_fetcher *fetcher;
+    taas_job_loader train, val;
+    int has_val;
+    taas_fit_source src_train, src_val;
+    taas_model *model;
+    taas_job_loss loss;
+    taas_optim_config opt;
+    taas_sched_config sc;
+    taas_sched sched;
+    int has_sched;
+    float *state, *dout;
+    size_t dout_cap;
+    uint64_t *idx;              /* room for a batch's sample indices */
+    long long steps;            /* optimizer steps done */
+    json_t *history, *checksums;
+    int interrupted;
+    double wait_s, step_s;      /* time this rank waited for batches, and spent in steps */
+};
+
+/* Decode threads inherit the signal mask when they are made: with the stop signals blocked
+ * there, a signal reaches the loop's thread and never interrupts a decode thread's read. */
+static void block_stop_signals(int block) {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    pthread_sigmask(block ? SIG_BLOCK : SIG_UNBLOCK, &s, NULL);
+}
+
+/* An in-process pipeline as a source: it makes exactly the items the loop asks for, in order. */
+static int pipeline_take(void *ctx, uint64_t epoch, uint64_t k, taas_batch **out, taas_error *err) {
+    taas_job_loader *l = ctx;
+    taas_batch *b = NULL;
+    int rc = taas_pipeline_next(l->pipeline, &b, err);
+    if (rc < 0) return -1;
+    if (rc == 1 || b->k != k || (b->epoch != epoch && l->world > 1)) {
+        taas_error_set(err, "TaasInternalError", NOPOS, "the pipeline gave item %llu of epoch %llu where item %llu "
+                       "of epoch %llu was due", rc == 1 ? 0ULL : (unsigned long long)b->k,
+                       rc == 1 ? 0ULL : (unsigned long long)b->epoch, (unsigned long long)k, (unsigned long long)epoch);
+        taas_error_hint(err, "this is a bug in taas; please report it");
+        taas_batch_free(b);
+        return -1;
+    }
+    *out = b;
+    return 0;
+}
+
+static int setup(taas_fit *f, taas_error *err) {
+    const json_t *job = f->job;
+    const json_t *v = json_object_get(job, "version");
+    if (!json_is_integer(v) || json_integer_value(v) != 1) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the job spec's \"version\" must be 1");
+        taas_error_hint(err, "this worker runs version 1 job specs (docs/jobspec.md); the kernel and worker may be of different builds");
+        return -1;
+    }
+    const char *kind = json_string_value(json_object_get(job, "job"));
+    if (!kind || strcmp(kind, "fit") != 0) {
+        taas_error_set(err, "TaasValueError", NOPOS, "taas-worker train runs \"job\": \"fit\", not %s%s%s",
+                       kind ? "\"" : "", kind ? kind : "a spec without one", kind ? "\"" : "");
+        taas_error_hint(err, "run evaluate jobs with taas-worker evaluate");
+        return -1;
+    }
+    if (taas_job_int(job, "the job spec", "epochs", 1, 1, 1000000, &f->epochs, err) ||
+        taas_job_int(job, "the job spec", "units", 0, 0, INT64_MAX, &f->units, err) ||
+        taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &f->seed, err) ||
+        taas_job_loss_parse(json_object_get(job, "loss"), &f->loss, err) ||
+        taas_job_optim_parse(json_object_get(job, "optimizer"), &f->opt, err))
+        return -1;
+    const json_t *tr = json_object_get(job, "train");
+    if (!tr || json_is_null(tr)) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the fit job has no \"train\" DataLoader");
+        taas_error_hint(err, "give fit() a training loader: fit(model, DataLoader(train_set, batch_size=64), ...)");
+        return -1;
+    }
+    if (!(f->fetcher = taas_cli_fetcher(err))) return -1;
+    taas_job_rank tr_rank = {(uint32_t)f->coll->rank, (uint32_t)f->coll->world, !f->cfg.streamed_train};
+    if (taas_job_loader_open(tr, "train", f->fetcher, (uint64_t)f->seed, (uint64_t)f->units, (uint64_t)f->epochs,
+                             &tr_rank, &f->train, err))
+        return -1;
+    f->src_train = (taas_fit_source){pipeline_take, &f->train};
+    const json_t *va = json_object_get(job, "validate");
+    if (va && !json_is_null(va)) {
+        taas_job_rank va_rank = {(uint32_t)f->coll->rank, (uint32_t)f->coll->world, !f->cfg.streamed_val};
+        if (taas_job_loader_open(va, "validate", f->fetcher, (uint64_t)f->seed, 0, 1, &va_rank, &f->val, err))
+            return -1;
+        f->has_val = 1;
+        f->src_val = (taas_fit_source){pipeline_take, &f->val};
+    }
+    if (!(f->model = taas_job_model(job, &f->train, err))) return -1;
+    if (taas_job_sched_parse(json_object_get(job, "scheduler"), f->opt.lr, (long)f->epochs, (long)f->train.steps,
+                             &f->sc, &f->has_sched, err))
+        return -1;
+    if (f->has_sched) {
+        if (taas_sched_init(&f->sched, &f->sc, err)) return -1;
+        f->opt.lr = f->sched.lr;
+        if (f->sc.kind == TAAS_SCHED_ONECYCLE && f->sc.cycle_momentum) {
+            if (f->opt.kind == TAAS_OPTIM_ADAM || f->opt.kind == TAAS_OPTIM_ADAMW) f->opt.beta1 = f->sched.momentum;
+            else f->opt.momentum = f->sched.momentum;
+        }
+    }
+    size_t nstate = taas_optim_state_floats(&f->opt, f->model->nparams);
+    uint32_t b = taas_sampler_batch(f->train.sampler);
+    if (f->has_val && taas_sampler_batch(f->val.sampler) > b) b = taas_sampler_batch(f->val.sampler);
+    f->state = calloc(nstate ? nstate : 1, sizeof *f->state);
+    f->idx = calloc(b, sizeof *f->idx);
+    f->history = json_array();
+    f->checksums = json_array();
+    if (!f->state || !f->idx || !f->history || !f->checksums)
+        return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the optimizer state");
+    return 0;
+}
+
+taas_fit *taas_fit_new(const taas_fit_cfg *cfg, taas_error *err) {
+    taas_fit *f = calloc(1, sizeof *f);
+    if (!f) {
+        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the fit job");
+        return NULL;
+    }
+    f->cfg = *cfg;
+    f->job = cfg->job;
+    f->coll = cfg->coll;
+    block_stop_signals(1);
+    int rc = setup(f, err);
+    block_stop_signals(0);
+    if (rc) {
+        taas_fit_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+void taas_fit_free(taas_fit *f) {
+    if (!f) return;
+    taas_job_loader_close(&f->train);
+    if (f->has_val) taas_job_loader_close(&f->val);
+    taas_model_free(f->model);
+    taas_job_loss_free(&f->loss);
+    taas_fetcher_free(f->fetcher);
+    free(f->state);
+    free(f->dout);
+    free(f->idx);
+    json_decref(f->history);
+    json_decref(f->checksums);
+    free(f);
+}
+
+void taas_fit_set_source(taas_fit *f, const char *which, taas_fit_source src) {
+    if (!strcmp(which, "train")) f->src_train = src;
+    else f->src_val = src;
+}
+
+static void emit(taas_fit *f, json_t *line) {
+    if (f->coll->rank == 0 && f->cfg.emit) f->cfg.emit(f->cfg.emit_ctx, line);
+    else json_decref(line);
+}
+
+static int sched_step(taas_fit *f, taas_error *err) {
+    if (taas_sched_step(&f->sched, err)) return -1;
+    f->opt.lr = f->sched.lr;
+    if (f->sc.kind == TAAS_SCHED_ONECYCLE && f->sc.cycle_momentum) {
+        if (f->opt.kind == TAAS_OPTIM_ADAM || f->opt.kind == TAAS_OPTIM_ADAMW) f->opt.beta1 = f->sched.momentum;
+        else f->opt.momentum = f->sched.momentum;
+    }
+    return 0;
+}
+
+/* splitmix64: the checksum adds one well-mixed word per sample index, so the sum says
+ * whether the same indices were trained, in whatever order and on whichever rank. */
+static uint64_t mix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Forward and backward of this rank's batch b (NULL: an empty item, no gradient).
+ * *loss_sum gets the batch's loss times its samples. */
+static int compute(taas_fit *f, const taas_batch *b, double *loss_sum, taas_error *err) {
+    taas_model_zero_grad(f->model);
+    *loss_sum = 0;
+    if (!b) return 0;
+    int c = (int)taas_model_out_numel(f->model);
+    size_t need = (size_t)b->n * (size_t)c;
+    if (need > f->dout_cap) {
+        float *d = realloc(f->dout, need * sizeof *d);
+        if (!d) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the loss gradient");
+        f->dout = d;
+        f->dout_cap = need;
+    }
+    const float *out;
+    float loss;
+    if (taas_model_forward(f->model, b->images, (int)b->n, 1, (uint64_t)f->steps, &out, err) ||
+        taas_job_loss_run(&f->loss, out, b->labels, (int)b->n, c, f->dout, &loss, err))
+        return -1;
+    *loss_sum = (double)loss * b->n;
+    if (!isfinite(loss)) return 0;  /* every rank sees it in the step's sums and stops */
+    return taas_model_backward(f->model, f->dout, err);
+}
+
+/* One step: this rank's item (or none), the sums of all ranks, the update. *stopped when a
+ * rank asked to stop (the weights stay those of the last completed step); *loss the mean
+ * loss of the step over every rank's samples; *total its samples. */
+static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped, double *loss, double *total,
+                uint64_t *checksum, taas_error *err) {
+    taas_batch *b = NULL;
+    double t = taas_job_now();
+    if (n > 0) {
+        int rc = f->src_train.take(f->src_train.ctx, (uint64_t)epoch, k, &b, err);
+        if (rc < 0) return -1;
+        if (rc == 1) n = 0;  /* stopped while waiting: the sums below tell every rank */
+    }
+    double t_batch = taas_job_now();
+    f->wait_s += t_batch - t;
+    double sums[3] = {0, 0, (f->cfg.stop && *f->cfg.stop) || (n > 0 && !b)};
+    int rc = compute(f, b, &sums[1], err);
+    if (rc == 0) {
+        sums[0] = b ? b->n : 0;
+        for (uint32_t i = 0; b && i < b->n; i++) *checksum += mix(b->indices[i]);
+        rc = f->coll->sum_f64(f->coll, sums, 3, err);
+    }
+    taas_batch_free(b);
+    if (rc) return -1;
+    if (sums[2] > 0) {
+        *stopped = 1;
+        return 0;
+    }
+    *total = sums[0];
+    *loss = sums[0] > 0 ? sums[1] / sums[0] : 0;
+    if (!isfinite(*loss)) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the loss is %s at epoch %lld step %llu",
+                       isnan(*loss) ? "nan" : "inf", epoch + 1, (unsigned long long)(k / (uint64_t)f->coll->world + 1));
+        taas_error_hint(err, "lower the learning rate (lr=%g now), or check the data and the model's last layer",
+                        f->opt.lr);
+        return -1;
+    }
+    if (f->coll->world > 1) {
+        /* each rank's gradient is its batch's mean: weighted by its share of the step's samples */
+        float w = (float)((double)n / sums[0]);
+        float *g = f->model->grads;
+        for (size_t i = 0; i < f->model->nparams; i++) g[i] *= w;
+        if (f->coll->sum_f32(f->coll, g, f->model->nparams, err)) return -1;
+    }
+    f->steps++;
+    taas_optim_step(&f->opt, f->model->params, f->model->grads, f->state, f->model->nparams, (long)f->steps);
+    f->step_s += taas_job_now() - t_batch;
+    if (f->has_sched && f->sc.kind == TAAS_SCHED_ONECYCLE) return sched_step(f, err);
+    return 0;
+}
+
+/* Every rank takes rank 0's BatchNorm running statistics, as DDP's broadcast_buffers does
+ * before each forward: the ranks' validation then measures the model that is saved. */
+static int share_rank0_stats(taas_fit *f, taas_error *err) {
+    if (f->coll->world == 1 || f->model->nstats == 0) return 0;
+    if (f->coll->rank != 0) memset(f->model->stats, 0, f->model->nstats * sizeof *f->model->stats);
+    return f->coll->sum_f32(f->coll, f->model->stats, f->model->nstats, err);
+}
+
+/* Validation on this rank's share of the validate loader, summed over the ranks. */
+static int validate(taas_fit *f, long long epoch, double *loss, double *acc, taas_error *err) {
+    double sums[3] = {0, 0, 0};  /* loss x samples, right, samples */
+    taas_job_loader *l = &f->val;
+    if (share_rank0_stats(f, err)) return -1;
+    if (!f->cfg.streamed_val && epoch > 0) {
+        block_stop_signals(1);
+        int rc = taas_job_loader_restart(l, json_object_get(f->job, "validate"), (uint64_t)f->seed, 1, err);
+        block_stop_signals(0);
+        if (rc) return -1;
+    }
+    uint64_t e = f->cfg.streamed_val ? (uint64_t)epoch : 0, W = (uint64_t)f->coll->world;
+    int c = (int)taas_model_out_numel(f->model);
+    for (uint64_t s = 0; s < l->steps; s++) {
+        uint64_t k = s * W + (uint64_t)f->coll->rank;
+        if (taas_sampler_item(l->sampler, e, k, f->idx) == 0) continue;
+        taas_batch *b = NULL;
+        int rc = f->src_val.take(f->src_val.ctx, e, k, &b, err);
+        if (rc) return rc < 0 ? -1 : 0;
+        const float *out;
+        float v;
+        if (taas_model_forward(f->model, b->images, (int)b->n, 0, 0, &out, err) ||
+            taas_job_loss_run(&f->loss, out, b->labels, (int)b->n, c, NULL, &v, err)) {
+            taas_batch_free(b);
+            return -1;
+        }
+        sums[0] += (double)v * b->n;
+        for (uint32_t i = 0; i < b->n; i++) {
+            const float *row = out + (size_t)i * c;
+            int best = 0;
+            for (int q = 1; q < c; q++)
+                if (row[q] > row[best]) best = q;
+            sums[1] += best == b->labels[i];
+        }
+        sums[2] += b->n;
+        taas_batch_free(b);
+    }
+    if (f->coll->sum_f64(f->coll, sums, 3, err)) return -1;
+    *loss = sums[2] > 0 ? sums[0] / sums[2] : NAN;
+    *acc = sums[2] > 0 ? sums[1] / sums[2] : NAN;
+    return 0;
+}
+
+/* The end of epoch e (0-based): validation, the epoch line, the checksum, the scheduler. */
+static int end_epoch(taas_fit *f, long long e, uint64_t steps, double loss_sum, double samples, double secs,
+                     uint64_t checksum, taas_error *err) {
+    double vl = 0, va = 0;
+    if (f->has_val && validate(f, e, &vl, &va, err)) return -1;
+    uint64_t sum = checksum;
+    if (f->coll->sum_u64(f->coll, &sum, 1, err)) return -1;
+    char hex[24];
+    snprintf(hex, sizeof hex, "0x%016llx", (unsigned long long)sum);
+    json_array_append_new(f->checksums, json_pack("{s:I, s:I, s:s}", "epoch", (json_int_t)(e + 1), "samples",
+                                                  (json_int_t)samples, "checksum", hex));
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string("epoch"));
+    json_object_set_new(j, "epoch", json_integer(e + 1));
+    json_object_set_new(j, "train_loss", json_real(samples > 0 ? loss_sum / samples : NAN));
+    json_object_set_new(j, "val_loss", f->has_val ? json_real(vl) : json_null());
+    json_object_set_new(j, "val_accuracy", f->has_val ? json_real(va) : json_null());
+    json_object_set_new(j, "time_s", json_real(secs));
+    json_object_set_new(j, "samples_per_s", json_real(secs > 0 ? samples / secs : 0));
+    json_object_set_new(j, "steps", json_integer((json_int_t)steps));  /* fewer than an epoch's when units cut it */
+    json_array_append(f->history, j);
+    emit(f, j);
+    if (f->has_sched && f->sc.kind != TAAS_SCHED_ONECYCLE) return sched_step(f, err);
+    return 0;
+}
+
+int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
+    uint64_t W = (uint64_t)f->coll->world, r = (uint64_t)f->coll->rank;
+    uint64_t total = (uint64_t)f->epochs * f->train.per_epoch;
+    if (f->units && (uint64_t)f->units < total) total = (uint64_t)f->units;
+    json_t *start = json_object();
+    json_object_set_new(start, "event", json_string("start"));
+    json_object_set_new(start, "epochs", json_integer(f->epochs));
+    json_object_set_new(start, "steps_per_epoch", json_integer((json_int_t)f->train.steps));
+    json_object_set_new(start, "samples", json_integer((json_int_t)total));
+    json_object_set_new(start, "params", json_integer((json_int_t)f->model->nparams));
+    json_object_set_new(start, "ranks", json_integer((json_int_t)W));
+    emit(f, start);
+    *step_at = 0;
+    for (long long e = 0; e < f->epochs && !taas_sampler_done(f->train.sampler, (uint64_t)e); e++) {
+        double loss_sum = 0, samples = 0, t0 = taas_job_now(), last_line = 0, wait0 = f->wait_s;
+        uint64_t checksum = 0, s;
+        for (s = 0; s < f->train.steps; s++) {
+            /* a step exists when rank 0's item has samples: items fill in k order */
+            if (taas_sampler_item(f->train.sampler, (uint64_t)e, s * W, f->idx) == 0) break;
+            size_t n = taas_sampler_item(f->train.sampler, (uint64_t)e, s * W + r, f->idx);
+            int stopped = 0;
+            double loss = 0, n_all = 0;
+            *step_at = f->steps + 1;
+            if (step(f, e, s * W + r, n, &stopped, &loss, &n_all, &checksum, err)) return -1;
+            if (stopped) {
+                f->interrupted = 1;  /* an epoch cut short gets no epoch line: its loss covers part of it */
+                return 0;
+            }
+            loss_sum += loss * n_all;
+            samples += n_all;
+            double now = taas_job_now();
+            if (now - last_line >= 0.2) {  /* at most ~5 step lines a second */
+                last_line = now;
+                json_t *j = json_object();
+                json_object_set_new(j, "event", json_string("step"));
+                json_object_set_new(j, "epoch", json_integer(e + 1));
+                json_object_set_new(j, "step", json_integer((json_int_t)s + 1));
+                json_object_set_new(j, "steps", json_integer((json_int_t)f->train.steps));
+                json_object_set_new(j, "loss", json_real(loss));
+                json_object_set_new(j, "samples_per_s", json_real(now > t0 ? samples / (now - t0) : 0));
+                json_object_set_new(j, "wait", json_real(now > t0 ? (f->wait_s - wait0) / (now - t0) : 0));
+                emit(f, j);
+            }
+        }
+        *step_at = f->steps;
+        if (end_epoch(f, e, s, loss_sum, samples, taas_job_now() - t0, checksum, err)) return -1;
+    }
+    return 0;
+}
+
+json_t *taas_fit_done(const taas_fit *f) {
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string("done"));
+    json_object_set_new(j, "steps", json_integer(f->steps));
+    json_object_set_new(j, "history", json_deep_copy(f->history));
+    json_object_set_new(j, "checksums", json_deep_copy(f->checksums));
+    json_object_set_new(j, "interrupted", json_boolean(f->interrupted));
+    json_object_set_new(j, "wait_s", json_real(f->wait_s));
+    json_object_set_new(j, "step_s", json_real(f->step_s));
+    return j;
+}
+
+int taas_fit_save(const taas_fit *f, const char *path, taas_error *err) {
+    return taas_job_save(f->model, path, err);
+}
