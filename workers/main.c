@@ -1,6 +1,7 @@
 /* taas-worker: one binary, one role per process, chosen by the first argument. The kernel
  * runs `probe` and `show` to look at data (it does not link the data loading library
- * itself); later issues add `loader` and `trainer` as rows of the same table. */
+ * itself), `train` and `evaluate` for fit() and evaluate() in a cell, and for a #pragma
+ * taas cell mpirun starts `trainer` ranks and the kernel `loader` workers. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +33,12 @@ static const role_row ROLES[] = {
     {"evaluate", taas_role_evaluate, 1, "evaluate --spec FILE|-",
      "run an evaluate job spec: loss and accuracy of the weights on the validate loader, as "
      "one {\"event\": \"done\"} line (errors: {\"event\": \"error\"})"},
+    {"trainer", taas_role_trainer, 1, "trainer --spec FILE  (under mpirun)",
+     "one rank of an offloaded fit job (#pragma taas): trains its share of each step, sums "
+     "the gradients with the other ranks over MPI, reports to the kernel's control plane"},
+    {"loader", taas_role_loader, 1, "loader --spec FILE --stream S --worker J",
+     "one loader worker of an offloaded job: makes its share of a registered DataLoader's "
+     "batches and streams them to the ranks under their credit"},
 };
 #define N_ROLES (sizeof ROLES / sizeof ROLES[0])
 

@@ -147,6 +147,8 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         j->wait_share = json_number_value(json_object_get(b, "wait"));
         taas_job_view(j, io, 0);
     } else if (!strcmp(t, "epoch") && r == 0) {
+        j->epoch = (long long)json_integer_value(json_object_get(b, "epoch"));
+        j->step = (long long)json_integer_value(json_object_get(b, "steps"));
         json_t *e = json_deep_copy(b);
         json_object_del(e, "t");
         json_array_append_new(j->history, e);
@@ -336,8 +338,7 @@ static void heartbeats(taas_job *j) {
 }
 
 int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
-    struct epoll_event ev[16];
-    while (epoll_wait(j->epfd, ev, 16, 0) > 0) {}  /* level-triggered: everything is looked at below */
+    /* the epoll set is level-triggered and only wakes the kernel: everything is looked at here */
     serve_control(j, io);
     watch_processes(j, io);
     heartbeats(j);

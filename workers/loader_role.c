@@ -1,0 +1,173 @@
+/* taas-worker loader: worker j of the M workers of one registered DataLoader of an
+ * offloaded job. It makes the work items k % M == j of every epoch (DESIGN.md §3: a batch's
+ * content depends only on (seed, epoch, k)) and streams each to the rank that trains it,
+ * under that rank's credit. A replacement for a worker that died starts at the step the
+ * ranks have reached (--resume-epoch, --resume-step); the ranks drop what they already have. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "jobctl.h"
+#include "offload.h"
+#include "role.h"
+#include "stream_send.h"
+#include "train_job.h"
+
+static const taas_srcpos NOPOS = {0, 0};
+
+/* Seconds for the kernel to start the job (every rank said hello). */
+#define START_TIMEOUT_S 120.0
+
+typedef struct loader_args {
+    long long stream, worker, generation, epoch, step;
+} loader_args;
+
+/* The first epoch's items for a worker that resumes at step `step`: k >= step * W with
+ * k % M == j. malloc'd; *n of them. */
+static uint64_t *resume_items(const taas_job_loader *l, uint64_t step, uint32_t j, uint32_t m, size_t *n,
+                              taas_error *err) {
+    uint64_t items = l->steps * l->world, first = step * l->world;
+    *n = 0;
+    uint64_t *out = malloc(((items - (first < items ? first : items)) / m + 2) * sizeof *out);
+    if (!out) {
+        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the items to redo");
+        return NULL;
+    }
+    for (uint64_t k = first; k < items; k++)
+        if (k % m == j) out[(*n)++] = k;
+    return out;
+}
+
+static int run(const json_t *job, const loader_args *a, taas_ctl_client **ctl, taas_error *err) {
+    taas_offload off;
+    if (taas_offload_parse(job, &off, err)) return -1;
+    if (a->stream >= off.nstreams || a->worker >= off.workers[a->stream]) {
+        taas_error_set(err, "TaasUsageError", NOPOS, "loader: --stream %lld --worker %lld is not in the job spec "
+                       "(%u streams)", a->stream, a->worker, off.nstreams);
+        taas_error_hint(err, "the kernel starts the loader workers with the right numbers");
+        return -1;
+    }
+    uint32_t s = (uint32_t)a->stream, j = (uint32_t)a->worker, m = off.workers[s];
+    const char *role = off.role[s];
+    char id[64];
+    snprintf(id, sizeof id, "loader.%u.%u.%lld", s, j, a->generation);
+    json_t *hello = json_pack("{s:s, s:i, s:i, s:I}", "role", "loader", "stream", (int)s, "worker", (int)j,
+                              "generation", (json_int_t)a->generation);
+    if (!(*ctl = taas_offload_connect(&off, id, hello, err))) return -1;
+    volatile int *stop = taas_ctl_client_stop_flag(*ctl);
+
+    long long epochs, units, seed;
+    if (taas_job_int(job, "the job spec", "epochs", 1, 1, 1000000, &epochs, err) ||
+        taas_job_int(job, "the job spec", "units", 0, 0, INT64_MAX, &units, err) ||
+        taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err))
+        return -1;
+    if (a->epoch >= epochs) return 0;  /* nothing left to make */
+    taas_fetcher *f = taas_cli_fetcher(err);
+    if (!f) return -1;
+    const json_t *spec = json_object_get(job, role);
+    int train = !strcmp(role, "train");
+    taas_job_rank none = {0, off.world, 0};  /* the sampler of W ranks, no pipeline of a rank */
+    taas_job_loader l;
+    taas_pipeline_cfg pc;
+    taas_pipeline *p = NULL;
+    taas_stream_send *snd = NULL;
+    uint64_t *only = NULL;
+    int rc = -1;
+    json_t *start = NULL;
+    if (taas_job_loader_open(spec, role, f, (uint64_t)seed, train ? (uint64_t)units : 0, (uint64_t)epochs, &none,
+                             &l, err))
+        goto out_fetcher;
+    if (taas_job_pipeline_cfg(spec, &l, (uint64_t)seed, &pc, err)) goto out;
+    pc.loader = j;
+    pc.loaders = m;
+    pc.first_epoch = (uint64_t)a->epoch;
+    pc.epochs = (uint64_t)(epochs - a->epoch);
+    if (a->step > 0) {
+        if (!(only = resume_items(&l, (uint64_t)a->step, j, m, &pc.n_only, err))) goto out;
+        pc.only_items = only;
+    }
+    if (!(p = taas_pipeline_new(&pc, err))) goto out;
+    if (!(start = taas_ctl_client_wait_start(*ctl, START_TIMEOUT_S, err))) goto out;
+    const json_t *ranks = json_object_get(start, "ranks");
+    const char *eps[4096];
+    if (!json_is_array(ranks) || json_array_size(ranks) != off.world || off.world > 4096) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the kernel's start message does not list the %u ranks", off.world);
+        taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
+        goto out;
+    }
+    for (uint32_t r = 0; r < off.world; r++) eps[r] = json_string_value(json_array_get(ranks, r));
+    void *zctx = zmq_ctx_new();
+    taas_stream_send_cfg sc = {zctx, s, j, off.world, eps};
+    if (!(snd = taas_stream_send_new(&sc, err))) {
+        zmq_ctx_term(zctx);
+        goto out;
+    }
+    for (;;) {
+        taas_batch *b = NULL;
+        int r = taas_pipeline_next(p, &b, err);
+        if (r < 0) break;
+        if (r == 1) {
+            /* every rank has acknowledged the end: all our batches arrived */
+            r = taas_stream_send_end(snd, -1, stop, err);
+            if (r == 0) taas_ctl_client_send(*ctl, taas_ctl_body("ended"), NULL, 0, err);
+            if (r >= 0) rc = 0;
+            break;
+        }
+        r = taas_stream_send_batch(snd, b, -1, stop, err);
+        if (r == 1) rc = 0;  /* cancelled */
+        if (r) break;
+    }
+    taas_stream_send_free(snd);
+    zmq_ctx_term(zctx);
+out:
+    json_decref(start);
+    taas_pipeline_free(p);
+    free(only);
+    taas_job_loader_close(&l);
+out_fetcher:
+    taas_fetcher_free(f);
+    return rc;
+}
+
+int taas_role_loader(int argc, char **argv) {
+    const char *spec_path = NULL, *help = NULL, *st = NULL, *wk = NULL, *gen = NULL, *ep = NULL, *sp = NULL;
+    const taas_opt opts[] = {{"spec", 1, &spec_path}, {"stream", 1, &st}, {"worker", 1, &wk},
+                             {"generation", 1, &gen}, {"resume-epoch", 1, &ep}, {"resume-step", 1, &sp},
+                             {"help", 0, &help}, {NULL, 0, NULL}};
+    taas_error err;
+    taas_error_clear(&err);
+    loader_args a = {0, 0, 0, 0, 0};
+    if (taas_cli_parse(argc, argv, opts, &err) ||
+        (st && taas_cli_int("--stream", st, 0, 1, &a.stream, &err)) ||
+        (wk && taas_cli_int("--worker", wk, 0, 255, &a.worker, &err)) ||
+        (gen && taas_cli_int("--generation", gen, 0, 1000, &a.generation, &err)) ||
+        (ep && taas_cli_int("--resume-epoch", ep, 0, 1000000, &a.epoch, &err)) ||
+        (sp && taas_cli_int("--resume-step", sp, 0, INT64_MAX, &a.step, &err))) {
+        taas_cli_report(stderr, &err);
+        return TAAS_EXIT_USAGE;
+    }
+    if (help) {
+        puts("usage: taas-worker loader --spec FILE --stream S --worker J [--generation G]\n"
+             "                          [--resume-epoch E --resume-step T]\n\n"
+             "Worker J of a registered DataLoader (stream S) of an offloaded job: makes the items\n"
+             "k % M == J of every epoch and streams each to rank k % W under its credit. The kernel\n"
+             "starts it; a replacement resumes at epoch E (0-based), step T.");
+        return TAAS_EXIT_OK;
+    }
+    if (!spec_path || !st || !wk) {
+        taas_error_set(&err, "TaasUsageError", NOPOS, "loader: --spec, --stream and --worker are required");
+        taas_error_hint(&err, "the kernel starts the loader workers of a #pragma taas cell");
+        taas_cli_report(stderr, &err);
+        return TAAS_EXIT_USAGE;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    json_t *job = taas_job_read(spec_path, &err);
+    taas_ctl_client *ctl = NULL;
+    int rc = job ? run(job, &a, &ctl, &err) : -1;
+    if (rc) taas_offload_report(ctl, &err, -1);
+    taas_ctl_client_free(ctl);
+    json_decref(job);
+    return rc ? TAAS_EXIT_ERROR : TAAS_EXIT_OK;
+}

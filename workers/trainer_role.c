@@ -1,0 +1,169 @@
+/* taas-worker trainer: one rank of an offloaded job, started by mpirun. It binds its data
+ * plane (batches of registered loaders arrive there from loader workers), says hello to the
+ * kernel with that endpoint, runs the fit loop as rank r of W with Open MPI's sums, and
+ * rank 0 sends the kernel the progress, the history and the trained weights. Only rank 0
+ * writes anything. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "collective.h"
+#include "fit_loop.h"
+#include "jobctl.h"
+#include "offload.h"
+#include "role.h"
+#include "stream_recv.h"
+#include "train_job.h"
+
+static const taas_srcpos NOPOS = {0, 0};
+
+typedef struct rank_ctx {
+    taas_collective coll;
+    taas_offload off;
+    taas_ctl_client *ctl;
+    void *zctx;
+    taas_stream_recv *recv;
+    int stream[2];            /* the train and validate streams, or -1 */
+    volatile int *stop;
+} rank_ctx;
+
+typedef struct stream_src {
+    rank_ctx *rc;
+    uint32_t stream;
+} stream_src;
+
+static int stream_take(void *ctx, uint64_t epoch, uint64_t k, taas_batch **out, taas_error *err) {
+    stream_src *s = ctx;
+    return taas_stream_recv_take(s->rc->recv, s->stream, epoch, k, -1, s->rc->stop, out, err);
+}
+
+/* Progress lines go to the kernel as control messages: {"event": X, ...} becomes {"t": X, ...}. */
+static void emit_ctl(void *ctx, json_t *line) {
+    rank_ctx *rc = ctx;
+    const char *ev = json_string_value(json_object_get(line, "event"));
+    json_object_set_new(line, "t", json_string(ev ? ev : "log"));
+    json_object_del(line, "event");
+    taas_error e;
+    taas_ctl_client_send(rc->ctl, line, NULL, 0, &e);
+}
+
+/* Rank 0's weights as safetensors bytes: written to a private file, read back. */
+static int send_done(rank_ctx *rc, taas_fit *f, taas_error *err) {
+    char p[4096];
+    const char *tmp = getenv("TMPDIR");
+    if ((size_t)snprintf(p, sizeof p, "%s/taas-rank0-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= sizeof p)
+        snprintf(p, sizeof p, "/tmp/taas-rank0-XXXXXX");
+    int fd = mkstemp(p);
+    if (fd < 0) return taas_error_set(err, "TaasIOError", NOPOS, "rank 0 cannot make a file for the weights in %s",
+                                      tmp && *tmp ? tmp : "/tmp");
+    close(fd);
+    int rc_ = taas_fit_save(f, p, err);
+    FILE *fp = rc_ ? NULL : fopen(p, "rb");
+    char *buf = NULL;
+    long n = 0;
+    if (fp && fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) > 0 && fseek(fp, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n)) && fread(buf, 1, (size_t)n, fp) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (fp) fclose(fp);
+    unlink(p);
+    if (rc_) return -1;
+    if (!buf) return taas_error_set(err, "TaasIOError", NOPOS, "rank 0 cannot read back the weights it wrote");
+    json_t *done = taas_fit_done(f);
+    json_object_set_new(done, "t", json_string("done"));
+    json_object_del(done, "event");
+    rc_ = taas_ctl_client_send(rc->ctl, done, buf, (size_t)n, err);
+    free(buf);
+    return rc_;
+}
+
+static int run(rank_ctx *rc, const json_t *job, long long *step, taas_error *err) {
+    if (taas_offload_parse(job, &rc->off, err)) return -1;
+    if ((uint32_t)rc->coll.world != rc->off.world) {
+        taas_error_set(err, "TaasValueError", NOPOS, "mpirun started %d ranks, the job spec asks for %u",
+                       rc->coll.world, rc->off.world);
+        taas_error_hint(err, "run taas-worker trainer as the kernel does: mpirun -np W taas-worker trainer --spec FILE");
+        return -1;
+    }
+    rc->stream[0] = taas_offload_stream_of(&rc->off, "train");
+    rc->stream[1] = taas_offload_stream_of(&rc->off, "validate");
+    rc->zctx = zmq_ctx_new();
+    const char *endpoint = "";
+    if (rc->off.nstreams) {
+        taas_stream_recv_cfg sc = {rc->zctx, rc->off.bind, (uint32_t)rc->coll.rank, rc->off.world, rc->off.nstreams,
+                                   rc->off.workers, rc->off.credit};
+        if (!(rc->recv = taas_stream_recv_new(&sc, err))) return -1;
+        endpoint = taas_stream_recv_endpoint(rc->recv);
+    }
+    char id[32];
+    snprintf(id, sizeof id, "rank.%d", rc->coll.rank);
+    json_t *hello = json_pack("{s:s, s:i, s:s}", "role", "trainer", "rank", rc->coll.rank, "data", endpoint);
+    if (!(rc->ctl = taas_offload_connect(&rc->off, id, hello, err))) return -1;
+    rc->stop = taas_ctl_client_stop_flag(rc->ctl);
+    taas_fit_cfg cfg = {job, &rc->coll, rc->stream[0] >= 0, rc->stream[1] >= 0, emit_ctl, rc, rc->stop};
+    taas_fit *f = taas_fit_new(&cfg, err);
+    if (!f) return -1;
+    stream_src srcs[2] = {{rc, (uint32_t)rc->stream[0]}, {rc, (uint32_t)rc->stream[1]}};
+    if (rc->stream[0] >= 0) taas_fit_set_source(f, "train", (taas_fit_source){stream_take, &srcs[0]});
+    if (rc->stream[1] >= 0) taas_fit_set_source(f, "validate", (taas_fit_source){stream_take, &srcs[1]});
+    int r = taas_fit_run(f, step, err);
+    if (r == 0 && rc->coll.rank == 0) r = send_done(rc, f, err);
+    taas_fit_free(f);
+    return r;
+}
+
+int taas_role_trainer(int argc, char **argv) {
+    const char *spec_path = NULL, *help = NULL;
+    const taas_opt opts[] = {{"spec", 1, &spec_path}, {"help", 0, &help}, {NULL, 0, NULL}};
+    taas_error err;
+    taas_error_clear(&err);
+    if (taas_cli_parse(argc, argv, opts, &err)) {
+        taas_cli_report(stderr, &err);
+        return TAAS_EXIT_USAGE;
+    }
+    if (help) {
+        puts("usage: mpirun -np W taas-worker trainer --spec FILE\n\n"
+             "One rank of an offloaded fit job (the spec taas-kernel writes for a #pragma taas cell,\n"
+             "with its \"offload\" section): trains rank r's share of every step, sums the gradients\n"
+             "with the other ranks over MPI, and reports to the kernel's control endpoint.");
+        return TAAS_EXIT_OK;
+    }
+    if (!spec_path) {
+        taas_error_set(&err, "TaasUsageError", NOPOS, "trainer: --spec is required");
+        taas_error_hint(&err, "the kernel starts the ranks: mpirun -np W taas-worker trainer --spec FILE");
+        taas_cli_report(stderr, &err);
+        return TAAS_EXIT_USAGE;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    rank_ctx rc;
+    memset(&rc, 0, sizeof rc);
+    if (taas_collective_mpi_init(&argc, &argv, &rc.coll, &err)) {
+        taas_cli_report(stderr, &err);
+        return TAAS_EXIT_ERROR;
+    }
+    json_t *job = taas_job_read(spec_path, &err);
+    long long step = 0;
+    int r = job ? run(&rc, job, &step, &err) : -1;
+    if (r) taas_offload_report(rc.ctl, &err, step);
+    int gone = rc.ctl && taas_ctl_client_kernel_gone(rc.ctl);
+    taas_ctl_client_free(rc.ctl);  /* sends what is queued: the error, or done and the weights */
+    taas_stream_recv_free(rc.recv);
+    if (rc.zctx) zmq_ctx_term(rc.zctx);
+    json_decref(job);
+    /* a failure on one rank leaves the others waiting in their next sum: end them all */
+    if (r && !gone) taas_collective_mpi_abort(TAAS_EXIT_ERROR);
+    taas_collective_mpi_finalize();
+#ifdef __SANITIZE_ADDRESS__
+    /* Open MPI keeps allocations until exit on purpose, many in components it has unloaded by
+     * then, which no leak suppression can name: a rank of the sanitizer build skips the
+     * leak check at exit (memory errors are still caught as they happen). The same training
+     * code is leak-checked in the train role, the data plane in its unit tests. */
+    fflush(NULL);
+    _exit(r ? TAAS_EXIT_ERROR : TAAS_EXIT_OK);
+#endif
+    return r ? TAAS_EXIT_ERROR : TAAS_EXIT_OK;
+}
