@@ -261,6 +261,16 @@ class Kernel:
                 self.km.shutdown_kernel(now=False)
 
 
+def text(value):
+    """A notebook field that nbformat may keep as a list of lines, as one string."""
+    return "".join(value) if isinstance(value, list) else value
+
+
+def stream_of(cell, name="stdout"):
+    """The text a notebook cell's outputs wrote to one stream."""
+    return "".join(text(o["text"]) for o in cell.outputs if o["output_type"] == "stream" and o["name"] == name)
+
+
 def outputs(msgs):
     """The output messages among an execute's iopub messages."""
     return [m for m in msgs if m["msg_type"] in OUTPUT_TYPES]

@@ -15,16 +15,13 @@ import unittest
 import nbformat
 
 import taastest
+from taastest import text
 
 NOTEBOOK = os.path.join(taastest.SOURCE_DIR, "examples", "fashion_mnist.ipynb")
 FASHION = "/usr/share/datasets/fashion-mnist"
 BUDGET = "epochs=1, units=32000"
 STATE_DICT = ["0.bias", "0.weight", "11.bias", "11.weight", "2.bias", "2.weight", "7.bias", "7.weight", "8.bias",
               "8.num_batches_tracked", "8.running_mean", "8.running_var", "8.weight"]
-
-
-def text(value):
-    return "".join(value) if isinstance(value, list) else value
 
 
 @unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
@@ -64,8 +61,7 @@ class FashionMnistNotebook(unittest.TestCase):
         self.assertIn("1,200,138", summary)  # torch: sum(p.numel() for p in net.parameters())
 
         train = cells["train"]
-        stdout = "".join(text(o["text"]) for o in train.outputs
-                         if o["output_type"] == "stream" and o["name"] == "stdout")
+        stdout = taastest.stream_of(train)
         self.assertRegex(stdout, r"epoch 1/1 step \d+/938 loss [0-9.]+ [0-9,]+ samples/s\n")
         self.assertRegex(stdout, r"epoch 1/1: train loss [0-9.]+, val loss [0-9.]+, val accuracy 0\.[0-9]+")
         history = [o for o in train.outputs if o["output_type"] == "execute_result"]

@@ -11,6 +11,7 @@ import unittest
 import nbformat
 
 import taastest
+from taastest import text
 
 NOTEBOOK = os.path.join(taastest.SOURCE_DIR, "examples", "hello.ipynb")
 
@@ -30,10 +31,6 @@ Sequential(
   (11): Linear(in_features=128, out_features=10, bias=True)
   (12): LogSoftmax(dim=1)
 )"""
-
-
-def text(value):
-    return "".join(value) if isinstance(value, list) else value
 
 
 class CheckOutputs:

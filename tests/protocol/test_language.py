@@ -254,25 +254,21 @@ class Language(unittest.TestCase):
         self.assertEqual(stream_text(msgs), "", "a rejected pragma cell printed something")
         self.assertFalse(os.path.exists(os.path.join(self.cwd.name, "fashion_cnn.safetensors")))
 
-    def test_pragma_cell_prints_plan_then_offload_error(self):
-        header = "#!g2.8\n#pragma taas --gpus 8 --cpus 2 --units 20480000"
-        err, msgs = self.run_error(self.pragma_cell(header), "TaasOffloadError")
-        out = stream_text(msgs)
-        self.assertTrue(out.startswith("plan: "), out)
-        self.assertEqual(out.count("\n"), 1, out)
-        self.assertIn("1 machine × 8 GPUs (g2.8)", out)
-        self.assertIn("2 loader workers for 'train'", out)
-        self.assertIn("20480000 samples", out)
-        kinds = [m["msg_type"] for m in taastest.outputs(msgs)]
-        self.assertEqual(kinds, ["stream", "error"])
-        self.assertFalse(os.path.exists(os.path.join(self.cwd.name, "fashion_cnn.safetensors")))
-
     def test_pragma_two_machines(self):
-        err, msgs = self.run_error(self.pragma_cell("#!g2.8\n#pragma taas --gpus 16"),
+        # planned and refused before anything starts; jobs that run: test_offload.py
+        err, msgs = self.run_error(self.pragma_cell("#!g2.8\n#pragma taas --gpus 16 --cpus 2 --units 20480000"),
                                    "TaasOffloadError")
         out = stream_text(msgs)
         self.assertTrue(out.startswith("plan: "), out)
-        self.assertIn("2 machines × 8 GPUs", out)
+        self.assertEqual(out.count("\n"), 1, out)
+        self.assertIn("2 machines × 8 GPUs (g2.8)", out)
+        self.assertIn("2 loader workers for 'train'", out)
+        self.assertIn("20,480,000 samples", out)
+        self.assertIn("needs 2 machines, but the local backend runs on this machine only", err["evalue"])
+        self.assertIn("--gpus 8", self.hint(err))
+        kinds = [m["msg_type"] for m in taastest.outputs(msgs)]
+        self.assertEqual(kinds, ["stream", "error"])
+        self.assertFalse(os.path.exists(os.path.join(self.cwd.name, "fashion_cnn.safetensors")))
 
     def test_pragma_errors_run_nothing(self):
         cases = [
