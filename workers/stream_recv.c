@@ -40,7 +40,7 @@ typedef struct conn {
 typedef struct held {
     uint64_t epoch, k;
     taas_batch *b;
-    conn *from;
+    conn *from;              /* NULL once its credit went back (see on_batch) */
 } held;
 
 typedef struct stream_state {
@@ -52,6 +52,7 @@ typedef struct stream_state {
     int asked;
     uint64_t want_epoch, want_k;
     int want_taken;
+    int waiting;             /* a take waits for that item now */
     int failed;              /* a malformed batch or a broken protocol: every take fails */
     taas_error err;
 } stream_state;
@@ -108,8 +109,10 @@ static void send_credit(taas_stream_recv *r, conn *c, uint32_t n) {
     taas_stream_wire_send(r->sock, c->id, c->id_len, TAAS_STREAM_CREDIT, le, sizeof le);
 }
 
-/* One of c's batches left the table: its credit goes back if c is still the live one. */
+/* One of c's batches left the table (or is about to): its credit goes back if c is still
+ * the live one. */
 static void owe(conn *c) {
+    if (!c) return; /* given back already */
     c->inside--;
     if (c->live) c->owed++;
 }
@@ -228,7 +231,15 @@ static taas_batch *on_batch(taas_stream_recv *r, conn *c, taas_batch *b, taas_er
         st->h = h;
         st->cap = cap;
     }
-    st->h[st->n++] = (held){b->epoch, b->k, b, c};
+    held *h = &st->h[st->n++];
+    *h = (held){b->epoch, b->k, b, c};
+    if (st->waiting && b->epoch == st->want_epoch && b->k == st->want_k) {
+        /* a take waits for exactly this batch: its credit goes back with this wake-up rather
+         * than the taker waking this thread again for it. Should that take give up first,
+         * the batch stays held without credit: one more per stream at most. */
+        owe(c);
+        h->from = NULL;
+    }
     if (++r->held_now > r->st.max_held) r->st.max_held = r->held_now;
     pthread_cond_broadcast(&r->arrived);
     return NULL;
@@ -528,7 +539,7 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
             r->st.batches++;
             r->st.bytes += h.b->buf_len;
             *out = h.b;
-            need_wake = claim_wake(r);
+            need_wake = h.from && claim_wake(r);
             rc = 0;
             break;
         }
@@ -541,6 +552,7 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
             break;
         }
         double wait = taas_stream_wire_wait_s(deadline, stop != NULL);
+        st->waiting = 1;
         if (isinf(wait)) {
             pthread_cond_wait(&r->arrived, &r->mu);
         } else {
@@ -552,6 +564,7 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
             if (ts.tv_nsec > 999999999) ts.tv_nsec = 999999999;
             pthread_cond_timedwait(&r->arrived, &r->mu, &ts);
         }
+        st->waiting = 0;
     }
 out:
     r->st.wait_s += taas_now() - t0;
