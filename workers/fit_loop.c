@@ -35,6 +35,8 @@ struct taas_fit {
     json_t *history, *checksums;
     int interrupted;
     double wait_s, step_s;      /* time this rank waited for batches, and spent in steps */
+    double first_wait_s;        /* of which the wait for its first batch (the start) */
+    double wait_all, step_all, first_wait_all;  /* the same, summed over the ranks */
 };
 
 /* Decode threads inherit the signal mask when they are made: with the stop signals blocked
@@ -231,6 +233,7 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
     }
     double t_batch = taas_job_now();
     f->wait_s += t_batch - t;
+    if (f->steps == 0) f->first_wait_s = t_batch - t;
     double sums[3] = {0, 0, (f->cfg.stop && *f->cfg.stop) || (n > 0 && !b)};
     int rc = compute(f, b, &sums[1], err);
     if (rc == 0) {
@@ -344,6 +347,16 @@ static int end_epoch(taas_fit *f, long long e, uint64_t steps, double loss_sum, 
     return 0;
 }
 
+/* Every rank's time waiting for batches and in steps, added up (rank 0 reports them). */
+static int sum_times(taas_fit *f, taas_error *err) {
+    double t[3] = {f->wait_s, f->step_s, f->first_wait_s};
+    if (f->coll->sum_f64(f->coll, t, 3, err)) return -1;
+    f->wait_all = t[0];
+    f->step_all = t[1];
+    f->first_wait_all = t[2];
+    return 0;
+}
+
 int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
     uint64_t W = (uint64_t)f->coll->world, r = (uint64_t)f->coll->rank;
     uint64_t total = (uint64_t)f->epochs * f->train.per_epoch;
@@ -370,7 +383,7 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
             if (step(f, e, s * W + r, n, &stopped, &loss, &n_all, &checksum, err)) return -1;
             if (stopped) {
                 f->interrupted = 1;  /* an epoch cut short gets no epoch line: its loss covers part of it */
-                return 0;
+                return sum_times(f, err);
             }
             loss_sum += loss * n_all;
             samples += n_all;
@@ -391,7 +404,7 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
         *step_at = f->steps;
         if (end_epoch(f, e, s, loss_sum, samples, taas_job_now() - t0, checksum, err)) return -1;
     }
-    return 0;
+    return sum_times(f, err);
 }
 
 json_t *taas_fit_done(const taas_fit *f) {
@@ -401,8 +414,10 @@ json_t *taas_fit_done(const taas_fit *f) {
     json_object_set_new(j, "history", json_deep_copy(f->history));
     json_object_set_new(j, "checksums", json_deep_copy(f->checksums));
     json_object_set_new(j, "interrupted", json_boolean(f->interrupted));
-    json_object_set_new(j, "wait_s", json_real(f->wait_s));
-    json_object_set_new(j, "step_s", json_real(f->step_s));
+    /* every rank's: the time waiting for batches (of which for the first), and in steps */
+    json_object_set_new(j, "wait_s", json_real(f->wait_all));
+    json_object_set_new(j, "first_wait_s", json_real(f->first_wait_all));
+    json_object_set_new(j, "step_s", json_real(f->step_all));
     return j;
 }
 

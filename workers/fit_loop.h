@@ -47,8 +47,8 @@ void taas_fit_set_source(taas_fit *f, const char *which, taas_fit_source src);
 /* Trains. 0 when it ran to the end or stopped (taas_fit_done says which); -1 with err, and
  * *step the global step it failed at (0 before the first). */
 int taas_fit_run(taas_fit *f, long long *step, taas_error *err);
-/* {"event": "done", "steps", "history", "checksums", "interrupted", "wait_s", "step_s"}.
- * New reference. */
+/* {"event": "done", "steps", "history", "checksums", "interrupted", "wait_s", "first_wait_s",
+ * "step_s"} (the times summed over the ranks). New reference. */
 json_t *taas_fit_done(const taas_fit *f);
 /* Writes this rank's weights (safetensors with PyTorch's state_dict names). */
 int taas_fit_save(const taas_fit *f, const char *path, taas_error *err);
