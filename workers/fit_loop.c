@@ -95,14 +95,16 @@ static int setup(taas_fit *f, taas_error *err) {
         return -1;
     }
     if (!(f->fetcher = taas_cli_fetcher(err))) return -1;
-    taas_job_rank tr_rank = {(uint32_t)f->coll->rank, (uint32_t)f->coll->world, !f->cfg.streamed_train};
+    taas_job_rank tr_rank = {(uint32_t)f->coll->rank, (uint32_t)f->coll->world, !f->cfg.streamed_train,
+                             f->cfg.train_facts};
     if (taas_job_loader_open(tr, "train", f->fetcher, (uint64_t)f->seed, (uint64_t)f->units, (uint64_t)f->epochs,
                              &tr_rank, &f->train, err))
         return -1;
     f->src_train = (taas_fit_source){pipeline_take, &f->train};
     const json_t *va = json_object_get(job, "validate");
     if (va && !json_is_null(va)) {
-        taas_job_rank va_rank = {(uint32_t)f->coll->rank, (uint32_t)f->coll->world, !f->cfg.streamed_val};
+        taas_job_rank va_rank = {(uint32_t)f->coll->rank, (uint32_t)f->coll->world, !f->cfg.streamed_val,
+                                 f->cfg.val_facts};
         if (taas_job_loader_open(va, "validate", f->fetcher, (uint64_t)f->seed, 0, 1, &va_rank, &f->val, err))
             return -1;
         f->has_val = 1;

@@ -68,7 +68,7 @@ static int run(const json_t *job, const loader_args *a, taas_ctl_client **ctl, t
     if (!f) return -1;
     const json_t *spec = json_object_get(job, role);
     int train = !strcmp(role, "train");
-    taas_job_rank none = {0, off.world, 0};  /* the sampler of W ranks, no pipeline of a rank */
+    taas_job_rank none = {0, off.world, 0, NULL};  /* the sampler of W ranks, no pipeline of a rank */
     taas_job_loader l;
     taas_pipeline_cfg pc;
     taas_pipeline *p = NULL;

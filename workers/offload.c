@@ -44,6 +44,7 @@ int taas_offload_parse(const json_t *job, taas_offload *o, taas_error *err) {
             return bad(err, "has a stream without a role (train or validate) or 1 to 256 workers");
         o->role[i] = role;
         o->workers[i] = (uint32_t)json_integer_value(m);
+        o->facts[i] = json_object_get(s, "facts");
     }
     o->nstreams = (uint32_t)i;
     return 0;

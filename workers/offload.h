@@ -20,6 +20,7 @@ typedef struct taas_offload {
     uint32_t nstreams;
     const char *role[TAAS_OFFLOAD_MAX_STREAMS];     /* "train" or "validate" */
     uint32_t workers[TAAS_OFFLOAD_MAX_STREAMS];     /* M of each stream */
+    const json_t *facts[TAAS_OFFLOAD_MAX_STREAMS];  /* its dataset's size and shape, or NULL */
 } taas_offload;
 
 /* Reads job["offload"]; -1 with err when it is missing or malformed. */

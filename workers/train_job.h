@@ -65,6 +65,10 @@ typedef struct taas_job_loader {
 typedef struct taas_job_rank {
     uint32_t rank, world;
     int pipeline;
+    /* with pipeline 0: {"size", "shape", "num_classes"} of the dataset after its transform, as
+     * the kernel's probe found them, so that a rank need not read data it never loads; NULL:
+     * open the dataset for them */
+    const json_t *facts;
 } taas_job_rank;
 
 /* what: "train" or "validate", for messages. epochs: how many epochs the pipeline makes.

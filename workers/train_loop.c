@@ -37,6 +37,23 @@ static int open_pipeline(taas_job_loader *l, const json_t *spec, uint64_t seed, 
     return l->pipeline ? 0 : -1;
 }
 
+/* {"size": N, "shape": [C, H, W], "num_classes": K}: what the kernel's probe found. */
+static int known_facts(const json_t *facts, const char *what, taas_job_loader *l, uint64_t *size, taas_error *err) {
+    const json_t *n = json_object_get(facts, "size"), *shape = json_object_get(facts, "shape");
+    if (!json_is_integer(n) || json_integer_value(n) < 1 || !json_is_array(shape) || json_array_size(shape) != 3) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the job spec's facts about the %s dataset lack its size or "
+                       "sample shape", what);
+        taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
+        return -1;
+    }
+    *size = (uint64_t)json_integer_value(n);
+    l->c = (int)json_integer_value(json_array_get(shape, 0));
+    l->h = (int)json_integer_value(json_array_get(shape, 1));
+    l->w = (int)json_integer_value(json_array_get(shape, 2));
+    l->num_classes = (int)json_integer_value(json_object_get(facts, "num_classes"));
+    return 0;
+}
+
 int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, uint64_t seed,
                          uint64_t units, uint64_t epochs, const taas_job_rank *rank, taas_job_loader *l,
                          taas_error *err) {
@@ -54,27 +71,34 @@ int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, 
     }
     const json_t *dspec = json_object_get(spec, "dataset");
     long long bs;
+    uint64_t size;
     if (taas_job_int(spec, "DataLoader", "batch_size", 1, 1, 1 << 24, &bs, err)) return -1;
-    const json_t *tspec = json_object_get(dspec, "transform");
-    if (tspec && !json_is_null(tspec) && !(l->transform = taas_transform_new(tspec, err))) goto fail;
-    if (!(l->dataset = taas_dataset_open(dspec, f, err))) goto fail;
-    const taas_dataset_info *info = taas_dataset_info_get(l->dataset);
-    if (info->size == 0 || info->h == 0 || info->w == 0) {
-        taas_error_set(err, "TaasValueError", NOPOS, "the %s dataset (%s) %s", what, info->source,
-                       info->size == 0 ? "is empty" : "has samples of varying shape");
-        taas_error_hint(err, info->size == 0 ? "check the dataset's root and split"
-                                             : "add Resize and CenterCrop to its transform so every sample has one shape");
-        goto fail;
-    }
-    if (l->transform) {
-        if (taas_transform_out_shape(l->transform, info->h, info->w, info->c, &l->c, &l->h, &l->w, err)) goto fail;
+    if (rank && !rank->pipeline && rank->facts) {
+        /* the loader workers read the data: a rank needs only its size and shape */
+        if (known_facts(rank->facts, what, l, &size, err)) goto fail;
     } else {
-        l->c = info->c, l->h = info->h, l->w = info->w;
+        const json_t *tspec = json_object_get(dspec, "transform");
+        if (tspec && !json_is_null(tspec) && !(l->transform = taas_transform_new(tspec, err))) goto fail;
+        if (!(l->dataset = taas_dataset_open(dspec, f, err))) goto fail;
+        const taas_dataset_info *info = taas_dataset_info_get(l->dataset);
+        if (info->size == 0 || info->h == 0 || info->w == 0) {
+            taas_error_set(err, "TaasValueError", NOPOS, "the %s dataset (%s) %s", what, info->source,
+                           info->size == 0 ? "is empty" : "has samples of varying shape");
+            taas_error_hint(err, info->size == 0 ? "check the dataset's root and split"
+                                                 : "add Resize and CenterCrop to its transform so every sample has one shape");
+            goto fail;
+        }
+        if (l->transform) {
+            if (taas_transform_out_shape(l->transform, info->h, info->w, info->c, &l->c, &l->h, &l->w, err)) goto fail;
+        } else {
+            l->c = info->c, l->h = info->h, l->w = info->w;
+        }
+        l->num_classes = info->num_classes;
+        size = info->size;
     }
-    l->num_classes = info->num_classes;
     taas_sampler_cfg sc;
     memset(&sc, 0, sizeof sc);
-    sc.size = info->size;
+    sc.size = size;
     sc.batch = (uint32_t)bs;
     sc.world = l->world;
     sc.seed = seed;
@@ -83,7 +107,7 @@ int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, 
     sc.units = units;
     if (!(l->sampler = taas_sampler_new(&sc, err))) goto fail;
     l->steps = taas_sampler_steps(l->sampler);
-    l->per_epoch = sc.drop_last ? l->steps * sc.batch * l->world : info->size;
+    l->per_epoch = sc.drop_last ? l->steps * sc.batch * l->world : size;
     if (open_pipeline(l, spec, seed, epochs, err)) goto fail;
     return 0;
 fail:

@@ -34,7 +34,7 @@ static int run(const json_t *job, long long *step, taas_error *err) {
         return -1;
     }
     taas_collective solo = taas_collective_solo();
-    taas_fit_cfg cfg = {job, &solo, 0, 0, emit_line, NULL, &g_stop};
+    taas_fit_cfg cfg = {.job = job, .coll = &solo, .emit = emit_line, .stop = &g_stop};
     taas_fit *f = taas_fit_new(&cfg, err);
     if (!f) return -1;
     int rc = taas_fit_run(f, step, err);

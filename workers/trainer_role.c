@@ -104,7 +104,9 @@ static int run(rank_ctx *rc, const json_t *job, long long *step, taas_error *err
     json_t *hello = json_pack("{s:s, s:i, s:s}", "role", "trainer", "rank", rc->coll.rank, "data", endpoint);
     if (!(rc->ctl = taas_offload_connect(&rc->off, id, hello, err))) return -1;
     rc->stop = taas_ctl_client_stop_flag(rc->ctl);
-    taas_fit_cfg cfg = {job, &rc->coll, rc->stream[0] >= 0, rc->stream[1] >= 0, emit_ctl, rc, rc->stop};
+    taas_fit_cfg cfg = {job, &rc->coll, rc->stream[0] >= 0, rc->stream[1] >= 0,
+                        rc->stream[0] >= 0 ? rc->off.facts[rc->stream[0]] : NULL,
+                        rc->stream[1] >= 0 ? rc->off.facts[rc->stream[1]] : NULL, emit_ctl, rc, rc->stop};
     taas_fit *f = taas_fit_new(&cfg, err);
     if (!f) return -1;
     stream_src srcs[2] = {{rc, (uint32_t)rc->stream[0]}, {rc, (uint32_t)rc->stream[1]}};

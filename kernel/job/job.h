@@ -18,6 +18,7 @@
 typedef struct taas_job_stream {
     const char *role;       /* "train" or "validate": which of the spec's loaders */
     const char *name;       /* the variable that holds it, for messages (may be NULL) */
+    const json_t *facts;    /* {"size", "shape", "num_classes"} from its dataset's probe, or NULL */
 } taas_job_stream;
 
 typedef struct taas_job_cfg {

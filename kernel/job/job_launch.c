@@ -132,8 +132,15 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
         return -1;
 
     json_t *spec = cfg->spec, *off = json_object(), *streams = json_array();
-    for (int s = 0; s < j->nstreams; s++)
-        json_array_append_new(streams, json_pack("{s:s, s:i}", "role", j->streams[s].role, "workers", j->cpus));
+    for (int s = 0; s < j->nstreams; s++) {
+        json_t *st = json_pack("{s:s, s:i}", "role", j->streams[s].role, "workers", j->cpus);
+        const json_t *facts = cfg->streams[s].facts;
+        if (facts)  /* the ranks need the size and shape only: they need not open the data */
+            json_object_set_new(st, "facts", json_pack("{s:O, s:O, s:O}", "size", json_object_get(facts, "size"),
+                                                       "shape", json_object_get(facts, "shape"), "num_classes",
+                                                       json_object_get(facts, "num_classes")));
+        json_array_append_new(streams, st);
+    }
     json_object_set_new(off, "id", json_string(j->id));
     json_object_set_new(off, "control", json_string(j->endpoint));
     json_object_set_new(off, "world", json_integer(j->world));

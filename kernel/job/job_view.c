@@ -73,7 +73,10 @@ void taas_job_summary(taas_job *j, const taas_io *io) {
     taas_buf_printf(&b, " steps on %d rank%s in ", j->world, j->world == 1 ? "" : "s");
     duration(&b, secs);
     double wait = json_number_value(json_object_get(d, "wait_s")), busy = json_number_value(json_object_get(d, "step_s"));
-    if (wait + busy > 0) taas_buf_printf(&b, "; the ranks waited for data %.1f%% of the time", 100 * wait / (wait + busy));
+    double later = wait - json_number_value(json_object_get(d, "first_wait_s"));
+    if (wait + busy > 0)
+        taas_buf_printf(&b, "; the ranks waited for data %.1f%% of the time (%.1f%% after the first batch)",
+                        100 * wait / (wait + busy), later + busy > 0 ? 100 * later / (later + busy) : 0.0);
     const json_t *sums = json_object_get(d, "checksums");
     size_t i;
     const json_t *c;

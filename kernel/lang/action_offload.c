@@ -58,11 +58,16 @@ static void offload_free(taas_waiter *w) {
     free(o);
 }
 
-/* Is v one of the registered loaders? Its variable's name, for messages, through *name. */
-static int registered(taas_interp *in, const taas_value *v, const char **name) {
+/* Is v one of the registered loaders? Its variable's name, for messages, and what the probe
+ * knows of its dataset (cached: the fit's checks asked already). */
+static int registered(taas_interp *in, const taas_value *v, taas_job_stream *out) {
     for (size_t i = 0; i < taas_interp_loader_count(in); i++)
         if (taas_interp_loader_at(in, i) == v) {
-            *name = taas_interp_name_of(in, v);
+            const json_t *info = NULL;
+            taas_error e;
+            if (taas_data_probe(in, taas_data_dataset_of(v), &info, &e)) info = NULL;
+            out->name = taas_interp_name_of(in, v);
+            out->facts = info;
             return 1;
         }
     return 0;
@@ -78,12 +83,11 @@ int taas_offload_fit(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *jo
         return -1;
     }
     snprintf(o->weights, sizeof o->weights, "%s/weights.safetensors", o->dir);
-    taas_job_stream streams[2];
+    taas_job_stream streams[2] = {{"train", NULL, NULL}, {"validate", NULL, NULL}};
     int n = 0;
-    const char *name = NULL;
-    if (registered(cx->interp, train, &name)) streams[n++] = (taas_job_stream){"train", name};
-    if (validate->type != TAAS_V_NONE && validate != train && registered(cx->interp, validate, &name))
-        streams[n++] = (taas_job_stream){"validate", name};
+    if (registered(cx->interp, train, &streams[n])) n++;
+    streams[n].role = "validate";
+    if (validate->type != TAAS_V_NONE && validate != train && registered(cx->interp, validate, &streams[n])) n++;
     taas_job_cfg cfg = {pr, job, streams, n, o->dir, o->weights};
     o->job = taas_job_start(&cfg, cx->io, cx->err);
     json_decref(job);

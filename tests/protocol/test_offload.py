@@ -107,7 +107,7 @@ class Offload(taastest.KernelCase):
                                              r"ranks 2/2  loaders \d/4")
         self.assertIn("<progress", last["text/html"])
         self.assertRegex(self.summary(msgs), r"^done: 1 epoch, 100 steps on 2 ranks in [0-9.]+ s; the ranks waited "
-                                             r"for data [0-9.]+% of the time; samples trained and their checksum: "
+                                             r"for data [0-9.]+% of the time \([0-9.]+% after the first batch\); samples trained and their checksum: "
                                              r"epoch 1 6,400 0x[0-9a-f]{16}$")
         history = result_text(msgs)
         self.assertTrue(history.startswith("History (1 epoch)"), history)
