@@ -2,14 +2,16 @@
  * reads hellos, batches and ends, and sends credit. It and the takers (the training loop)
  * meet under one mutex: the thread puts batches into the reorder table and broadcasts
  * `arrived`; a take removes its item, counts a credit owed to the connection it came from
- * and wakes the thread through an eventfd that zmq_poll watches beside the socket. Nothing
+ * and wakes the thread through an eventfd that zmq_poll watches beside the socket (unless
+ * the batch came while the take waited for it: then the thread owed it at once). Nothing
  * spins: the thread sleeps in zmq_poll, a taker on the condition variable (in short slices
  * only when it has a stop flag to look at, which nothing can signal).
  *
  * Memory is bounded by the credit: a connection sends only against credit, and a credit
  * goes back only when one of its batches leaves the table (taken, or dropped as a
  * duplicate), so a connection has at most `credit` batches here or on the way. There is one
- * live connection per (stream, worker), so at most credit x sum(M_s) batches are held; a
+ * live connection per (stream, worker), so at most credit x sum(M_s) batches are held (and
+ * one per stream whose credit went back as it arrived for a take that then gave up); a
  * connection that a new hello replaced keeps what it had, gets no more credit, and whatever
  * it still sends is dropped (stale). A connection that sends beyond its credit is a fault. */
 #include <errno.h>
@@ -395,9 +397,10 @@ taas_stream_recv *taas_stream_recv_new(const taas_stream_recv_cfg *cfg, taas_err
     size_t len = sizeof r->endpoint;
     zmq_getsockopt(r->sock, ZMQ_LAST_ENDPOINT, r->endpoint, &len);
     r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (r->wake_fd < 0 || pthread_create(&r->thread, NULL, receive, r) != 0) {
+    int e = r->wake_fd < 0 ? errno : pthread_create(&r->thread, NULL, receive, r);
+    if (e) {
         taas_error_set(err, "TaasIOError", NOWHERE, "rank %u cannot start its data plane's receive thread: %s",
-                       cfg->rank, strerror(errno));
+                       cfg->rank, strerror(e));
         taas_error_hint(err, "the process is out of threads or file descriptors");
         goto fail;
     }

@@ -132,13 +132,12 @@ static int read_rank(taas_stream_send *s, uint32_t r, taas_error *err) {
     zmq_msg_t f[2];
     int n, extra, got;
     while ((got = taas_stream_wire_recv(p->sock, f, 2, &n, &extra)) == 1) {
-        const unsigned char *kind = zmq_msg_data(&f[0]);
-        size_t kind_len = zmq_msg_size(&f[0]);
-        int ok = !extra && kind_len == 1;
-        if (ok && kind[0] == TAAS_STREAM_CREDIT && n == 2 && zmq_msg_size(&f[1]) == 4) {
+        char kind = zmq_msg_size(&f[0]) == 1 ? *(const char *)zmq_msg_data(&f[0]) : '?';
+        int ok = !extra && kind != '?';
+        if (ok && kind == TAAS_STREAM_CREDIT && n == 2 && zmq_msg_size(&f[1]) == 4) {
             const unsigned char *c = zmq_msg_data(&f[1]);
             p->credit += (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
-        } else if (ok && kind[0] == TAAS_STREAM_ACK && n == 1) {
+        } else if (ok && kind == TAAS_STREAM_ACK && n == 1) {
             p->end_acked = 1;
         } else {
             ok = 0;
@@ -147,7 +146,7 @@ static int read_rank(taas_stream_send *s, uint32_t r, taas_error *err) {
         if (!ok) {
             taas_error_set(err, "TaasValueError", NOWHERE, "loader worker %u of stream %u: rank %u (%s) sent a "
                            "message that is neither credit nor an acknowledgement (%d frames, kind '%c')",
-                           s->worker, s->stream, r, p->endpoint, n + extra, kind_len == 1 ? kind[0] : '?');
+                           s->worker, s->stream, r, p->endpoint, n + extra, kind);
             taas_error_hint(err, "the loaders and the ranks must run the same taas version");
             return -1;
         }
@@ -210,8 +209,10 @@ static int wait_for(taas_stream_send *s, int64_t rank, const taas_batch *b, doub
                                "not acknowledge its end in %g s", s->worker, s->stream, r, p->endpoint, timeout_s);
             taas_error_hint(err, "%s", !p->hello_sent ? "the rank is not reachable: check that it runs and that "
                                                         "this machine can connect to its address"
-                                                      : "the rank is connected but does not take its batches: it is "
-                                                        "slow or stuck (a long step needs a longer timeout)");
+                                       : rank >= 0 ? "the rank is connected but does not take its batches: it is "
+                                                     "slow or stuck (a long step needs a longer timeout)"
+                                                   : "the rank is connected but does not answer: it may have "
+                                                     "stopped receiving");
             rc = -1;
             break;
         }
