@@ -10,8 +10,8 @@
  * Memory is bounded by the credit: a connection sends only against credit, and a credit
  * goes back only when one of its batches leaves the table (taken, or dropped as a
  * duplicate), so a connection has at most `credit` batches here or on the way. There is one
- * live connection per (stream, worker), so at most credit x sum(M_s) batches are held (and
- * one per stream whose credit went back as it arrived for a take that then gave up); a
+ * live connection per (stream, worker), so at most credit x sum(M_s) batches are held (a
+ * batch that arrives for a waiting take is that take's at once, as if taken); a
  * connection that a new hello replaced keeps what it had, gets no more credit, and whatever
  * it still sends is dropped (stale). A connection that sends beyond its credit is a fault. */
 #include <errno.h>
@@ -61,6 +61,7 @@ typedef struct stream_state {
 
 struct taas_stream_recv {
     uint32_t rank, world, nstreams, credit;
+    uint32_t chunk;          /* credit goes back in chunks of this many (give_back) */
     uint32_t *workers;
     void *sock;              /* the receive thread's, from start to join */
     char endpoint[256];
@@ -73,10 +74,10 @@ struct taas_stream_recv {
     pthread_cond_t idle;     /* the last taker left, while closing */
     stream_state *streams;
     conn *conns;
-    int closing, takers, wake_pending;
+    int closing, takers, waiters, wake_pending;
     int failed;              /* a fault of no one stream (a bad hello, the socket) */
     taas_error err;
-    uint32_t held_now;
+    uint32_t held_now;       /* in the tables, less those promised to a waiting take */
     taas_stream_recv_stats st;
 };
 
@@ -236,13 +237,14 @@ static taas_batch *on_batch(taas_stream_recv *r, conn *c, taas_batch *b, taas_er
     held *h = &st->h[st->n++];
     *h = (held){b->epoch, b->k, b, c};
     if (st->waiting && b->epoch == st->want_epoch && b->k == st->want_k) {
-        /* a take waits for exactly this batch: its credit goes back with this wake-up rather
-         * than the taker waking this thread again for it. Should that take give up first,
-         * the batch stays held without credit: one more per stream at most. */
+        /* a take waits for exactly this batch: it is that take's now (the take finds it
+         * first thing when it wakes, before looking at stop flags or the clock), so its
+         * credit goes back with this wake-up rather than the taker waking this thread again */
         owe(c);
         h->from = NULL;
+    } else if (++r->held_now > r->st.max_held) {
+        r->st.max_held = r->held_now;
     }
-    if (++r->held_now > r->st.max_held) r->st.max_held = r->held_now;
     pthread_cond_broadcast(&r->arrived);
     return NULL;
 }
@@ -281,11 +283,20 @@ static void on_message(taas_stream_recv *r, zmq_msg_t *f, int n, int extra) {
     taas_batch_free(drop);
 }
 
-/* Sends the credit the takers and the drops owe. */
+/* Whether credit is owed to anyone. Under mu. */
+static int owing(const taas_stream_recv *r) {
+    for (const conn *c = r->conns; c; c = c->next)
+        if (c->owed) return 1;
+    return 0;
+}
+
+/* Sends the credit the takers and the drops owe: in chunks of a quarter window (the zguide's
+ * way: fewer messages and wake-ups, while the loader still has three quarters), and all of
+ * it whenever a take waits, so that a take never waits on credit held back here. */
 static void give_back(taas_stream_recv *r) {
     pthread_mutex_lock(&r->mu);
     for (conn *c = r->conns; c; c = c->next) {
-        if (!c->owed) continue;
+        if (!c->owed || (c->owed < r->chunk && !r->waiters)) continue;
         send_credit(r, c, c->owed);
         c->owed = 0;
     }
@@ -372,6 +383,7 @@ taas_stream_recv *taas_stream_recv_new(const taas_stream_recv_cfg *cfg, taas_err
     r->world = cfg->world;
     r->nstreams = cfg->nstreams;
     r->credit = cfg->credit;
+    r->chunk = cfg->credit / 4 > 1 ? cfg->credit / 4 : 1;
     r->workers = calloc(cfg->nstreams + 1, sizeof *r->workers);
     r->streams = calloc(cfg->nstreams + 1, sizeof *r->streams);
     if (!r->workers || !r->streams) goto oom;
@@ -477,10 +489,10 @@ static void drop_passed(taas_stream_recv *r, stream_state *st) {
             i++;
             continue;
         }
+        if (st->h[i].from) r->held_now--;
         owe(st->h[i].from);
         taas_batch_free(st->h[i].b);
         st->h[i] = st->h[--st->n];
-        r->held_now--;
         r->st.duplicates++;
     }
 }
@@ -514,14 +526,9 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
         st->want_epoch = epoch;
         st->want_k = k;
         st->want_taken = 0;
-        size_t before = st->n;
         drop_passed(r, st);
-        if (st->n < before && claim_wake(r)) { /* their credit goes out while this take waits */
-            pthread_mutex_unlock(&r->mu);
-            wake(r);
-            pthread_mutex_lock(&r->mu);
-        }
     }
+    int flushed = 0;
     for (;;) {
         if (r->closing) {
             rc = 1;
@@ -536,13 +543,13 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
         if (i >= 0) {
             held h = st->h[i];
             st->h[i] = st->h[--st->n];
-            r->held_now--;
+            if (h.from) r->held_now--;
             owe(h.from);
             st->want_taken = 1;
             r->st.batches++;
             r->st.bytes += h.b->buf_len;
             *out = h.b;
-            need_wake = h.from && claim_wake(r);
+            need_wake = h.from && h.from->owed >= r->chunk && claim_wake(r);
             rc = 0;
             break;
         }
@@ -553,6 +560,17 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
         if (taas_now() >= deadline) {
             rc = timed_out(r, stream, epoch, k, timeout_s, err);
             break;
+        }
+        if (!flushed) {
+            flushed = 1; /* about to wait: what is owed goes out now (give_back sees a waiter) */
+            r->waiters++;
+            int w = owing(r) && claim_wake(r);
+            if (w) {
+                pthread_mutex_unlock(&r->mu);
+                wake(r);
+                pthread_mutex_lock(&r->mu);
+                continue;
+            }
         }
         double wait = taas_stream_wire_wait_s(deadline, stop != NULL);
         st->waiting = 1;
@@ -569,6 +587,7 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
         }
         st->waiting = 0;
     }
+    if (flushed) r->waiters--;
 out:
     r->st.wait_s += taas_now() - t0;
     if (--r->takers == 0 && r->closing) pthread_cond_broadcast(&r->idle);

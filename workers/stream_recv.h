@@ -71,7 +71,8 @@ typedef struct taas_stream_recv_stats {
     uint64_t stale;            /* dropped: from a connection a new hello replaced, or one
                                   that never said hello */
     double wait_s;             /* time the caller waited in take */
-    uint32_t held, max_held;   /* batches held now, and the most at once, all streams */
+    uint32_t held, max_held;   /* batches held now, and the most at once, all streams (a
+                                  batch that arrives for a waiting take counts as taken) */
 } taas_stream_recv_stats;
 void taas_stream_recv_stats_get(taas_stream_recv *r, taas_stream_recv_stats *out);
 
