@@ -17,6 +17,8 @@ struct taas_collective {
     int (*sum_f32)(taas_collective *c, float *buf, size_t n, taas_error *err);
     int (*sum_f64)(taas_collective *c, double *buf, size_t n, taas_error *err);
     int (*sum_u64)(taas_collective *c, uint64_t *buf, size_t n, taas_error *err);  /* modulo 2^64 */
+    /* rank 0's n bytes in buf to every rank (a GPU engine's NCCL id) */
+    int (*bcast)(taas_collective *c, void *buf, size_t n, taas_error *err);
 };
 
 /* Rank 0 of 1: the sums are the values. */

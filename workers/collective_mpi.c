@@ -13,7 +13,7 @@ static int mpi_fail(int rc, taas_error *err) {
     char text[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(rc, text, &len);
-    taas_error_set(err, "TaasCollectiveError", NOPOS, "MPI_Allreduce failed: %s", text);
+    taas_error_set(err, "TaasCollectiveError", NOPOS, "a sum over the ranks (MPI) failed: %s", text);
     taas_error_hint(err, "another rank may have died; the kernel names it");
     return -1;
 }
@@ -45,6 +45,19 @@ static int sum_u64(taas_collective *c, uint64_t *buf, size_t n, taas_error *err)
     return sum(buf, n, sizeof *buf, MPI_UINT64_T, err);
 }
 
+static int bcast(taas_collective *c, void *buf, size_t n, taas_error *err) {
+    (void)c;
+    char *p = buf;
+    while (n > 0) {
+        int chunk = n > INT_MAX ? INT_MAX : (int)n;
+        int rc = MPI_Bcast(p, chunk, MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, err);
+        p += chunk;
+        n -= (size_t)chunk;
+    }
+    return 0;
+}
+
 int taas_collective_mpi_init(int *argc, char ***argv, taas_collective *out, taas_error *err) {
     int rc = MPI_Init(argc, argv);
     if (rc != MPI_SUCCESS) {
@@ -58,6 +71,7 @@ int taas_collective_mpi_init(int *argc, char ***argv, taas_collective *out, taas
     out->sum_f32 = sum_f32;
     out->sum_f64 = sum_f64;
     out->sum_u64 = sum_u64;
+    out->bcast = bcast;
     return 0;
 }
 

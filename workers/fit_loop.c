@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "role.h"
 #include "train_job.h"
 
@@ -22,15 +23,18 @@ struct taas_fit {
     taas_job_loader train, val;
     int has_val;
     taas_fit_source src_train, src_val;
-    taas_model *model;
+    taas_engine *engine;        /* the model, on the CPU or a GPU */
     taas_job_loss loss;
     taas_optim_config opt;
     taas_sched_config sc;
     taas_sched sched;
     int has_sched;
-    float *state, *dout;
-    size_t dout_cap;
+    size_t nparams;
     uint64_t *idx;              /* room for a batch's sample indices */
+    /* the next step's batch, taken while this one computes (engine.h: compute's next) */
+    taas_batch *ahead;
+    uint64_t ahead_epoch, ahead_k, next_k;
+    int ahead_stopped;
     long long steps;            /* optimizer steps done */
     json_t *history, *checksums;
     int interrupted;
@@ -110,7 +114,8 @@ static int setup(taas_fit *f, taas_error *err) {
         f->has_val = 1;
         f->src_val = (taas_fit_source){pipeline_take, &f->val};
     }
-    if (!(f->model = taas_job_model(job, &f->train, err))) return -1;
+    taas_model *m = taas_job_model(job, &f->train, err);
+    if (!m) return -1;
     if (taas_job_sched_parse(json_object_get(job, "scheduler"), f->opt.lr, (long)f->epochs, (long)f->train.steps,
                              &f->sc, &f->has_sched, err))
         return -1;
@@ -122,15 +127,17 @@ static int setup(taas_fit *f, taas_error *err) {
             else f->opt.momentum = f->sched.momentum;
         }
     }
-    size_t nstate = taas_optim_state_floats(&f->opt, f->model->nparams);
+    f->nparams = m->nparams;
+    f->engine = f->cfg.device >= 0 ? taas_engine_cuda(m, &f->loss, &f->opt, f->cfg.device, f->coll, err)
+                                   : taas_engine_cpu(m, &f->loss, &f->opt, err);
+    if (!f->engine) return -1;
     uint32_t b = taas_sampler_batch(f->train.sampler);
     if (f->has_val && taas_sampler_batch(f->val.sampler) > b) b = taas_sampler_batch(f->val.sampler);
-    f->state = calloc(nstate ? nstate : 1, sizeof *f->state);
     f->idx = calloc(b, sizeof *f->idx);
     f->history = json_array();
     f->checksums = json_array();
-    if (!f->state || !f->idx || !f->history || !f->checksums)
-        return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the optimizer state");
+    if (!f->idx || !f->history || !f->checksums)
+        return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the fit job");
     return 0;
 }
 
@@ -157,11 +164,10 @@ void taas_fit_free(taas_fit *f) {
     if (!f) return;
     taas_job_loader_close(&f->train);
     if (f->has_val) taas_job_loader_close(&f->val);
-    taas_model_free(f->model);
+    if (f->engine) f->engine->ops->free(f->engine);
+    taas_batch_free(f->ahead);
     taas_job_loss_free(&f->loss);
     taas_fetcher_free(f->fetcher);
-    free(f->state);
-    free(f->dout);
     free(f->idx);
     json_decref(f->history);
     json_decref(f->checksums);
@@ -197,28 +203,20 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-/* Forward and backward of this rank's batch b (NULL: an empty item, no gradient).
- * *loss_sum gets the batch's loss times its samples. */
-static int compute(taas_fit *f, const taas_batch *b, double *loss_sum, taas_error *err) {
-    taas_model_zero_grad(f->model);
-    *loss_sum = 0;
-    if (!b) return 0;
-    int c = (int)taas_model_out_numel(f->model);
-    size_t need = (size_t)b->n * (size_t)c;
-    if (need > f->dout_cap) {
-        float *d = realloc(f->dout, need * sizeof *d);
-        if (!d) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the loss gradient");
-        f->dout = d;
-        f->dout_cap = need;
-    }
-    const float *out;
-    float loss;
-    if (taas_model_forward(f->model, b->images, (int)b->n, 1, (uint64_t)f->steps, &out, err) ||
-        taas_job_loss_run(&f->loss, out, b->labels, (int)b->n, c, f->dout, &loss, err))
-        return -1;
-    *loss_sum = (double)loss * b->n;
-    if (!isfinite(loss)) return 0;  /* every rank sees it in the step's sums and stops */
-    return taas_model_backward(f->model, f->dout, err);
+/* The engine asks for the next step's batch while this one computes (a GPU copies it to the
+ * device meanwhile): the item the loop set in next_k, when the step exists and this rank's
+ * item has samples. */
+static int take_ahead(void *ctx, const taas_batch **out, taas_error *err) {
+    taas_fit *f = ctx;
+    *out = NULL;
+    if (f->next_k == UINT64_MAX) return 0;
+    int rc = f->src_train.take(f->src_train.ctx, f->ahead_epoch, f->next_k, &f->ahead, err);
+    if (rc < 0) return -1;
+    if (rc == 1) f->ahead_stopped = 1;
+    f->ahead_k = f->next_k;
+    f->next_k = UINT64_MAX;
+    *out = f->ahead;
+    return 0;
 }
 
 /* One step: this rank's item (or none), the sums of all ranks, the update. *stopped when a
@@ -228,18 +226,28 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
                 uint64_t *checksum, taas_error *err) {
     taas_batch *b = NULL;
     double t = taas_job_now();
-    if (n > 0) {
+    int stopped_waiting = f->ahead_stopped;
+    if (f->ahead && f->ahead_epoch == (uint64_t)epoch && f->ahead_k == k) {
+        b = f->ahead;  /* taken while the last step computed */
+        f->ahead = NULL;
+    } else if (n > 0 && !stopped_waiting) {
         int rc = f->src_train.take(f->src_train.ctx, (uint64_t)epoch, k, &b, err);
         if (rc < 0) return -1;
-        if (rc == 1) n = 0;  /* stopped while waiting: the sums below tell every rank */
+        stopped_waiting = rc == 1;  /* the sums below tell every rank */
     }
+    taas_batch_free(f->ahead);
+    f->ahead = NULL;
+    f->ahead_stopped = 0;
     double t_batch = taas_job_now();
     f->wait_s += t_batch - t;
     if (f->steps == 0) f->first_wait_s = t_batch - t;
-    double sums[3] = {0, 0, (f->cfg.stop && *f->cfg.stop) || (n > 0 && !b)};
-    int rc = compute(f, b, &sums[1], err);
+    double sums[3] = {0, 0, (f->cfg.stop && *f->cfg.stop) || stopped_waiting};
+    float loss1 = 0;
+    f->ahead_epoch = (uint64_t)epoch;
+    int rc = f->engine->ops->compute(f->engine, b, take_ahead, f, (uint64_t)f->steps, &loss1, err);
     if (rc == 0) {
         sums[0] = b ? b->n : 0;
+        sums[1] = (double)loss1 * sums[0];
         for (uint32_t i = 0; b && i < b->n; i++) *checksum += mix(b->indices[i]);
         rc = f->coll->sum_f64(f->coll, sums, 3, err);
     }
@@ -258,33 +266,22 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
                         f->opt.lr);
         return -1;
     }
-    if (f->coll->world > 1) {
-        /* each rank's gradient is its batch's mean: weighted by its share of the step's samples */
-        float w = (float)((double)n / sums[0]);
-        float *g = f->model->grads;
-        for (size_t i = 0; i < f->model->nparams; i++) g[i] *= w;
-        if (f->coll->sum_f32(f->coll, g, f->model->nparams, err)) return -1;
-    }
+    /* each rank's gradient is its batch's mean: weighted by its share of the step's samples */
     f->steps++;
-    taas_optim_step(&f->opt, f->model->params, f->model->grads, f->state, f->model->nparams, (long)f->steps);
+    if (f->engine->ops->update(f->engine, (float)((double)n / sums[0]), f->coll, &f->opt, (long)f->steps, err))
+        return -1;
     f->step_s += taas_job_now() - t_batch;
     if (f->has_sched && f->sc.kind == TAAS_SCHED_ONECYCLE) return sched_step(f, err);
     return 0;
-}
-
-/* Every rank takes rank 0's BatchNorm running statistics, as DDP's broadcast_buffers does
- * before each forward: the ranks' validation then measures the model that is saved. */
-static int share_rank0_stats(taas_fit *f, taas_error *err) {
-    if (f->coll->world == 1 || f->model->nstats == 0) return 0;
-    if (f->coll->rank != 0) memset(f->model->stats, 0, f->model->nstats * sizeof *f->model->stats);
-    return f->coll->sum_f32(f->coll, f->model->stats, f->model->nstats, err);
 }
 
 /* Validation on this rank's share of the validate loader, summed over the ranks. */
 static int validate(taas_fit *f, long long epoch, double *loss, double *acc, taas_error *err) {
     double sums[3] = {0, 0, 0};  /* loss x samples, right, samples */
     taas_job_loader *l = &f->val;
-    if (share_rank0_stats(f, err)) return -1;
+    /* every rank takes rank 0's BatchNorm running statistics, as DDP's broadcast_buffers does
+     * before each forward: the ranks' validation then measures the model that is saved */
+    if (f->engine->ops->share_stats(f->engine, f->coll, err)) return -1;
     if (!f->cfg.streamed_val && epoch > 0) {
         block_stop_signals(1);
         int rc = taas_job_loader_restart(l, json_object_get(f->job, "validate"), (uint64_t)f->seed, 1, err);
@@ -292,28 +289,19 @@ static int validate(taas_fit *f, long long epoch, double *loss, double *acc, taa
         if (rc) return -1;
     }
     uint64_t e = f->cfg.streamed_val ? (uint64_t)epoch : 0, W = (uint64_t)f->coll->world;
-    int c = (int)taas_model_out_numel(f->model);
     for (uint64_t s = 0; s < l->steps; s++) {
         uint64_t k = s * W + (uint64_t)f->coll->rank;
         if (taas_sampler_item(l->sampler, e, k, f->idx) == 0) continue;
         taas_batch *b = NULL;
         int rc = f->src_val.take(f->src_val.ctx, e, k, &b, err);
         if (rc) return rc < 0 ? -1 : 0;
-        const float *out;
-        float v;
-        if (taas_model_forward(f->model, b->images, (int)b->n, 0, 0, &out, err) ||
-            taas_job_loss_run(&f->loss, out, b->labels, (int)b->n, c, NULL, &v, err)) {
+        double loss_sum, right;
+        if (f->engine->ops->eval(f->engine, b, &loss_sum, &right, err)) {
             taas_batch_free(b);
             return -1;
         }
-        sums[0] += (double)v * b->n;
-        for (uint32_t i = 0; i < b->n; i++) {
-            const float *row = out + (size_t)i * c;
-            int best = 0;
-            for (int q = 1; q < c; q++)
-                if (row[q] > row[best]) best = q;
-            sums[1] += best == b->labels[i];
-        }
+        sums[0] += loss_sum;
+        sums[1] += right;
         sums[2] += b->n;
         taas_batch_free(b);
     }
@@ -368,7 +356,8 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
     json_object_set_new(start, "epochs", json_integer(f->epochs));
     json_object_set_new(start, "steps_per_epoch", json_integer((json_int_t)f->train.steps));
     json_object_set_new(start, "samples", json_integer((json_int_t)total));
-    json_object_set_new(start, "params", json_integer((json_int_t)f->model->nparams));
+    json_object_set_new(start, "params", json_integer((json_int_t)f->nparams));
+    json_object_set_new(start, "engine", json_string(f->engine->name));
     json_object_set_new(start, "ranks", json_integer((json_int_t)W));
     emit(f, start);
     *step_at = 0;
@@ -382,6 +371,11 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
             int stopped = 0;
             double loss = 0, n_all = 0;
             *step_at = f->steps + 1;
+            /* the item an engine may take ahead: the next step's, when it exists and has samples here */
+            f->next_k = UINT64_MAX;
+            if (s + 1 < f->train.steps && taas_sampler_item(f->train.sampler, (uint64_t)e, (s + 1) * W, f->idx) &&
+                taas_sampler_item(f->train.sampler, (uint64_t)e, (s + 1) * W + r, f->idx))
+                f->next_k = (s + 1) * W + r;
             if (step(f, e, s * W + r, n, &stopped, &loss, &n_all, &checksum, err)) return -1;
             if (stopped) {
                 f->interrupted = 1;  /* an epoch cut short gets no epoch line: its loss covers part of it */
@@ -424,5 +418,5 @@ json_t *taas_fit_done(const taas_fit *f) {
 }
 
 int taas_fit_save(const taas_fit *f, const char *path, taas_error *err) {
-    return taas_job_save(f->model, path, err);
+    return f->engine->ops->save(f->engine, path, err);
 }

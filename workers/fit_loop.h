@@ -35,6 +35,7 @@ typedef struct taas_fit_cfg {
     void (*emit)(void *ctx, json_t *line);
     void *emit_ctx;
     volatile int *stop;         /* non-zero: stop after the step in progress (any rank) */
+    int device;                 /* the GPU to train on (engine.h), or -1: the CPU */
 } taas_fit_cfg;
 
 typedef struct taas_fit taas_fit;

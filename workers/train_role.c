@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine.h"
 #include "fit_loop.h"
 #include "role.h"
 #include "train_job.h"
@@ -34,7 +35,9 @@ static int run(const json_t *job, long long *step, taas_error *err) {
         return -1;
     }
     taas_collective solo = taas_collective_solo();
-    taas_fit_cfg cfg = {.job = job, .coll = &solo, .emit = emit_line, .stop = &g_stop};
+    /* a GPU when there is one, as a rank would */
+    taas_fit_cfg cfg = {.job = job, .coll = &solo, .emit = emit_line, .stop = &g_stop,
+                        .device = taas_engine_cuda_devices() > 0 ? 0 : -1};
     taas_fit *f = taas_fit_new(&cfg, err);
     if (!f) return -1;
     int rc = taas_fit_run(f, step, err);

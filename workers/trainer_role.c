@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "collective.h"
+#include "engine.h"
 #include "fit_loop.h"
 #include "jobctl.h"
 #include "offload.h"
@@ -81,6 +82,15 @@ static int send_done(rank_ctx *rc, taas_fit *f, taas_error *err) {
     return rc_;
 }
 
+/* One rank per GPU: the device from the rank's place on its machine (Open MPI's local rank),
+ * or -1 (the CPU) where there is none. */
+static int rank_device(void) {
+    int n = taas_engine_cuda_devices();
+    if (n <= 0) return -1;
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    return (lr ? atoi(lr) : 0) % n;
+}
+
 static int run(rank_ctx *rc, const json_t *job, long long *step, taas_error *err) {
     if (taas_offload_parse(job, &rc->off, err)) return -1;
     if ((uint32_t)rc->coll.world != rc->off.world) {
@@ -106,7 +116,8 @@ static int run(rank_ctx *rc, const json_t *job, long long *step, taas_error *err
     rc->stop = taas_ctl_client_stop_flag(rc->ctl);
     taas_fit_cfg cfg = {job, &rc->coll, rc->stream[0] >= 0, rc->stream[1] >= 0,
                         rc->stream[0] >= 0 ? rc->off.facts[rc->stream[0]] : NULL,
-                        rc->stream[1] >= 0 ? rc->off.facts[rc->stream[1]] : NULL, emit_ctl, rc, rc->stop};
+                        rc->stream[1] >= 0 ? rc->off.facts[rc->stream[1]] : NULL, emit_ctl, rc, rc->stop,
+                        rank_device()};
     taas_fit *f = taas_fit_new(&cfg, err);
     if (!f) return -1;
     stream_src srcs[2] = {{rc, (uint32_t)rc->stream[0]}, {rc, (uint32_t)rc->stream[1]}};

@@ -1,0 +1,66 @@
+/* Where a fit's numbers live and are computed (DESIGN.md §5): the CPU training core
+ * (engine_cpu.c), or an NVIDIA GPU through the CUDA plugin (engine_cuda.c loads
+ * libtaas_cuda.so, built from workers/train/cuda/). The fit loop (fit_loop.c) drives either
+ * the same way: a step is compute (forward, loss, backward), then update (the gradients
+ * weighted, summed over the ranks, and the optimizer step). */
+#ifndef TAAS_ENGINE_H
+#define TAAS_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collective.h"
+#include "error.h"
+#include "model.h"
+#include "optim.h"
+#include "pipeline.h"
+#include "train_job.h"
+
+typedef struct taas_engine taas_engine;
+
+/* The next step's batch, for an engine that copies it to its device while this step computes:
+ * 0 and *out (NULL when there is none, or the wait was stopped), or -1 with err. It may wait
+ * for the batch to arrive. The batch stays the loop's. */
+typedef int (*taas_engine_next_fn)(void *ctx, const taas_batch **out, taas_error *err);
+
+typedef struct taas_engine_ops {
+    /* Zeroes the gradients; for b (NULL: this rank's item is empty) runs the forward in train
+     * mode (dropout masks from `step`), the loss and, when it is finite, the backward. A GPU
+     * engine calls next once b's work is queued and copies that batch meanwhile; the CPU
+     * engine does not (the loop then takes the next batch itself). *loss: b's mean loss (0
+     * without b). */
+    int (*compute)(taas_engine *e, const taas_batch *b, taas_engine_next_fn next, void *next_ctx, uint64_t step,
+                   float *loss, taas_error *err);
+    /* Multiplies the gradients by w (this rank's share of the step's samples), sums them over
+     * the ranks (c; a GPU engine uses its own NCCL communicator), and takes the optimizer step
+     * (opt as the scheduler has set it; step counts from 1). */
+    int (*update)(taas_engine *e, float w, taas_collective *c, const taas_optim_config *opt, long step,
+                  taas_error *err);
+    /* Eval mode: b's loss summed over its samples, and how many samples' highest output is
+     * their label. */
+    int (*eval)(taas_engine *e, const taas_batch *b, double *loss_sum, double *right, taas_error *err);
+    /* Every rank takes rank 0's BatchNorm running statistics (before validation). */
+    int (*share_stats)(taas_engine *e, taas_collective *c, taas_error *err);
+    /* Writes the weights: safetensors with PyTorch's state_dict names. */
+    int (*save)(taas_engine *e, const char *path, taas_error *err);
+    void (*free)(taas_engine *e);
+} taas_engine_ops;
+
+struct taas_engine {
+    const taas_engine_ops *ops;
+    char name[128];          /* "CPU, 2 threads"; "cuda:0, NVIDIA H100 80GB HBM3" */
+    size_t nparams;
+};
+
+/* The CPU training core on model m (taken: the engine frees it) with the loss (borrowed) and
+ * the optimizer's state for opt. */
+taas_engine *taas_engine_cpu(taas_model *m, taas_job_loss *loss, const taas_optim_config *opt, taas_error *err);
+
+/* engine_cuda.c: GPUs this process can use (0 without the CUDA plugin, a driver or a GPU). */
+int taas_engine_cuda_devices(void);
+/* The model on GPU `device` (m: the host model with its initial weights, taken), the loss
+ * kind of `loss`; c: the ranks, whose GPUs' NCCL communicator it sets up. NULL with err. */
+taas_engine *taas_engine_cuda(taas_model *m, const taas_job_loss *loss, const taas_optim_config *opt, int device,
+                              taas_collective *c, taas_error *err);
+
+#endif

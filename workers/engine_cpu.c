@@ -1,0 +1,116 @@
+/* The CPU engine: the training core's model, loss and optimizer on host buffers. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+static const taas_srcpos NOPOS = {0, 0};
+
+typedef struct cpu_engine {
+    taas_engine base;
+    taas_model *m;
+    taas_job_loss *loss;
+    float *state;             /* the optimizer's */
+    float *dout;              /* the loss's gradient */
+    size_t dout_cap;
+} cpu_engine;
+
+static int compute(taas_engine *e, const taas_batch *b, taas_engine_next_fn next, void *next_ctx, uint64_t step,
+                   float *loss, taas_error *err) {
+    (void)next, (void)next_ctx;  /* host memory already: nothing to copy ahead */
+    cpu_engine *c = (cpu_engine *)e;
+    taas_model_zero_grad(c->m);
+    *loss = 0;
+    if (!b) return 0;
+    int k = (int)taas_model_out_numel(c->m);
+    size_t need = (size_t)b->n * (size_t)k;
+    if (need > c->dout_cap) {
+        float *d = realloc(c->dout, need * sizeof *d);
+        if (!d) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the loss gradient");
+        c->dout = d;
+        c->dout_cap = need;
+    }
+    const float *out;
+    if (taas_model_forward(c->m, b->images, (int)b->n, 1, step, &out, err) ||
+        taas_job_loss_run(c->loss, out, b->labels, (int)b->n, k, c->dout, loss, err))
+        return -1;
+    if (!isfinite(*loss)) return 0;  /* every rank sees it in the step's sums and stops */
+    return taas_model_backward(c->m, c->dout, err);
+}
+
+static int update(taas_engine *e, float w, taas_collective *coll, const taas_optim_config *opt, long step,
+                  taas_error *err) {
+    cpu_engine *c = (cpu_engine *)e;
+    float *g = c->m->grads;
+    if (coll->world > 1) {
+        for (size_t i = 0; i < c->m->nparams; i++) g[i] *= w;
+        if (coll->sum_f32(coll, g, c->m->nparams, err)) return -1;
+    }
+    taas_optim_step(opt, c->m->params, g, c->state, c->m->nparams, step);
+    return 0;
+}
+
+static int eval(taas_engine *e, const taas_batch *b, double *loss_sum, double *right, taas_error *err) {
+    cpu_engine *c = (cpu_engine *)e;
+    int k = (int)taas_model_out_numel(c->m);
+    const float *out;
+    float v;
+    if (taas_model_forward(c->m, b->images, (int)b->n, 0, 0, &out, err) ||
+        taas_job_loss_run(c->loss, out, b->labels, (int)b->n, k, NULL, &v, err))
+        return -1;
+    *loss_sum = (double)v * b->n;
+    *right = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const float *row = out + (size_t)i * k;
+        int best = 0;
+        for (int q = 1; q < k; q++)
+            if (row[q] > row[best]) best = q;
+        *right += best == b->labels[i];
+    }
+    return 0;
+}
+
+/* Rank 0's statistics for all: the others zero theirs and the ranks add up. */
+static int share_stats(taas_engine *e, taas_collective *coll, taas_error *err) {
+    cpu_engine *c = (cpu_engine *)e;
+    if (coll->world == 1 || c->m->nstats == 0) return 0;
+    if (coll->rank != 0) memset(c->m->stats, 0, c->m->nstats * sizeof *c->m->stats);
+    return coll->sum_f32(coll, c->m->stats, c->m->nstats, err);
+}
+
+static int save(taas_engine *e, const char *path, taas_error *err) {
+    return taas_job_save(((cpu_engine *)e)->m, path, err);
+}
+
+static void cpu_free(taas_engine *e) {
+    cpu_engine *c = (cpu_engine *)e;
+    if (!c) return;
+    taas_model_free(c->m);
+    free(c->state);
+    free(c->dout);
+    free(c);
+}
+
+static const taas_engine_ops CPU_OPS = {compute, update, eval, share_stats, save, cpu_free};
+
+taas_engine *taas_engine_cpu(taas_model *m, taas_job_loss *loss, const taas_optim_config *opt, taas_error *err) {
+    cpu_engine *c = calloc(1, sizeof *c);
+    size_t n = taas_optim_state_floats(opt, m->nparams);
+    float *state = calloc(n ? n : 1, sizeof *state);
+    if (!c || !state) {
+        free(c);
+        free(state);
+        taas_model_free(m);
+        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the optimizer state");
+        return NULL;
+    }
+    c->base.ops = &CPU_OPS;
+    c->base.nparams = m->nparams;
+    snprintf(c->base.name, sizeof c->base.name, "CPU, %d thread%s", m->nthreads, m->nthreads == 1 ? "" : "s");
+    c->m = m;
+    c->loss = loss;
+    c->state = state;
+    return &c->base;
+}
