@@ -151,8 +151,12 @@ class FitInTheNotebook(taastest.KernelCase):
                              {"code": "h8 = fit(stopped, train, epochs=50, loss=NLLLoss(), optimizer=SGD(lr=0.01))",
                               "silent": False, "store_history": True, "user_expressions": {},
                               "allow_stdin": False, "stop_on_error": True})
-        self.assertTrue(taastest.wait_until(lambda: taastest.worker_pids(self.k.pid), 10))
-        time.sleep(1.0)  # past the start: it is training
+        seen = []
+
+        def training():  # past the start: a step line is out
+            seen.extend(self.k.iopub_now(msg_id, 0.05))
+            return "step" in stdout_of(seen)
+        self.assertTrue(taastest.wait_until(training, 30))
         t0 = time.monotonic()
         self.k.request("control", "interrupt_request")
         reply = self.k.reply(msg_id, timeout=10)
@@ -160,7 +164,7 @@ class FitInTheNotebook(taastest.KernelCase):
         self.assertEqual(reply["content"]["status"], "error")
         self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
         self.assertTrue(taastest.wait_until(lambda: not taastest.worker_pids(self.k.pid), 2))
-        msgs = self.k.iopub(msg_id)
+        msgs = seen + self.k.iopub(msg_id)
         self.assertRegex(stdout_of(msgs), r"epoch 1/50 step \d+/938 loss [0-9.]+ [0-9,]+ samples/s\n")
         # the model keeps the weights of its last completed step; h was never bound
         self.ok("save(stopped, 'after_stop.safetensors')")
