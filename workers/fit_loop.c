@@ -337,6 +337,27 @@ static int end_epoch(taas_fit *f, long long e, uint64_t steps, double loss_sum, 
     return 0;
 }
 
+/* Steps of the whole job: every epoch's, but for the units limit, which cuts in (epoch, k)
+ * order; a step exists when rank 0's item has samples. */
+static long long total_steps(taas_fit *f) {
+    uint64_t W = (uint64_t)f->coll->world, steps = f->train.steps;
+    long long n = 0;
+    for (long long e = 0; e < f->epochs && !taas_sampler_done(f->train.sampler, (uint64_t)e); e++) {
+        if (taas_sampler_item(f->train.sampler, (uint64_t)e, (steps - 1) * W, f->idx)) {
+            n += (long long)steps;  /* the last step is there: all of them are */
+            continue;
+        }
+        uint64_t lo = 0, hi = steps - 1;  /* the first step without samples */
+        while (lo < hi) {
+            uint64_t mid = (lo + hi) / 2;
+            if (taas_sampler_item(f->train.sampler, (uint64_t)e, mid * W, f->idx)) lo = mid + 1;
+            else hi = mid;
+        }
+        n += (long long)lo;
+    }
+    return n;
+}
+
 /* Every rank's time waiting for batches and in steps, added up (rank 0 reports them). */
 static int sum_times(taas_fit *f, taas_error *err) {
     double t[3] = {f->wait_s, f->step_s, f->first_wait_s};
@@ -359,6 +380,7 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
     json_object_set_new(start, "params", json_integer((json_int_t)f->nparams));
     json_object_set_new(start, "engine", json_string(f->engine->name));
     json_object_set_new(start, "ranks", json_integer((json_int_t)W));
+    json_object_set_new(start, "total_steps", json_integer((json_int_t)total_steps(f)));
     emit(f, start);
     *step_at = 0;
     for (long long e = 0; e < f->epochs && !taas_sampler_done(f->train.sampler, (uint64_t)e); e++) {

@@ -138,6 +138,10 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         else snprintf(who, sizeof who, "%s", m->peer);
         snprintf(line, sizeof line, "[%s] %s\n", who, text ? text : "");
         say(io, "stderr", line);
+    } else if (!strcmp(t, "start") && r == 0) {
+        taas_trainview_start(j->view, b);
+        j->epochs = (long long)json_integer_value(json_object_get(b, "epochs"));
+        taas_job_view(j, io, 1);
     } else if (!strcmp(t, "step") && r == 0) {
         j->epoch = (long long)json_integer_value(json_object_get(b, "epoch"));
         j->step = (long long)json_integer_value(json_object_get(b, "step"));
@@ -145,13 +149,12 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         j->loss = json_number_value(json_object_get(b, "loss"));
         j->samples_per_s = json_number_value(json_object_get(b, "samples_per_s"));
         j->wait_share = json_number_value(json_object_get(b, "wait"));
+        taas_trainview_step(j->view, b);
         taas_job_view(j, io, 0);
     } else if (!strcmp(t, "epoch") && r == 0) {
         j->epoch = (long long)json_integer_value(json_object_get(b, "epoch"));
         j->step = (long long)json_integer_value(json_object_get(b, "steps"));
-        json_t *e = json_deep_copy(b);
-        json_object_del(e, "t");
-        json_array_append_new(j->history, e);
+        taas_trainview_epoch(j->view, b);
         taas_job_view(j, io, 1);
     } else if (!strcmp(t, "done") && r == 0 && !j->done) {
         j->done = json_incref(m->body);
@@ -286,9 +289,10 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
     const char *slash = strrchr(cfg->dir, '/');
     snprintf(j->id, sizeof j->id, "%s", slash ? slash + 1 : cfg->dir);
     snprintf(j->display_id, sizeof j->display_id, "taas-%s", j->id);
-    j->history = json_array();
+    snprintf(j->model, sizeof j->model, "%s", cfg->model ? cfg->model : "the model");
+    j->view = taas_trainview_new(j->display_id);
     j->t0 = taas_now();
-    if (j->epfd < 0 || taas_job_plan(j, cfg, io, err)) goto fail;
+    if (j->epfd < 0 || !j->view || taas_job_plan(j, cfg, io, err)) goto fail;
     j->ranks = calloc((size_t)j->world, sizeof *j->ranks);
     j->nloaders = j->nstreams * j->cpus;
     j->loaders = calloc((size_t)(j->nloaders ? j->nloaders : 1), sizeof *j->loaders);
@@ -316,8 +320,8 @@ int taas_job_fd(const taas_job *j) {
 }
 
 double taas_job_deadline(const taas_job *j) {
-    double d = j->next_beat;
-    if (j->next_view > 0 && j->next_view < d) d = j->next_view;
+    double d = j->next_beat, v = taas_job_view_due(j);
+    if (v > 0 && v < d) d = v;
     if (j->nhello < j->world && j->hello_deadline < d) d = j->hello_deadline;
     return d;
 }
@@ -345,14 +349,17 @@ int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
     if (!j->failed && j->nhello < j->world && taas_now() > j->hello_deadline)
         fail(j, "TaasOffloadError", "see the lines mpirun printed above; check that mpirun -np 2 hostname works",
              "only %d of %d ranks started within %.0f s", j->nhello, j->world, TAAS_JOB_HELLO_S);
-    if (j->next_view > 0 && taas_now() >= j->next_view) taas_job_view(j, io, 0);
+    if (taas_job_view_due(j) > 0 && taas_now() >= taas_job_view_due(j)) taas_job_view(j, io, 1);
     if (j->failed) {
-        taas_job_cancel(j, 0);
+        taas_job_cancel(j, 0, NULL);
+        taas_trainview_end(j->view, "failed", NULL);
+        taas_job_view(j, io, 1);
         *err = j->failure;
         return -1;
     }
     if (j->done && j->mpirun->exited) {
         for (int i = 0; i < j->nloaders; i++) taas_proc_kill(j->loaders[i].proc);
+        taas_trainview_end(j->view, "done", j->model);
         taas_job_view(j, io, 1);
         taas_job_summary(j, io);
         return 0;
@@ -371,7 +378,7 @@ static void kill_all(taas_job *j) {
     for (int i = 0; j->loaders && i < j->nloaders; i++) taas_proc_kill(j->loaders[i].proc);
 }
 
-int taas_job_cancel(taas_job *j, double grace_s) {
+int taas_job_cancel(taas_job *j, double grace_s, const taas_io *io) {
     j->cancelled = 1;
     char peer[32];
     for (int r = 0; j->ranks && r < j->world; r++)
@@ -389,7 +396,12 @@ int taas_job_cancel(taas_job *j, double grace_s) {
         serve_control(j, NULL);
     }
     kill_all(j);
-    return j->done && j->have_weights;
+    int kept = j->done && j->have_weights;
+    if (io && j->view) {
+        taas_trainview_end(j->view, "stopped", kept ? j->model : NULL);
+        taas_job_view(j, io, 1);
+    }
+    return kept;
 }
 
 void taas_job_free(taas_job *j) {
@@ -404,7 +416,7 @@ void taas_job_free(taas_job *j) {
     if (j->epfd >= 0) close(j->epfd);
     if (j->spec_path[0]) unlink(j->spec_path);
     json_decref(j->start_msg);
-    json_decref(j->history);
+    taas_trainview_free(j->view);
     json_decref(j->done);
     free(j);
 }

@@ -28,6 +28,7 @@ typedef struct taas_job_cfg {
     int nstreams;
     const char *dir;        /* the job folder, which exists */
     const char *weights;    /* where the trained weights go (in dir) */
+    const char *model;      /* the model's variable, for the summary (may be NULL) */
 } taas_job_cfg;
 
 typedef struct taas_job taas_job;
@@ -49,9 +50,9 @@ int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err);
 const json_t *taas_job_done(const taas_job *j);
 
 /* The stop button: cancel to every worker, up to grace_s for rank 0's done (the weights of
- * the last completed step), then every process of the job is killed. 1 when the done (and
- * the weights) came. */
-int taas_job_cancel(taas_job *j, double grace_s);
+ * the last completed step), then every process of the job is killed; the display (io, may
+ * be NULL) shows it stopped. 1 when the done (and the weights) came. */
+int taas_job_cancel(taas_job *j, double grace_s, const taas_io *io);
 /* Kills whatever still runs and frees. */
 void taas_job_free(taas_job *j);
 

@@ -8,6 +8,7 @@
 
 #include "job.h"
 #include "proc.h"
+#include "trainview.h"
 
 /* Replacements of one loader worker before the job gives up on it. */
 #define TAAS_JOB_MAX_GENERATIONS 4
@@ -49,16 +50,16 @@ struct taas_job {
     /* progress, from rank 0 */
     long long epochs, steps_per_epoch, epoch, step, samples;
     double loss, samples_per_s, wait_share;
-    json_t *history;
     json_t *done;
     int have_weights;
     /* the end */
     int failed;
     taas_error failure;
     int cancelled;
-    double t0, hello_deadline, next_beat, next_view, last_view;
-    int view_shown;
+    double t0, hello_deadline, next_beat;
+    taas_trainview *view;
     char display_id[64];
+    char model[64];       /* the model's variable, for the summary */
 };
 
 /* job_launch.c */
@@ -67,8 +68,10 @@ int taas_job_launch_ranks(taas_job *j, taas_error *err);
 int taas_job_launch_loader(taas_job *j, job_loader *l, long long epoch, long long step, taas_error *err);
 void taas_job_watch(taas_job *j, int fd);
 
-/* job_view.c: the display, updated in place at most five times a second (final: now). */
+/* job_view.c: the display, updated in place at most five times a second (final: now), and
+ * when a kept update is due (0: none). */
 void taas_job_view(taas_job *j, const taas_io *io, int final);
+double taas_job_view_due(const taas_job *j);
 /* The one-line summary at the end, and the per-epoch checksums. */
 void taas_job_summary(taas_job *j, const taas_io *io);
 

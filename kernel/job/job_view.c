@@ -1,13 +1,11 @@
-/* What the cell shows while a job runs: one display, updated in place (update_display_data)
- * at most five times a second, in text/plain and text/html; a summary line at the end. */
+/* What the cell shows while a job runs: the training display (trainview.h) with the job's
+ * ranks, loaders and wait for data; at the end a summary line with the sample checksums. */
 #include <stdio.h>
 #include <string.h>
 
 #include "buf.h"
 #include "clock.h"
 #include "job_priv.h"
-
-#define VIEW_EVERY_S 0.2
 
 static void duration(taas_buf *b, double s) {
     long t = (long)(s + 0.5);
@@ -22,44 +20,24 @@ static int loaders_alive(const taas_job *j) {
     return n;
 }
 
+/* The job's own state after the training numbers. */
 static void status_text(const taas_job *j, taas_buf *t) {
-    if (j->epoch == 0) {
-        taas_buf_printf(t, "starting: ranks %d/%d", j->nhello, j->world);
-    } else {
-        taas_buf_printf(t, "epoch %lld/%lld  step %lld/%lld  loss %.4f  ", j->epoch, j->epochs, j->step,
-                        j->steps_per_epoch, j->loss);
-        taas_buf_thousands(t, (long long)(j->samples_per_s + 0.5));
-        taas_buf_printf(t, " samples/s  ranks %d/%d", j->nhello, j->world);
-    }
+    taas_buf_printf(t, "ranks %d/%d", j->nhello, j->world);
     if (j->nloaders) taas_buf_printf(t, "  loaders %d/%d", loaders_alive(j), j->nloaders);
     if (j->epoch > 0) taas_buf_printf(t, "  waiting for data %.0f%%", j->wait_share * 100);
-    taas_buf_puts(t, "  ");
-    duration(t, taas_now() - j->t0);
 }
 
 void taas_job_view(taas_job *j, const taas_io *io, int final) {
-    double now = taas_now();
-    if (!io || !io->display) return;
-    if (!final && now - j->last_view < VIEW_EVERY_S) {
-        if (j->next_view <= 0) j->next_view = j->last_view + VIEW_EVERY_S;  /* show the latest then */
-        return;
-    }
-    j->last_view = now;
-    j->next_view = 0;
-    taas_buf t = TAAS_BUF_INIT, h = TAAS_BUF_INIT;
+    if (!j->view) return;
+    taas_buf t = TAAS_BUF_INIT;
     status_text(j, &t);
-    long long total = j->steps_per_epoch * j->epochs, done = j->steps_per_epoch * (j->epoch > 0 ? j->epoch - 1 : 0) + j->step;
-    taas_buf_printf(&h, "<div class=\"taas-job\"><progress value=\"%lld\" max=\"%lld\" style=\"width:40%%\"></progress> "
-                        "<code>", done, total > 0 ? total : 1);
-    taas_buf_html(&h, t.data);
-    taas_buf_puts(&h, "</code></div>");
-    json_t *data = json_object();
-    json_object_set_new(data, "text/plain", json_string(t.data));
-    json_object_set_new(data, "text/html", json_string(h.data));
+    taas_trainview_status(j->view, t.data);
     taas_buf_free(&t);
-    taas_buf_free(&h);
-    io->display(io->ctx, data, json_object(), j->display_id, j->view_shown);
-    j->view_shown = 1;
+    taas_trainview_show(j->view, io, final);
+}
+
+double taas_job_view_due(const taas_job *j) {
+    return j->view ? taas_trainview_due(j->view) : 0;
 }
 
 void taas_job_summary(taas_job *j, const taas_io *io) {

@@ -17,12 +17,12 @@
 #include "fit.h"
 #include "modelview.h"
 #include "result.h"
+#include "trainview.h"
 #include "utf8.h"
 #include "worker.h"
 
 /* Progress lines are short; a day of step lines at 5/s stays far under this. */
 #define MAX_OUT ((size_t)256 << 20)
-#define STEP_EVERY_S 1.0
 #define STOP_GRACE_S 1.0
 
 typedef struct fit_wait {
@@ -35,24 +35,13 @@ typedef struct fit_wait {
     char spec[PATH_MAX];
     char out[PATH_MAX];   /* fit: where the worker writes weights */
     size_t pos;           /* stdout parsed up to here */
-    long long epochs, steps;
-    double last_step;
+    taas_trainview *view; /* fit: the progress display */
+    const taas_io *io;    /* the cell's, for the display's last state when it is stopped */
+    char name[64];        /* the model's variable, for the summary */
     json_t *done, *error;
 } fit_wait;
 
 static const taas_srcpos NOPOS = {0, 0};
-
-/* 4210.3 -> "4,210" */
-static void rate_text(double x, char *out, size_t n) {
-    taas_buf b = TAAS_BUF_INIT;
-    taas_buf_thousands(&b, x > 0 ? (long long)(x + 0.5) : 0);
-    snprintf(out, n, "%s", b.data);
-    taas_buf_free(&b);
-}
-
-static double num(const json_t *o, const char *k) {
-    return json_number_value(json_object_get(o, k));
-}
 
 static void say(const taas_io *io, const char *name, const char *text) {
     if (io && io->stream) io->stream(io->ctx, name, text);
@@ -60,31 +49,16 @@ static void say(const taas_io *io, const char *name, const char *text) {
 
 static void on_line(fit_wait *f, const taas_io *io, json_t *j) {
     const char *ev = json_string_value(json_object_get(j, "event"));
-    char line[512], rate[32];
     if (!ev) return;
-    if (!strcmp(ev, "start")) {
-        f->epochs = (long long)json_integer_value(json_object_get(j, "epochs"));
-        f->steps = (long long)json_integer_value(json_object_get(j, "steps_per_epoch"));
-    } else if (!strcmp(ev, "step")) {
-        double now = taas_now();
-        if (now - f->last_step < STEP_EVERY_S) return;
-        f->last_step = now;
-        rate_text(num(j, "samples_per_s"), rate, sizeof rate);
-        snprintf(line, sizeof line, "epoch %lld/%lld step %lld/%lld loss %.4f %s samples/s\n",
-                 (long long)json_integer_value(json_object_get(j, "epoch")), f->epochs,
-                 (long long)json_integer_value(json_object_get(j, "step")), f->steps, num(j, "loss"), rate);
-        say(io, "stdout", line);
-    } else if (!strcmp(ev, "epoch")) {
-        char val[96] = "";
-        if (json_is_number(json_object_get(j, "val_loss")))
-            snprintf(val, sizeof val, ", val loss %.4f, val accuracy %.4f", num(j, "val_loss"),
-                     num(j, "val_accuracy"));
-        rate_text(num(j, "samples_per_s"), rate, sizeof rate);
-        snprintf(line, sizeof line, "epoch %lld/%lld: train loss %.4f%s, %.1f s, %s samples/s\n",
-                 (long long)json_integer_value(json_object_get(j, "epoch")), f->epochs, num(j, "train_loss"), val,
-                 num(j, "time_s"), rate);
-        f->last_step = taas_now();
-        say(io, "stdout", line);
+    if (f->view && !strcmp(ev, "start")) {
+        taas_trainview_start(f->view, j);
+        taas_trainview_show(f->view, io, 1);
+    } else if (f->view && !strcmp(ev, "step")) {
+        taas_trainview_step(f->view, j);
+        taas_trainview_show(f->view, io, 0);
+    } else if (f->view && !strcmp(ev, "epoch")) {
+        taas_trainview_epoch(f->view, j);
+        taas_trainview_show(f->view, io, 1);
     } else if (!strcmp(ev, "log")) {
         const char *t = json_string_value(json_object_get(j, "text"));
         if (t) {
@@ -151,8 +125,13 @@ static void fit_free(taas_waiter *w) {
             parse_lines(f, NULL);
         }
         if (!f->evaluate && f->done && f->out[0]) taas_weights_attach(f->model, f->out);
+        if (f->view) {
+            taas_trainview_end(f->view, "stopped", f->done ? f->name : NULL);
+            taas_trainview_show(f->view, f->io, 1);
+        }
     }
     taas_child_free(f->child);
+    taas_trainview_free(f->view);
     unlink(f->spec);
     if (!f->model->u.obj.weights || strcmp(f->model->u.obj.weights, f->out) != 0) {
         if (f->out[0]) unlink(f->out);
@@ -178,15 +157,23 @@ static int worker_error(fit_wait *f, taas_error *err) {
 static int fit_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *err) {
     (void)expired;  /* a job has no time limit: the stop button ends it */
     fit_wait *f = (fit_wait *)w;
+    f->io = io;
     int r = taas_child_pump(f->child, MAX_OUT, err);
     if (r < 0) return -1;
     parse_lines(f, io);
     if (r == 0) {
+        if (f->view && taas_trainview_due(f->view) > 0 && taas_now() >= taas_trainview_due(f->view))
+            taas_trainview_show(f->view, io, 1);
         f->base.fd = taas_child_fd(f->child);
+        f->base.deadline = f->view && taas_trainview_due(f->view) > 0 ? taas_trainview_due(f->view) : taas_now() + 3600;
         return 1;
     }
     int rc = taas_child_finish(f->child, err);
     f->finished = 1;
+    if (f->view && (f->error || rc || !f->done)) {
+        taas_trainview_end(f->view, "failed", NULL);
+        taas_trainview_show(f->view, io, 1);
+    }
     if (f->error) return worker_error(f, err);
     if (rc) return -1;
     if (!f->done) {
@@ -202,7 +189,11 @@ static int fit_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
     }
-    if (!f->evaluate) taas_weights_attach(f->model, f->out);
+    if (!f->evaluate) {
+        taas_weights_attach(f->model, f->out);
+        taas_trainview_end(f->view, "done", f->name);
+        taas_trainview_show(f->view, io, 1);
+    }
     return 0;
 }
 
@@ -254,6 +245,15 @@ static int start_job(taas_call_ctx *cx, json_t *job, taas_value *model, int eval
     }
     f->evaluate = evaluate;
     f->model = taas_ref(model);
+    const char *name = taas_interp_name_of(cx->interp, model);
+    snprintf(f->name, sizeof f->name, "%s", name ? name : "the model");
+    if (!evaluate) {
+        char id[96];
+        const char *slash = strrchr(f->dir, '/');
+        snprintf(id, sizeof id, "taas-fit-%.40s", slash ? slash + 1 : f->dir);
+        f->view = taas_trainview_new(id);
+        taas_trainview_show(f->view, cx->io, 1);
+    }
     f->base.fd = taas_child_fd(f->child);
     f->base.poll = fit_poll;
     f->base.free = fit_free;

@@ -21,6 +21,7 @@ typedef struct offload_wait {
     taas_job *job;
     taas_value *model;    /* a reference; gets the weights */
     int finished;
+    const taas_io *io;    /* the cell's, for the display's last state when it is stopped */
     char dir[PATH_MAX / 2];
     char weights[PATH_MAX];
 } offload_wait;
@@ -28,6 +29,7 @@ typedef struct offload_wait {
 static int offload_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *err) {
     (void)expired;
     offload_wait *o = (offload_wait *)w;
+    o->io = io;
     int r = taas_job_poll(o->job, io, err);
     if (r == 1) {
         o->base.deadline = taas_job_deadline(o->job);
@@ -48,7 +50,8 @@ static int offload_poll(taas_waiter *w, const taas_io *io, int expired, taas_err
 
 static void offload_free(taas_waiter *w) {
     offload_wait *o = (offload_wait *)w;
-    if (o->job && !o->finished && taas_job_cancel(o->job, CANCEL_GRACE_S)) taas_weights_attach(o->model, o->weights);
+    if (o->job && !o->finished && taas_job_cancel(o->job, CANCEL_GRACE_S, o->io))
+        taas_weights_attach(o->model, o->weights);
     taas_job_free(o->job);
     if (!o->model->u.obj.weights || strcmp(o->model->u.obj.weights, o->weights) != 0) {
         unlink(o->weights);
@@ -88,7 +91,7 @@ int taas_offload_fit(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *jo
     if (registered(cx->interp, train, &streams[n])) n++;
     streams[n].role = "validate";
     if (validate->type != TAAS_V_NONE && validate != train && registered(cx->interp, validate, &streams[n])) n++;
-    taas_job_cfg cfg = {pr, job, streams, n, o->dir, o->weights};
+    taas_job_cfg cfg = {pr, job, streams, n, o->dir, o->weights, taas_interp_name_of(cx->interp, model)};
     o->job = taas_job_start(&cfg, cx->io, cx->err);
     json_decref(job);
     if (!o->job) {
@@ -98,6 +101,7 @@ int taas_offload_fit(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *jo
         return -1;
     }
     o->model = taas_ref(model);
+    o->io = cx->io;
     o->base.fd = taas_job_fd(o->job);
     o->base.poll = offload_poll;
     o->base.free = offload_free;

@@ -1,37 +1,12 @@
 /* History and Evaluation values: built from a worker's "done" line, shown as tables. */
 #include "result.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "trainview.h"
+
 static const char HISTORY[] = "History", EVALUATION[] = "Evaluation";
-
-static const char *const COLUMNS[] = {"epoch", "train loss", "val loss", "val accuracy", "time", "samples/s"};
-#define NCOL (sizeof COLUMNS / sizeof *COLUMNS)
-
-/* One cell of an epoch row as text: "-" for a missing number (no validation loader). */
-static void cell(const json_t *e, size_t col, char *out, size_t n) {
-    static const char *const keys[] = {"epoch", "train_loss", "val_loss", "val_accuracy", "time_s", "samples_per_s"};
-    const json_t *v = json_object_get(e, keys[col]);
-    if (!json_is_number(v)) {
-        snprintf(out, n, "-");
-        return;
-    }
-    double x = json_number_value(v);
-    if (col == 0) {
-        snprintf(out, n, "%lld", (long long)x);
-    } else if (col == 4) {
-        snprintf(out, n, "%.1f s", x);
-    } else if (col == 5) {
-        taas_buf b = TAAS_BUF_INIT;
-        taas_buf_thousands(&b, (long long)llround(x));
-        snprintf(out, n, "%s", b.data);
-        taas_buf_free(&b);
-    } else {
-        snprintf(out, n, "%.4f", x);
-    }
-}
 
 static int is_epoch(const json_t *e) {
     return json_is_object(e) && json_is_integer(json_object_get(e, "epoch")) &&
@@ -71,48 +46,12 @@ static void number(taas_buf *out, const json_t *v) {
     else taas_buf_puts(out, "nan");  /* no samples: the worker sends null */
 }
 
-static void history_text(const json_t *rows, taas_buf *out) {
-    size_t width[NCOL], n = json_array_size(rows);
-    char c[64];
-    for (size_t k = 0; k < NCOL; k++) width[k] = strlen(COLUMNS[k]);
-    for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < NCOL; k++) {
-            cell(json_array_get(rows, i), k, c, sizeof c);
-            if (strlen(c) > width[k]) width[k] = strlen(c);
-        }
-    taas_buf_printf(out, "History (%zu epoch%s)\n", n, n == 1 ? "" : "s");
-    for (size_t k = 0; k < NCOL; k++) taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)width[k], COLUMNS[k]);
-    for (size_t i = 0; i < n; i++) {
-        taas_buf_putc(out, '\n');
-        for (size_t k = 0; k < NCOL; k++) {
-            cell(json_array_get(rows, i), k, c, sizeof c);
-            taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)width[k], c);
-        }
-    }
-}
-
-static void history_html(const json_t *rows, taas_buf *out) {
-    char c[64];
-    taas_buf_puts(out, "<table class=\"taas-history\">\n<thead><tr>");
-    for (size_t k = 0; k < NCOL; k++) taas_buf_printf(out, "<th>%s</th>", COLUMNS[k]);
-    taas_buf_puts(out, "</tr></thead>\n<tbody>\n");
-    size_t i;
-    const json_t *e;
-    json_array_foreach(rows, i, e) {
-        taas_buf_puts(out, "<tr>");
-        for (size_t k = 0; k < NCOL; k++) {
-            cell(e, k, c, sizeof c);
-            taas_buf_printf(out, "<td>%s</td>", c);
-        }
-        taas_buf_puts(out, "</tr>\n");
-    }
-    taas_buf_puts(out, "</tbody>\n</table>");
-}
-
 void taas_result_repr(const taas_value *v, taas_buf *out) {
     const json_t *d = v->u.res.data;
     if (v->u.res.kind == HISTORY) {
-        history_text(d, out);
+        size_t n = json_array_size(d);
+        taas_buf_printf(out, "History (%zu epoch%s)\n", n, n == 1 ? "" : "s");
+        taas_epoch_table_text(d, out);
         return;
     }
     taas_buf_puts(out, "Evaluation(loss=");
@@ -127,7 +66,7 @@ json_t *taas_result_mimebundle(const taas_value *v) {
     taas_result_repr(v, &t);
     const json_t *d = v->u.res.data;
     if (v->u.res.kind == HISTORY) {
-        history_html(d, &h);
+        taas_epoch_table_html(d, &h);
     } else {
         taas_buf_puts(&h, "<table class=\"taas-evaluation\">\n<thead><tr><th>loss</th><th>accuracy</th>"
                           "<th>samples</th></tr></thead>\n<tbody><tr><td>");

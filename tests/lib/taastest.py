@@ -271,6 +271,13 @@ def stream_of(cell, name="stdout"):
     return "".join(text(o["text"]) for o in cell.outputs if o["output_type"] == "stream" and o["name"] == name)
 
 
+def last_display(msgs):
+    """The data of the last display_data or update_display_data among msgs (the state a
+    display shows after them), or None."""
+    shown = [m for m in msgs if m["msg_type"] in ("display_data", "update_display_data")]
+    return shown[-1]["content"]["data"] if shown else None
+
+
 def outputs(msgs):
     """The output messages among an execute's iopub messages."""
     return [m for m in msgs if m["msg_type"] in OUTPUT_TYPES]

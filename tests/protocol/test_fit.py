@@ -59,7 +59,20 @@ class FitInTheNotebook(taastest.KernelCase):
 
     def test_1_fit_evaluate_save_load(self):
         msgs = self.ok("fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), units=4000, seed=1)")
-        self.assertRegex(stdout_of(msgs), r"epoch 1/1: train loss [0-9.]+, [0-9.]+ s, [0-9,]+ samples/s")
+        # one display, updated in place: the bar at 100 %, the epoch's row, the summary
+        shown = only(msgs, "display_data")
+        self.assertEqual(len(shown), 1)
+        self.assertTrue(all(u["content"]["transient"]["display_id"] == shown[0]["content"]["transient"]["display_id"]
+                            for u in only(msgs, "update_display_data")))
+        view = taastest.last_display(msgs)
+        self.assertRegex(view["text/plain"], r"^█{24} 100%  epoch 1/1 done  [0-9,]+ samples/s  [0-9.]+ s\n"
+                                             r"epoch  train loss  val loss  val accuracy")
+        self.assertRegex(view["text/plain"], r"\ndone after [0-9.]+ s: 1 epoch, 63 steps, [0-9,]+ samples/s; the "
+                                             r"trained weights are in net$")
+        self.assertIn('data-state="done"', view["text/html"])
+        self.assertIn('<progress class="taas-progress" value="63" max="63"', view["text/html"])
+        self.assertIn('<svg class="taas-chart"', view["text/html"])
+        self.assertEqual(stdout_of(msgs), "")
         # fit() returns the History: the cell's result, a table
         res = only(msgs, "execute_result")
         self.assertEqual(len(res), 1, msgs)
@@ -155,7 +168,8 @@ class FitInTheNotebook(taastest.KernelCase):
 
         def training():  # past the start: a step line is out
             seen.extend(self.k.iopub_now(msg_id, 0.05))
-            return "step" in stdout_of(seen)
+            view = taastest.last_display(seen)
+            return view is not None and "step" in view["text/plain"]
         self.assertTrue(taastest.wait_until(training, 30))
         t0 = time.monotonic()
         self.k.request("control", "interrupt_request")
@@ -165,7 +179,10 @@ class FitInTheNotebook(taastest.KernelCase):
         self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
         self.assertTrue(taastest.wait_until(lambda: not taastest.worker_pids(self.k.pid), 2))
         msgs = seen + self.k.iopub(msg_id)
-        self.assertRegex(stdout_of(msgs), r"epoch 1/50 step \d+/938 loss [0-9.]+ [0-9,]+ samples/s\n")
+        view = taastest.last_display(msgs)
+        self.assertIn('data-state="stopped"', view["text/html"])
+        self.assertRegex(view["text/plain"], r"\nstopped after [0-9.]+ s: 0 epochs, [0-9,]+ steps; the trained "
+                                             r"weights are in stopped$")
         # the model keeps the weights of its last completed step; h was never bound
         self.ok("save(stopped, 'after_stop.safetensors')")
         self.assertGreater(os.path.getsize(os.path.join(self.tmp.name, "after_stop.safetensors")), 200000)

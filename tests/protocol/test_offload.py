@@ -103,9 +103,10 @@ class Offload(taastest.KernelCase):
         self.assertTrue(updates)
         self.assertTrue(all(u["content"]["transient"]["display_id"] == display_id for u in updates))
         last = updates[-1]["content"]["data"]
-        self.assertRegex(last["text/plain"], r"epoch 1/1  step 100/938  loss [0-9.]+  [0-9,]+ samples/s  "
-                                             r"ranks 2/2  loaders \d/4")
-        self.assertIn("<progress", last["text/html"])
+        self.assertRegex(last["text/plain"], r"^█{24} 100%  epoch 1/1 done  [0-9,]+ samples/s  ranks 2/2  "
+                                             r"loaders \d/4  waiting for data \d+%")
+        self.assertIn('<progress class="taas-progress" value="100" max="100"', last["text/html"])
+        self.assertIn("the trained weights are in a", last["text/plain"])
         self.assertRegex(self.summary(msgs), r"^done: 1 epoch, 100 steps on 2 ranks in [0-9.]+ s; the ranks waited "
                                              r"for data [0-9.]+% of the time \([0-9.]+% after the first batch\); samples trained and their checksum: "
                                              r"epoch 1 6,400 0x[0-9a-f]{16}$")
@@ -151,9 +152,10 @@ class Offload(taastest.KernelCase):
         return seen
 
     def test_3_a_killed_loader_is_replaced_and_every_sample_trained_once(self):
-        undisturbed = self.summary(self.ok(fit_cell("k0", 2, 19200, validate=False), timeout=180))
-        msg_id = self.run_cell(fit_cell("k1", 2, 19200, validate=False))
-        seen = self.wait_for_steps(msg_id, 60)
+        # a full epoch (938 steps, a few seconds): long enough to kill a loader in the middle
+        undisturbed = self.summary(self.ok(fit_cell("k0", 2, 60000, validate=False), timeout=180))
+        msg_id = self.run_cell(fit_cell("k1", 2, 60000, validate=False))
+        seen = self.wait_for_steps(msg_id, 30)
         victims = loader_pids(self.k.pid)
         self.assertEqual(len(victims), 2)
         os.kill(victims[0], signal.SIGKILL)
@@ -163,11 +165,11 @@ class Offload(taastest.KernelCase):
         self.assertRegex(stream_text(msgs, "stderr"), r"\[loader train\.\d\] died \(pid %d, signal 9 \(Killed\)\); "
                                                       r"a replacement takes over from epoch 1 step \d+" % victims[0])
         self.assertEqual(self.summary(msgs).split("; ")[-1], undisturbed.split("; ")[-1])
-        self.assertIn("samples trained and their checksum: epoch 1 19,200 0x", undisturbed)
+        self.assertIn("samples trained and their checksum: epoch 1 60,000 0x", undisturbed)
         self.assertEqual(self.weights("k0"), self.weights("k1"))
 
     def test_4_interrupt_ends_every_process(self):
-        msg_id = self.run_cell(fit_cell("i", 2, 60000))
+        msg_id = self.run_cell(fit_cell("i", 2, 180000, epochs=3))
         self.wait_for_steps(msg_id, 20)
         job = job_processes(self.k.pid)
         self.assertGreaterEqual(len(job), 5)  # mpirun, 2 ranks, 2 + 2 loaders
@@ -184,7 +186,7 @@ class Offload(taastest.KernelCase):
         self.error("h_i", "TaasNameError")
 
     def test_5_a_dead_rank_is_named(self):
-        msg_id = self.run_cell(fit_cell("d", 2, 60000))
+        msg_id = self.run_cell(fit_cell("d", 2, 180000, epochs=3))
         self.wait_for_steps(msg_id, 10)
         job = job_processes(self.k.pid)
         procs = processes()
@@ -206,7 +208,7 @@ class OffloadShutdown(unittest.TestCase):
         try:
             reply, _ = k.execute(SETUP + "register(train)", timeout=30)
             self.assertEqual(reply["content"]["status"], "ok")
-            k.send("shell", "execute_request", {"code": fit_cell("s", 2, 60000), "silent": False})
+            k.send("shell", "execute_request", {"code": fit_cell("s", 2, 180000, epochs=3), "silent": False})
             self.assertTrue(taastest.wait_until(lambda: len(job_processes(k.pid)) >= 4, 30))
             time.sleep(0.5)
             job = job_processes(k.pid)

@@ -1,0 +1,333 @@
+/* The training display (trainview.h): state from the worker's messages, rendered as text and
+ * as HTML with an inline SVG chart. */
+#include "trainview.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+
+#define SHOW_EVERY_S 0.2
+#define BAR_CELLS 24
+
+struct taas_trainview {
+    char display_id[96];
+    int shown;
+    double last_show, due;
+    double t0, t_end;
+    long long epochs, steps_per_epoch, total_steps;
+    long long epoch, step;          /* the current epoch (1-based) and its step */
+    long long steps_before;         /* steps of the epochs before it */
+    double loss, samples_per_s;
+    json_t *rows;                   /* finished epochs */
+    char status[256];
+    char state[16];                 /* "", "done", "stopped", "failed" */
+    char weights[128];
+};
+
+taas_trainview *taas_trainview_new(const char *display_id) {
+    taas_trainview *v = calloc(1, sizeof *v);
+    if (!v) return NULL;
+    snprintf(v->display_id, sizeof v->display_id, "%s", display_id);
+    v->rows = json_array();
+    v->t0 = taas_now();
+    return v;
+}
+
+void taas_trainview_free(taas_trainview *v) {
+    if (!v) return;
+    json_decref(v->rows);
+    free(v);
+}
+
+static long long integer(const json_t *o, const char *k) {
+    return (long long)json_integer_value(json_object_get(o, k));
+}
+
+void taas_trainview_start(taas_trainview *v, const json_t *m) {
+    v->epochs = integer(m, "epochs");
+    v->steps_per_epoch = integer(m, "steps_per_epoch");
+    v->total_steps = integer(m, "total_steps");
+    if (v->total_steps <= 0) v->total_steps = v->epochs * v->steps_per_epoch;
+}
+
+void taas_trainview_step(taas_trainview *v, const json_t *m) {
+    long long e = integer(m, "epoch");
+    if (e != v->epoch && e > 0) v->epoch = e;
+    v->step = integer(m, "step");
+    if (json_is_integer(json_object_get(m, "steps"))) v->steps_per_epoch = integer(m, "steps");
+    v->loss = json_number_value(json_object_get(m, "loss"));
+    v->samples_per_s = json_number_value(json_object_get(m, "samples_per_s"));
+}
+
+void taas_trainview_epoch(taas_trainview *v, const json_t *m) {
+    json_t *row = json_deep_copy(m);
+    json_object_del(row, "event");
+    json_object_del(row, "t");
+    json_array_append_new(v->rows, row);
+    long long steps = json_is_integer(json_object_get(m, "steps")) ? integer(m, "steps") : v->steps_per_epoch;
+    v->steps_before += steps;
+    v->epoch = integer(m, "epoch");
+    v->step = 0;
+    v->samples_per_s = json_number_value(json_object_get(m, "samples_per_s"));
+}
+
+void taas_trainview_status(taas_trainview *v, const char *text) {
+    snprintf(v->status, sizeof v->status, "%s", text ? text : "");
+}
+
+void taas_trainview_end(taas_trainview *v, const char *state, const char *weights) {
+    snprintf(v->state, sizeof v->state, "%s", state);
+    snprintf(v->weights, sizeof v->weights, "%s", weights ? weights : "");
+    v->t_end = taas_now();
+    if (!strcmp(state, "done") && v->total_steps > v->steps_before + v->step) v->total_steps = v->steps_before + v->step;
+}
+
+/* ---- the epoch table (History's too) ----------------------------------------------- */
+
+static const char *const COLUMNS[] = {"epoch", "train loss", "val loss", "val accuracy", "time", "samples/s"};
+static const char *const KEYS[] = {"epoch", "train_loss", "val_loss", "val_accuracy", "time_s", "samples_per_s"};
+#define NCOL (sizeof COLUMNS / sizeof *COLUMNS)
+
+/* One cell of an epoch row: "-" for a missing number (no validation loader). */
+static void cell(const json_t *e, size_t col, char *out, size_t n) {
+    const json_t *v = json_object_get(e, KEYS[col]);
+    if (!json_is_number(v)) {
+        snprintf(out, n, "-");
+        return;
+    }
+    double x = json_number_value(v);
+    if (col == 0) {
+        snprintf(out, n, "%lld", (long long)x);
+    } else if (col == 4) {
+        snprintf(out, n, "%.1f s", x);
+    } else if (col == 5) {
+        taas_buf b = TAAS_BUF_INIT;
+        taas_buf_thousands(&b, (long long)llround(x));
+        snprintf(out, n, "%s", b.data);
+        taas_buf_free(&b);
+    } else {
+        snprintf(out, n, "%.4f", x);
+    }
+}
+
+void taas_epoch_table_text(const json_t *rows, taas_buf *out) {
+    size_t width[NCOL], n = json_array_size(rows);
+    char c[64];
+    for (size_t k = 0; k < NCOL; k++) width[k] = strlen(COLUMNS[k]);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < NCOL; k++) {
+            cell(json_array_get(rows, i), k, c, sizeof c);
+            if (strlen(c) > width[k]) width[k] = strlen(c);
+        }
+    for (size_t k = 0; k < NCOL; k++) taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)width[k], COLUMNS[k]);
+    for (size_t i = 0; i < n; i++) {
+        taas_buf_putc(out, '\n');
+        for (size_t k = 0; k < NCOL; k++) {
+            cell(json_array_get(rows, i), k, c, sizeof c);
+            taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)width[k], c);
+        }
+    }
+}
+
+void taas_epoch_table_html(const json_t *rows, taas_buf *out) {
+    char c[64];
+    taas_buf_puts(out, "<table class=\"taas-epochs\">\n<thead><tr>");
+    for (size_t k = 0; k < NCOL; k++) taas_buf_printf(out, "<th>%s</th>", COLUMNS[k]);
+    taas_buf_puts(out, "</tr></thead>\n<tbody>\n");
+    size_t i;
+    const json_t *e;
+    json_array_foreach(rows, i, e) {
+        taas_buf_puts(out, "<tr>");
+        for (size_t k = 0; k < NCOL; k++) {
+            cell(e, k, c, sizeof c);
+            taas_buf_printf(out, "<td>%s</td>", c);
+        }
+        taas_buf_puts(out, "</tr>\n");
+    }
+    taas_buf_puts(out, "</tbody>\n</table>");
+}
+
+/* ---- the chart ---------------------------------------------------------------------- */
+
+#define CW 420
+#define CH 180
+#define CL 46   /* left margin: the loss axis */
+#define CR 46   /* right margin: the accuracy axis */
+#define CT 22
+#define CB 28
+
+/* A polyline of one column of the rows against the epoch, scaled to [0, top]. */
+static void series(taas_buf *h, const json_t *rows, const char *key, double top, long long epochs, const char *cls,
+                   const char *colour, const char *dash) {
+    taas_buf d = TAAS_BUF_INIT, dots = TAAS_BUF_INIT;
+    size_t i;
+    const json_t *e;
+    int first = 1;
+    json_array_foreach(rows, i, e) {
+        const json_t *y = json_object_get(e, key);
+        if (!json_is_number(y) || !isfinite(json_number_value(y))) continue;
+        double ep = (double)integer(e, "epoch");
+        double x = CL + (epochs > 1 ? (ep - 1) / (double)(epochs - 1) : 0.5) * (CW - CL - CR);
+        double yy = CT + (1 - fmin(json_number_value(y), top) / top) * (CH - CT - CB);
+        taas_buf_printf(&d, "%s%.1f %.1f", first ? "M" : " L", x, yy);
+        taas_buf_printf(&dots, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>", x, yy, colour);
+        first = 0;
+    }
+    if (d.data)
+        taas_buf_printf(h, "<path class=\"%s\" d=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s/>%s", cls, d.data,
+                        colour, dash, dots.data);
+    taas_buf_free(&d);
+    taas_buf_free(&dots);
+}
+
+static void chart(const taas_trainview *v, taas_buf *h) {
+    double top = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v->rows, i, e) {
+        double a = json_number_value(json_object_get(e, "train_loss")), b = json_number_value(json_object_get(e, "val_loss"));
+        if (isfinite(a) && a > top) top = a;
+        if (isfinite(b) && b > top) top = b;
+    }
+    top = top > 0 ? top * 1.1 : 1;
+    long long epochs = v->epochs > (long long)json_array_size(v->rows) ? v->epochs : (long long)json_array_size(v->rows);
+    taas_buf_printf(h, "<svg class=\"taas-chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                       "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"10\">", CW, CH, CW, CH);
+    taas_buf_printf(h, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#bbb\"/>", CL, CT,
+                    CW - CL - CR, CH - CT - CB);
+    for (int t = 0; t <= 4; t++) {  /* the axes: loss on the left, accuracy on the right */
+        double y = CT + t / 4.0 * (CH - CT - CB);
+        taas_buf_printf(h, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>", CL, y, CW - CR, y);
+        taas_buf_printf(h, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>", CL - 4, y + 3, top * (1 - t / 4.0));
+        taas_buf_printf(h, "<text x=\"%d\" y=\"%.1f\">%.0f%%</text>", CW - CR + 4, y + 3, 100 * (1 - t / 4.0));
+    }
+    for (long long ep = 1; ep <= epochs; ep++) {
+        if (epochs > 12 && ep % ((epochs + 11) / 12) && ep != epochs) continue;
+        double x = CL + (epochs > 1 ? (ep - 1) / (double)(epochs - 1) : 0.5) * (CW - CL - CR);
+        taas_buf_printf(h, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%lld</text>", x, CH - CB + 12, ep);
+    }
+    taas_buf_printf(h, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">epoch</text>", (CW - CL - CR) / 2 + CL, CH - 4);
+    series(h, v->rows, "train_loss", top, epochs, "taas-train-loss", "#1f77b4", "");
+    series(h, v->rows, "val_loss", top, epochs, "taas-val-loss", "#1f77b4", " stroke-dasharray=\"4 3\"");
+    series(h, v->rows, "val_accuracy", 1.0, epochs, "taas-val-accuracy", "#d62728", "");
+    taas_buf_printf(h, "<text x=\"%d\" y=\"12\" fill=\"#1f77b4\">— train loss  - - val loss</text>"
+                       "<text x=\"%d\" y=\"12\" fill=\"#d62728\" text-anchor=\"end\">— val accuracy</text></svg>",
+                    CL, CW - CR);
+}
+
+/* ---- the display -------------------------------------------------------------------- */
+
+static void duration(taas_buf *b, double s) {
+    long t = (long)(s + 0.5);
+    if (t >= 3600) taas_buf_printf(b, "%ld h %ld min", t / 3600, t / 60 % 60);
+    else if (t >= 60) taas_buf_printf(b, "%ld min %ld s", t / 60, t % 60);
+    else taas_buf_printf(b, "%.1f s", s);
+}
+
+static long long done_steps(const taas_trainview *v) {
+    long long d = v->steps_before + v->step;
+    return v->total_steps > 0 && d > v->total_steps ? v->total_steps : d;
+}
+
+/* "epoch 2/9  step 300/469  loss 0.3412  2,450 samples/s  ranks 2/2  1 min 12 s" */
+static void line(const taas_trainview *v, taas_buf *t) {
+    if (v->epoch == 0 && v->step == 0 && !v->state[0]) {
+        taas_buf_puts(t, "starting");
+    } else {
+        long long e = v->epoch > 0 ? v->epoch : 1;
+        if (v->step) taas_buf_printf(t, "epoch %lld/%lld  step %lld/%lld  loss %.4f", e, v->epochs, v->step,
+                                     v->steps_per_epoch, v->loss);
+        else taas_buf_printf(t, "epoch %lld/%lld done", e, v->epochs);  /* between epochs */
+        taas_buf_puts(t, "  ");
+        taas_buf_thousands(t, (long long)(v->samples_per_s + 0.5));
+        taas_buf_puts(t, " samples/s");
+    }
+    if (v->status[0]) taas_buf_printf(t, "  %s", v->status);
+    taas_buf_puts(t, "  ");
+    duration(t, (v->t_end > 0 ? v->t_end : taas_now()) - v->t0);
+}
+
+static void summary(const taas_trainview *v, taas_buf *t) {
+    double secs = v->t_end - v->t0, best = -1, train_s = 0;
+    long long best_epoch = 0, samples = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v->rows, i, e) {
+        double a = json_number_value(json_object_get(e, "val_accuracy"));
+        if (json_is_number(json_object_get(e, "val_accuracy")) && a > best) {
+            best = a;
+            best_epoch = integer(e, "epoch");
+        }
+        samples += (long long)llround(json_number_value(json_object_get(e, "samples_per_s")) *
+                                      json_number_value(json_object_get(e, "time_s")));
+        train_s += json_number_value(json_object_get(e, "time_s"));
+    }
+    taas_buf_printf(t, "%s after ", !strcmp(v->state, "done") ? "done" : !strcmp(v->state, "stopped") ? "stopped" : "failed");
+    duration(t, secs);
+    taas_buf_printf(t, ": %zu epoch%s, ", json_array_size(v->rows), json_array_size(v->rows) == 1 ? "" : "s");
+    taas_buf_thousands(t, done_steps(v));
+    taas_buf_printf(t, " step%s", done_steps(v) == 1 ? "" : "s");
+    if (samples > 0 && train_s > 0) {  /* while training: validation and the start are not in it */
+        taas_buf_puts(t, ", ");
+        taas_buf_thousands(t, (long long)(samples / train_s + 0.5));
+        taas_buf_puts(t, " samples/s");
+    }
+    if (best >= 0) taas_buf_printf(t, "; best val accuracy %.4f (epoch %lld)", best, best_epoch);
+    if (v->weights[0]) taas_buf_printf(t, "; the trained weights are in %s", v->weights);
+}
+
+void taas_trainview_show(taas_trainview *v, const taas_io *io, int now) {
+    double t = taas_now();
+    if (!io || !io->display) return;
+    if (!now && v->shown && t - v->last_show < SHOW_EVERY_S) {
+        if (v->due <= 0) v->due = v->last_show + SHOW_EVERY_S;  /* the latest state then */
+        return;
+    }
+    v->last_show = t;
+    v->due = 0;
+    long long done = done_steps(v), total = v->total_steps > 0 ? v->total_steps : 1;
+    int pct = (int)(100 * done / total);
+    taas_buf text = TAAS_BUF_INIT, html = TAAS_BUF_INIT, l = TAAS_BUF_INIT;
+    line(v, &l);
+    int full = (int)(BAR_CELLS * done / total);
+    for (int i = 0; i < BAR_CELLS; i++) taas_buf_puts(&text, i < full ? "\xE2\x96\x88" : "\xE2\x96\x91");
+    taas_buf_printf(&text, " %3d%%  %s", pct, l.data);
+    taas_buf_printf(&html, "<div class=\"taas-training\" data-state=\"%s\">\n"
+                           "<div><progress class=\"taas-progress\" value=\"%lld\" max=\"%lld\" style=\"width:22em\">"
+                           "</progress> <b>%d%%</b> <code>", v->state[0] ? v->state : "running", done, total, pct);
+    taas_buf_html(&html, l.data);
+    taas_buf_puts(&html, "</code></div>\n");
+    if (json_array_size(v->rows)) {
+        taas_buf_puts(&text, "\n");
+        taas_epoch_table_text(v->rows, &text);
+        taas_buf_puts(&html, "<div style=\"display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap\">");
+        taas_epoch_table_html(v->rows, &html);
+        chart(v, &html);
+        taas_buf_puts(&html, "</div>\n");
+    }
+    if (v->state[0]) {
+        taas_buf s = TAAS_BUF_INIT;
+        summary(v, &s);
+        taas_buf_printf(&text, "\n%s", s.data);
+        taas_buf_puts(&html, "<div class=\"taas-summary\">");
+        taas_buf_html(&html, s.data);
+        taas_buf_puts(&html, "</div>\n");
+        taas_buf_free(&s);
+    }
+    taas_buf_puts(&html, "</div>");
+    json_t *data = json_object();
+    json_object_set_new(data, "text/plain", json_string(text.data));
+    json_object_set_new(data, "text/html", json_string(html.data));
+    taas_buf_free(&text);
+    taas_buf_free(&html);
+    taas_buf_free(&l);
+    io->display(io->ctx, data, json_object(), v->display_id, v->shown);
+    v->shown = 1;
+}
+
+double taas_trainview_due(const taas_trainview *v) {
+    return v->due;
+}
