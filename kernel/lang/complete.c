@@ -1,8 +1,11 @@
 #include "complete.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "buf.h"
 #include "builtins.h"
@@ -10,13 +13,16 @@
 #include "value.h"
 
 #define MAX_NAME 256
+/* File names offered at most when completing a path (a folder may hold many more). */
+#define MAX_PATHS 500
 
 static int ident_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-/* 1 when the cursor is inside a string literal or a comment (nothing to complete there). */
-static int in_text(const char *code, size_t cursor) {
+/* Where the cursor is: in code (0), a comment (1), or a single-line string literal (2, and
+ * *body: where its text starts), where file paths are completed. */
+static int in_text(const char *code, size_t cursor, size_t *body) {
     size_t i = 0;
     while (i < cursor && code[i]) {
         char c = code[i];
@@ -44,7 +50,10 @@ static int in_text(const char *code, size_t cursor) {
                 }
                 j++;
             }
-            if (cursor > i && (cursor < j || (!closed && cursor == j))) return 1;
+            if (cursor > i && (cursor < j || (!closed && cursor == j))) {
+                *body = i + (triple ? 3 : 1);
+                return triple ? 1 : 2;
+            }
             i = j;
             continue;
         }
@@ -187,6 +196,56 @@ static void builtin_spellings(const taas_builtin *b, json_t *pool, const char *t
     }
 }
 
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Inside a string: the entries of the folder the typed path names (relative to the kernel's
+ * working directory, ~ for home) that start with its last part; folders end with '/'. Only
+ * that last part is replaced (*start). Hidden entries only when the part starts with '.'; a
+ * URL is left alone. */
+static void complete_path(const char *typed, size_t n, json_t *out, size_t *start, size_t body) {
+    char path[4096], dir[4096];
+    if (n >= sizeof path || memchr(typed, '\\', n)) return;
+    memcpy(path, typed, n);
+    path[n] = '\0';
+    if (strstr(path, "://")) return;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dn = slash ? (size_t)(slash - path) + 1 : 0;
+    if (dn && path[0] == '~' && (dn == 2 || path[1] == '/') && getenv("HOME"))
+        snprintf(dir, sizeof dir, "%s%.*s", getenv("HOME"), (int)dn - 1, path + 1);
+    else if (dn)
+        snprintf(dir, sizeof dir, "%.*s", (int)dn, path);
+    else
+        snprintf(dir, sizeof dir, "./");
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char *names[MAX_PATHS];
+    size_t k = 0, bn = strlen(base);
+    struct dirent *e;
+    while ((e = readdir(d)) && k < MAX_PATHS) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || strncmp(e->d_name, base, bn)) continue;
+        if (e->d_name[0] == '.' && base[0] != '.') continue;
+        char full[8192];
+        struct stat st;
+        snprintf(full, sizeof full, "%s%s", dir, e->d_name);
+        int is_dir = stat(full, &st) == 0 && S_ISDIR(st.st_mode);
+        size_t len = strlen(e->d_name);
+        if (!(names[k] = malloc(len + 2))) break;
+        memcpy(names[k], e->d_name, len);
+        strcpy(names[k] + len, is_dir ? "/" : "");
+        k++;
+    }
+    closedir(d);
+    qsort(names, k, sizeof *names, cmp_str);
+    for (size_t i = 0; i < k; i++) {
+        add(out, names[i]);
+        free(names[i]);
+    }
+    *start = body + (size_t)(base - path);
+}
+
 json_t *taas_complete(const taas_scope *s, const char *code, size_t cursor, size_t *start, size_t *end) {
     json_t *out = json_array();
     if (!code) code = "";
@@ -194,7 +253,10 @@ json_t *taas_complete(const taas_scope *s, const char *code, size_t cursor, size
     if (cursor > len) cursor = len;
     while (cursor > 0 && ((unsigned char)code[cursor] & 0xC0) == 0x80) cursor--;  /* not mid-character */
     *start = *end = cursor;
-    if (!out || in_text(code, cursor)) return out;
+    size_t body = 0;
+    int where = out ? in_text(code, cursor, &body) : 1;
+    if (where == 2) complete_path(code + body, cursor - body, out, start, body);
+    if (where) return out;
     size_t a = name_start(code, cursor);
     const char *typed = code + a;
     size_t tn = cursor - a;
@@ -277,7 +339,8 @@ json_t *taas_inspect(const taas_scope *s, const char *code, size_t cursor, int d
     if (!code) return NULL;
     size_t len = strlen(code);
     if (cursor > len) cursor = len;
-    if (in_text(code, cursor)) return NULL;
+    size_t body;
+    if (in_text(code, cursor, &body)) return NULL;
     size_t a = name_start(code, cursor), b = cursor;
     while (ident_char(code[b]) || code[b] == '.') b++;
     while (b > a && code[b - 1] == '.') b--;

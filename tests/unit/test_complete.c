@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "interp.h"
 
@@ -147,7 +149,7 @@ static void test_keyword_arguments(void **state) {
 
 static void test_nothing_to_complete(void **state) {
     (void)state;
-    const char *none[] = {"print(\"Co", "# Co", "x = 1.", "x = '''\nCo", "x = 'a' # Con"};
+    const char *none[] = {"# Co", "x = 1.", "x = '''\nCo", "x = 'a' # Con"};
     for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
         size_t s, e;
         json_t *m = taas_interp_complete(in, none[i], strlen(none[i]), &s, &e);
@@ -157,6 +159,51 @@ static void test_nothing_to_complete(void **state) {
     json_t *m = complete("x = 'a' + Com", 10);  /* after a closed string */
     assert_true(has(m, "Compose"));
     json_decref(m);
+}
+
+/* Inside a string: file names, relative to the working directory (the notebook's folder). */
+static void test_paths_in_strings(void **state) {
+    (void)state;
+    char dir[] = "/tmp/taas-complete-XXXXXX", old[4096];
+    assert_non_null(mkdtemp(dir));
+    assert_non_null(getcwd(old, sizeof old));
+    assert_int_equal(chdir(dir), 0);
+    assert_int_equal(mkdir("data", 0755), 0);
+    fclose(fopen("data/train.npy", "w"));
+    fclose(fopen("data/test.npy", "w"));
+    fclose(fopen("data/.hidden", "w"));
+    fclose(fopen("net.safetensors", "w"));
+    json_t *m = complete("load('n", 6);                   /* the part after the quote is replaced */
+    assert_int_equal(json_array_size(m), 1);
+    assert_string_equal(at(m, 0), "net.safetensors");
+    json_decref(m);
+    m = complete("x = NpyDataset('da", 16);
+    assert_string_equal(at(m, 0), "data/");               /* folders end with a slash */
+    json_decref(m);
+    m = complete("x = NpyDataset('data/t", 21);            /* only the last part is replaced */
+    assert_int_equal(json_array_size(m), 2);
+    assert_string_equal(at(m, 0), "test.npy");
+    assert_string_equal(at(m, 1), "train.npy");
+    json_decref(m);
+    m = complete("x = 'data/", 10);
+    assert_int_equal(json_array_size(m), 2);               /* no hidden files unless asked */
+    json_decref(m);
+    m = complete("x = 'data/.", 10);
+    assert_true(has(m, ".hidden"));
+    json_decref(m);
+    m = complete("print(\"Co", 7);                         /* no builtin names inside a string */
+    assert_int_equal(json_array_size(m), 0);
+    json_decref(m);
+    m = complete("x = 'http://host/da", 19);               /* a URL is not a path here */
+    assert_int_equal(json_array_size(m), 0);
+    json_decref(m);
+    unlink("data/train.npy");
+    unlink("data/test.npy");
+    unlink("data/.hidden");
+    rmdir("data");
+    unlink("net.safetensors");
+    assert_int_equal(chdir(old), 0);
+    rmdir(dir);
 }
 
 static void test_offsets_are_bytes(void **state) {
@@ -218,7 +265,7 @@ static void test_inspect(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_builtin_names), T(test_module_prefixes), T(test_variables_and_constants),
-        T(test_keyword_arguments), T(test_nothing_to_complete), T(test_offsets_are_bytes), T(test_inspect),
+        T(test_keyword_arguments), T(test_nothing_to_complete), T(test_paths_in_strings), T(test_offsets_are_bytes), T(test_inspect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
