@@ -74,7 +74,7 @@ struct taas_stream_recv {
     pthread_cond_t idle;     /* the last taker left, while closing */
     stream_state *streams;
     conn *conns;
-    int closing, takers, waiters, wake_pending;
+    int closing, takers, wake_pending;
     int failed;              /* a fault of no one stream (a bad hello, the socket) */
     taas_error err;
     uint32_t held_now;       /* in the tables, less those promised to a waiting take */
@@ -283,20 +283,15 @@ static void on_message(taas_stream_recv *r, zmq_msg_t *f, int n, int extra) {
     taas_batch_free(drop);
 }
 
-/* Whether credit is owed to anyone. Under mu. */
-static int owing(const taas_stream_recv *r) {
-    for (const conn *c = r->conns; c; c = c->next)
-        if (c->owed) return 1;
-    return 0;
-}
-
-/* Sends the credit the takers and the drops owe: in chunks of a quarter window (the zguide's
- * way: fewer messages and wake-ups, while the loader still has three quarters), and all of
- * it whenever a take waits, so that a take never waits on credit held back here. */
+/* Sends the credit the takers and the drops owe, in chunks of a quarter window (the zguide's
+ * way: fewer messages and wake-ups; the loader still has three quarters). Credit held back
+ * here cannot stall a take: a loader sends its items in order, so while a take waits for one
+ * of a connection's items none of its later ones is held, and all but less than a chunk of
+ * its window is with the loader or on the way. */
 static void give_back(taas_stream_recv *r) {
     pthread_mutex_lock(&r->mu);
     for (conn *c = r->conns; c; c = c->next) {
-        if (!c->owed || (c->owed < r->chunk && !r->waiters)) continue;
+        if (c->owed < r->chunk) continue;
         send_credit(r, c, c->owed);
         c->owed = 0;
     }
@@ -416,6 +411,7 @@ taas_stream_recv *taas_stream_recv_new(const taas_stream_recv_cfg *cfg, taas_err
         taas_error_hint(err, "the process is out of threads or file descriptors");
         goto fail;
     }
+    pthread_setname_np(r->thread, "taas-recv"); /* for top and profilers */
     r->started = 1;
     return r;
 oom:
@@ -482,19 +478,24 @@ static int timed_out(taas_stream_recv *r, uint32_t s, uint64_t epoch, uint64_t k
 
 /* Gives back the held batches the caller is past: it never asks for them, and their credit
  * must not wait (with a window of 1, the loader could not make the item the caller waits
- * for). Under mu. */
-static void drop_passed(taas_stream_recv *r, stream_state *st) {
+ * for). 1 when a connection is owed a chunk now, which the thread must be woken to send.
+ * Under mu. */
+static int drop_passed(taas_stream_recv *r, stream_state *st) {
+    int due = 0;
     for (size_t i = 0; i < st->n;) {
         if (!passed(st, st->h[i].epoch, st->h[i].k)) {
             i++;
             continue;
         }
-        if (st->h[i].from) r->held_now--;
-        owe(st->h[i].from);
+        conn *c = st->h[i].from;
+        if (c) r->held_now--;
+        owe(c);
+        due = due || (c && c->owed >= r->chunk);
         taas_batch_free(st->h[i].b);
         st->h[i] = st->h[--st->n];
         r->st.duplicates++;
     }
+    return due;
 }
 
 int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, uint64_t k, double timeout_s,
@@ -526,9 +527,12 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
         st->want_epoch = epoch;
         st->want_k = k;
         st->want_taken = 0;
-        drop_passed(r, st);
+        if (drop_passed(r, st) && claim_wake(r)) {
+            pthread_mutex_unlock(&r->mu);
+            wake(r);
+            pthread_mutex_lock(&r->mu);
+        }
     }
-    int flushed = 0;
     for (;;) {
         if (r->closing) {
             rc = 1;
@@ -561,17 +565,6 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
             rc = timed_out(r, stream, epoch, k, timeout_s, err);
             break;
         }
-        if (!flushed) {
-            flushed = 1; /* about to wait: what is owed goes out now (give_back sees a waiter) */
-            r->waiters++;
-            int w = owing(r) && claim_wake(r);
-            if (w) {
-                pthread_mutex_unlock(&r->mu);
-                wake(r);
-                pthread_mutex_lock(&r->mu);
-                continue;
-            }
-        }
         double wait = taas_stream_wire_wait_s(deadline, stop != NULL);
         st->waiting = 1;
         if (isinf(wait)) {
@@ -587,7 +580,6 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
         }
         st->waiting = 0;
     }
-    if (flushed) r->waiters--;
 out:
     r->st.wait_s += taas_now() - t0;
     if (--r->takers == 0 && r->closing) pthread_cond_broadcast(&r->idle);

@@ -382,8 +382,7 @@ static void credit_bounds_memory(uint32_t credit) {
     taas_stream_recv_free(r);
 }
 
-/* A window of 3 goes back a credit at a time; one of 9 in chunks of 2, and all that is owed
- * whenever the taker has to wait. */
+/* A window of 3 goes back a credit at a time, one of 9 in chunks of 2. */
 static void test_credit_bounds_memory(void **state) {
     (void)state;
     credit_bounds_memory(3);
