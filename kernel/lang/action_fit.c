@@ -280,7 +280,7 @@ static json_t *weights_of(const taas_value *model) {
 /* Before anything starts: the model's plan for the samples of the loader (shape errors
  * named by layer), and for NLLLoss or CrossEntropyLoss an output for every class. `what`
  * names the loader when it is not the one the model trains on. */
-static int check_model(taas_call_ctx *cx, const taas_value *model, const taas_value *loader, const taas_value *loss,
+static int check_model(taas_call_ctx *cx, taas_value *model, const taas_value *loader, const taas_value *loss,
                        const char *what) {
     taas_model_plan plan;
     if (taas_model_plan_for(cx->interp, model, loader, what ? what : "the loader", &plan, cx->err)) {
@@ -288,6 +288,10 @@ static int check_model(taas_call_ctx *cx, const taas_value *model, const taas_va
         cx->err->pos = cx->pos;
         return -1;
     }
+    /* the model has seen its input: its summary shows shapes and memory from now on */
+    model->u.obj.sample[0] = plan.in_shape.d[0];
+    model->u.obj.sample[1] = plan.in_shape.rank == 3 ? plan.in_shape.d[1] : 0;
+    model->u.obj.sample[2] = plan.in_shape.rank == 3 ? plan.in_shape.d[2] : 0;
     const taas_model_layer *last = &plan.layers[plan.nlayers - 1];
     int outputs = last->out.rank == 1 ? last->out.d[0] : 0;
     int classifier = loss->type != TAAS_V_OBJECT || taas_value_is(loss, "NLLLoss") ||

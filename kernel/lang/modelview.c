@@ -1,7 +1,9 @@
 /* A model before a job: its plan for a loader's samples, and a weights file against it. */
 #include "modelview.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dataview.h"
 #include "safetensors.h"
@@ -50,4 +52,146 @@ int taas_model_check_weights(const taas_value *model, const char *path, taas_err
     free(t);
     taas_model_plan_free(&plan);
     return rc;
+}
+
+/* ---- the summary ------------------------------------------------------------------- */
+
+/* "(N, 32, 26, 26)", "(64, 10)", "?" when the plan does not know it. */
+static void shape_text(taas_buf *b, const taas_act_shape *s, int64_t batch) {
+    if (s->rank == 0 || s->d[0] == 0 || (s->rank == 3 && (s->d[1] == 0 || s->d[2] == 0))) {
+        taas_buf_puts(b, "?");
+        return;
+    }
+    if (batch > 0) taas_buf_printf(b, "(%lld", (long long)batch);
+    else taas_buf_puts(b, "(N");
+    for (int i = 0; i < s->rank; i++) taas_buf_printf(b, ", %d", s->d[i]);
+    taas_buf_putc(b, ')');
+}
+
+static size_t numel(const taas_act_shape *s) {
+    size_t n = s->rank ? 1 : 0;
+    for (int i = 0; i < s->rank; i++) n *= (size_t)s->d[i];
+    return n;
+}
+
+/* Trainable parameters of layer i from the plan's table; -1 when a size is not known yet. */
+static int64_t layer_params(const taas_model_plan *p, int i) {
+    char prefix[16];
+    int64_t n = 0;
+    snprintf(prefix, sizeof prefix, "%d.", i);
+    for (size_t k = 0; k < p->ntable; k++) {
+        const taas_param_entry *e = &p->table[k];
+        if (e->home != TAAS_T_PARAM || strncmp(e->key, prefix, strlen(prefix))) continue;
+        for (int d = 0; d < e->ndim; d++)
+            if (e->shape[d] == 0) return -1;
+        n += (int64_t)e->numel;
+    }
+    return n;
+}
+
+static void mib(taas_buf *b, double bytes) {
+    taas_buf_printf(b, bytes >= 100 * 1048576.0 ? "%.0f MiB" : "%.2f MiB", bytes / 1048576.0);
+}
+
+json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64_t batch, taas_error *err) {
+    const int32_t *s = sample ? sample : model->u.obj.sample;
+    taas_model_plan plan;
+    taas_error e;
+    json_t *spec = taas_value_spec(model);
+    int known = s[0] > 0;
+    int rc = taas_model_plan_build(&plan, spec, known ? s[0] : 0, known ? s[1] : 0, known ? s[2] : 0, &e);
+    if (rc && known && sample) {  /* the input asked for does not fit: say where */
+        json_decref(spec);
+        *err = e;
+        return NULL;
+    }
+    if (rc && known) {  /* the data changed shape since: the summary without it */
+        rc = taas_model_plan_build(&plan, spec, 0, 0, 0, &e) ? -1 : 1;
+        known = 0;
+    }
+    json_decref(spec);
+    if (rc < 0) {  /* a spec the trainer cannot plan (an option it refuses): its repr */
+        char *r = taas_value_repr(model);
+        json_t *b = json_pack("{s:s}", "text/plain", r);
+        free(r);
+        return b;
+    }
+    const taas_value *layers = taas_object_arg(model, "layers");
+    taas_buf t = TAAS_BUF_INIT, h = TAAS_BUF_INIT, in = TAAS_BUF_INIT;
+    if (known) shape_text(&in, &plan.in_shape, batch);
+    taas_buf_printf(&t, "Sequential: %d layer%s, input %s\n", plan.nlayers, plan.nlayers == 1 ? "" : "s",
+                    known ? in.data : "not known yet");
+    taas_buf_puts(&h, "<table class=\"taas-model\">\n<thead><tr><th>#</th><th>Layer</th><th>Output shape</th>"
+                      "<th>Parameters</th></tr></thead>\n<tbody>\n");
+    int64_t total = 0;
+    int all_known = 1;
+    size_t acts = known ? numel(&plan.in_shape) : 0;
+    char **reprs = calloc((size_t)plan.nlayers, sizeof *reprs), **shapes = calloc((size_t)plan.nlayers, sizeof *shapes);
+    size_t wl = 5, ws = 12;
+    for (int i = 0; reprs && shapes && i < plan.nlayers; i++) {
+        taas_buf sh = TAAS_BUF_INIT;
+        shape_text(&sh, &plan.layers[i].out, batch);
+        shapes[i] = taas_buf_take(&sh);
+        reprs[i] = taas_value_repr(layers->u.seq.items[i]);
+        char *nl = strchr(reprs[i], '\n');
+        if (nl) *nl = '\0';
+        if (strlen(reprs[i]) > wl) wl = strlen(reprs[i]);
+        if (strlen(shapes[i]) > ws) ws = strlen(shapes[i]);
+        acts += numel(&plan.layers[i].out);
+    }
+    taas_buf_printf(&t, "%3s  %-*s  %-*s  %12s\n", "#", (int)wl, "layer", (int)ws, "output shape", "parameters");
+    for (int i = 0; reprs && shapes && i < plan.nlayers; i++) {
+        int64_t n = layer_params(&plan, i);
+        char num[32] = "?";
+        if (n >= 0) {
+            taas_buf b = TAAS_BUF_INIT;
+            taas_buf_thousands(&b, (long long)n);
+            snprintf(num, sizeof num, "%s", n ? b.data : "-");
+            taas_buf_free(&b);
+            total += n;
+        } else {
+            all_known = 0;
+        }
+        taas_buf_printf(&t, "%3d  %-*s  %-*s  %12s\n", i, (int)wl, reprs[i], (int)ws, shapes[i], num);
+        taas_buf_printf(&h, "<tr><td>%d</td><td><code>", i);
+        taas_buf_html(&h, reprs[i]);
+        taas_buf_puts(&h, "</code></td><td>");
+        taas_buf_html(&h, shapes[i]);
+        taas_buf_printf(&h, "</td><td>%s</td></tr>\n", num);
+        free(reprs[i]);
+        free(shapes[i]);
+    }
+    free(reprs);
+    free(shapes);
+    taas_buf foot = TAAS_BUF_INIT;
+    taas_buf_puts(&foot, "parameters: ");
+    taas_buf_thousands(&foot, (long long)total);
+    taas_buf_puts(&foot, " (");
+    mib(&foot, 4.0 * (double)total);
+    taas_buf_puts(&foot, " as float32)");
+    if (!all_known) taas_buf_puts(&foot, " and the Lazy layers', which come with the input");
+    if (plan.nstats) taas_buf_printf(&foot, ", and %zu BatchNorm statistics", plan.nstats);
+    taas_buf_puts(&foot, "\n");
+    if (known) {
+        int64_t n = batch > 0 ? batch : 1;
+        taas_buf_printf(&foot, "activations: ");
+        mib(&foot, 4.0 * (double)acts * (double)n);
+        taas_buf_printf(&foot, " %s forward, about twice that in training", batch > 0 ? "for the batch" : "a sample");
+    } else {
+        taas_buf_puts(&foot, "output shapes and memory come with the input: fit or evaluate the model, or "
+                             "summary(model, input_size=(C, H, W))");
+    }
+    taas_buf_puts(&t, foot.data);
+    taas_buf_puts(&h, "</tbody>\n</table>\n<div class=\"taas-model-totals\"><pre>");
+    taas_buf_html(&h, foot.data);
+    taas_buf_puts(&h, "</pre></div>");
+    taas_buf_free(&foot);
+    taas_buf_free(&in);
+    taas_model_plan_free(&plan);
+    json_t *b = json_object();
+    json_object_set_new(b, "text/plain", json_string(t.data));
+    json_object_set_new(b, "text/html", json_string(h.data));
+    taas_buf_free(&t);
+    taas_buf_free(&h);
+    return b;
 }

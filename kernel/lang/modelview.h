@@ -21,4 +21,11 @@ int taas_model_plan_for(taas_interp *in, const taas_value *model, const taas_val
  * 0, or -1 with err naming the file and the key. Reads the header only. */
 int taas_model_check_weights(const taas_value *model, const char *path, taas_error *err);
 
+/* The model's summary, as torchinfo prints one: each layer with its output shape and
+ * parameters, the totals and the memory. sample: the input sample (C, H, W; H = W = 0 for C
+ * features), or NULL for the one the model has seen (fit, evaluate), if any; batch > 0 puts
+ * that batch size in the shapes and the memory, else N. A mime bundle (text/plain,
+ * text/html), or NULL with err (the layer that does not fit) when a given sample does not. */
+json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64_t batch, taas_error *err);
+
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "modelview.h"
 #include "result.h"
 #include "rows.h"
 
@@ -80,51 +81,15 @@ json_t *taas_value_spec(const taas_value *v) {
 
 /* ---- mime bundle ----------------------------------------------------------------- */
 
-/* A model summary: index, layer, trainable parameters, and the total. */
-static char *sequential_html(const taas_value *v) {
-    const taas_value *layers = taas_object_arg(v, "layers");
-    taas_buf h = TAAS_BUF_INIT;
-    int64_t total = 0;
-    int all_known = 1;
-    taas_buf_puts(&h, "<table class=\"taas-model\">\n<thead><tr><th>#</th><th>Layer</th>"
-                      "<th>Parameters</th></tr></thead>\n<tbody>\n");
-    for (size_t i = 0; i < layers->u.seq.n; i++) {
-        const taas_value *l = layers->u.seq.items[i];
-        const taas_row *r = taas_row_of(l->u.obj.def);
-        int64_t n = 0;
-        int known = !(r && r->nparams) || r->nparams(l, &n);
-        char *repr = taas_value_repr(l);
-        int multi = strchr(repr, '\n') != NULL;
-        taas_buf_printf(&h, "<tr><td>%zu</td><td>%s", i, multi ? "<pre>" : "<code>");
-        taas_buf_html(&h, repr);
-        taas_buf_printf(&h, "%s</td><td>", multi ? "</pre>" : "</code>");
-        if (known) {
-            taas_buf_thousands(&h, (long long)n);
-            total += n;
-        } else {
-            taas_buf_puts(&h, "set by the first batch");
-            all_known = 0;
-        }
-        taas_buf_puts(&h, "</td></tr>\n");
-        free(repr);
-    }
-    taas_buf_printf(&h, "</tbody>\n<tfoot><tr><td></td><td>Sequential, %zu layer%s</td><td>%s",
-                    layers->u.seq.n, layers->u.seq.n == 1 ? "" : "s", all_known ? "" : "at least ");
-    taas_buf_thousands(&h, (long long)total);
-    taas_buf_puts(&h, "</td></tr></tfoot>\n</table>");
-    return taas_buf_take(&h);
-}
-
 json_t *taas_value_mimebundle(const taas_value *v) {
     if (v && v->type == TAAS_V_RESULT) return taas_result_mimebundle(v);
+    if (taas_value_is(v, "Sequential")) {
+        taas_error e;
+        return taas_model_summary(v, NULL, 0, &e);  /* without a given sample: never NULL */
+    }
     json_t *b = json_object();
     char *text = taas_value_repr(v);
     json_object_set_new(b, "text/plain", json_string(text));
     free(text);
-    if (taas_value_is(v, "Sequential")) {
-        char *html = sequential_html(v);
-        json_object_set_new(b, "text/html", json_string(html));
-        free(html);
-    }
     return b;
 }

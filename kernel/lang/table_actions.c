@@ -9,6 +9,7 @@
 #include "dataview.h"
 #include "fit.h"
 #include "interp.h"
+#include "modelview.h"
 #include "rows.h"
 #include "utf8.h"
 
@@ -280,6 +281,51 @@ static const taas_param LOAD_P[] = {
     END,
 };
 
+/* ---- summary ---------------------------------------------------------------------- */
+
+static const taas_param SUMMARY_P[] = {
+    {"model", TAAS_P_LAYER, NULL, 0, TAAS_NO_RANGE, "a Sequential"},
+    {"input_size", TAAS_P_INT_SEQ, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1),
+     "(C, H, W) or (N, C, H, W) for images, (F,) or (N, F) for features; None: the input the model has seen"},
+    END,
+};
+
+static int summary_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    int32_t sample[3] = {0, 0, 0};
+    int64_t batch = 0;
+    const taas_value *in = a[1];
+    if (in->type != TAAS_V_NONE) {
+        size_t n = in->u.seq.n;
+        if (n < 1 || n > 4) {
+            taas_error_set(cx->err, "TaasValueError", cx->pos, "summary() input_size has %zu sizes; it takes 1 to 4",
+                           n);
+            taas_error_hint(cx->err, "give (C, H, W) or (N, C, H, W) for images, (F,) or (N, F) for features");
+            return -1;
+        }
+        int64_t v[4];
+        for (size_t i = 0; i < n; i++) v[i] = in->u.seq.items[i]->u.i;
+        size_t first = n == 4 || n == 2 ? 1 : 0;  /* a leading batch size, as torchinfo takes it */
+        if (first) batch = v[0];
+        sample[0] = (int32_t)v[first];
+        if (n - first == 3) {
+            sample[1] = (int32_t)v[first + 1];
+            sample[2] = (int32_t)v[first + 2];
+        }
+    }
+    json_t *b = taas_model_summary(a[0], in->type == TAAS_V_NONE ? NULL : sample, batch, cx->err);
+    if (!b) {
+        cx->err->pos = cx->pos;
+        char *r = taas_value_repr(in);
+        taas_error_prefix(cx->err, "summary() with input_size=%s: ", r);
+        free(r);
+        return -1;
+    }
+    if (cx->io && cx->io->display) cx->io->display(cx->io->ctx, b, json_object(), NULL, 0);
+    else json_decref(b);
+    *out = taas_none();
+    return 0;
+}
+
 #define ACTION(name_, params_, doc_, fn_, waits_) .b = {name_, "taas", TAAS_K_ACTION, params_, doc_, fn_, waits_}
 
 const taas_row taas_rows_actions[] = {
@@ -339,6 +385,13 @@ const taas_row taas_rows_actions[] = {
             "names, to path: torch.nn.Sequential.load_state_dict reads it. A model without "
             "trained weights is a TaasValueError (\"net has no trained weights yet: fit it "
             "first, or load weights\").", taas_save_action, 0),
+     .check = taas_fit_check},
+    {ACTION("summary", SUMMARY_P,
+            "Shows the model's summary, as torchinfo's summary(): each layer with its output shape "
+            "and parameters, the totals and the memory of the parameters and activations. The "
+            "output shapes need the input's: input_size gives it, else the one the model was "
+            "fitted or evaluated on. Displaying a Sequential shows the same summary.",
+            summary_action, 0),
      .check = taas_fit_check},
     {ACTION("load", LOAD_P,
             "Gives the model the weights of a safetensors file (from save(), or a PyTorch "

@@ -37,6 +37,8 @@ typedef struct taas_value {
             struct taas_value **args;   /* one per parameter of def, in table order */
             size_t nargs;
             char *weights;  /* a model's trained weights (safetensors path, malloc'd) or NULL */
+            int32_t sample[3];  /* a model's input sample once known (C, H, W; H = W = 0: C
+                                   features); C == 0: not known yet */
         } obj;
         const struct taas_builtin *fn;
         struct {
