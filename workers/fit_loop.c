@@ -203,6 +203,18 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* A batch whose samples are not the shape the model was built for (a WebDataset whose images
+ * differ in size): an error that says which batch, rather than arithmetic on the wrong shape. */
+static int check_shape(const taas_job_loader *l, const taas_batch *b, const char *what, taas_error *err) {
+    if (!b || ((int)b->c == l->c && (int)b->h == l->h && (int)b->w == l->w)) return 0;
+    taas_error_set(err, "TaasValueError", NOPOS, "a batch of the %s loader (item %llu of epoch %llu) has samples of "
+                   "%ux%ux%u, but the model takes %dx%dx%d (the first sample's shape)", what,
+                   (unsigned long long)b->k, (unsigned long long)b->epoch + 1, b->c, b->h, b->w, l->c, l->h, l->w);
+    taas_error_hint(err, "give every sample one shape: add Resize((h, w)) or CenterCrop(size) to the dataset's "
+                         "transform");
+    return -1;
+}
+
 /* The engine asks for the next step's batch while this one computes (a GPU copies it to the
  * device meanwhile): the item the loop set in next_k, when the step exists and this rank's
  * item has samples. */
@@ -215,7 +227,9 @@ static int take_ahead(void *ctx, const taas_batch **out, taas_error *err) {
     if (rc == 1) f->ahead_stopped = 1;
     f->ahead_k = f->next_k;
     f->next_k = UINT64_MAX;
-    *out = f->ahead;
+    taas_error e;
+    /* one of another shape is not the engine's to copy: the next step reports it */
+    *out = f->ahead && check_shape(&f->train, f->ahead, "train", &e) == 0 ? f->ahead : NULL;
     return 0;
 }
 
@@ -244,6 +258,10 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
     double sums[3] = {0, 0, (f->cfg.stop && *f->cfg.stop) || stopped_waiting};
     float loss1 = 0;
     f->ahead_epoch = (uint64_t)epoch;
+    if (check_shape(&f->train, b, "train", err)) {
+        taas_batch_free(b);
+        return -1;
+    }
     int rc = f->engine->ops->compute(f->engine, b, take_ahead, f, (uint64_t)f->steps, &loss1, err);
     if (rc == 0) {
         sums[0] = b ? b->n : 0;
@@ -296,7 +314,7 @@ static int validate(taas_fit *f, long long epoch, double *loss, double *acc, taa
         int rc = f->src_val.take(f->src_val.ctx, e, k, &b, err);
         if (rc) return rc < 0 ? -1 : 0;
         double loss_sum, right;
-        if (f->engine->ops->eval(f->engine, b, &loss_sum, &right, err)) {
+        if (check_shape(&f->val, b, "validate", err) || f->engine->ops->eval(f->engine, b, &loss_sum, &right, err)) {
             taas_batch_free(b);
             return -1;
         }

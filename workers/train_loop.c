@@ -81,17 +81,25 @@ int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, 
         if (tspec && !json_is_null(tspec) && !(l->transform = taas_transform_new(tspec, err))) goto fail;
         if (!(l->dataset = taas_dataset_open(dspec, f, err))) goto fail;
         const taas_dataset_info *info = taas_dataset_info_get(l->dataset);
-        if (info->size == 0 || info->h == 0 || info->w == 0) {
-            taas_error_set(err, "TaasValueError", NOPOS, "the %s dataset (%s) %s", what, info->source,
-                           info->size == 0 ? "is empty" : "has samples of varying shape");
-            taas_error_hint(err, info->size == 0 ? "check the dataset's root and split"
-                                                 : "add Resize and CenterCrop to its transform so every sample has one shape");
+        if (info->size == 0) {
+            taas_error_set(err, "TaasValueError", NOPOS, "the %s dataset (%s) is empty", what, info->source);
+            taas_error_hint(err, "check the dataset's root and split");
             goto fail;
         }
+        int h = info->h, w = info->w, c = info->c;
+        if (h <= 0 || w <= 0 || c <= 0) {
+            /* a format whose images may differ (WebDataset): sample 0's shape is the model's
+             * input, and a batch of another shape is an error when it comes (fit_loop.c) */
+            taas_image img;
+            int64_t label;
+            if (taas_dataset_get(l->dataset, 0, &img, &label, err)) goto fail;
+            h = img.h, w = img.w, c = img.c;
+            taas_image_free(&img);
+        }
         if (l->transform) {
-            if (taas_transform_out_shape(l->transform, info->h, info->w, info->c, &l->c, &l->h, &l->w, err)) goto fail;
+            if (taas_transform_out_shape(l->transform, h, w, c, &l->c, &l->h, &l->w, err)) goto fail;
         } else {
-            l->c = info->c, l->h = info->h, l->w = info->w;
+            l->c = c, l->h = h, l->w = w;
         }
         l->num_classes = info->num_classes;
         size = info->size;
