@@ -1,0 +1,138 @@
+"""The example notebooks other than examples/fashion_mnist.ipynb (test_fashion_mnist.py runs
+that one), executed by nbclient against this build's kernel with the data
+examples/prepare_data.py makes, as a user would run them:
+
+- examples/mlp_npy.ipynb: an MLP on Fashion-MNIST as .npy arrays in the notebook's data/ folder,
+  five epochs as written;
+- examples/webdataset_http.ipynb: WebDataset shards of PNG images served by a real HTTP server
+  (nginx, tests/lib/nginx.py), a registered loader on two loader workers and two CPU ranks
+  under a #pragma taas cell; a smaller set of shards (6,000 training and 1,000 test images)
+  keeps it within CI's time, with the notebook's server address and shard ranges changed to
+  them."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import nbformat
+
+import taastest
+from taastest import text
+
+EXAMPLES = os.path.join(taastest.SOURCE_DIR, "examples")
+FASHION = "/usr/share/datasets/fashion-mnist"
+PREPARE = os.path.join(EXAMPLES, "prepare_data.py")
+
+
+def run_notebook(name, cwd, edit=None):
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
+    cells = {c["id"]: c for c in nb.cells if c.cell_type == "code"}
+    if edit:
+        edit(cells)
+    NotebookClient(nb, kernel_name="taas", timeout=600, resources={"metadata": {"path": cwd}}).execute()
+    for c in cells.values():
+        errors = [o for o in c.outputs if o["output_type"] == "error"]
+        if errors:
+            raise AssertionError("cell %s failed: %s" % (c["id"], "\n".join(taastest.plain(l) for l in
+                                                                            errors[0]["traceback"])))
+    return cells
+
+
+def result(cell):
+    res = [o for o in cell.outputs if o["output_type"] == "execute_result"]
+    assert len(res) == 1, cell.outputs
+    return text(res[0]["data"]["text/plain"])
+
+
+def accuracy(cell):
+    m = re.fullmatch(r"Evaluation\(loss=[0-9.]+, accuracy=([0-9.]+), samples=(\d+)\)", result(cell))
+    assert m, result(cell)
+    return float(m.group(1)), int(m.group(2))
+
+
+@unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
+class Examples(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        taastest.install_test_kernelspec()
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="taas-examples-")
+        self.addCleanup(self.tmp.cleanup)
+
+    def prepare(self, *args):
+        subprocess.run([sys.executable, PREPARE] + list(args), check=True, capture_output=True, timeout=300)
+
+    def test_committed_notebooks(self):
+        for name in ("mlp_npy.ipynb", "webdataset_http.ipynb"):
+            nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
+            nbformat.validate(nb)
+            self.assertEqual(nb.metadata["kernelspec"]["name"], "taas")
+            for cell in nb.cells:
+                if cell.cell_type == "code":
+                    self.assertEqual(cell.outputs, [], "%s: commit the notebook without outputs" % name)
+
+    def test_mlp_on_npy_arrays(self):
+        self.prepare("npy", os.path.join(self.tmp.name, "data"))
+        cells = run_notebook("mlp_npy.ipynb", self.tmp.name)
+        self.assertIn("NpyDataset", result(cells["data"]))
+        summary = [o for o in cells["model"].outputs if o["output_type"] == "display_data"]
+        self.assertIn("input (128, 1, 28, 28)", text(summary[0]["data"]["text/plain"]))
+        history = result(cells["train"])
+        self.assertTrue(history.startswith("History (5 epochs)"), history)
+        acc, n = accuracy(cells["evaluate"])
+        self.assertEqual(n, 10000)
+        self.assertGreater(acc, 0.85)
+        self.assertGreater(os.path.getsize(os.path.join(self.tmp.name, "mlp.safetensors")), 800000)
+
+    def test_webdataset_over_http_with_loader_workers(self):
+        shards = os.path.join(self.tmp.name, "shards")
+        self.prepare("shards", shards, "--train", "6000", "--test", "1000")
+        state = os.path.join(self.tmp.name, "nginx")
+        os.makedirs(state)
+        server = subprocess.Popen([sys.executable, os.path.join(taastest.SOURCE_DIR, "tests", "lib", "nginx.py"),
+                                   "--root", shards, "--state", state])
+        self.addCleanup(server.wait, 10)
+        self.addCleanup(server.terminate)
+        portfile = os.path.join(state, "port")
+        self.assertTrue(taastest.wait_until(lambda: os.path.exists(portfile), 30), "nginx did not start")
+        with open(portfile) as f:
+            port = int(f.read())
+        cache = os.path.join(self.tmp.name, "cache")
+        old = os.environ.get("TAAS_CACHE_DIR")
+        os.environ["TAAS_CACHE_DIR"] = cache  # the kernel and its workers: not the user's cache
+        self.addCleanup(lambda: os.environ.pop("TAAS_CACHE_DIR") if old is None
+                        else os.environ.__setitem__("TAAS_CACHE_DIR", old))
+
+        def smaller(cells):
+            src = cells["data"].source
+            for old_text, new_text in (("http://127.0.0.1:8000", "http://127.0.0.1:%d" % port),
+                                       ("{000000..000059}", "{000000..000005}"),
+                                       ("{000000..000009}", "{000000..000000}")):
+                self.assertIn(old_text, src)
+                src = src.replace(old_text, new_text)
+            cells["data"].source = src
+
+        cells = run_notebook("webdataset_http.ipynb", self.tmp.name, smaller)
+        self.assertIn("WebDataset", result(cells["data"]))
+        self.assertIn("image/png", cells["show"].outputs[0]["data"])
+        out = taastest.stream_of(cells["train"])
+        self.assertIn("plan: 1 machine × 2 GPUs, 2 loader workers for 'train', no sample limit\n", out)
+        self.assertRegex(out, r"done: 3 epochs, \d+ steps on 2 ranks in .*samples trained and their checksum: "
+                              r"epoch 1 6,000 0x[0-9a-f]{16}")
+        self.assertTrue(result(cells["train"]).startswith("History (3 epochs)"))
+        acc, n = accuracy(cells["evaluate"])
+        self.assertEqual(n, 1000)
+        self.assertGreater(acc, 0.6)
+        self.assertTrue(os.listdir(cache), "the shards were not cached")
+
+
+if __name__ == "__main__":
+    unittest.main()
