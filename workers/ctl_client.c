@@ -148,22 +148,24 @@ taas_ctl_client *taas_ctl_client_new(const char *endpoint, const char *identity,
     return c;
 }
 
+static void drop_queue(taas_ctl_client *c) {
+    while (c->head) {
+        out_msg *m = c->head;
+        c->head = m->next;
+        json_decref(m->body);
+        free(m->blob);
+        free(m);
+    }
+    c->tail = NULL;
+}
+
 void taas_ctl_client_free(taas_ctl_client *c) {
     if (!c) return;
     if (c->started) {
         pthread_mutex_lock(&c->mu);
         c->quit = 1;
         /* a kernel that went silent gets nothing more; one that is there gets what is queued */
-        if (c->gone) {
-            while (c->head) {
-                out_msg *m = c->head;
-                c->head = m->next;
-                json_decref(m->body);
-                free(m->blob);
-                free(m);
-            }
-            c->tail = NULL;
-        }
+        if (c->gone) drop_queue(c);
         pthread_mutex_unlock(&c->mu);
         wake(c);
         pthread_join(c->thread, NULL);
@@ -175,13 +177,7 @@ void taas_ctl_client_free(taas_ctl_client *c) {
     }
     if (c->zctx) zmq_ctx_term(c->zctx);
     if (c->wake >= 0) close(c->wake);
-    while (c->head) {
-        out_msg *m = c->head;
-        c->head = m->next;
-        json_decref(m->body);
-        free(m->blob);
-        free(m);
-    }
+    drop_queue(c);
     json_decref(c->start);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);

@@ -314,25 +314,32 @@ static int job_threads(void) {
     return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
 }
 
+/* What fit and evaluate specs share (docs/jobspec.md): the model with its weights, the
+ * training loader (or null), the units limit (None: 0) and the threads. */
+static json_t *job_spec(const char *kind, const taas_value *model, const taas_value *train, const taas_value *units) {
+    json_t *job = json_object();
+    json_object_set_new(job, "version", json_integer(1));
+    json_object_set_new(job, "job", json_string(kind));
+    json_object_set_new(job, "model", taas_value_spec(model));
+    json_object_set_new(job, "weights", weights_of(model));
+    json_object_set_new(job, "train", train ? taas_value_spec(train) : json_null());
+    json_object_set_new(job, "units", json_integer(units->type == TAAS_V_INT ? units->u.i : 0));
+    json_object_set_new(job, "threads", json_integer(job_threads()));
+    return job;
+}
+
 /* fit(model, loader, epochs, loss, optimizer, scheduler, validate, seed, units) */
 int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (need_session(cx, "fit") || check_model(cx, a[0], a[1], a[3], NULL) ||
         (a[6]->type != TAAS_V_NONE && check_model(cx, a[0], a[6], a[3], "validate")))
         return -1;
-    json_t *job = json_object();
-    json_object_set_new(job, "version", json_integer(1));
-    json_object_set_new(job, "job", json_string("fit"));
-    json_object_set_new(job, "model", taas_value_spec(a[0]));
-    json_object_set_new(job, "weights", weights_of(a[0]));
-    json_object_set_new(job, "train", taas_value_spec(a[1]));
+    json_t *job = job_spec("fit", a[0], a[1], a[8]);
     json_object_set_new(job, "epochs", json_integer(a[2]->u.i));
     json_object_set_new(job, "loss", taas_value_spec(a[3]));
     json_object_set_new(job, "optimizer", taas_value_spec(a[4]));
     json_object_set_new(job, "scheduler", spec_or_null(a[5]));
     json_object_set_new(job, "validate", spec_or_null(a[6]));
     json_object_set_new(job, "seed", json_integer(a[7]->u.i));
-    json_object_set_new(job, "units", json_integer(a[8]->type == TAAS_V_INT ? a[8]->u.i : 0));
-    json_object_set_new(job, "threads", json_integer(job_threads()));
     const struct taas_pragma *pr = taas_interp_pragma(cx->interp);
     if (pr ? taas_offload_fit(cx, pr, job, a[0], a[1], a[6]) : start_job(cx, job, a[0], 0)) return -1;
     *out = taas_none();
@@ -343,18 +350,11 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
 int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (need_session(cx, "evaluate") || taas_need_weights(cx, a[0]) || check_model(cx, a[0], a[1], a[2], NULL))
         return -1;
-    json_t *job = json_object();
-    json_object_set_new(job, "version", json_integer(1));
-    json_object_set_new(job, "job", json_string("evaluate"));
-    json_object_set_new(job, "model", taas_value_spec(a[0]));
-    json_object_set_new(job, "weights", weights_of(a[0]));
-    json_object_set_new(job, "train", json_null());
+    json_t *job = job_spec("evaluate", a[0], NULL, a[3]);
     json_object_set_new(job, "validate", taas_value_spec(a[1]));
     json_object_set_new(job, "loss", a[2]->type == TAAS_V_NONE ? json_pack("{s:s}", "type", "NLLLoss")
                                                                 : taas_value_spec(a[2]));
-    json_object_set_new(job, "units", json_integer(a[3]->type == TAAS_V_INT ? a[3]->u.i : 0));
     json_object_set_new(job, "seed", json_integer(0));
-    json_object_set_new(job, "threads", json_integer(job_threads()));
     if (start_job(cx, job, a[0], 1)) return -1;
     *out = taas_none();
     return 0;
