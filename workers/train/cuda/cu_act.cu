@@ -1,0 +1,149 @@
+// Element-wise layers on the GPU: the activations and Dropout, one thread per element with
+// the CPU's formulas (layer_act.c, layer_dropout.c).
+#include <math.h>
+
+#include "cu_kern.cuh"
+#include "cu_layers.h"
+
+// init.h's taas_ctr_u64 and taas_ctr_uniform, for the device: the same two rounds of
+// splitmix64, so that a Dropout mask is the CPU's bit for bit (test_cuda_layers checks it)
+__device__ static inline float ctr_uniform(uint64_t seed, uint64_t counter) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull;
+    z ^= z >> 31;
+    z += counter * 0x9E3779B97F4A7C15ull;
+    for (int r = 0; r < 2; r++) {
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        z += 0x9E3779B97F4A7C15ull;
+    }
+    return (float)(int32_t)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+__global__ static void act_fwd(taas_cu_act kind, float *y, const float *x, size_t n, float slope) {
+    TAAS_CU_LOOP(i, n) {
+        float v = x[i];
+        switch (kind) {
+        case TAAS_CU_RELU: y[i] = v > 0.0f ? v : 0.0f; break;
+        case TAAS_CU_LEAKY_RELU: y[i] = v > 0.0f ? v : v * slope; break;
+        case TAAS_CU_TANH: y[i] = tanhf(v); break;
+        case TAAS_CU_SIGMOID: y[i] = 1.0f / (1.0f + expf(-v)); break;
+        case TAAS_CU_GELU: y[i] = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2)); break;
+        }
+    }
+}
+
+__global__ static void act_bwd(taas_cu_act kind, float *dx, const float *dy, const float *x, const float *y,
+                               size_t n, float slope) {
+    const float inv_sqrt_2pi = 0.3989422804014327f;
+    TAAS_CU_LOOP(i, n) {
+        switch (kind) {
+        case TAAS_CU_RELU: dx[i] = x[i] > 0.0f ? dy[i] : 0.0f; break;
+        case TAAS_CU_LEAKY_RELU: dx[i] = x[i] > 0.0f ? dy[i] : dy[i] * slope; break;
+        case TAAS_CU_TANH: dx[i] = dy[i] * (1.0f - y[i] * y[i]); break;
+        case TAAS_CU_SIGMOID: dx[i] = dy[i] * y[i] * (1.0f - y[i]); break;
+        case TAAS_CU_GELU: {  // d/dx x*Phi(x) = Phi(x) + x*phi(x)
+            float v = x[i];
+            float cdf = 0.5f * (1.0f + erff(v * (float)M_SQRT1_2)), pdf = inv_sqrt_2pi * expf(-0.5f * v * v);
+            dx[i] = dy[i] * (cdf + v * pdf);
+            break;
+        }
+        }
+    }
+}
+
+__device__ static inline float keep_scale(float p) {
+    return p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
+}
+
+__global__ static void dropout_fwd(float *y, float *mask, const float *x, size_t n, float p, uint64_t seed,
+                                   uint64_t offset) {
+    float scale = keep_scale(p);
+    TAAS_CU_LOOP(i, n) {
+        float m = ctr_uniform(seed, offset + i) >= p ? scale : 0.0f;
+        mask[i] = m;
+        y[i] = x[i] * m;
+    }
+}
+
+__global__ static void channel_mask(float *mask, size_t planes, float p, uint64_t seed, uint64_t offset) {
+    float scale = keep_scale(p);
+    TAAS_CU_LOOP(ch, planes) mask[ch] = ctr_uniform(seed, offset + ch) >= p ? scale : 0.0f;
+}
+
+// y = x times the mask of its (n, c) plane
+__global__ static void times_plane_mask(float *y, const float *x, const float *mask, size_t total, size_t hw) {
+    TAAS_CU_LOOP(i, total) y[i] = x[i] * mask[i / hw];
+}
+
+__global__ static void times_mask(float *y, const float *x, const float *mask, size_t n) {
+    TAAS_CU_LOOP(i, n) y[i] = x[i] * mask[i];
+}
+
+extern "C" int taas_cu_act_forward(taas_cu *cu, taas_cu_act kind, float *y, const float *x, size_t n, float slope,
+                                   taas_error *err) {
+    if (n == 0) return 0;
+    act_fwd<<<taas_cu_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(kind, y, x, n, slope);
+    return TAAS_CU_LAUNCHED("an activation's forward", err);
+}
+
+extern "C" int taas_cu_act_backward(taas_cu *cu, taas_cu_act kind, float *dx, const float *dy, const float *x,
+                                    const float *y, size_t n, float slope, taas_error *err) {
+    if (n == 0) return 0;
+    act_bwd<<<taas_cu_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(kind, dx, dy, x, y, n, slope);
+    return TAAS_CU_LAUNCHED("an activation's backward", err);
+}
+
+extern "C" int taas_cu_dropout_forward(taas_cu *cu, float *y, float *mask, const float *x, size_t n, float p,
+                                       uint64_t seed, uint64_t offset, taas_error *err) {
+    if (n == 0) return 0;
+    dropout_fwd<<<taas_cu_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(y, mask, x, n, p, seed, offset);
+    return TAAS_CU_LAUNCHED("Dropout's forward", err);
+}
+
+extern "C" int taas_cu_dropout2d_forward(taas_cu *cu, float *y, float *mask, const float *x, int n, int c, int hw,
+                                         float p, uint64_t seed, uint64_t offset, taas_error *err) {
+    size_t planes = (size_t)n * c;
+    if (planes == 0) return 0;
+    channel_mask<<<taas_cu_blocks(planes), TAAS_CU_THREADS, 0, cu->stream>>>(mask, planes, p, seed, offset);
+    if (TAAS_CU_LAUNCHED("Dropout2d's mask", err)) return -1;
+    return taas_cu_dropout2d_backward(cu, y, x, mask, n, c, hw, err);  // the same product: y = x * plane mask
+}
+
+extern "C" int taas_cu_dropout_backward(taas_cu *cu, float *dx, const float *dy, const float *mask, size_t n,
+                                        taas_error *err) {
+    if (n == 0) return 0;
+    times_mask<<<taas_cu_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(dx, dy, mask, n);
+    return TAAS_CU_LAUNCHED("Dropout's backward", err);
+}
+
+extern "C" int taas_cu_dropout2d_backward(taas_cu *cu, float *dx, const float *dy, const float *mask, int n, int c,
+                                          int hw, taas_error *err) {
+    size_t total = (size_t)n * c * hw;
+    if (total == 0) return 0;
+    times_plane_mask<<<taas_cu_blocks(total), TAAS_CU_THREADS, 0, cu->stream>>>(dx, dy, mask, total, (size_t)hw);
+    return TAAS_CU_LAUNCHED("Dropout2d's product", err);
+}
+
+extern "C" int taas_cu_copy(taas_cu *cu, float *y, const float *x, size_t n, taas_error *err) {
+    if (n == 0 || y == x) return 0;
+    return taas_cu_check(cudaMemcpyAsync(y, x, n * sizeof *y, cudaMemcpyDeviceToDevice, cu->stream),
+                         "a copy on the GPU", err);
+}
+
+// Whether this build has code for the device: the kernels are compiled for the
+// CMAKE_CUDA_ARCHITECTURES of the build (80 and 90 by default), and an older GPU has none.
+extern "C" int taas_cu_check_code(taas_cu *cu, taas_error *err) {
+    cudaFuncAttributes fa;
+    cudaError_t rc = cudaFuncGetAttributes(&fa, times_mask);
+    if (rc == cudaSuccess) return 0;
+    (void)cudaGetLastError();
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cu->device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cu->device);
+    taas_srcpos nowhere = {0, 0};
+    taas_error_set(err, "TaasDeviceError", nowhere, "this build of taas has no GPU code for %s (compute capability "
+                   "%d.%d): %s", cu->name, major, minor, cudaGetErrorString(rc));
+    taas_error_hint(err, "rebuild with -DCMAKE_CUDA_ARCHITECTURES=%d%d (or native), or train on the CPU", major, minor);
+    return -1;
+}

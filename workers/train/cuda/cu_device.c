@@ -1,0 +1,102 @@
+/* A GPU's stream and cuBLAS handle (cu_device.h), and the plugin's device queries
+ * (cuda_plugin.h). */
+#include "cu_device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_plugin.h"
+
+static const taas_srcpos NOPOS = {0, 0};
+
+__attribute__((visibility("default"))) int taas_cuda_devices(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;  /* no driver, or no device: the CPU trains */
+    }
+    return n;
+}
+
+__attribute__((visibility("default"))) int taas_cuda_device_info(int index, char *name, size_t cap,
+                                                                 size_t *memory_bytes) {
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, index) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    if (cap) snprintf(name, cap, "%s", p.name);
+    *memory_bytes = p.totalGlobalMem;
+    return 0;
+}
+
+int taas_cu_set_tf32(taas_cu *cu, int on, taas_error *err) {
+    /* CUBLAS_DEFAULT_MATH is FP32 for sgemm: TF32 is used only in CUBLAS_TF32_TENSOR_OP_MATH */
+    if (taas_cu_check_blas(cublasSetMathMode(cu->blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                           "choosing cuBLAS's arithmetic", err))
+        return -1;
+    cu->tf32 = on;
+    return 0;
+}
+
+int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
+    memset(cu, 0, sizeof *cu);
+    cu->device = device;
+    int n = taas_cuda_devices();
+    if (device < 0 || device >= n) {
+        taas_error_set(err, "TaasDeviceError", NOPOS, "there is no GPU %d: this process sees %d", device, n);
+        taas_error_hint(err, "check CUDA_VISIBLE_DEVICES and nvidia-smi");
+        return -1;
+    }
+    size_t mem;
+    if (taas_cuda_device_info(device, cu->name, sizeof cu->name, &mem)) snprintf(cu->name, sizeof cu->name, "?");
+    if (taas_cu_check(cudaSetDevice(device), "selecting the GPU", err) || taas_cu_check_code(cu, err) ||
+        taas_cu_check(cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking), "creating a CUDA stream", err))
+        return -1;
+    if (taas_cu_check_blas(cublasCreate(&cu->blas), "starting cuBLAS", err)) {
+        cu->blas = NULL;
+        taas_cu_free(cu);
+        return -1;
+    }
+    const char *tf32 = getenv("TAAS_CUDA_TF32");
+    if (taas_cu_check_blas(cublasSetStream(cu->blas, cu->stream), "putting cuBLAS on the stream", err) ||
+        taas_cu_set_tf32(cu, tf32 && !strcmp(tf32, "1"), err)) {
+        taas_cu_free(cu);
+        return -1;
+    }
+    return 0;
+}
+
+int taas_cu_sync(taas_cu *cu, const char *what, taas_error *err) {
+    return taas_cu_check(cudaStreamSynchronize(cu->stream), what, err);
+}
+
+void taas_cu_free(taas_cu *cu) {
+    if (cu->blas) cublasDestroy(cu->blas);
+    if (cu->stream) cudaStreamDestroy(cu->stream);
+    cu->blas = NULL;
+    cu->stream = NULL;
+}
+
+int taas_cu_alloc(void **p, size_t n, const char *what, taas_error *err) {
+    *p = NULL;
+    char msg[160];
+    snprintf(msg, sizeof msg, "allocating %.1f MiB for %s", (double)n / (1 << 20), what);
+    return taas_cu_check(cudaMalloc(p, n ? n : 1), msg, err);
+}
+
+static int copy(taas_cu *cu, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, const char *what,
+                taas_error *err) {
+    if (n == 0) return 0;
+    if (taas_cu_check(cudaMemcpyAsync(dst, src, n, kind, cu->stream), what, err)) return -1;
+    return taas_cu_sync(cu, what, err);
+}
+
+int taas_cu_upload(taas_cu *cu, void *dst, const void *src, size_t n, const char *what, taas_error *err) {
+    return copy(cu, dst, src, n, cudaMemcpyHostToDevice, what, err);
+}
+
+int taas_cu_download(taas_cu *cu, void *dst, const void *src, size_t n, const char *what, taas_error *err) {
+    return copy(cu, dst, src, n, cudaMemcpyDeviceToHost, what, err);
+}

@@ -1,0 +1,300 @@
+/* The CUDA engine (cu_engine.h): engine_cpu.c's steps on a GPU. */
+#include "cu_engine.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cu_comm.h"
+#include "cu_loss.h"
+#include "cu_optim.h"
+#include "cu_stage.h"
+#include "safetensors.h"
+
+static const taas_srcpos NOPOS = {0, 0};
+
+typedef struct cu_engine {
+    taas_engine base;
+    taas_model *m;              /* borrowed: the plan, the counters, and the weights when saving */
+    taas_cu cu;
+    taas_cu_model dm;
+    taas_cu_stage st;
+    taas_cu_comm comm;
+    taas_job_loss_kind loss_kind;
+    float smoothing;
+    int fused;                  /* NLLLoss after a final LogSoftmax: cross-entropy on its input */
+    size_t k;                   /* outputs per sample */
+    float *state;               /* device: the optimizer's, one allocation */
+    float *dout;                /* device: the loss's gradient (cap, k) */
+    double *rows, *rows_host;   /* each sample's loss: device, pinned host */
+    int *right, *right_host;    /* eval: each sample's hit */
+    int cap;                    /* samples the four buffers above hold */
+    int last_slot;              /* the stage's slot of the last batch computed */
+    cudaEvent_t start, done;    /* around a step's kernels */
+    /* TAAS_CUDA_STATS */
+    int stats;
+    long steps;
+    double busy_s, wait_s;
+    _Atomic long long done_ns;  /* when the GPU finished the step (a host callback writes it) */
+} cu_engine;
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void CUDART_CB mark_done(void *p) {
+    atomic_store(&((cu_engine *)p)->done_ns, now_ns());
+}
+
+taas_cu_model *taas_cu_engine_model(taas_engine *e) {
+    return &((cu_engine *)e)->dm;
+}
+
+/* The batch fits the model and its labels the classes: the CPU's words (loss.c), checked on
+ * the host before anything is queued. */
+static int check_batch(const cu_engine *e, const taas_batch *b, taas_error *err) {
+    const taas_act_shape *s = &e->m->in_shape;
+    size_t want = 1, got = (size_t)b->c * b->h * b->w;
+    for (int i = 0; i < s->rank; i++) want *= (size_t)s->d[i];
+    if (got != want) {
+        taas_error_set(err, "TaasValueError", NOPOS, "a batch of %ux%ux%u samples (%zu values each) for a model "
+                       "that takes %zu", b->c, b->h, b->w, got, want);
+        taas_error_hint(err, "give every sample the shape the model was planned for (Resize, CenterCrop)");
+        return -1;
+    }
+    const char *what = e->loss_kind == TAAS_JOB_NLL ? "NLLLoss" : "CrossEntropyLoss";
+    for (uint32_t i = 0; i < b->n; i++) {
+        if (b->labels[i] < 0 || (uint64_t)b->labels[i] >= e->k) {
+            taas_error_set(err, "TaasValueError", NOPOS, "%s: target %lld of sample %u is out of range for %zu classes",
+                           what, (long long)b->labels[i], i, e->k);
+            taas_error_hint(err, "class labels must be integers in [0, %zu); check the dataset's labels or the size "
+                                 "of the last layer", e->k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void free_rows(cu_engine *e) {
+    if (e->dout) cudaFree(e->dout);
+    if (e->rows) cudaFree(e->rows);
+    if (e->right) cudaFree(e->right);
+    if (e->rows_host) cudaFreeHost(e->rows_host);
+    if (e->right_host) cudaFreeHost(e->right_host);
+    e->dout = NULL;
+    e->rows = e->rows_host = NULL;
+    e->right = e->right_host = NULL;
+    e->cap = 0;
+}
+
+/* Room for n samples' loss gradient, losses and hits (every step before has been waited for). */
+static int reserve(cu_engine *e, int n, taas_error *err) {
+    if (n <= e->cap) return 0;
+    free_rows(e);
+    size_t nn = (size_t)n;
+    if (taas_cu_alloc((void **)&e->dout, nn * e->k * sizeof(float), "the loss's gradient", err) ||
+        taas_cu_alloc((void **)&e->rows, nn * sizeof(double), "the losses", err) ||
+        taas_cu_alloc((void **)&e->right, nn * sizeof(int), "the accuracy", err) ||
+        taas_cu_check(cudaMallocHost((void **)&e->rows_host, nn * sizeof(double)), "allocating pinned memory", err) ||
+        taas_cu_check(cudaMallocHost((void **)&e->right_host, nn * sizeof(int)), "allocating pinned memory", err)) {
+        free_rows(e);
+        return -1;
+    }
+    e->cap = n;
+    return 0;
+}
+
+/* b in a slot of the stage: the one it was copied to ahead of time, or the other. */
+static int stage(cu_engine *e, const taas_batch *b, taas_error *err) {
+    int slot = taas_cu_stage_find(&e->st, b);
+    if (slot < 0) {
+        slot = 1 - e->last_slot;
+        if (taas_cu_stage_put(&e->st, slot, b, (size_t)b->c * b->h * b->w, err)) return -1;
+    }
+    if (taas_cu_stage_use(&e->st, slot, err)) return -1;
+    e->last_slot = slot;
+    return slot;
+}
+
+/* Queues the loss of out (rows, and with d its gradient) for b's labels in slot's copy. */
+static int queue_loss(cu_engine *e, const float *out, const int64_t *y, int n, float *d, taas_error *err) {
+    if (e->fused || e->loss_kind == TAAS_JOB_CROSS_ENTROPY)
+        return taas_cu_cross_entropy_rows(&e->cu, e->rows, d, out, y, n, (int)e->k, e->fused ? 0.0f : e->smoothing,
+                                          err);
+    return taas_cu_nll_rows(&e->cu, e->rows, d, out, y, n, (int)e->k, err);
+}
+
+static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn next, void *next_ctx, uint64_t step,
+                   float *loss, taas_error *err) {
+    cu_engine *e = (cu_engine *)base;
+    *loss = 0;
+    if (b && (check_batch(e, b, err) || reserve(e, (int)b->n, err))) return -1;
+    if (taas_cu_model_zero_grad(&e->dm, err)) return -1;
+    if (b) {
+        int slot = stage(e, b, err), n = (int)b->n;
+        const float *out;
+        int nrun = e->fused ? e->m->nlayers - 1 : e->m->nlayers;
+        if (slot < 0 || taas_cu_check(cudaEventRecord(e->start, e->cu.stream), "timing a step", err) ||
+            taas_cu_model_forward(&e->dm, e->st.slot[slot].x, n, 1, step, nrun, &out, err) ||
+            queue_loss(e, out, e->st.slot[slot].y, n, e->dout, err) ||
+            taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost,
+                                          e->cu.stream),
+                          "copying the loss back", err) ||
+            /* a loss that is not finite has its backward run too; the loop stops before an update */
+            taas_cu_model_backward(&e->dm, e->dout, err) || taas_cu_stage_done(&e->st, slot, err))
+            return -1;
+    }
+    if (taas_cu_check(cudaEventRecord(e->done, e->cu.stream), "timing a step", err)) return -1;
+    if (e->stats) {
+        atomic_store(&e->done_ns, 0);
+        if (taas_cu_check(cudaLaunchHostFunc(e->cu.stream, mark_done, e), "timing a step", err)) return -1;
+    }
+    /* the next step's batch travels while this one computes */
+    const taas_batch *nb = NULL;
+    if (next && next(next_ctx, &nb, err)) return -1;
+    if (e->stats && nb) {
+        long long t = now_ns(), d = atomic_load(&e->done_ns);
+        if (d > 0 && t > d) e->wait_s += (double)(t - d) * 1e-9;  /* the GPU was done before the batch came */
+    }
+    /* (checked when its step computes it, so that an error belongs to that step) */
+    if (nb && taas_cu_stage_put(&e->st, 1 - e->last_slot, nb, (size_t)nb->c * nb->h * nb->w, err)) return -1;
+    if (taas_cu_check(cudaEventSynchronize(e->done), "a training step", err)) return -1;
+    if (!b) return 0;
+    if (e->stats) {
+        float ms = 0;
+        if (taas_cu_check(cudaEventElapsedTime(&ms, e->start, e->done), "timing a step", err)) return -1;
+        e->busy_s += ms * 1e-3;
+        e->steps++;
+    }
+    double sum = 0;
+    for (uint32_t i = 0; i < b->n; i++) sum += e->rows_host[i];
+    *loss = (float)(sum / b->n);
+    return 0;
+}
+
+static int update(taas_engine *base, float w, taas_collective *coll, const taas_optim_config *opt, long step,
+                  taas_error *err) {
+    cu_engine *e = (cu_engine *)base;
+    size_t n = e->m->nparams;
+    /* one rank: a plain optimizer step, no weighting (as engine_cpu.c) */
+    if (coll->world > 1 && (taas_cu_scale(&e->cu, e->dm.grads, n, w, err) ||
+                            taas_cu_comm_sum(&e->comm, &e->cu, e->dm.grads, n, err)))
+        return -1;
+    return taas_cu_optim_step(&e->cu, opt, e->dm.params, e->dm.grads, e->state, n, step, err);
+}
+
+static int eval(taas_engine *base, const taas_batch *b, double *loss_sum, double *right, taas_error *err) {
+    cu_engine *e = (cu_engine *)base;
+    int n = (int)b->n;
+    const float *out;
+    if (check_batch(e, b, err) || reserve(e, n, err)) return -1;
+    int slot = stage(e, b, err);
+    if (slot < 0 || taas_cu_model_forward(&e->dm, e->st.slot[slot].x, n, 0, 0, e->m->nlayers, &out, err)) return -1;
+    /* the loss on the model's output, as the CPU computes it (no fusion: eval has no backward) */
+    int fused = e->fused;
+    e->fused = 0;
+    int rc = queue_loss(e, out, e->st.slot[slot].y, n, NULL, err);
+    e->fused = fused;
+    if (rc || taas_cu_argmax_right(&e->cu, e->right, out, e->st.slot[slot].y, n, (int)e->k, err) ||
+        taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost,
+                                      e->cu.stream),
+                      "copying the losses back", err) ||
+        taas_cu_check(cudaMemcpyAsync(e->right_host, e->right, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost,
+                                      e->cu.stream),
+                      "copying the accuracy back", err) ||
+        taas_cu_stage_done(&e->st, slot, err) || taas_cu_sync(&e->cu, "an evaluation step", err))
+        return -1;
+    *loss_sum = 0;
+    *right = 0;
+    for (int i = 0; i < n; i++) {
+        *loss_sum += e->rows_host[i];
+        *right += e->right_host[i];
+    }
+    return 0;
+}
+
+static int share_stats(taas_engine *base, taas_collective *coll, taas_error *err) {
+    cu_engine *e = (cu_engine *)base;
+    if (coll->world == 1 || e->m->nstats == 0) return 0;
+    return taas_cu_comm_bcast(&e->comm, &e->cu, e->dm.stats, e->m->nstats, err);
+}
+
+static int save(taas_engine *base, const char *path, taas_error *err) {
+    cu_engine *e = (cu_engine *)base;
+    taas_model *m = e->m;
+    if (taas_cu_model_download(&e->dm, err)) return -1;
+    taas_st_tensor *t = taas_param_table_tensors(m->table, m->ntable, m->params, m->stats, m->counters);
+    if (!t) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the weights table");
+    const taas_st_meta meta[] = {{"format", "pt"}};
+    int rc = taas_safetensors_write(path, t, m->ntable, meta, 1, err);
+    free(t);
+    return rc;
+}
+
+static void engine_free(taas_engine *base) {
+    cu_engine *e = (cu_engine *)base;
+    if (!e) return;
+    if (e->cu.stream) cudaStreamSynchronize(e->cu.stream);
+    if (e->stats && e->steps)
+        fprintf(stderr, "{\"event\": \"cuda_stats\", \"device\": %d, \"steps\": %ld, \"gpu_busy_s\": %.6f, "
+                        "\"data_wait_s\": %.6f}\n", e->cu.device, e->steps, e->busy_s, e->wait_s);
+    taas_cu_comm_free(&e->comm);
+    taas_cu_stage_free(&e->st);
+    taas_cu_model_release(&e->dm);
+    free_rows(e);
+    if (e->state) cudaFree(e->state);
+    if (e->start) cudaEventDestroy(e->start);
+    if (e->done) cudaEventDestroy(e->done);
+    taas_cu_free(&e->cu);
+    free(e);
+}
+
+static const taas_engine_ops CUDA_OPS = {compute, update, eval, share_stats, save, engine_free};
+
+/* The parts that can fail, in order; engine_free undoes whatever was made. */
+static int setup(cu_engine *e, const taas_optim_config *opt, int device, taas_collective *c, taas_error *err) {
+    taas_model *m = e->m;
+    if (taas_cu_init(&e->cu, device, err) || taas_cu_model_init(&e->dm, m, &e->cu, err) ||
+        taas_cu_stage_init(&e->st, &e->cu, err))
+        return -1;
+    size_t ns = taas_cu_optim_state_floats(opt, m->nparams) * sizeof(float);
+    if (taas_cu_alloc((void **)&e->state, ns, "the optimizer's state", err) ||
+        taas_cu_check(cudaMemsetAsync(e->state, 0, ns, e->cu.stream), "zeroing the optimizer's state", err) ||
+        taas_cu_check(cudaEventCreate(&e->start), "creating an event", err) ||
+        taas_cu_check(cudaEventCreate(&e->done), "creating an event", err) ||
+        taas_cu_comm_init(&e->comm, c, &e->cu, err))
+        return -1;
+    return taas_cu_sync(&e->cu, "setting up the GPU", err);
+}
+
+__attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_model *m, const taas_job_loss *loss,
+                                                                         const taas_optim_config *opt, int device,
+                                                                         taas_collective *c, taas_error *err) {
+    cu_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the CUDA engine");
+        return NULL;
+    }
+    e->base.ops = &CUDA_OPS;
+    e->base.nparams = m->nparams;
+    e->m = m;
+    e->loss_kind = loss->kind;
+    e->smoothing = loss->label_smoothing;
+    const taas_model_layer *last = &m->layers[m->nlayers - 1];
+    e->k = 1;
+    for (int i = 0; i < last->out.rank; i++) e->k *= (size_t)last->out.d[i];
+    e->fused = loss->kind == TAAS_JOB_NLL && last->kind == TAAS_L_LOG_SOFTMAX && last->in.rank == 1;
+    const char *stats = getenv("TAAS_CUDA_STATS");
+    e->stats = stats && !strcmp(stats, "1");
+    atomic_init(&e->done_ns, 0);
+    if (setup(e, opt, device, c, err)) {
+        engine_free(&e->base);
+        return NULL;
+    }
+    snprintf(e->base.name, sizeof e->base.name, "cuda:%d, %s%s", device, e->cu.name, e->cu.tf32 ? ", TF32" : "");
+    return &e->base;
+}

@@ -1,0 +1,43 @@
+/* What the .cu files share: the launch shape, a grid-stride loop, a block's sum, and the
+ * check after a launch. Kernels are plain one-thread-per-element loops over contiguous
+ * buffers; sums go through fixed trees in shared memory, never atomics, so that a run
+ * repeats to the last bit. */
+#ifndef TAAS_CU_KERN_CUH
+#define TAAS_CU_KERN_CUH
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cu_device.h"
+
+#define TAAS_CU_THREADS 256
+
+/* Blocks for n elements at one per thread; a grid-stride loop covers the rest above the cap. */
+static inline unsigned taas_cu_blocks(size_t n) {
+    size_t b = (n + TAAS_CU_THREADS - 1) / TAAS_CU_THREADS;
+    const size_t cap = (size_t)1 << 20;
+    return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
+}
+
+#define TAAS_CU_LOOP(i, n)                                                                                   \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n);                         \
+         i += (size_t)blockDim.x * gridDim.x)
+
+/* The block's sum of v, in every thread; sh has blockDim.x entries (a power of two). */
+template <typename T> __device__ inline T taas_cu_block_sum(T v, T *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    T r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* After `kernel<<<...>>>`: 0 or -1 with err naming it. */
+#define TAAS_CU_LAUNCHED(what, err) taas_cu_check_launch(what, err)
+
+#endif

@@ -1,0 +1,102 @@
+/* The layers of layers.h on the GPU: the same forward and backward functions, shapes and
+ * conventions (NCHW float32; parameter gradients ACCUMULATE, input gradients are WRITTEN,
+ * NULL skips one), on device pointers, queued on cu's stream. Each returns 0, or -1 with err
+ * when a launch or a cuBLAS call is refused; errors while a kernel runs show at the next
+ * taas_cu_sync. Implemented by cu_conv.cu, cu_linear.cu, cu_pool.cu, cu_act.cu, cu_norm.cu
+ * and cu_softmax.cu. Matrix products are cuBLAS sgemm (FP32 unless cu->tf32). */
+#ifndef TAAS_CU_LAYERS_H
+#define TAAS_CU_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cu_device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "layers.h"  /* taas_conv2d_shape, taas_pool2d_shape */
+
+/* ---- Linear: x (N, IN), w (OUT, IN), b (OUT) or NULL -> y (N, OUT) ---- */
+int taas_cu_linear_forward(taas_cu *cu, float *y, const float *x, const float *w, const float *b, int n, int in,
+                           int out, taas_error *err);
+int taas_cu_linear_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int n, int in, int out, taas_error *err);
+
+/* ---- Conv2d (dilation 1, groups 1) through im2col and sgemm ----
+ * The batch goes through in chunks of as many samples as the scratch (`room` floats) holds
+ * the column matrix (C*KH*KW rows, a column per output position of each sample) and the
+ * transposed output gradient of; taas_cu_conv2d_scratch_floats gives the room for s->n
+ * samples within a 256 MiB budget (at least one sample's, which a smaller room refuses).
+ * With relu, y = max(conv + b, 0) (the ReLU after the convolution, fused), and backward
+ * takes that y and the gradient of the ReLU's output. */
+size_t taas_cu_conv2d_scratch_floats(const taas_conv2d_shape *s);
+int taas_cu_conv2d_forward(taas_cu *cu, float *y, const float *x, const float *w, const float *b,
+                           const taas_conv2d_shape *s, int relu, float *scratch, size_t room, taas_error *err);
+int taas_cu_conv2d_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy, const float *y,
+                            const float *x, const float *w, const taas_conv2d_shape *s, int relu, float *scratch,
+                            size_t room, taas_error *err);
+
+/* ---- MaxPool2d / AvgPool2d (ceil_mode False; count_include_pad True) ----
+ * argmax holds the index in the H*W plane; NaN wins, then the first maximum, as PyTorch.
+ * Backward gathers per input element (no atomics). */
+int taas_cu_maxpool2d_forward(taas_cu *cu, float *y, int32_t *argmax, const float *x, const taas_pool2d_shape *s,
+                              taas_error *err);
+int taas_cu_maxpool2d_backward(taas_cu *cu, float *dx, const float *dy, const int32_t *argmax,
+                               const taas_pool2d_shape *s, taas_error *err);
+int taas_cu_avgpool2d_forward(taas_cu *cu, float *y, const float *x, const taas_pool2d_shape *s, taas_error *err);
+int taas_cu_avgpool2d_backward(taas_cu *cu, float *dx, const float *dy, const taas_pool2d_shape *s,
+                               taas_error *err);
+
+/* ---- Element-wise activations over n floats; y may alias x in forward ---- */
+typedef enum taas_cu_act {
+    TAAS_CU_RELU, TAAS_CU_LEAKY_RELU, TAAS_CU_TANH, TAAS_CU_SIGMOID, TAAS_CU_GELU,
+} taas_cu_act;
+int taas_cu_act_forward(taas_cu *cu, taas_cu_act kind, float *y, const float *x, size_t n, float slope,
+                        taas_error *err);
+/* Tanh and Sigmoid read the output y, the others the input x. */
+int taas_cu_act_backward(taas_cu *cu, taas_cu_act kind, float *dx, const float *dy, const float *x, const float *y,
+                         size_t n, float slope, taas_error *err);
+
+/* ---- Dropout, Dropout2d (train mode): the CPU's masks, from taas_ctr_uniform(seed, offset + i) ---- */
+int taas_cu_dropout_forward(taas_cu *cu, float *y, float *mask, const float *x, size_t n, float p, uint64_t seed,
+                            uint64_t offset, taas_error *err);
+int taas_cu_dropout2d_forward(taas_cu *cu, float *y, float *mask, const float *x, int n, int c, int hw, float p,
+                              uint64_t seed, uint64_t offset, taas_error *err);
+int taas_cu_dropout_backward(taas_cu *cu, float *dx, const float *dy, const float *mask, size_t n, taas_error *err);
+int taas_cu_dropout2d_backward(taas_cu *cu, float *dx, const float *dy, const float *mask, int n, int c, int hw,
+                               taas_error *err);
+/* y = x, n floats (Dropout in eval mode). */
+int taas_cu_copy(taas_cu *cu, float *y, const float *x, size_t n, taas_error *err);
+
+/* ---- BatchNorm over (N, C, HW), HW = 1 for BatchNorm1d; statistics summed in double ----
+ * Train mode fails as PyTorch (and the CPU) with one value per channel. */
+int taas_cu_batchnorm_forward_train(taas_cu *cu, float *y, float *mean, float *invstd, float *running_mean,
+                                    float *running_var, const float *x, const float *gamma, const float *beta,
+                                    int n, int c, int hw, float momentum, float eps, taas_error *err);
+int taas_cu_batchnorm_forward_eval(taas_cu *cu, float *y, const float *x, const float *gamma, const float *beta,
+                                   const float *running_mean, const float *running_var, int n, int c, int hw,
+                                   float eps, taas_error *err);
+int taas_cu_batchnorm_backward(taas_cu *cu, float *dx, float *dgamma, float *dbeta, const float *dy,
+                               const float *x, const float *mean, const float *invstd, const float *gamma, int n,
+                               int c, int hw, taas_error *err);
+int taas_cu_batchnorm_backward_eval(taas_cu *cu, float *dx, float *dgamma, float *dbeta, const float *dy,
+                                    const float *x, const float *gamma, const float *running_mean,
+                                    const float *running_var, int n, int c, int hw, float eps, taas_error *err);
+
+/* ---- Softmax (logspace 0) / LogSoftmax (logspace 1) over dim 1 of (N, C, D) ---- */
+int taas_cu_softmax_forward(taas_cu *cu, float *y, const float *x, int n, int c, int d, int logspace,
+                            taas_error *err);
+/* Reads the output y. */
+int taas_cu_softmax_backward(taas_cu *cu, float *dx, const float *dy, const float *y, int n, int c, int d,
+                             int logspace, taas_error *err);
+
+/* out[ch] += the sum of x (N, C, HW) over N and HW: a bias's gradient. */
+int taas_cu_channel_sum(taas_cu *cu, float *out, const float *x, int n, int c, int hw, taas_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,60 @@
+// Linear on the GPU: y = x w^T + b as one cuBLAS sgemm and a bias pass; the bias's gradient
+// as a per-channel sum (also the convolution's).
+#include "cu_kern.cuh"
+#include "cu_layers.h"
+
+// y (N, OUT) += b (OUT) on every row
+__global__ static void add_bias(float *y, const float *b, size_t total, int out) {
+    TAAS_CU_LOOP(i, total) y[i] += b[i % (size_t)out];
+}
+
+// One block per channel: out[ch] += sum of x[i, ch, k] over i < n, k < hw.
+__global__ static void channel_sum(float *out, const float *x, int n, int c, int hw) {
+    __shared__ float sh[TAAS_CU_THREADS];
+    int ch = blockIdx.x;
+    size_t m = (size_t)n * hw;
+    float s = 0.0f;
+    for (size_t t = threadIdx.x; t < m; t += blockDim.x) {
+        size_t i = t / (size_t)hw, k = t % (size_t)hw;
+        s += x[(i * c + ch) * hw + k];
+    }
+    s = taas_cu_block_sum(s, sh);
+    if (threadIdx.x == 0) out[ch] += s;
+}
+
+extern "C" int taas_cu_channel_sum(taas_cu *cu, float *out, const float *x, int n, int c, int hw, taas_error *err) {
+    if (c <= 0) return 0;
+    channel_sum<<<c, TAAS_CU_THREADS, 0, cu->stream>>>(out, x, n, c, hw);
+    return TAAS_CU_LAUNCHED("a bias gradient", err);
+}
+
+extern "C" int taas_cu_linear_forward(taas_cu *cu, float *y, const float *x, const float *w, const float *b, int n,
+                                      int in, int out, taas_error *err) {
+    const float one = 1.0f, zero = 0.0f;
+    // row-major y (N, OUT) = x (N, IN) w^T is column-major y^T (OUT, N) = w^T... as cuBLAS sees
+    // the same memory: op(A) = A^T with A = w (IN x OUT, ld IN), B = x (IN x N, ld IN)
+    if (taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, in, x, in, &zero, y,
+                                       out),
+                           "Linear's forward product", err))
+        return -1;
+    if (!b) return 0;
+    size_t total = (size_t)n * out;
+    add_bias<<<taas_cu_blocks(total), TAAS_CU_THREADS, 0, cu->stream>>>(y, b, total, out);
+    return TAAS_CU_LAUNCHED("Linear's bias", err);
+}
+
+extern "C" int taas_cu_linear_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy,
+                                       const float *x, const float *w, int n, int in, int out, taas_error *err) {
+    const float one = 1.0f, zero = 0.0f;
+    // dx (N, IN) = dy (N, OUT) w (OUT, IN): column-major dx^T (IN, N) = w^T-view (IN, OUT) dy^T-view (OUT, N)
+    if (dx && taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in, dy, out,
+                                             &zero, dx, in),
+                                 "Linear's input gradient", err))
+        return -1;
+    // dw (OUT, IN) += dy^T x: column-major dw^T (IN, OUT) += x-view (IN, N) (dy-view (OUT, N))^T
+    if (dw && taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out,
+                                             &one, dw, in),
+                                 "Linear's weight gradient", err))
+        return -1;
+    return db ? taas_cu_channel_sum(cu, db, dy, n, out, 1, err) : 0;
+}

@@ -1,0 +1,63 @@
+/* A model on a GPU (model.h's taas_model, model_run.c's arithmetic): its parameters, their
+ * gradients and the BatchNorm running statistics each in ONE device allocation, uploaded
+ * from the host model once; the activations and everything else a batch needs in one more,
+ * sized for the largest batch seen. The host model keeps the plan (layers, shapes, the
+ * state_dict table) and the num_batches_tracked counters, which forward counts on the host;
+ * taas_cu_model_download brings the numbers back into it for saving.
+ *
+ * Forward and backward queue their layers on cu's stream and return at once: nothing here
+ * waits for the GPU. As on the CPU, a ReLU right after a Conv2d is computed by the
+ * convolution (its output is the convolution's buffer) and Flatten costs nothing. */
+#ifndef TAAS_CU_MODEL_H
+#define TAAS_CU_MODEL_H
+
+#include <stdint.h>
+
+#include "cu_device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "model.h"
+
+typedef struct taas_cu_model {
+    taas_model *m;                  /* borrowed */
+    taas_cu *cu;                    /* borrowed */
+    float *params, *grads, *stats;  /* device: m->nparams, m->nparams, m->nstats floats */
+    int cap;                        /* the work memory holds batches up to this size */
+    void *work;                     /* device: the one allocation below */
+    float **own;                    /* nlayers + 1: a layer's output buffer, NULL when it is its input's */
+    float **acts;                   /* nlayers + 1: the last forward's activations; acts[0] its input */
+    float **aux;                    /* per layer: Dropout's mask, BatchNorm's mean | invstd */
+    int32_t **argmax;               /* per layer: MaxPool2d's */
+    float *scratch;                 /* Conv2d's, shared: room floats */
+    size_t room;
+    float *dbuf[2];                 /* ping-pong gradients w.r.t. activations */
+    int n, nrun, last_train;        /* the last forward: samples, layers run, mode */
+} taas_cu_model;
+
+/* Uploads m's parameters and statistics to cu's device. 0, or -1 with err (nothing held). */
+int taas_cu_model_init(taas_cu_model *dm, taas_model *m, taas_cu *cu, taas_error *err);
+/* Frees the device memory (after the stream's work is done); m stays the caller's. */
+void taas_cu_model_release(taas_cu_model *dm);
+
+/* Zeroes the gradients (optimizer.zero_grad()). */
+int taas_cu_model_zero_grad(taas_cu_model *dm, taas_error *err);
+/* Layers [0, nrun) on x, n samples of the input shape in device memory that must stay
+ * untouched until the backward has run; train: batch statistics and dropout masks from
+ * (m->seed, step), as model_run.c. *out: the output of layer nrun - 1, in the model's memory
+ * until the next forward. */
+int taas_cu_model_forward(taas_cu_model *dm, const float *x, int n, int train, uint64_t step, int nrun,
+                          const float **out, taas_error *err);
+/* Gradients ACCUMULATE into dm->grads from dout, the gradient of the last forward's output
+ * (device memory). */
+int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err);
+/* The parameters and running statistics into m->params and m->stats (waits for the GPU). */
+int taas_cu_model_download(taas_cu_model *dm, taas_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
