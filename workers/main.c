@@ -39,6 +39,9 @@ static const role_row ROLES[] = {
     {"loader", taas_role_loader, 1, "loader --spec FILE --stream S --worker J",
      "one loader worker of an offloaded job: makes its share of a registered DataLoader's "
      "batches and streams them to the ranks under their credit"},
+    {"gpus", taas_role_gpus, 1, "gpus",
+     "print one JSON line about this machine's GPUs as a rank would use them: count, and each "
+     "one's index, name and memory (count 0 without the CUDA plugin, a driver or a GPU)"},
 };
 #define N_ROLES (sizeof ROLES / sizeof ROLES[0])
 

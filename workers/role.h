@@ -19,6 +19,7 @@ int taas_role_probe(int argc, char **argv);
 int taas_role_show(int argc, char **argv);
 int taas_role_trainer(int argc, char **argv);
 int taas_role_loader(int argc, char **argv);
+int taas_role_gpus(int argc, char **argv);
 
 /* One option of a role: "--name VALUE" or "--name=VALUE" (has_arg), or a bare flag. */
 typedef struct taas_opt {
