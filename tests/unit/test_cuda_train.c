@@ -1,0 +1,264 @@
+/* The GPU's losses and optimizers (workers/train/cuda/cu_loss.h, cu_optim.h) against the
+ * PyTorch fixtures of test_loss.c and test_optim.c, with their tolerances: loss values within
+ * 1e-5 and gradients within 1e-4 relative; every optimizer configuration 20 steps on the
+ * least-squares model, the loss at each step and the final parameters within 1e-4 relative.
+ * Also: each optimizer's step gives the CPU's bits (optim.c) on a large buffer, and the
+ * plugin's state sizes are optim.h's. Exits 77 (skipped) where there is no GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cu_loss.h"
+#include "cu_optim.h"
+#include "fixture_testutil.h"
+#include "optim.h"
+#include "test_cuda_util.h"
+
+TU_CUDA_GROUP
+
+static void close_to(double got, double want, double rel, const char *what, size_t i) {
+    if (!(fabs(got - want) <= rel * fabs(want) + 1e-7)) fail_msg("%s[%zu]: got %.9g, torch %.9g", what, i, got, want);
+}
+
+/* ---- losses ---- */
+
+static json_t *find_case(json_t *ref, const char *kind, double ls) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(ref, i, c) {
+        if (strcmp(json_string_value(json_object_get(c, "kind")), kind) != 0) continue;
+        json_t *s = json_object_get(c, "label_smoothing");
+        if (!s || fabs(json_number_value(s) - ls) < 1e-12) return c;
+    }
+    return NULL;
+}
+
+/* One loss case on the GPU: the mean of the rows against "loss", the gradient against "grad". */
+static void loss_case(json_t *c, int ce, float smoothing) {
+    int n = (int)json_integer_value(json_object_get(c, "n")), k = (int)json_integer_value(json_object_get(c, "c"));
+    size_t cnt;
+    float *x = tu_floats(c, "input", &cnt), *want = tu_floats(c, "grad", NULL);
+    int64_t t[64];
+    assert_true(n <= 64);
+    for (int i = 0; i < n; i++) t[i] = json_integer_value(json_array_get(json_object_get(c, "target"), (size_t)i));
+    float *dx = tu_dev(x, cnt, 0), *dd = tu_dev(NULL, cnt, 7);
+    int64_t *dt = tu_dev_bytes(t, (size_t)n * sizeof *t);
+    double *rows = tu_dev_bytes(NULL, (size_t)n * sizeof(double)), hrows[64];
+    if (ce) TU_OK(taas_cu_cross_entropy_rows(&CU, rows, dd, dx, dt, n, k, smoothing, &E), &E);
+    else TU_OK(taas_cu_nll_rows(&CU, rows, dd, dx, dt, n, k, &E), &E);
+    float *grad = tu_host(&CU, dd, cnt);
+    tu_get(&CU, hrows, rows, (size_t)n * sizeof(double));
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += hrows[i];
+    close_to((float)(sum / n), json_number_value(json_object_get(c, "loss")), 1e-5, ce ? "ce loss" : "nll loss", 0);
+    for (size_t i = 0; i < cnt; i++) close_to(grad[i], want[i], 1e-4, ce ? "ce grad" : "nll grad", i);
+    /* without a gradient buffer: the same losses */
+    double again[64];
+    if (ce) TU_OK(taas_cu_cross_entropy_rows(&CU, rows, NULL, dx, dt, n, k, smoothing, &E), &E);
+    else TU_OK(taas_cu_nll_rows(&CU, rows, NULL, dx, dt, n, k, &E), &E);
+    tu_get(&CU, again, rows, (size_t)n * sizeof(double));
+    assert_memory_equal(again, hrows, (size_t)n * sizeof(double));
+    free(x), free(want), free(grad);
+    cudaFree(dx), cudaFree(dd), cudaFree(dt), cudaFree(rows);
+}
+
+static void test_losses_match_torch(void **state) {
+    (void)state;
+    json_t *ref = tu_fixture_load("optim/loss.json");
+    assert_non_null(ref);
+    json_t *nll = find_case(ref, "nll", 0);
+    assert_non_null(nll);
+    loss_case(nll, 0, 0);
+    const double smoothing[] = {0.0, 0.1, 0.35};
+    for (int s = 0; s < 3; s++) {
+        json_t *c = find_case(ref, "cross_entropy", smoothing[s]);
+        assert_non_null(c);
+        loss_case(c, 1, (float)smoothing[s]);
+    }
+    json_decref(ref);
+}
+
+/* The first highest value wins, as the CPU's loop (engine_cpu.c) picks it: a tie goes to the
+ * first, and a NaN in the first place stays the highest (nothing is greater than it). */
+static void test_argmax_right(void **state) {
+    (void)state;
+    const float out[5 * 3] = {0.1f, 0.9f, 0.9f, 2, 1, 0, NAN, 1, 0, -1, -1, -2, 0, 0, 1};
+    const int64_t t[5] = {1, 0, 0, 0, 0};
+    const int want[5] = {1, 1, 1, 1, 0};
+    float *d = tu_dev(out, 15, 0);
+    int64_t *dt = tu_dev_bytes(t, sizeof t);
+    int *r = tu_dev_bytes(NULL, sizeof want), got[5];
+    TU_OK(taas_cu_argmax_right(&CU, r, d, dt, 5, 3, &E), &E);
+    tu_get(&CU, got, r, sizeof got);
+    assert_memory_equal(got, want, sizeof want);
+    cudaFree(d), cudaFree(dt), cudaFree(r);
+}
+
+/* ---- optimizers ---- */
+
+static double num(json_t *o, const char *key, double dflt) {
+    json_t *v = json_object_get(o, key);
+    return v ? json_number_value(v) : dflt;
+}
+
+/* torch.optim options -> config (test_optim.c's). */
+static taas_optim_config config_from(const char *name, json_t *opts) {
+    taas_optim_config c;
+    taas_optim_kind k = !strcmp(name, "sgd") ? TAAS_OPTIM_SGD : !strcmp(name, "adam") ? TAAS_OPTIM_ADAM
+                      : !strcmp(name, "adamw") ? TAAS_OPTIM_ADAMW : !strcmp(name, "adadelta") ? TAAS_OPTIM_ADADELTA
+                      : TAAS_OPTIM_RMSPROP;
+    taas_optim_config_default(&c, k);
+    c.lr = num(opts, "lr", c.lr);
+    c.weight_decay = num(opts, "weight_decay", c.weight_decay);
+    c.momentum = num(opts, "momentum", c.momentum);
+    c.dampening = num(opts, "dampening", c.dampening);
+    c.nesterov = json_is_true(json_object_get(opts, "nesterov"));
+    c.amsgrad = json_is_true(json_object_get(opts, "amsgrad"));
+    c.centered = json_is_true(json_object_get(opts, "centered"));
+    json_t *betas = json_object_get(opts, "betas");
+    if (betas) {
+        c.beta1 = json_number_value(json_array_get(betas, 0));
+        c.beta2 = json_number_value(json_array_get(betas, 1));
+    }
+    c.eps = num(opts, "eps", c.eps);
+    c.rho = num(opts, "rho", c.rho);
+    c.alpha = num(opts, "alpha", c.alpha);
+    return c;
+}
+
+/* loss = mean((X w + b - y)^2) and its gradient w.r.t. p = [w..., b], on the host. */
+static float lsq(const float *X, const float *y, const float *p, float *g, int n, int d) {
+    double loss = 0;
+    for (int j = 0; j <= d; j++) g[j] = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float pred = p[d];
+        for (int j = 0; j < d; j++) pred += X[i * d + j] * p[j];
+        float r = pred - y[i], dr = 2.0f * r / (float)n;
+        loss += (double)r * r;
+        for (int j = 0; j < d; j++) g[j] += dr * X[i * d + j];
+        g[d] += dr;
+    }
+    return (float)(loss / n);
+}
+
+/* Each step: the gradient on the host from the GPU's parameters, the step on the GPU. */
+static void test_twenty_steps_match_torch(void **state) {
+    (void)state;
+    json_t *ref = tu_fixture_load("optim/optim.json");
+    assert_non_null(ref);
+    int n = (int)json_integer_value(json_object_get(ref, "n")), d = (int)json_integer_value(json_object_get(ref, "d"));
+    size_t np = (size_t)d + 1;
+    float *X = tu_floats(ref, "X", NULL), *y = tu_floats(ref, "y", NULL), *init = tu_floats(ref, "init", NULL);
+    float g[16];
+    assert_true(np <= 16);
+    json_t *cases = json_object_get(ref, "cases"), *c;
+    size_t ci;
+    assert_true(json_array_size(cases) >= 10);
+    json_array_foreach(cases, ci, c) {
+        taas_optim_config cfg = config_from(json_string_value(json_object_get(c, "optimizer")),
+                                            json_object_get(c, "options"));
+        assert_int_equal(taas_optim_config_check(&cfg, &E), 0);
+        size_t ns = taas_cu_optim_state_floats(&cfg, np);
+        float *dp = tu_dev(init, np, 0), *dg = tu_dev(NULL, np, 0), *st = tu_dev(NULL, ns, 0);
+        json_t *losses = json_object_get(c, "losses");
+        assert_int_equal(json_array_size(losses), 20);
+        for (long step = 1; step <= 20; step++) {
+            float *p = tu_host(&CU, dp, np);
+            float loss = lsq(X, y, p, g, n, d);
+            free(p);
+            close_to(loss, json_number_value(json_array_get(losses, (size_t)step - 1)), 1e-4, "loss", ci);
+            if (cudaMemcpy(dg, g, np * sizeof *g, cudaMemcpyHostToDevice) != cudaSuccess || cudaDeviceSynchronize())
+                fail_msg("copying the gradient to the GPU failed");
+            TU_OK(taas_cu_optim_step(&CU, &cfg, dp, dg, st, np, step, &E), &E);
+        }
+        float *p = tu_host(&CU, dp, np), *want = tu_floats(c, "final", NULL);
+        for (size_t j = 0; j < np; j++) close_to(p[j], want[j], 1e-4, "param", ci);
+        free(p), free(want);
+        cudaFree(dp), cudaFree(dg), cudaFree(st);
+    }
+    free(X), free(y), free(init);
+    json_decref(ref);
+}
+
+static void test_state_sizes_are_optim_h(void **state) {
+    (void)state;
+    for (int k = TAAS_OPTIM_SGD; k <= TAAS_OPTIM_RMSPROP; k++)
+        for (int v = 0; v < 4; v++) {
+            taas_optim_config c;
+            taas_optim_config_default(&c, (taas_optim_kind)k);
+            c.momentum = v & 1 ? 0.9 : 0;
+            c.amsgrad = c.centered = (v & 2) != 0;
+            assert_int_equal(taas_cu_optim_state_floats(&c, 1000), taas_optim_state_floats(&c, 1000));
+        }
+}
+
+/* Three steps of the GPU and of optim.c from the same start: the same bits. */
+static void same_bits(taas_optim_config c) {
+    const size_t n = 100003;
+    size_t ns = taas_optim_state_floats(&c, n);
+    float *p = malloc(n * sizeof *p), *g = malloc(n * sizeof *g), *s = calloc(ns + 1, sizeof *s);
+    for (size_t i = 0; i < n; i++) {
+        p[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
+        g[i] = (float)((i * 104729) % 997) / 498.5f - 1.0f;
+    }
+    float *dp = tu_dev(p, n, 0), *dg = tu_dev(g, n, 0), *ds = tu_dev(NULL, ns, 0);
+    for (long step = 1; step <= 3; step++) {
+        taas_optim_step(&c, p, g, s, n, step);
+        TU_OK(taas_cu_optim_step(&CU, &c, dp, dg, ds, n, step, &E), &E);
+    }
+    float *gp = tu_host(&CU, dp, n), *gs = tu_host(&CU, ds, ns);
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&gp[i], &p[i], sizeof *p))
+            fail_msg("%s: parameter %zu is %.9g on the GPU, %.9g on the CPU", taas_optim_name(c.kind), i, gp[i], p[i]);
+    assert_memory_equal(gs, s, ns * sizeof *s);
+    free(p), free(g), free(s), free(gp), free(gs);
+    cudaFree(dp), cudaFree(dg), cudaFree(ds);
+}
+
+static void test_steps_give_the_cpus_bits(void **state) {
+    (void)state;
+    taas_optim_config c;
+    taas_optim_config_default(&c, TAAS_OPTIM_SGD);
+    c.lr = 0.1, c.momentum = 0.9, c.nesterov = 1, c.weight_decay = 0.01;
+    same_bits(c);
+    c.nesterov = 0, c.dampening = 0.3;
+    same_bits(c);
+    taas_optim_config_default(&c, TAAS_OPTIM_ADAM);
+    c.weight_decay = 0.01, c.amsgrad = 1;
+    same_bits(c);
+    taas_optim_config_default(&c, TAAS_OPTIM_ADAMW);
+    same_bits(c);
+    taas_optim_config_default(&c, TAAS_OPTIM_ADADELTA);
+    c.weight_decay = 0.001;
+    same_bits(c);
+    taas_optim_config_default(&c, TAAS_OPTIM_RMSPROP);
+    c.momentum = 0.5, c.centered = 1;
+    same_bits(c);
+    taas_optim_config_default(&c, TAAS_OPTIM_RMSPROP);
+    same_bits(c);
+}
+
+static void test_scale(void **state) {
+    (void)state;
+    float h[5] = {1, -2, 3.5f, 0, 1e-3f}, *d = tu_dev(h, 5, 0);
+    TU_OK(taas_cu_scale(&CU, d, 5, 0.25f, &E), &E);
+    float *got = tu_host(&CU, d, 5);
+    for (int i = 0; i < 5; i++) assert_true(got[i] == h[i] * 0.25f);
+    free(got);
+    cudaFree(d);
+}
+
+int main(void) {
+    tu_cuda_require(1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_losses_match_torch),
+        cmocka_unit_test(test_argmax_right),
+        cmocka_unit_test(test_twenty_steps_match_torch),
+        cmocka_unit_test(test_state_sizes_are_optim_h),
+        cmocka_unit_test(test_steps_give_the_cpus_bits),
+        cmocka_unit_test(test_scale),
+    };
+    return cmocka_run_group_tests(tests, tu_cuda_setup, tu_cuda_teardown);
+}
