@@ -56,7 +56,9 @@ int taas_job_cancel(taas_job *j, double grace_s, const taas_io *io);
 /* Kills whatever still runs and frees. */
 void taas_job_free(taas_job *j);
 
-/* GPUs on this machine (the NVIDIA driver's /proc/driver/nvidia/gpus entries); 0 without. */
-int taas_gpu_count(void);
+/* This machine's GPUs, as `taas-worker gpus` finds them through the CUDA plugin: a new
+ * array of {"index", "name", "memory_bytes"} (empty without a plugin, driver or GPU), or -1
+ * with err when the worker cannot be run. */
+int taas_gpu_list(json_t **gpus, taas_error *err);
 
 #endif

@@ -1,6 +1,5 @@
 /* Planning an offloaded job and starting its processes on this machine (the local
  * backend): the ranks under mpirun, each loader worker as a process of its own. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,15 +16,27 @@ extern char **environ;
 
 static const taas_srcpos NOPOS = {0, 0};
 
-int taas_gpu_count(void) {
-    DIR *d = opendir("/proc/driver/nvidia/gpus");
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n;
+int taas_gpu_list(json_t **gpus, taas_error *err) {
+    static const char *const args[] = {NULL};
+    taas_buf out = TAAS_BUF_INIT;
+    *gpus = NULL;
+    /* the worker loads the CUDA plugin (the kernel does not), which asks the driver */
+    if (taas_worker_run("gpus", args, NULL, 0, taas_worker_timeout("TAAS_GPUS_TIMEOUT", 30.0), "TAAS_GPUS_TIMEOUT", -1,
+                        &out, err)) {
+        taas_buf_free(&out);
+        return -1;
+    }
+    json_t *j = out.data ? json_loads(out.data, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+    taas_buf_free(&out);
+    if (!json_is_array(json_object_get(j, "gpus"))) {
+        json_decref(j);
+        taas_error_set(err, "TaasOffloadError", NOPOS, "taas-worker gpus did not answer with the machine's GPUs");
+        taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
+        return -1;
+    }
+    *gpus = json_incref(json_object_get(j, "gpus"));
+    json_decref(j);
+    return 0;
 }
 
 void taas_job_watch(taas_job *j, int fd) {
@@ -69,19 +80,32 @@ static int check_machine(taas_job *j, const taas_pragma *pr, const taas_io *io, 
                              "backend is configured", pr->config.gpus_per_machine, pr->config.gpus_per_machine);
         return -1;
     }
-    int gpus = taas_gpu_count();
+    json_t *list;
+    if (taas_gpu_list(&list, err)) return -1;
+    int gpus = (int)json_array_size(list);
     if (gpus > 0 && gpus < pr->gpus) {
+        json_decref(list);
         taas_error_set(err, "TaasOffloadError", (taas_srcpos){pr->line, 1},
                        "--gpus %d asks for more GPUs than this machine has (%d)", pr->gpus, gpus);
         taas_error_hint(err, "use --gpus %d or fewer", gpus);
         return -1;
     }
-    char line[200];
+    taas_buf line = TAAS_BUF_INIT;
     if (gpus == 0) {
-        snprintf(line, sizeof line, "no GPU on this machine: the %d rank%s train%s on the CPU, %d thread%s each\n",
-                 j->world, j->world == 1 ? "" : "s", j->world == 1 ? "s" : "", j->threads, j->threads == 1 ? "" : "s");
-        io->stream(io->ctx, "stdout", line);
+        taas_buf_printf(&line, "no GPU on this machine: the %d rank%s train%s on the CPU, %d thread%s each\n",
+                        j->world, j->world == 1 ? "" : "s", j->world == 1 ? "s" : "", j->threads,
+                        j->threads == 1 ? "" : "s");
+    } else {
+        const json_t *g0 = json_array_get(list, 0);
+        taas_buf_printf(&line, "GPUs: the %d rank%s train%s on %d of this machine's %d (%s, %.0f GiB%s)\n", j->world,
+                        j->world == 1 ? "" : "s", j->world == 1 ? "s" : "", j->world, gpus,
+                        json_string_value(json_object_get(g0, "name")),
+                        json_number_value(json_object_get(g0, "memory_bytes")) / 1073741824.0,
+                        gpus > 1 ? " each" : "");
     }
+    io->stream(io->ctx, "stdout", line.data);
+    taas_buf_free(&line);
+    json_decref(list);
     return 0;
 }
 

@@ -95,6 +95,21 @@ def worker_binary():
     return os.path.join(os.path.dirname(kernel_binary()), "taas-worker")
 
 
+def gpus():
+    """This machine's GPUs as this build's `taas-worker gpus` finds them (a list; empty on a
+    machine without a GPU, a driver or the CUDA plugin)."""
+    out = subprocess.run([worker_binary(), "gpus"], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)["gpus"]
+
+
+def rank_line(ranks):
+    """The line the plan of a pragma cell prints about where its ranks train, on this machine."""
+    n = len(gpus())
+    if n == 0:
+        return "no GPU on this machine: the %d ranks train on the CPU" % ranks
+    return "GPUs: the %d ranks train on %d of this machine's %d" % (ranks, ranks, n)
+
+
 def worker_pids(parent=None):
     """Live taas-worker processes of this build (children of parent, when given)."""
     out = subprocess.run(["ps", "-eo", "pid=,ppid=,stat=,args="], capture_output=True,
