@@ -35,7 +35,9 @@ typedef struct taas_stream_recv_cfg {
     uint32_t rank, world;      /* r and W */
     uint32_t nstreams;         /* registered loaders that stream to the ranks */
     const uint32_t *workers;   /* M_s for each stream */
-    uint32_t credit;           /* batches per connection in flight or waiting, >= 1 */
+    uint32_t credit;           /* batches per connection in flight or waiting, >= 1; given
+                                  back in chunks of credit/4. A window of a few MB suits
+                                  small batches (bench/RESULTS.md, "Data plane") */
 } taas_stream_recv_cfg;
 
 /* Binds and starts the receive thread. NULL with err (a bind that fails names the address). */
