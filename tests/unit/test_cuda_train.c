@@ -14,6 +14,7 @@
 #include "cu_optim.h"
 #include "fixture_testutil.h"
 #include "optim.h"
+#include "optim_testutil.h"
 #include "test_cuda_util.h"
 
 TU_CUDA_GROUP
@@ -98,51 +99,6 @@ static void test_argmax_right(void **state) {
 
 /* ---- optimizers ---- */
 
-static double num(json_t *o, const char *key, double dflt) {
-    json_t *v = json_object_get(o, key);
-    return v ? json_number_value(v) : dflt;
-}
-
-/* torch.optim options -> config (test_optim.c's). */
-static taas_optim_config config_from(const char *name, json_t *opts) {
-    taas_optim_config c;
-    taas_optim_kind k = !strcmp(name, "sgd") ? TAAS_OPTIM_SGD : !strcmp(name, "adam") ? TAAS_OPTIM_ADAM
-                      : !strcmp(name, "adamw") ? TAAS_OPTIM_ADAMW : !strcmp(name, "adadelta") ? TAAS_OPTIM_ADADELTA
-                      : TAAS_OPTIM_RMSPROP;
-    taas_optim_config_default(&c, k);
-    c.lr = num(opts, "lr", c.lr);
-    c.weight_decay = num(opts, "weight_decay", c.weight_decay);
-    c.momentum = num(opts, "momentum", c.momentum);
-    c.dampening = num(opts, "dampening", c.dampening);
-    c.nesterov = json_is_true(json_object_get(opts, "nesterov"));
-    c.amsgrad = json_is_true(json_object_get(opts, "amsgrad"));
-    c.centered = json_is_true(json_object_get(opts, "centered"));
-    json_t *betas = json_object_get(opts, "betas");
-    if (betas) {
-        c.beta1 = json_number_value(json_array_get(betas, 0));
-        c.beta2 = json_number_value(json_array_get(betas, 1));
-    }
-    c.eps = num(opts, "eps", c.eps);
-    c.rho = num(opts, "rho", c.rho);
-    c.alpha = num(opts, "alpha", c.alpha);
-    return c;
-}
-
-/* loss = mean((X w + b - y)^2) and its gradient w.r.t. p = [w..., b], on the host. */
-static float lsq(const float *X, const float *y, const float *p, float *g, int n, int d) {
-    double loss = 0;
-    for (int j = 0; j <= d; j++) g[j] = 0.0f;
-    for (int i = 0; i < n; i++) {
-        float pred = p[d];
-        for (int j = 0; j < d; j++) pred += X[i * d + j] * p[j];
-        float r = pred - y[i], dr = 2.0f * r / (float)n;
-        loss += (double)r * r;
-        for (int j = 0; j < d; j++) g[j] += dr * X[i * d + j];
-        g[d] += dr;
-    }
-    return (float)(loss / n);
-}
-
 /* Each step: the gradient on the host from the GPU's parameters, the step on the GPU. */
 static void test_twenty_steps_match_torch(void **state) {
     (void)state;
@@ -157,7 +113,7 @@ static void test_twenty_steps_match_torch(void **state) {
     size_t ci;
     assert_true(json_array_size(cases) >= 10);
     json_array_foreach(cases, ci, c) {
-        taas_optim_config cfg = config_from(json_string_value(json_object_get(c, "optimizer")),
+        taas_optim_config cfg = tu_optim_config(json_string_value(json_object_get(c, "optimizer")),
                                             json_object_get(c, "options"));
         assert_int_equal(taas_optim_config_check(&cfg, &E), 0);
         size_t ns = taas_cu_optim_state_floats(&cfg, np);
@@ -166,7 +122,7 @@ static void test_twenty_steps_match_torch(void **state) {
         assert_int_equal(json_array_size(losses), 20);
         for (long step = 1; step <= 20; step++) {
             float *p = tu_host(&CU, dp, np);
-            float loss = lsq(X, y, p, g, n, d);
+            float loss = tu_lsq(X, y, p, g, n, d);
             free(p);
             close_to(loss, json_number_value(json_array_get(losses, (size_t)step - 1)), 1e-4, "loss", ci);
             if (cudaMemcpy(dg, g, np * sizeof *g, cudaMemcpyHostToDevice) != cudaSuccess || cudaDeviceSynchronize())

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "optim.h"
+#include "optim_testutil.h"
 #include "fixture_testutil.h"
 
 TU_FIXTURE_GROUP(REF, "optim/optim.json")
@@ -22,51 +23,6 @@ TU_FIXTURE_GROUP(REF, "optim/optim.json")
 static void floats(json_t *arr, float *out, size_t n) {
     assert_int_equal(json_array_size(arr), n);
     for (size_t i = 0; i < n; i++) out[i] = (float)json_number_value(json_array_get(arr, i));
-}
-
-static double num(json_t *o, const char *key, double dflt) {
-    json_t *v = json_object_get(o, key);
-    return v ? json_number_value(v) : dflt;
-}
-
-/* torch.optim options -> config, starting from the same defaults torch has. */
-static taas_optim_config config_from(const char *name, json_t *opts) {
-    taas_optim_config c;
-    taas_optim_kind k = !strcmp(name, "sgd") ? TAAS_OPTIM_SGD : !strcmp(name, "adam") ? TAAS_OPTIM_ADAM
-                      : !strcmp(name, "adamw") ? TAAS_OPTIM_ADAMW : !strcmp(name, "adadelta") ? TAAS_OPTIM_ADADELTA
-                      : TAAS_OPTIM_RMSPROP;
-    taas_optim_config_default(&c, k);
-    c.lr = num(opts, "lr", c.lr);
-    c.weight_decay = num(opts, "weight_decay", c.weight_decay);
-    c.momentum = num(opts, "momentum", c.momentum);
-    c.dampening = num(opts, "dampening", c.dampening);
-    c.nesterov = json_is_true(json_object_get(opts, "nesterov"));
-    c.amsgrad = json_is_true(json_object_get(opts, "amsgrad"));
-    c.centered = json_is_true(json_object_get(opts, "centered"));
-    json_t *betas = json_object_get(opts, "betas");
-    if (betas) {
-        c.beta1 = json_number_value(json_array_get(betas, 0));
-        c.beta2 = json_number_value(json_array_get(betas, 1));
-    }
-    c.eps = num(opts, "eps", c.eps);
-    c.rho = num(opts, "rho", c.rho);
-    c.alpha = num(opts, "alpha", c.alpha);
-    return c;
-}
-
-/* loss = mean((X w + b - y)^2) and its gradient w.r.t. p = [w..., b]. */
-static float lsq(const float *X, const float *y, const float *p, float *g, int n, int d) {
-    double loss = 0;
-    for (int j = 0; j <= d; j++) g[j] = 0.0f;
-    for (int i = 0; i < n; i++) {
-        float pred = p[d];
-        for (int j = 0; j < d; j++) pred += X[i * d + j] * p[j];
-        float r = pred - y[i], dr = 2.0f * r / (float)n;
-        loss += (double)r * r;
-        for (int j = 0; j < d; j++) g[j] += dr * X[i * d + j];
-        g[d] += dr;
-    }
-    return (float)(loss / n);
 }
 
 static void close_to(double got, double want, const char *what, size_t case_i, size_t i) {
@@ -88,7 +44,7 @@ static void test_twenty_steps_match_torch(void **state) {
     size_t ci;
     assert_true(json_array_size(cases) >= 10);
     json_array_foreach(cases, ci, c) {
-        taas_optim_config cfg = config_from(json_string_value(json_object_get(c, "optimizer")),
+        taas_optim_config cfg = tu_optim_config(json_string_value(json_object_get(c, "optimizer")),
                                             json_object_get(c, "options"));
         taas_error err;
         taas_error_clear(&err);
@@ -99,7 +55,7 @@ static void test_twenty_steps_match_torch(void **state) {
         json_t *losses = json_object_get(c, "losses");
         assert_int_equal(json_array_size(losses), 20);
         for (long step = 1; step <= 20; step++) {
-            float loss = lsq(X, y, p, g, n, d);
+            float loss = tu_lsq(X, y, p, g, n, d);
             close_to(loss, json_number_value(json_array_get(losses, (size_t)step - 1)), "loss", ci, (size_t)step);
             taas_optim_step(&cfg, p, g, st, np, step);
         }
