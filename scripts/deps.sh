@@ -10,13 +10,15 @@ packages=(
   jupyter-core jupyter-nbconvert python3-jupyter-client python3-nbclient
   python3-jupyter-kernel-test python3-ipykernel python3-zmq
   python3-torch  # the test that loads taas's weights into torch.nn.Sequential
+  jupyter-notebook chromium  # the browser test (tests/browser)
 )
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# The S3 tests run a real S3-compatible server on Node.js; a machine that has Node.js and
-# npm from elsewhere keeps them.
+# The S3 tests run a real S3-compatible server on Node.js, and the browser test drives Chromium
+# from Node.js (playwright-core, from npm); a machine that has Node.js and npm from elsewhere
+# keeps them.
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "taas: installing ${missing[*]}"

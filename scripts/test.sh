@@ -19,4 +19,6 @@ export JUPYTER_RUNTIME_DIR="$(mktemp -d)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# The browser test's playwright-core, at the version its package-lock.json pins.
+(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 ctest --test-dir build --output-on-failure -j"${TAAS_TEST_JOBS:-2}"
