@@ -2,8 +2,9 @@
 executed by nbclient against this build's kernel, with a sample budget that fits CI's time
 on two cores: the fit cell's `epochs=9` becomes `epochs=1, units=32000` (500 batches of 64).
 The model must reach at least 85 % accuracy on the 10,000 test images, and every cell must
-show what a user expects: the loader, the model summary, the training lines and History,
-the weights file with PyTorch's state_dict names, and the Evaluation."""
+show what a user expects: the loader, the model summary, the training display and History,
+the weights file with PyTorch's state_dict names, and the Evaluation; nbconvert's HTML export
+of the executed notebook keeps the training display's final state."""
 
 import json
 import os
@@ -71,6 +72,16 @@ class FashionMnistNotebook(unittest.TestCase):
         self.assertRegex(text(view["text/plain"]), r"\ndone after .*: 1 epoch, 500 steps, [0-9,]+ samples/s; best val "
                                                    r"accuracy 0\.[0-9]{4} \(epoch 1\); the trained weights are in net$")
         self.assertIn('<svg class="taas-chart"', text(view["text/html"]))
+
+        # nbconvert's HTML export keeps the display's final state: the bar full, table, chart, summary
+        from nbconvert import HTMLExporter
+        html, _ = HTMLExporter().from_notebook_node(nb)
+        self.assertIn('<div class="taas-training" data-state="done">', html)
+        self.assertIn('<progress class="taas-progress" value="500" max="500"', html)
+        self.assertRegex(html, r'<path class="taas-train-loss" d="M[0-9.]+ [0-9.]+"')
+        self.assertIn('<table class="taas-epochs">', html)
+        self.assertIn('<div class="taas-summary">done after', html)
+        self.assertIn('<table class="taas-model">', html)
         history = [o for o in train.outputs if o["output_type"] == "execute_result"]
         self.assertEqual(len(history), 1)
         self.assertTrue(text(history[0]["data"]["text/plain"]).startswith("History (1 epoch)"))
