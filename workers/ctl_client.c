@@ -49,7 +49,7 @@ static void wake(taas_ctl_client *c) {
 static void raise_stop(taas_ctl_client *c, int gone) {
     pthread_mutex_lock(&c->mu);
     c->gone = c->gone || gone;
-    c->stop = 1;
+    __atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);  /* read with atomic loads (stream_wire.h) */
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
