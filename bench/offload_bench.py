@@ -33,10 +33,11 @@ NET = ("Sequential(Conv2d(1, 32, 3, 1), ReLU(), Conv2d(32, 64, 3, 1), ReLU(), Ma
        "Flatten(), Linear(9216, 128), BatchNorm1d(128), ReLU(), Dropout(0.5), Linear(128, 10), LogSoftmax(dim=1))")
 
 
-def start_server(latency, tmp):
+def start_server(latency, rate, tmp):
     portfile = os.path.join(tmp, "port")
     proc = subprocess.Popen([sys.executable, os.path.join(SOURCE, "tests", "lib", "faultserver.py"),
-                             "--root", FASHION, "--portfile", portfile, "--latency", str(latency)],
+                             "--root", FASHION, "--portfile", portfile, "--latency", str(latency),
+                             "--rate", str(rate)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while not os.path.exists(portfile) or not open(portfile).read().strip():
@@ -69,6 +70,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", default=os.path.join(SOURCE, "build", "kernel", "taas-kernel"))
     ap.add_argument("--latency", type=float, default=0.05, help="seconds added to each HTTP request")
+    ap.add_argument("--rate", type=float, default=0.0, help="bytes/s per connection (0: no cap)")
     ap.add_argument("--units", type=int, default=12800, help="samples each job trains")
     ap.add_argument("--cpus", default="1,2,4")
     args = ap.parse_args()
@@ -76,7 +78,7 @@ def main():
     import taastest
 
     with tempfile.TemporaryDirectory(prefix="taas-offload-bench-") as tmp:
-        server, port = start_server(args.latency, tmp)
+        server, port = start_server(args.latency, args.rate, tmp)
         k = taastest.Kernel(cwd=tmp, env=dict(os.environ, TAAS_CACHE_DIR=""))
         try:
             reply, msgs = k.execute(
@@ -95,15 +97,16 @@ def main():
         if line.startswith("model name"):
             model = line.split(":", 1)[1].strip()
             break
-    print("### Slow storage: the ranks' wait for batches, Fashion-MNIST over HTTP with %.0f ms a request\n"
-          % (args.latency * 1000))
+    cap = ", %.0f MB/s a connection" % (args.rate / 1e6) if args.rate > 0 else ""
+    print("### Slow storage: the ranks' wait for batches, Fashion-MNIST over HTTP with %.0f ms a request%s\n"
+          % (args.latency * 1000, cap))
     print("| --cpus | waited, whole run | waited, after the first batch | job time (s) | samples/s (rank 0's view) |")
     print("|---:|---:|---:|---:|---:|")
     for c, whole, steady, secs, rate in rows:
         print("| %d | %.1f %% | %.1f %% | %.1f | %s |" % (c, whole, steady, secs, rate))
     print()
-    print("- command: `/usr/bin/python3 bench/offload_bench.py --kernel %s --latency %g --units %d`"
-          % (args.kernel, args.latency, args.units))
+    print("- command: `/usr/bin/python3 bench/offload_bench.py --kernel %s --latency %g --rate %g --units %d`"
+          % (args.kernel, args.latency, args.rate, args.units))
     print("- job: `#pragma taas --gpus 2 --cpus C --units %d`, the DESIGN.md §1 network, Adadelta, batch 64 per "
           "rank; the registered training loader reads Fashion-MNIST's .gz files over HTTP (fetch cache off); two "
           "CPU ranks" % args.units)
