@@ -132,9 +132,15 @@ void taas_epoch_table_text(const json_t *rows, taas_buf *out) {
     }
 }
 
-void taas_epoch_table_html(const json_t *rows, taas_buf *out) {
+void taas_epoch_table_html(const json_t *rows, const char *caption, taas_buf *out) {
     char c[64];
-    taas_buf_puts(out, "<table class=\"taas-epochs\">\n<thead><tr>");
+    taas_buf_puts(out, "<table class=\"taas-epochs\">\n");
+    if (caption) {
+        taas_buf_puts(out, "<caption style=\"text-align:left\">");
+        taas_buf_html(out, caption);
+        taas_buf_puts(out, "</caption>\n");
+    }
+    taas_buf_puts(out, "<thead><tr>");
     for (size_t k = 0; k < NCOL; k++) taas_buf_printf(out, "<th>%s</th>", COLUMNS[k]);
     taas_buf_puts(out, "</tr></thead>\n<tbody>\n");
     size_t i;
@@ -159,9 +165,9 @@ void taas_epoch_table_html(const json_t *rows, taas_buf *out) {
 #define CT 22
 #define CB 28
 
-/* A polyline of one column of the rows against the epoch, scaled to [0, top]. */
-static void series(taas_buf *h, const json_t *rows, const char *key, double top, long long epochs, const char *cls,
-                   const char *colour, const char *dash) {
+/* A polyline of one column of the rows against the epoch, scaled to [lo, hi]. */
+static void series(taas_buf *h, const json_t *rows, const char *key, double lo, double hi, long long epochs,
+                   const char *cls, const char *colour, const char *dash) {
     taas_buf d = TAAS_BUF_INIT, dots = TAAS_BUF_INIT;
     size_t i;
     const json_t *e;
@@ -171,7 +177,7 @@ static void series(taas_buf *h, const json_t *rows, const char *key, double top,
         if (!json_is_number(y) || !isfinite(json_number_value(y))) continue;
         double ep = (double)integer(e, "epoch");
         double x = CL + (epochs > 1 ? (ep - 1) / (double)(epochs - 1) : 0.5) * (CW - CL - CR);
-        double yy = CT + (1 - fmin(json_number_value(y), top) / top) * (CH - CT - CB);
+        double yy = CT + (1 - (fmax(lo, fmin(json_number_value(y), hi)) - lo) / (hi - lo)) * (CH - CT - CB);
         taas_buf_printf(&d, "%s%.1f %.1f", first ? "M" : " L", x, yy);
         taas_buf_printf(&dots, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>", x, yy, colour);
         first = 0;
@@ -183,8 +189,40 @@ static void series(taas_buf *h, const json_t *rows, const char *key, double top,
     taas_buf_free(&dots);
 }
 
+/* The accuracy axis: four ticks of a round size that hold the values seen, within 0-100 %,
+ * so that 90 % to 93 % is not a flat line at the top of a 0-100 % axis. */
+static void accuracy_axis(const json_t *rows, double *lo, double *hi) {
+    static const double TICK[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25};
+    double amin = 2, amax = -1;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(rows, i, e) {
+        const json_t *a = json_object_get(e, "val_accuracy");
+        if (!json_is_number(a) || !isfinite(json_number_value(a))) continue;
+        amin = fmin(amin, json_number_value(a));
+        amax = fmax(amax, json_number_value(a));
+    }
+    *lo = 0;
+    *hi = 1;
+    if (amax < 0) return;
+    for (size_t k = 0; k < sizeof TICK / sizeof *TICK; k++) {
+        double t = TICK[k], l = floor(amin / t + 1e-9) * t - t, u;
+        if (l < 0) l = 0;
+        u = l + 4 * t;
+        if (u > 1) {
+            u = 1;
+            l = 1 - 4 * t;
+        }
+        if (l >= 0 && amin >= l - 1e-9 && amax <= u + 1e-9) {
+            *lo = l;
+            *hi = u;
+            return;
+        }
+    }
+}
+
 static void chart(const taas_trainview *v, taas_buf *h) {
-    double top = 0;
+    double top = 0, alo, ahi;
     size_t i;
     const json_t *e;
     json_array_foreach(v->rows, i, e) {
@@ -193,6 +231,9 @@ static void chart(const taas_trainview *v, taas_buf *h) {
         if (isfinite(b) && b > top) top = b;
     }
     top = top > 0 ? top * 1.1 : 1;
+    accuracy_axis(v->rows, &alo, &ahi);
+    double tick = 100 * (ahi - alo) / 4;
+    int adigits = fabs(tick - round(tick)) > 1e-6;  /* 0.5 % and 2.5 % ticks need a decimal */
     long long epochs = v->epochs > (long long)json_array_size(v->rows) ? v->epochs : (long long)json_array_size(v->rows);
     taas_buf_printf(h, "<svg class=\"taas-chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                        "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"10\">", CW, CH, CW, CH);
@@ -202,7 +243,8 @@ static void chart(const taas_trainview *v, taas_buf *h) {
         double y = CT + t / 4.0 * (CH - CT - CB);
         taas_buf_printf(h, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>", CL, y, CW - CR, y);
         taas_buf_printf(h, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>", CL - 4, y + 3, top * (1 - t / 4.0));
-        taas_buf_printf(h, "<text x=\"%d\" y=\"%.1f\">%.0f%%</text>", CW - CR + 4, y + 3, 100 * (1 - t / 4.0));
+        taas_buf_printf(h, "<text x=\"%d\" y=\"%.1f\">%.*f%%</text>", CW - CR + 4, y + 3, adigits,
+                        100 * (ahi - t / 4.0 * (ahi - alo)));
     }
     for (long long ep = 1; ep <= epochs; ep++) {
         if (epochs > 12 && ep % ((epochs + 11) / 12) && ep != epochs) continue;
@@ -210,12 +252,13 @@ static void chart(const taas_trainview *v, taas_buf *h) {
         taas_buf_printf(h, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%lld</text>", x, CH - CB + 12, ep);
     }
     taas_buf_printf(h, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">epoch</text>", (CW - CL - CR) / 2 + CL, CH - 4);
-    series(h, v->rows, "train_loss", top, epochs, "taas-train-loss", "#1f77b4", "");
-    series(h, v->rows, "val_loss", top, epochs, "taas-val-loss", "#1f77b4", " stroke-dasharray=\"4 3\"");
-    series(h, v->rows, "val_accuracy", 1.0, epochs, "taas-val-accuracy", "#d62728", "");
-    taas_buf_printf(h, "<text x=\"%d\" y=\"12\" fill=\"#1f77b4\">— train loss  - - val loss</text>"
+    series(h, v->rows, "train_loss", 0, top, epochs, "taas-train-loss", "#1f77b4", "");
+    series(h, v->rows, "val_loss", 0, top, epochs, "taas-val-loss", "#ff7f0e", " stroke-dasharray=\"4 3\"");
+    series(h, v->rows, "val_accuracy", alo, ahi, epochs, "taas-val-accuracy", "#d62728", "");
+    taas_buf_printf(h, "<text x=\"%d\" y=\"12\" fill=\"#1f77b4\">— train loss</text>"
+                       "<text x=\"%d\" y=\"12\" fill=\"#ff7f0e\">- - val loss</text>"
                        "<text x=\"%d\" y=\"12\" fill=\"#d62728\" text-anchor=\"end\">— val accuracy</text></svg>",
-                    CL, CW - CR);
+                    CL, CL + 80, CW - CR);
 }
 
 /* ---- the display -------------------------------------------------------------------- */
@@ -273,7 +316,7 @@ static void summary(const taas_trainview *v, taas_buf *t) {
     if (samples > 0 && train_s > 0) {  /* while training: validation and the start are not in it */
         taas_buf_puts(t, ", ");
         taas_buf_thousands(t, (long long)(samples / train_s + 0.5));
-        taas_buf_puts(t, " samples/s");
+        taas_buf_puts(t, " samples/s while training");
     }
     if (best >= 0) taas_buf_printf(t, "; best val accuracy %.4f (epoch %lld)", best, best_epoch);
     if (v->weights[0]) taas_buf_printf(t, "; the trained weights are in %s", v->weights);
@@ -304,7 +347,7 @@ void taas_trainview_show(taas_trainview *v, const taas_io *io, int now) {
         taas_buf_puts(&text, "\n");
         taas_epoch_table_text(v->rows, &text);
         taas_buf_puts(&html, "<div style=\"display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap\">");
-        taas_epoch_table_html(v->rows, &html);
+        taas_epoch_table_html(v->rows, NULL, &html);
         chart(v, &html);
         taas_buf_puts(&html, "</div>\n");
     }

@@ -40,9 +40,9 @@ void taas_trainview_show(taas_trainview *v, const taas_io *io, int now);
 /* When a kept update is due (taas_now), or 0 when none is. */
 double taas_trainview_due(const taas_trainview *v);
 
-/* The table of epoch rows (History's), as aligned text and as HTML; result.c shows a
- * History with them. */
+/* The table of epoch rows (History's), as aligned text and as HTML (with a caption unless
+ * NULL); result.c shows a History with them. */
 void taas_epoch_table_text(const json_t *rows, taas_buf *out);
-void taas_epoch_table_html(const json_t *rows, taas_buf *out);
+void taas_epoch_table_html(const json_t *rows, const char *caption, taas_buf *out);
 
 #endif

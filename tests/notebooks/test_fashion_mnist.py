@@ -69,7 +69,7 @@ class FashionMnistNotebook(unittest.TestCase):
         self.assertEqual(len(shown), 1)
         view = shown[0]["data"]
         self.assertRegex(text(view["text/plain"]), r"^█{24} 100%  epoch 1/1 done")
-        self.assertRegex(text(view["text/plain"]), r"\ndone after .*: 1 epoch, 500 steps, [0-9,]+ samples/s; best val "
+        self.assertRegex(text(view["text/plain"]), r"\ndone after .*: 1 epoch, 500 steps, [0-9,]+ samples/s while training; best val "
                                                    r"accuracy 0\.[0-9]{4} \(epoch 1\); the trained weights are in net$")
         self.assertIn('<svg class="taas-chart"', text(view["text/html"]))
 

@@ -67,7 +67,7 @@ class FitInTheNotebook(taastest.KernelCase):
         view = taastest.last_display(msgs)
         self.assertRegex(view["text/plain"], r"^█{24} 100%  epoch 1/1 done  [0-9,]+ samples/s  [0-9.]+ s\n"
                                              r"epoch  train loss  val loss  val accuracy")
-        self.assertRegex(view["text/plain"], r"\ndone after [0-9.]+ s: 1 epoch, 63 steps, [0-9,]+ samples/s; the "
+        self.assertRegex(view["text/plain"], r"\ndone after [0-9.]+ s: 1 epoch, 63 steps, [0-9,]+ samples/s while training; the "
                                              r"trained weights are in net$")
         self.assertIn('data-state="done"', view["text/html"])
         self.assertIn('<progress class="taas-progress" value="63" max="63"', view["text/html"])

@@ -1,0 +1,128 @@
+/* kernel/job/trainview.c, the training display: one display updated in place, the bar, the
+ * epochs' table, the chart's axes (the accuracy axis follows the values, so 90-93 % is not a
+ * flat line at the top) and the summary's wording. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainview.h"
+
+typedef struct {
+    json_t *shown;  /* the last display */
+    int displays, updates;
+} capture;
+
+static void keep_display(void *ctx, json_t *data, json_t *md, const char *id, int update) {
+    capture *c = ctx;
+    assert_string_equal(id, "job-1");
+    if (update) c->updates++;
+    else c->displays++;
+    json_decref(c->shown);
+    c->shown = data;
+    json_decref(md);
+}
+
+static const char *html(const capture *c) {
+    return json_string_value(json_object_get(c->shown, "text/html"));
+}
+static const char *text(const capture *c) {
+    return json_string_value(json_object_get(c->shown, "text/plain"));
+}
+
+static void epoch(taas_trainview *v, int e, double train_loss, double val_loss, double acc) {
+    json_t *m = json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "event", "epoch", "epoch", e, "train_loss", train_loss,
+                          "val_loss", val_loss, "val_accuracy", acc, "time_s", 10.0, "samples_per_s", 6000.0, "steps", 100);
+    taas_trainview_epoch(v, m);
+    json_decref(m);
+}
+
+/* The y of a value on the accuracy axis's labels: the label texts at the right. */
+static int has_label(const char *h, const char *label) {
+    char want[64];
+    snprintf(want, sizeof want, ">%s</text>", label);
+    return strstr(h, want) != NULL;
+}
+
+static void test_accuracy_axis_follows_the_values(void **state) {
+    (void)state;
+    capture c = {0};
+    taas_io io = {.ctx = &c, .display = keep_display};
+    taas_trainview *v = taas_trainview_new("job-1");
+    json_t *start = json_pack("{s:i,s:i,s:i}", "epochs", 3, "steps_per_epoch", 100, "total_steps", 300);
+    taas_trainview_start(v, start);
+    json_decref(start);
+    epoch(v, 1, 0.45, 0.31, 0.901);
+    epoch(v, 2, 0.30, 0.27, 0.915);
+    epoch(v, 3, 0.25, 0.26, 0.928);
+    taas_trainview_end(v, "done", "net");
+    taas_trainview_show(v, &io, 1);
+    assert_int_equal(c.displays, 1);
+    const char *h = html(&c);
+    /* 90.1-92.8 %: ticks of 1 % from 89 % to 93 %, not 0-100 % */
+    assert_true(has_label(h, "93%"));
+    assert_true(has_label(h, "89%"));
+    assert_false(has_label(h, "100%"));
+    assert_false(has_label(h, "0%"));
+    /* two loss series told apart by colour as well as dash */
+    assert_non_null(strstr(h, "class=\"taas-train-loss\""));
+    assert_non_null(strstr(h, "class=\"taas-val-loss\" d=\"M"));
+    assert_non_null(strstr(h, "stroke=\"#ff7f0e\" stroke-width=\"2\" stroke-dasharray"));
+    assert_non_null(strstr(h, "<progress class=\"taas-progress\" value=\"300\" max=\"300\""));
+    assert_non_null(strstr(text(&c), " 100%  epoch 3/3 done  6,000 samples/s"));
+    /* the summary's speed is over the epochs' training time, and says so */
+    assert_non_null(strstr(text(&c), ": 3 epochs, 300 steps, 6,000 samples/s while training; best val accuracy "
+                                     "0.9280 (epoch 3); the trained weights are in net"));
+    /* the live display's table has no caption: the History's has */
+    assert_null(strstr(h, "<caption"));
+    taas_trainview_show(v, &io, 1);
+    assert_int_equal(c.updates, 1);
+    taas_trainview_free(v);
+    json_decref(c.shown);
+}
+
+/* The chart of epochs with these val accuracies (a negative one: no validation), with the
+ * accuracy axis's labels checked: each of want is one, each of absent is not. */
+static void axis(const double *acc, int n, const char *const *want, const char *const *absent) {
+    capture c = {0};
+    taas_io io = {.ctx = &c, .display = keep_display};
+    taas_trainview *v = taas_trainview_new("job-1");
+    for (int i = 0; i < n; i++) {
+        json_t *m = json_pack("{s:i,s:f,s:f,s:f,s:f}", "epoch", i + 1, "train_loss", 1.0 / (i + 1), "val_loss",
+                              1.0 / (i + 2), "time_s", 1.0, "samples_per_s", 100.0);
+        json_object_set_new(m, "val_accuracy", acc[i] >= 0 ? json_real(acc[i]) : json_null());
+        taas_trainview_epoch(v, m);
+        json_decref(m);
+    }
+    taas_trainview_show(v, &io, 1);
+    for (; want && *want; want++) assert_true(has_label(html(&c), *want));
+    for (; absent && *absent; absent++) assert_false(has_label(html(&c), *absent));
+    if (acc[0] < 0) assert_null(strstr(html(&c), "taas-val-accuracy"));
+    taas_trainview_free(v);
+    json_decref(c.shown);
+}
+
+static void test_accuracy_axis_edges(void **state) {
+    (void)state;
+    /* near 100 %: the axis ends at 100 %, ticks of 0.5 % */
+    axis((const double[]){0.998}, 1, (const char *const[]){"100.0%", "99.5%", "98.0%", NULL}, NULL);
+    /* 90-93 %: ticks of 2.5 % from 85 % to 95 %, each with its decimal */
+    axis((const double[]){0.8997, 0.9332}, 2, (const char *const[]){"95.0%", "92.5%", "87.5%", "85.0%", NULL},
+         (const char *const[]){"92%", NULL});
+    /* from chance to good: the whole range */
+    axis((const double[]){0.10, 0.85}, 2, (const char *const[]){"100%", "50%", "0%", NULL}, NULL);
+    /* no validation: no accuracy path, the axis 0-100 % */
+    axis((const double[]){-1}, 1, (const char *const[]){"100%", "0%", NULL}, NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accuracy_axis_follows_the_values),
+        cmocka_unit_test(test_accuracy_axis_edges),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
