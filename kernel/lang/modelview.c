@@ -121,8 +121,11 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
     if (known) shape_text(&in, &plan.in_shape, batch);
     taas_buf_printf(&t, "Sequential: %d layer%s, input %s\n", plan.nlayers, plan.nlayers == 1 ? "" : "s",
                     known ? in.data : "not known yet");
-    taas_buf_puts(&h, "<table class=\"taas-model\">\n<thead><tr><th>#</th><th>Layer</th><th>Output shape</th>"
-                      "<th>Parameters</th></tr></thead>\n<tbody>\n");
+    /* Notebook right-aligns every cell of an output's table: the layers and shapes read from the left */
+    taas_buf_puts(&h, "<table class=\"taas-model\">\n<caption style=\"text-align:left\">");
+    taas_buf_html(&h, t.data);
+    taas_buf_puts(&h, "</caption>\n<thead><tr><th>#</th><th style=\"text-align:left\">Layer</th>"
+                      "<th style=\"text-align:left\">Output shape</th><th>Parameters</th></tr></thead>\n<tbody>\n");
     int64_t total = 0;
     int all_known = 1;
     size_t acts = known ? numel(&plan.in_shape) : 0;
@@ -153,9 +156,9 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
             all_known = 0;
         }
         taas_buf_printf(&t, "%3d  %-*s  %-*s  %12s\n", i, (int)wl, reprs[i], (int)ws, shapes[i], num);
-        taas_buf_printf(&h, "<tr><td>%d</td><td><code>", i);
+        taas_buf_printf(&h, "<tr><td>%d</td><td style=\"text-align:left\"><code>", i);
         taas_buf_html(&h, reprs[i]);
-        taas_buf_puts(&h, "</code></td><td>");
+        taas_buf_puts(&h, "</code></td><td style=\"text-align:left\">");
         taas_buf_html(&h, shapes[i]);
         taas_buf_printf(&h, "</td><td>%s</td></tr>\n", num);
         free(reprs[i]);

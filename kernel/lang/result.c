@@ -66,9 +66,13 @@ json_t *taas_result_mimebundle(const taas_value *v) {
     taas_result_repr(v, &t);
     const json_t *d = v->u.res.data;
     if (v->u.res.kind == HISTORY) {
-        taas_epoch_table_html(d, &h);
+        char caption[64];
+        size_t n = json_array_size(d);
+        snprintf(caption, sizeof caption, "History (%zu epoch%s)", n, n == 1 ? "" : "s");
+        taas_epoch_table_html(d, caption, &h);
     } else {
-        taas_buf_puts(&h, "<table class=\"taas-evaluation\">\n<thead><tr><th>loss</th><th>accuracy</th>"
+        taas_buf_puts(&h, "<table class=\"taas-evaluation\">\n<caption style=\"text-align:left\">Evaluation</caption>\n"
+                          "<thead><tr><th>loss</th><th>accuracy</th>"
                           "<th>samples</th></tr></thead>\n<tbody><tr><td>");
         number(&h, json_object_get(d, "loss"));
         taas_buf_puts(&h, "</td><td>");

@@ -223,6 +223,7 @@ static void test_result_values(void **state) {
     free(r);
     json_t *b = taas_value_mimebundle(h);
     const char *html = json_string_value(json_object_get(b, "text/html"));
+    assert_non_null(strstr(html, "<caption style=\"text-align:left\">History (2 epochs)</caption>"));
     assert_non_null(strstr(html, "<th>val accuracy</th>"));
     assert_non_null(strstr(html, "<td>0.8213</td>"));
     json_decref(b);
@@ -234,6 +235,9 @@ static void test_result_values(void **state) {
     r = taas_value_repr(e);
     assert_string_equal(r, "Evaluation(loss=0.4512, accuracy=0.8391, samples=10000)");
     free(r);
+    b = taas_value_mimebundle(e);
+    assert_non_null(strstr(json_string_value(json_object_get(b, "text/html")), ">Evaluation</caption>"));
+    json_decref(b);
     taas_unref(e);
     json_decref(done);
     /* a done line without what the value needs (another version of the worker) */

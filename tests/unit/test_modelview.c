@@ -63,7 +63,12 @@ static char *run(const char *code, taas_error *err, int want_result) {
     if (s != TAAS_RUN_DONE) return NULL;
     const json_t *b = want_result ? r : cap.shown;
     char *t = b ? strdup(json_string_value(json_object_get(b, "text/plain"))) : NULL;
-    if (want_result && b) assert_non_null(strstr(json_string_value(json_object_get(b, "text/html")), "<table"));
+    if (want_result && b) {
+        const char *h = json_string_value(json_object_get(b, "text/html"));
+        assert_non_null(strstr(h, "<table class=\"taas-model\">\n<caption style=\"text-align:left\">Sequential: "));
+        /* Notebook right-aligns output tables' cells: the layers are set to read from the left */
+        assert_non_null(strstr(h, "<td style=\"text-align:left\"><code>"));
+    }
     json_decref(r);
     return t;
 }
