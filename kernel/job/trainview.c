@@ -1,11 +1,13 @@
 /* The training display (trainview.h): state from the worker's messages, rendered as text and
- * as HTML with an inline SVG chart. */
+ * as HTML with an SVG chart. */
 #include "trainview.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sodium.h>
 
 #include "clock.h"
 
@@ -221,7 +223,7 @@ static void accuracy_axis(const json_t *rows, double *lo, double *hi) {
     }
 }
 
-static void chart(const taas_trainview *v, taas_buf *h) {
+static void chart_svg(const taas_trainview *v, taas_buf *h) {
     double top = 0, alo, ahi;
     size_t i;
     const json_t *e;
@@ -259,6 +261,24 @@ static void chart(const taas_trainview *v, taas_buf *h) {
                        "<text x=\"%d\" y=\"12\" fill=\"#ff7f0e\">- - val loss</text>"
                        "<text x=\"%d\" y=\"12\" fill=\"#d62728\" text-anchor=\"end\">— val accuracy</text></svg>",
                     CL, CL + 80, CW - CR);
+}
+
+/* The chart as an image of its SVG, not inline SVG: a notebook that is not trusted (opened
+ * from a file that was run elsewhere, nbconvert's output) has its HTML sanitized, which
+ * drops SVG elements but keeps their text, so inline SVG would leave its axis labels run
+ * together in the output; the sanitizer drops a data: src, and an img with an empty alt shows
+ * nothing. */
+static void chart_img(const taas_trainview *v, taas_buf *h) {
+    taas_buf svg = TAAS_BUF_INIT;
+    chart_svg(v, &svg);
+    size_t n = sodium_base64_ENCODED_LEN(svg.len, sodium_base64_VARIANT_ORIGINAL);
+    char *b64 = malloc(n);
+    if (b64) {
+        sodium_bin2base64(b64, n, (const unsigned char *)svg.data, svg.len, sodium_base64_VARIANT_ORIGINAL);
+        taas_buf_printf(h, "<img class=\"taas-chart\" alt=\"\" src=\"data:image/svg+xml;base64,%s\">", b64);
+        free(b64);
+    }
+    taas_buf_free(&svg);
 }
 
 /* ---- the display -------------------------------------------------------------------- */
@@ -348,7 +368,7 @@ void taas_trainview_show(taas_trainview *v, const taas_io *io, int now) {
         taas_epoch_table_text(v->rows, &text);
         taas_buf_puts(&html, "<div style=\"display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap\">");
         taas_epoch_table_html(v->rows, NULL, &html);
-        chart(v, &html);
+        chart_img(v, &html);
         taas_buf_puts(&html, "</div>\n");
     }
     if (v->state[0]) {

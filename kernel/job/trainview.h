@@ -6,8 +6,8 @@
  * JupyterLab, a console and nbconvert's HTML export, which keeps the last state.
  *
  * The HTML has stable classes for tests and styling: div.taas-training[data-state] holding
- * progress.taas-progress, table.taas-epochs, svg.taas-chart (path.taas-train-loss,
- * path.taas-val-loss, path.taas-val-accuracy) and div.taas-summary.
+ * progress.taas-progress, table.taas-epochs, img.taas-chart (an SVG as a data: URI, with
+ * path.taas-train-loss, path.taas-val-loss, path.taas-val-accuracy) and div.taas-summary.
  *
  * A local fit and an offloaded job both feed it the worker's progress messages ("start",
  * "step", "epoch": docs/jobspec.md). */

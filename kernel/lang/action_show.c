@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "clock.h"
 #include "dataview.h"
 #include "rows.h"
@@ -22,27 +24,10 @@ typedef struct show_wait {
     double timeout;
 } show_wait;
 
-static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 static char *base64(const unsigned char *p, size_t n) {
-    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
-    if (!out) return NULL;
-    size_t i = 0;
-    for (; i + 2 < n; i += 3) {
-        unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
-        *o++ = B64[v >> 18];
-        *o++ = B64[(v >> 12) & 63];
-        *o++ = B64[(v >> 6) & 63];
-        *o++ = B64[v & 63];
-    }
-    if (i < n) {
-        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0);
-        *o++ = B64[v >> 18];
-        *o++ = B64[(v >> 12) & 63];
-        *o++ = i + 1 < n ? B64[(v >> 6) & 63] : '=';
-        *o++ = '=';
-    }
-    *o = '\0';
+    size_t len = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+    char *out = malloc(len);
+    if (out) sodium_bin2base64(out, len, p, n, sodium_base64_VARIANT_ORIGINAL);
     return out;
 }
 

@@ -286,6 +286,13 @@ def stream_of(cell, name="stdout"):
     return "".join(text(o["text"]) for o in cell.outputs if o["output_type"] == "stream" and o["name"] == name)
 
 
+def chart_svg(html):
+    """The training display's chart: the SVG inside img.taas-chart's data: URI (None if none)."""
+    import base64
+    m = re.search(r'<img class="taas-chart" alt="" src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)">', html)
+    return base64.b64decode(m.group(1)).decode() if m else None
+
+
 def last_display(msgs):
     """The data of the last display_data or update_display_data among msgs (the state a
     display shows after them), or None."""

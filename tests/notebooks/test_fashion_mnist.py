@@ -71,14 +71,14 @@ class FashionMnistNotebook(unittest.TestCase):
         self.assertRegex(text(view["text/plain"]), r"^█{24} 100%  epoch 1/1 done")
         self.assertRegex(text(view["text/plain"]), r"\ndone after .*: 1 epoch, 500 steps, [0-9,]+ samples/s while training; best val "
                                                    r"accuracy 0\.[0-9]{4} \(epoch 1\); the trained weights are in net$")
-        self.assertIn('<svg class="taas-chart"', text(view["text/html"]))
+        self.assertIn('<svg class="taas-chart"', taastest.chart_svg(text(view["text/html"])) or "")
 
         # nbconvert's HTML export keeps the display's final state: the bar full, table, chart, summary
         from nbconvert import HTMLExporter
         html, _ = HTMLExporter().from_notebook_node(nb)
         self.assertIn('<div class="taas-training" data-state="done">', html)
         self.assertIn('<progress class="taas-progress" value="500" max="500"', html)
-        self.assertRegex(html, r'<path class="taas-train-loss" d="M[0-9.]+ [0-9.]+"')
+        self.assertRegex(taastest.chart_svg(html) or "", r'<path class="taas-train-loss" d="M[0-9.]+ [0-9.]+"')
         self.assertIn('<table class="taas-epochs">', html)
         self.assertIn('<div class="taas-summary">done after', html)
         self.assertIn('<table class="taas-model">', html)
