@@ -119,11 +119,14 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
     const taas_value *layers = taas_object_arg(model, "layers");
     taas_buf t = TAAS_BUF_INIT, h = TAAS_BUF_INIT, in = TAAS_BUF_INIT;
     if (known) shape_text(&in, &plan.in_shape, batch);
-    taas_buf_printf(&t, "Sequential: %d layer%s, input %s\n", plan.nlayers, plan.nlayers == 1 ? "" : "s",
+    taas_buf head = TAAS_BUF_INIT;
+    taas_buf_printf(&head, "Sequential: %d layer%s, input %s", plan.nlayers, plan.nlayers == 1 ? "" : "s",
                     known ? in.data : "not known yet");
+    taas_buf_printf(&t, "%s\n", head.data);
     /* Notebook right-aligns every cell of an output's table: the layers and shapes read from the left */
     taas_buf_puts(&h, "<table class=\"taas-model\">\n<caption style=\"text-align:left\">");
-    taas_buf_html(&h, t.data);
+    taas_buf_html(&h, head.data);
+    taas_buf_free(&head);
     taas_buf_puts(&h, "</caption>\n<thead><tr><th>#</th><th style=\"text-align:left\">Layer</th>"
                       "<th style=\"text-align:left\">Output shape</th><th>Parameters</th></tr></thead>\n<tbody>\n");
     int64_t total = 0;
