@@ -2,9 +2,11 @@
 // would: opens a notebook, picks the taas kernel in Kernel → Change kernel, runs Cell → Run All,
 // waits until every cell has run, checks what the page shows (the training display of
 // docs/notebook.md "Training", no error output anywhere, the Evaluation) and saves a full-page
-// screenshot. tests/browser/test_browser.py starts the notebook server and runs this.
+// screenshot; then renders the run's outputs in JupyterLab's output area (lab_outputs.mjs) and
+// checks them there. tests/browser/test_browser.py starts the notebook server and runs this.
 //
-//   node run_notebook.mjs --url URL --screenshot FILE --tmp DIR [--timeout SECONDS] [--chromium PATH]
+//   node run_notebook.mjs --url URL --screenshot FILE --lab-screenshot FILE --tmp DIR
+//                         [--timeout SECONDS] [--chromium PATH]
 //
 // URL is the notebook's page with the server's token (http://127.0.0.1:PORT/notebooks/NAME?token=T);
 // Chromium's profile is a new empty folder under DIR, removed at the end. Prints one line per
@@ -15,14 +17,17 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
+import { checkInJupyterLab } from './lab_outputs.mjs';
 
-const usage = 'usage: node run_notebook.mjs --url URL --screenshot FILE --tmp DIR [--timeout SECONDS] [--chromium PATH]';
+const usage = 'usage: node run_notebook.mjs --url URL --screenshot FILE --lab-screenshot FILE --tmp DIR ' +
+              '[--timeout SECONDS] [--chromium PATH]';
 let opts;
 try {
   opts = parseArgs({
     options: {
       url: { type: 'string' },
       screenshot: { type: 'string' },
+      'lab-screenshot': { type: 'string' },
       tmp: { type: 'string' },
       timeout: { type: 'string', default: '600' },
       chromium: { type: 'string', default: '/usr/bin/chromium' },
@@ -32,7 +37,7 @@ try {
   console.error(`${e.message}\n${usage}`);
   process.exit(2);
 }
-if (!opts.url || !opts.screenshot || !opts.tmp || !(Number(opts.timeout) > 0)) {
+if (!opts.url || !opts.screenshot || !opts['lab-screenshot'] || !opts.tmp || !(Number(opts.timeout) > 0)) {
   console.error(usage);
   process.exit(2);
 }
@@ -272,6 +277,8 @@ try {
   const cells = await runAll(page);
   checkOutputs(cells, await page.evaluate(trainingDisplay));
   check(pageErrors.length === 0, 'no uncaught JavaScript error in the page', pageErrors.join('; ') || 'none');
+  const notebook = await page.evaluate(() => window.Jupyter.notebook.toJSON());
+  await checkInJupyterLab(context, notebook, join(opts.tmp, 'lab'), opts['lab-screenshot'], check, log);
 } catch (e) {
   check(false, 'the notebook ran in the browser', e.message);
 } finally {

@@ -42,7 +42,7 @@ DRIVER = os.path.join(HERE, "run_notebook.mjs")
 BUDGET = "epochs=1, units=16000"
 
 # Set from the command line (see the module's docstring); the ctest run uses the defaults.
-OPTIONS = {"full": False, "screenshot": None}
+OPTIONS = {"full": False, "screenshot": None, "lab_screenshot": None}
 
 
 def missing_tools():
@@ -58,15 +58,16 @@ def missing_tools():
     if not os.path.isdir(FASHION):
         missing.append(FASHION + " (apt-get install dataset-fashion-mnist)")
     with open(os.path.join(HERE, "package.json")) as f:
-        wanted = json.load(f)["dependencies"]["playwright-core"]
-    try:
-        with open(os.path.join(HERE, "node_modules", "playwright-core", "package.json")) as f:
-            installed = json.load(f)["version"]
-    except FileNotFoundError:
-        installed = None
-    if installed != wanted:
-        missing.append("playwright-core %s in tests/browser/node_modules (found %s: run `npm ci` in tests/browser, "
-                       "as scripts/test.sh does)" % (wanted, installed or "none"))
+        wanted = json.load(f)["dependencies"]
+    for name, version in sorted(wanted.items()):  # playwright-core, JupyterLab's packages, esbuild
+        try:
+            with open(os.path.join(HERE, "node_modules", name, "package.json")) as f:
+                installed = json.load(f)["version"]
+        except FileNotFoundError:
+            installed = None
+        if installed != version:
+            missing.append("%s %s in tests/browser/node_modules (found %s: run `npm ci` in tests/browser, as "
+                           "scripts/test.sh does)" % (name, version, installed or "none"))
     return missing
 
 
@@ -219,6 +220,7 @@ class BrowserNotebook(unittest.TestCase):
         with open(os.path.join(notebook_dir, "fashion_mnist.ipynb"), "w") as f:
             json.dump(nb, f, indent=1)
         screenshot = os.path.join(tmp, "notebook.png")
+        lab_screenshot = os.path.join(tmp, "jupyterlab.png")
         timeout = 1200 if OPTIONS["full"] else 400  # for Run All; a loaded machine trains 10x slower
 
         server = NotebookServer(notebook_dir, tmp)
@@ -229,6 +231,7 @@ class BrowserNotebook(unittest.TestCase):
                   flush=True)
             driver = subprocess.Popen(
                 ["node", DRIVER, "--url", server.url("fashion_mnist.ipynb"), "--screenshot", screenshot,
+                 "--lab-screenshot", lab_screenshot,
                  "--tmp", tmp, "--timeout", str(timeout), "--chromium", CHROMIUM],
                 stdin=subprocess.DEVNULL, cwd=HERE, start_new_session=True)  # its lines go to our output
             try:
@@ -252,17 +255,20 @@ class BrowserNotebook(unittest.TestCase):
         self.assertEqual(left, [], "kernel or worker processes outlived the notebook server")
         self.assertEqual(chromium_left, [], "Chromium processes outlived the driver")
         print("ok   the server, its kernel and Chromium stopped")
-        with open(screenshot, "rb") as f:
-            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", "the screenshot is a PNG")
-        if OPTIONS["screenshot"]:
-            shutil.copyfile(screenshot, OPTIONS["screenshot"])
-            print("screenshot copied to %s" % OPTIONS["screenshot"])
+        for shot, copy in ((screenshot, OPTIONS["screenshot"]), (lab_screenshot, OPTIONS["lab_screenshot"])):
+            with open(shot, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", "the screenshot is a PNG")
+            if copy:
+                shutil.copyfile(shot, copy)
+                print("screenshot copied to %s" % copy)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], add_help=True)
     parser.add_argument("--full", action="store_true", help="train as the notebook is committed (9 epochs)")
     parser.add_argument("--screenshot", metavar="PNG", help="copy the full-page screenshot here")
+    parser.add_argument("--lab-screenshot", metavar="PNG", help="copy the JupyterLab output area's screenshot here")
     args, rest = parser.parse_known_args()
-    OPTIONS.update(full=args.full, screenshot=args.screenshot and os.path.abspath(args.screenshot))
+    OPTIONS.update(full=args.full, screenshot=args.screenshot and os.path.abspath(args.screenshot),
+                   lab_screenshot=args.lab_screenshot and os.path.abspath(args.lab_screenshot))
     unittest.main(argv=[sys.argv[0]] + rest)
