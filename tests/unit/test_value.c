@@ -504,9 +504,11 @@ static void test_mimebundle(void **state) {
     assert_non_null(strstr(text, "Sequential: 13 layers, input not known yet\n"));
     const char *html = json_string_value(json_object_get(b, "text/html"));
     assert_non_null(html);
-    assert_non_null(strstr(html, "<tr><td>0</td><td><code>Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))</code></td>"
-                                 "<td>?</td><td>320</td></tr>"));
-    assert_non_null(strstr(html, "<td>12</td><td><code>LogSoftmax(dim=1)</code></td><td>(N, 10)</td><td>-</td>"));
+#define LEFT "<td style=\"text-align:left\">"
+    assert_non_null(strstr(html, "<tr><td>0</td>" LEFT "<code>Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))</code></td>"
+                                 LEFT "?</td><td>320</td></tr>"));
+    assert_non_null(strstr(html, "<td>12</td>" LEFT "<code>LogSoftmax(dim=1)</code></td>" LEFT "(N, 10)</td><td>-</td>"));
+#undef LEFT
     assert_non_null(strstr(html, "<td>1,179,776</td>"));   /* Linear(9216, 128) */
     assert_non_null(strstr(html, "<td>256</td>"));         /* BatchNorm1d(128) */
     assert_non_null(strstr(html, "parameters: 1,200,138 (4.58 MiB as float32)"));
