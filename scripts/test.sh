@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: install, build (warnings are errors), build again with
 # AddressSanitizer + UndefinedBehaviorSanitizer and with ThreadSanitizer, then run every test
-# with ctest. The sanitizer builds' tests run as tests of the main suite, so the last line
-# printed is ctest's summary of everything.
+# with ctest. The sanitizer builds' tests run as tests of the main suite, so ctest's summary
+# counts everything; the last line printed is that count, "tests: N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -21,4 +21,19 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # The browser test's playwright-core, at the version its package-lock.json pins.
 (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
-ctest --test-dir build --output-on-failure -j"${TAAS_TEST_JOBS:-2}"
+# ctest ends with the list of skipped tests (the CUDA ones, without a GPU); the run's last line
+# is the count, as "tests: N passed, N failed, N skipped".
+log="$(mktemp)"
+set +e
+ctest --test-dir build --output-on-failure -j"${TAAS_TEST_JOBS:-2}" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+total=$(sed -nE 's/^[0-9]+% tests passed, [0-9]+ tests? failed out of ([0-9]+)$/\1/p' "$log" | tail -1)
+failed=$(sed -nE 's/^[0-9]+% tests passed, ([0-9]+) tests? failed out of [0-9]+$/\1/p' "$log" | tail -1)
+# the skipped tests listed after the last summary (a failed sanitizer test prints its own run first)
+skipped=$(awk '/^[0-9]+% tests passed/ {n = 0} /^[[:space:]]+[0-9]+ - .* \(Skipped\)$/ {n++} END {print n + 0}' "$log")
+rm -f "$log"
+if [ -n "$total" ] && [ -n "$failed" ]; then
+  echo "tests: $((total - failed - skipped)) passed, $failed failed, $skipped skipped"
+fi
+exit "$rc"
