@@ -1,32 +1,13 @@
 /* PyTorch's default parameter initialisation from a seeded counter-based RNG.
- * taas_ctr_uniform(seed, i) is a pure function of (seed, i) (splitmix64 of seed and
- * counter), so any element can be drawn independently and in parallel; Dropout uses it too.
+ * taas_ctr_uniform(seed, i) (ctr_rng.h) is a pure function of (seed, i), so any element can
+ * be drawn independently and in parallel; Dropout uses it too.
  * The numbers cannot match torch's generator; the distributions and bounds do. */
 #ifndef TAAS_INIT_H
 #define TAAS_INIT_H
 #include <stddef.h>
 #include <stdint.h>
+#include "ctr_rng.h"
 #include "error.h"
-
-/* Inline, so that a loop over counters (Dropout's mask) vectorises. */
-static inline uint64_t taas_ctr_u64(uint64_t seed, uint64_t counter) {
-    /* splitmix64 applied to a key mixing seed and counter; two rounds so nearby seeds and
-     * nearby counters give unrelated streams */
-    uint64_t z = seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull;
-    z ^= z >> 31;
-    z += counter * 0x9E3779B97F4A7C15ull;
-    for (int r = 0; r < 2; r++) {
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        z += 0x9E3779B97F4A7C15ull;
-    }
-    return z;
-}
-/* Uniform in [0, 1) with 24 random bits (every value exactly representable as a float). */
-static inline float taas_ctr_uniform(uint64_t seed, uint64_t counter) {
-    return (float)(int32_t)(taas_ctr_u64(seed, counter) >> 40) * (1.0f / 16777216.0f);
-}
 
 /* A stream: draws counters offset, offset+1, ... */
 typedef struct taas_init_rng {

@@ -2,23 +2,9 @@
 // the CPU's formulas (layer_act.c, layer_dropout.c).
 #include <math.h>
 
+#include "ctr_rng.h"  /* the CPU's Dropout mask, bit for bit (test_cuda_layers checks it) */
 #include "cu_kern.cuh"
 #include "cu_layers.h"
-
-// init.h's taas_ctr_u64 and taas_ctr_uniform, for the device: the same two rounds of
-// splitmix64, so that a Dropout mask is the CPU's bit for bit (test_cuda_layers checks it)
-__device__ static inline float ctr_uniform(uint64_t seed, uint64_t counter) {
-    uint64_t z = seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull;
-    z ^= z >> 31;
-    z += counter * 0x9E3779B97F4A7C15ull;
-    for (int r = 0; r < 2; r++) {
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        z += 0x9E3779B97F4A7C15ull;
-    }
-    return (float)(int32_t)(z >> 40) * (1.0f / 16777216.0f);
-}
 
 __global__ static void act_fwd(taas_cu_act kind, float *y, const float *x, size_t n, float slope) {
     TAAS_CU_LOOP(i, n) {
@@ -60,7 +46,7 @@ __global__ static void dropout_fwd(float *y, float *mask, const float *x, size_t
                                    uint64_t offset) {
     float scale = keep_scale(p);
     TAAS_CU_LOOP(i, n) {
-        float m = ctr_uniform(seed, offset + i) >= p ? scale : 0.0f;
+        float m = taas_ctr_uniform(seed, offset + i) >= p ? scale : 0.0f;
         mask[i] = m;
         y[i] = x[i] * m;
     }
@@ -68,7 +54,7 @@ __global__ static void dropout_fwd(float *y, float *mask, const float *x, size_t
 
 __global__ static void channel_mask(float *mask, size_t planes, float p, uint64_t seed, uint64_t offset) {
     float scale = keep_scale(p);
-    TAAS_CU_LOOP(ch, planes) mask[ch] = ctr_uniform(seed, offset + ch) >= p ? scale : 0.0f;
+    TAAS_CU_LOOP(ch, planes) mask[ch] = taas_ctr_uniform(seed, offset + ch) >= p ? scale : 0.0f;
 }
 
 // y = x times the mask of its (n, c) plane
