@@ -17,7 +17,6 @@ the machine. On an otherwise idle machine:
 import argparse
 import datetime
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -27,6 +26,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(SOURCE, "tests", "lib"))
+sys.path.insert(0, HERE)
+from loader_bench import machine  # noqa: E402  (one description of the machine for RESULTS.md)
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 NET = ("Sequential(Conv2d(1, 32, 3, 1), ReLU(), Conv2d(32, 64, 3, 1), ReLU(), MaxPool2d(2), Dropout(0.25), "
@@ -92,11 +93,6 @@ def main():
         finally:
             k.close()
             server.terminate()
-    model = "?"
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
     cap = ", %.0f MB/s a connection" % (args.rate / 1e6) if args.rate > 0 else ""
     print("### Slow storage: the ranks' wait for batches, Fashion-MNIST over HTTP with %.0f ms a request%s\n"
           % (args.latency * 1000, cap))
@@ -110,8 +106,7 @@ def main():
     print("- job: `#pragma taas --gpus 2 --cpus C --units %d`, the DESIGN.md §1 network, Adadelta, batch 64 per "
           "rank; the registered training loader reads Fashion-MNIST's .gz files over HTTP (fetch cache off); two "
           "CPU ranks" % args.units)
-    print("- machine: %s, %d CPUs (nproc), Linux %s; measured %s" % (model, os.cpu_count(), platform.release(),
-                                                                      datetime.date.today().isoformat()))
+    print("- machine: %s; measured %s" % (machine(), datetime.date.today().isoformat()))
 
 
 if __name__ == "__main__":
