@@ -67,17 +67,6 @@ int taas_optim_config_check(const taas_optim_config *cfg, taas_error *err) {
     return 0;
 }
 
-size_t taas_optim_state_floats(const taas_optim_config *cfg, size_t n) {
-    switch (cfg->kind) {
-    case TAAS_OPTIM_SGD: return cfg->momentum != 0.0 ? n : 0;
-    case TAAS_OPTIM_ADAM:
-    case TAAS_OPTIM_ADAMW: return (cfg->amsgrad ? 3 : 2) * n;
-    case TAAS_OPTIM_ADADELTA: return 2 * n;
-    case TAAS_OPTIM_RMSPROP: return (1 + (cfg->momentum > 0.0) + (cfg->centered != 0)) * n;
-    }
-    return 0;
-}
-
 TAAS_VEC void taas_sgd_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
                    size_t n, long step) {
     const float lr = (float)cfg->lr, wd = (float)cfg->weight_decay, mom = (float)cfg->momentum;

@@ -50,8 +50,18 @@ int taas_optim_config_check(const taas_optim_config *cfg, taas_error *err);
 /* "SGD", "Adam", ... as torch.optim names it. */
 const char *taas_optim_name(taas_optim_kind kind);
 
-/* Floats of optimizer state for n parameters. */
-size_t taas_optim_state_floats(const taas_optim_config *cfg, size_t n);
+/* Floats of optimizer state for n parameters. Inline: the CUDA plugin, which links no CPU
+ * arithmetic, lays its state out the same way. */
+static inline size_t taas_optim_state_floats(const taas_optim_config *cfg, size_t n) {
+    switch (cfg->kind) {
+    case TAAS_OPTIM_SGD: return cfg->momentum != 0.0 ? n : 0;
+    case TAAS_OPTIM_ADAM:
+    case TAAS_OPTIM_ADAMW: return (cfg->amsgrad ? 3 : 2) * n;
+    case TAAS_OPTIM_ADADELTA: return 2 * n;
+    case TAAS_OPTIM_RMSPROP: return (1 + (cfg->momentum > 0.0) + (cfg->centered != 0)) * n;
+    }
+    return 0;
+}
 
 /* One step of the configured optimizer; the config must have passed the check. */
 void taas_optim_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,

@@ -261,7 +261,7 @@ static int setup(cu_engine *e, const taas_optim_config *opt, int device, taas_co
     if (taas_cu_init(&e->cu, device, err) || taas_cu_model_init(&e->dm, m, &e->cu, err) ||
         taas_cu_stage_init(&e->st, &e->cu, err))
         return -1;
-    size_t ns = taas_cu_optim_state_floats(opt, m->nparams) * sizeof(float);
+    size_t ns = taas_optim_state_floats(opt, m->nparams) * sizeof(float);
     if (taas_cu_alloc((void **)&e->state, ns, "the optimizer's state", err) ||
         taas_cu_check(cudaMemsetAsync(e->state, 0, ns, e->cu.stream), "zeroing the optimizer's state", err) ||
         taas_cu_check(cudaEventCreate(&e->start), "creating an event", err) ||

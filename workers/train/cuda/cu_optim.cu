@@ -94,17 +94,6 @@ __global__ static void scale(float *x, size_t n, float w) {
     TAAS_CU_LOOP(i, n) x[i] *= w;
 }
 
-extern "C" size_t taas_cu_optim_state_floats(const taas_optim_config *cfg, size_t n) {
-    switch (cfg->kind) {  // the layout of optim.h
-    case TAAS_OPTIM_SGD: return cfg->momentum != 0.0 ? n : 0;
-    case TAAS_OPTIM_ADAM:
-    case TAAS_OPTIM_ADAMW: return (cfg->amsgrad ? 3 : 2) * n;
-    case TAAS_OPTIM_ADADELTA: return 2 * n;
-    case TAAS_OPTIM_RMSPROP: return (1 + (cfg->momentum > 0.0) + (cfg->centered != 0)) * n;
-    }
-    return 0;
-}
-
 extern "C" int taas_cu_optim_step(taas_cu *cu, const taas_optim_config *cfg, float *params, const float *grads,
                                   float *state, size_t n, long step, taas_error *err) {
     if (n == 0) return 0;

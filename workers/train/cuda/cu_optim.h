@@ -20,9 +20,6 @@ extern "C" {
  * taas_optim_state_floats(cfg, n) floats, zeroed before the first step; step counts from 1. */
 int taas_cu_optim_step(taas_cu *cu, const taas_optim_config *cfg, float *params, const float *grads, float *state,
                        size_t n, long step, taas_error *err);
-/* optim.h's taas_optim_state_floats, for the plugin, which links no CPU arithmetic
- * (test_cuda_train checks that the two agree). */
-size_t taas_cu_optim_state_floats(const taas_optim_config *cfg, size_t n);
 /* x *= w over n floats. */
 int taas_cu_scale(taas_cu *cu, float *x, size_t n, float w, taas_error *err);
 
