@@ -26,8 +26,15 @@ typedef struct out_msg {
     size_t n;
 } out_msg;
 
+/* What the kernel sent besides heartbeats and cancel, kept until a wait takes it. */
+typedef struct in_msg {
+    struct in_msg *next;
+    taas_ctl_msg m;
+} in_msg;
+
 struct taas_ctl_client {
     void *zctx, *sock;
+    taas_zsec *sec;
     pthread_t thread;
     int started;
     int wake;                 /* eventfd: a message is queued, or quit */
@@ -35,7 +42,7 @@ struct taas_ctl_client {
     pthread_cond_t cv;        /* start arrived, stop rose, or the queue drained */
     out_msg *head, *tail;
     int quit;                 /* free asked the thread to end */
-    json_t *start;            /* the kernel's start message, once it came */
+    in_msg *inbox;            /* in order of arrival */
     volatile int stop;
     int gone;                 /* the kernel went silent */
 };
@@ -104,11 +111,18 @@ static void *run(void *arg) {
             const char *t = taas_ctl_type(&m);
             if (!strcmp(t, "cancel")) {
                 raise_stop(c, 0);
-            } else if (!strcmp(t, "start")) {
-                pthread_mutex_lock(&c->mu);
-                if (!c->start) c->start = json_incref(m.body);
-                pthread_cond_broadcast(&c->cv);
-                pthread_mutex_unlock(&c->mu);
+            } else if (strcmp(t, "hb") != 0) {
+                in_msg *im = calloc(1, sizeof *im);
+                if (im) {
+                    im->m = m;
+                    memset(&m, 0, sizeof m);
+                    pthread_mutex_lock(&c->mu);
+                    in_msg **at = &c->inbox;
+                    while (*at) at = &(*at)->next;
+                    *at = im;
+                    pthread_cond_broadcast(&c->cv);
+                    pthread_mutex_unlock(&c->mu);
+                }
             }
             taas_ctl_msg_clear(&m);
         }
@@ -120,7 +134,8 @@ static void *run(void *arg) {
     return NULL;
 }
 
-taas_ctl_client *taas_ctl_client_new(const char *endpoint, const char *identity, json_t *hello, taas_error *err) {
+taas_ctl_client *taas_ctl_client_new(const char *endpoint, const taas_zkeys *keys, const char *identity,
+                                     json_t *hello, taas_error *err) {
     taas_ctl_client *c = calloc(1, sizeof *c);
     if (!c) {
         json_decref(hello);
@@ -131,7 +146,8 @@ taas_ctl_client *taas_ctl_client_new(const char *endpoint, const char *identity,
     pthread_cond_init(&c->cv, NULL);
     c->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     c->zctx = zmq_ctx_new();
-    if (c->wake < 0 || !c->zctx || !(c->sock = taas_ctl_connect(c->zctx, endpoint, identity, err))) {
+    if (c->wake < 0 || !c->zctx || (keys && !(c->sec = taas_zsec_new(c->zctx, keys, 0, err))) ||
+        !(c->sock = taas_ctl_connect(c->zctx, c->sec, endpoint, identity, err))) {
         if (c->wake < 0 || !c->zctx)
             taas_error_set(err, "TaasIOError", NOPOS, "cannot set up the control plane: %s", strerror(errno));
         json_decref(hello);
@@ -175,10 +191,16 @@ void taas_ctl_client_free(taas_ctl_client *c) {
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(c->sock);
     }
+    taas_zsec_free(c->sec);
     if (c->zctx) zmq_ctx_term(c->zctx);
     if (c->wake >= 0) close(c->wake);
     drop_queue(c);
-    json_decref(c->start);
+    while (c->inbox) {
+        in_msg *im = c->inbox;
+        c->inbox = im->next;
+        taas_ctl_msg_clear(&im->m);
+        free(im);
+    }
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);
@@ -218,10 +240,23 @@ void taas_ctl_client_log(taas_ctl_client *c, const char *fmt, ...) {
     taas_ctl_client_send(c, b, NULL, 0, &e);
 }
 
-json_t *taas_ctl_client_wait_start(taas_ctl_client *c, double timeout_s, taas_error *err) {
+/* The first message of this type in the inbox, taken out of it; NULL when none. */
+static in_msg *take(taas_ctl_client *c, const char *type) {
+    for (in_msg **at = &c->inbox; *at; at = &(*at)->next)
+        if (!strcmp(taas_ctl_type(&(*at)->m), type)) {
+            in_msg *im = *at;
+            *at = im->next;
+            return im;
+        }
+    return NULL;
+}
+
+json_t *taas_ctl_client_wait(taas_ctl_client *c, const char *type, double timeout_s, void **blob, size_t *n,
+                             taas_error *err) {
     double until = taas_now() + timeout_s;
+    in_msg *im = NULL;
     pthread_mutex_lock(&c->mu);
-    while (!c->start && !c->stop) {
+    while (!(im = take(c, type)) && !c->stop) {
         double left = until - taas_now();
         if (left <= 0) break;
         struct timespec ts;
@@ -231,16 +266,24 @@ json_t *taas_ctl_client_wait_start(taas_ctl_client *c, double timeout_s, taas_er
         ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
         pthread_cond_timedwait(&c->cv, &c->mu, &ts);
     }
-    json_t *s = c->start ? json_incref(c->start) : NULL;
     int stopped = c->stop;
     pthread_mutex_unlock(&c->mu);
-    if (!s) {
+    if (!im) {
         taas_error_set(err, stopped ? "KeyboardInterrupt" : "TaasTimeoutError", NOPOS,
                        stopped ? "the job was cancelled before it started"
-                               : "the kernel did not start the job within %.0f s", timeout_s);
+                               : "the kernel did not send the job's %s within %.0f s", type, timeout_s);
         taas_error_hint(err, "run the cell again");
+        return NULL;
     }
-    return s;
+    json_t *body = im->m.body;
+    if (blob) {
+        *blob = im->m.blob;
+        *n = im->m.blob_len;
+        im->m.blob = NULL;
+    }
+    free(im->m.blob);
+    free(im);
+    return body;
 }
 
 volatile int *taas_ctl_client_stop_flag(taas_ctl_client *c) {

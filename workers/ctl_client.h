@@ -10,12 +10,15 @@
 #include <stddef.h>
 
 #include "error.h"
+#include "zsock.h"
 
 typedef struct taas_ctl_client taas_ctl_client;
 
-/* Connects to endpoint as identity, sends hello (the body, stolen: "t" is set to "hello")
- * and starts the thread. NULL with err. */
-taas_ctl_client *taas_ctl_client_new(const char *endpoint, const char *identity, json_t *hello, taas_error *err);
+/* Connects to endpoint as identity (a CURVE client with the job's keys, or plain when keys
+ * is NULL), sends hello (the body, stolen: "t" is set to "hello") and starts the thread.
+ * NULL with err. */
+taas_ctl_client *taas_ctl_client_new(const char *endpoint, const taas_zkeys *keys, const char *identity,
+                                     json_t *hello, taas_error *err);
 /* Sends what is queued (for at most a few seconds when the kernel is there), stops the
  * thread and closes the socket. */
 void taas_ctl_client_free(taas_ctl_client *c);
@@ -25,9 +28,11 @@ int taas_ctl_client_send(taas_ctl_client *c, json_t *body, const void *blob, siz
 /* A log line for the kernel to show (printf-style). */
 void taas_ctl_client_log(taas_ctl_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Waits for the kernel's "start" message: its body (a new reference) or NULL when the stop
- * flag rose first or timeout_s passed (err says which). */
-json_t *taas_ctl_client_wait_start(taas_ctl_client *c, double timeout_s, taas_error *err);
+/* Waits for the kernel's first message of this type ("spec", "start"): its body (a new
+ * reference) and, when blob is not NULL, its second frame (malloc'd, *n bytes; NULL when it
+ * has none), or NULL when the stop flag rose first or timeout_s passed (err says which). */
+json_t *taas_ctl_client_wait(taas_ctl_client *c, const char *type, double timeout_s, void **blob, size_t *n,
+                             taas_error *err);
 
 /* Non-zero once the kernel said cancel or went silent; the loops of the worker watch it. */
 volatile int *taas_ctl_client_stop_flag(taas_ctl_client *c);

@@ -122,21 +122,8 @@ int taas_ctl_recv(void *sock, int is_router, int flags, taas_ctl_msg *m, taas_er
     return 0;
 }
 
-void *taas_ctl_connect(void *zctx, const char *endpoint, const char *identity, taas_error *err) {
-    void *s = zmq_socket(zctx, ZMQ_DEALER);
-    if (!s) {
-        io_error(err, "creating a socket");
-        return NULL;
-    }
-    int linger = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(s, ZMQ_ROUTING_ID, identity, strlen(identity));
-    if (zmq_connect(s, endpoint) < 0) {
-        taas_error_set(err, "TaasIOError", NOPOS, "cannot connect to the kernel's control endpoint %s: %s", endpoint,
-                       zmq_strerror(errno));
-        taas_error_hint(err, "the endpoint comes from the job spec's \"offload\".\"control\"");
-        zmq_close(s);
-        return NULL;
-    }
-    return s;
+void *taas_ctl_connect(void *zctx, const taas_zsec *sec, const char *endpoint, const char *identity, taas_error *err) {
+    taas_zsock_cfg c = {.type = ZMQ_DEALER, .what = "the job's control", .sec = sec, .linger_ms = 0, .sndhwm = -1,
+                        .rcvhwm = -1, .identity = identity};
+    return taas_zsock_connect(zctx, &c, endpoint, err);
 }

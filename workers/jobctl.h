@@ -28,6 +28,7 @@
 #include <stddef.h>
 
 #include "error.h"
+#include "zsock.h"
 
 /* Seconds between heartbeats, and the silence after which a peer counts as gone. */
 #define TAAS_CTL_HEARTBEAT_S 1.0
@@ -58,7 +59,8 @@ int taas_ctl_send(void *sock, const char *peer, json_t *body, const void *blob, 
  * stays usable. *m is cleared first. */
 int taas_ctl_recv(void *sock, int is_router, int flags, taas_ctl_msg *m, taas_error *err);
 
-/* A DEALER with this identity, linger 0, connected to endpoint. NULL with err. */
-void *taas_ctl_connect(void *zctx, const char *endpoint, const char *identity, taas_error *err);
+/* A DEALER with this identity, linger 0, connected to endpoint with the job's security (sec
+ * NULL: plain). NULL with err. */
+void *taas_ctl_connect(void *zctx, const taas_zsec *sec, const char *endpoint, const char *identity, taas_error *err);
 
 #endif

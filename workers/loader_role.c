@@ -1,8 +1,9 @@
 /* taas-worker loader: worker j of the M workers of one registered DataLoader of an
  * offloaded job. It makes the work items k % M == j of every epoch (DESIGN.md §3: a batch's
  * content depends only on (seed, epoch, k)) and streams each to the rank that trains it,
- * under that rank's credit. A replacement for a worker that died starts at the step the
- * ranks have reached (--resume-epoch, --resume-step); the ranks drop what they already have. */
+ * under that rank's credit. It joins the job as the ranks do (offload.h): the kernel sends
+ * the spec, and to a replacement for a worker that died the step the ranks have reached, where
+ * it starts; the ranks drop what they already have. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ static const taas_srcpos NOPOS = {0, 0};
 #define START_TIMEOUT_S 120.0
 
 typedef struct loader_args {
-    long long stream, worker, generation, epoch, step;
+    long long stream, worker, generation;
 } loader_args;
 
 /* The first epoch's items for a worker that resumes at step `step`: k >= step * W with
@@ -40,7 +41,14 @@ static uint64_t *resume_items(const taas_job_loader *l, uint64_t step, uint32_t 
     return out;
 }
 
-static int run(const json_t *job, const loader_args *a, taas_ctl_client **ctl, taas_error *err) {
+static int run(const char *control, const loader_args *a, taas_joined *jn, taas_error *err) {
+    char id[64];
+    snprintf(id, sizeof id, "loader.%lld.%lld.%lld", a->stream, a->worker, a->generation);
+    json_t *hello = json_pack("{s:s, s:I, s:I, s:I}", "role", "loader", "stream", (json_int_t)a->stream, "worker",
+                              (json_int_t)a->worker, "generation", (json_int_t)a->generation);
+    if (taas_offload_join(control, id, hello, jn, err)) return -1;
+    taas_ctl_client **ctl = &jn->ctl;
+    const json_t *job = jn->spec;
     taas_offload off;
     if (taas_offload_parse(job, &off, err)) return -1;
     if (a->stream >= off.nstreams || a->worker >= off.workers[a->stream]) {
@@ -51,11 +59,6 @@ static int run(const json_t *job, const loader_args *a, taas_ctl_client **ctl, t
     }
     uint32_t s = (uint32_t)a->stream, j = (uint32_t)a->worker, m = off.workers[s];
     const char *role = off.role[s];
-    char id[64];
-    snprintf(id, sizeof id, "loader.%u.%u.%lld", s, j, a->generation);
-    json_t *hello = json_pack("{s:s, s:i, s:i, s:I}", "role", "loader", "stream", (int)s, "worker", (int)j,
-                              "generation", (json_int_t)a->generation);
-    if (!(*ctl = taas_offload_connect(&off, id, hello, err))) return -1;
     volatile int *stop = taas_ctl_client_stop_flag(*ctl);
 
     long long epochs, units, seed;
@@ -63,7 +66,7 @@ static int run(const json_t *job, const loader_args *a, taas_ctl_client **ctl, t
         taas_job_int(job, "the job spec", "units", 0, 0, INT64_MAX, &units, err) ||
         taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err))
         return -1;
-    if (a->epoch >= epochs) return 0;  /* nothing left to make */
+    if (off.resume_epoch >= epochs) return 0;  /* nothing left to make */
     taas_fetcher *f = taas_cli_fetcher(err);
     if (!f) return -1;
     const json_t *spec = json_object_get(job, role);
@@ -82,14 +85,14 @@ static int run(const json_t *job, const loader_args *a, taas_ctl_client **ctl, t
     if (taas_job_pipeline_cfg(spec, &l, (uint64_t)seed, &pc, err)) goto out;
     pc.loader = j;
     pc.loaders = m;
-    pc.first_epoch = (uint64_t)a->epoch;
-    pc.epochs = (uint64_t)(epochs - a->epoch);
-    if (a->step > 0) {
-        if (!(only = resume_items(&l, (uint64_t)a->step, j, m, &pc.n_only, err))) goto out;
+    pc.first_epoch = (uint64_t)off.resume_epoch;
+    pc.epochs = (uint64_t)(epochs - off.resume_epoch);
+    if (off.resume_step > 0) {
+        if (!(only = resume_items(&l, (uint64_t)off.resume_step, j, m, &pc.n_only, err))) goto out;
         pc.only_items = only;
     }
     if (!(p = taas_pipeline_new(&pc, err))) goto out;
-    if (!(start = taas_ctl_client_wait_start(*ctl, START_TIMEOUT_S, err))) goto out;
+    if (!(start = taas_ctl_client_wait(*ctl, "start", START_TIMEOUT_S, NULL, NULL, err))) goto out;
     const json_t *ranks = json_object_get(start, "ranks");
     const char *eps[4096];
     if (!json_is_array(ranks) || json_array_size(ranks) != off.world || off.world > 4096) {
@@ -99,9 +102,12 @@ static int run(const json_t *job, const loader_args *a, taas_ctl_client **ctl, t
     }
     for (uint32_t r = 0; r < off.world; r++) eps[r] = json_string_value(json_array_get(ranks, r));
     void *zctx = zmq_ctx_new();
-    taas_stream_send_cfg sc = {zctx, s, j, off.world, eps};
-    if (!(snd = taas_stream_send_new(&sc, err))) {
-        zmq_ctx_term(zctx);
+    taas_zsec *sec = jn->curve && zctx ? taas_zsec_new(zctx, &jn->keys, 0, err) : NULL;
+    taas_stream_send_cfg sc = {.zctx = zctx, .sec = sec, .stream = s, .worker = j, .world = off.world, .ranks = eps};
+    if ((jn->curve && !sec) || !(snd = taas_stream_send_new(&sc, err))) {
+        if (!zctx) taas_error_set(err, "TaasIOError", NOPOS, "cannot start ZeroMQ: out of file descriptors");
+        taas_zsec_free(sec);
+        if (zctx) zmq_ctx_term(zctx);
         goto out;
     }
     for (;;) {
@@ -120,6 +126,7 @@ static int run(const json_t *job, const loader_args *a, taas_ctl_client **ctl, t
         if (r) break;
     }
     taas_stream_send_free(snd);
+    taas_zsec_free(sec);
     zmq_ctx_term(zctx);
 out:
     json_decref(start);
@@ -132,42 +139,37 @@ out_fetcher:
 }
 
 int taas_role_loader(int argc, char **argv) {
-    const char *spec_path = NULL, *help = NULL, *st = NULL, *wk = NULL, *gen = NULL, *ep = NULL, *sp = NULL;
-    const taas_opt opts[] = {{"spec", 1, &spec_path}, {"stream", 1, &st}, {"worker", 1, &wk},
-                             {"generation", 1, &gen}, {"resume-epoch", 1, &ep}, {"resume-step", 1, &sp},
-                             {"help", 0, &help}, {NULL, 0, NULL}};
+    const char *control = NULL, *help = NULL, *st = NULL, *wk = NULL, *gen = NULL;
+    const taas_opt opts[] = {{"control", 1, &control}, {"stream", 1, &st}, {"worker", 1, &wk},
+                             {"generation", 1, &gen}, {"help", 0, &help}, {NULL, 0, NULL}};
     taas_error err;
     taas_error_clear(&err);
-    loader_args a = {0, 0, 0, 0, 0};
+    loader_args a = {0, 0, 0};
     if (taas_cli_parse(argc, argv, opts, &err) ||
         (st && taas_cli_int("--stream", st, 0, 1, &a.stream, &err)) ||
         (wk && taas_cli_int("--worker", wk, 0, 255, &a.worker, &err)) ||
-        (gen && taas_cli_int("--generation", gen, 0, 1000, &a.generation, &err)) ||
-        (ep && taas_cli_int("--resume-epoch", ep, 0, 1000000, &a.epoch, &err)) ||
-        (sp && taas_cli_int("--resume-step", sp, 0, INT64_MAX, &a.step, &err))) {
+        (gen && taas_cli_int("--generation", gen, 0, 1000, &a.generation, &err))) {
         taas_cli_report(stderr, &err);
         return TAAS_EXIT_USAGE;
     }
     if (help) {
-        puts("usage: taas-worker loader --spec FILE --stream S --worker J [--generation G]\n"
-             "                          [--resume-epoch E --resume-step T]\n\n"
-             "Worker J of a registered DataLoader (stream S) of an offloaded job: makes the items\n"
-             "k % M == J of every epoch and streams each to rank k % W under its credit. The kernel\n"
-             "starts it; a replacement resumes at epoch E (0-based), step T.");
+        puts("usage: taas-worker loader --control ENDPOINT --stream S --worker J [--generation G]\n\n"
+             "Worker J of a registered DataLoader (stream S) of a job: joins the kernel's control\n"
+             "endpoint (with the job's keys in $TAAS_JOB_KEYS when its planes are encrypted),\n"
+             "receives the job spec, makes the items k % M == J of every epoch and streams each to\n"
+             "rank k % W under its credit. The kernel starts it; G counts replacements.");
         return TAAS_EXIT_OK;
     }
-    if (!spec_path || !st || !wk) {
-        taas_error_set(&err, "TaasUsageError", NOPOS, "loader: --spec, --stream and --worker are required");
+    if (!control || !st || !wk) {
+        taas_error_set(&err, "TaasUsageError", NOPOS, "loader: --control, --stream and --worker are required");
         taas_error_hint(&err, "the kernel starts the loader workers of a #pragma taas cell");
         taas_cli_report(stderr, &err);
         return TAAS_EXIT_USAGE;
     }
     signal(SIGPIPE, SIG_IGN);
-    json_t *job = taas_job_read(spec_path, &err);
-    taas_ctl_client *ctl = NULL;
-    int rc = job ? run(job, &a, &ctl, &err) : -1;
-    if (rc) taas_offload_report(ctl, &err, -1);
-    taas_ctl_client_free(ctl);
-    json_decref(job);
+    taas_joined jn;
+    int rc = run(control, &a, &jn, &err);
+    if (rc) taas_offload_report(jn.ctl, &err, -1);
+    taas_offload_leave(&jn);
     return rc ? TAAS_EXIT_ERROR : TAAS_EXIT_OK;
 }

@@ -1,8 +1,13 @@
-/* The "offload" section of a job spec, and reaching the kernel from a worker of the job. */
+/* Joining a job from a worker, and the "offload" section of its spec. */
 #include "offload.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "jobctl.h"
@@ -10,10 +15,13 @@
 
 static const taas_srcpos NOPOS = {0, 0};
 
+/* Seconds for the kernel to answer a hello with the spec. */
+#define SPEC_TIMEOUT_S 60.0
+
 static int bad(taas_error *err, const char *what) {
     taas_error_set(err, "TaasValueError", NOPOS, "the job spec's \"offload\" section %s", what);
-    taas_error_hint(err, "taas-worker trainer and loader run the specs taas-kernel writes for #pragma taas cells "
-                         "(docs/jobspec.md)");
+    taas_error_hint(err, "taas-worker trainer and loader run the specs taas-kernel sends them (docs/jobspec.md); "
+                         "install the kernel and the workers together");
     return -1;
 }
 
@@ -21,11 +29,9 @@ int taas_offload_parse(const json_t *job, taas_offload *o, taas_error *err) {
     memset(o, 0, sizeof *o);
     const json_t *off = json_object_get(job, "offload");
     if (!json_is_object(off)) return bad(err, "is missing");
-    o->control = json_string_value(json_object_get(off, "control"));
     o->bind = json_string_value(json_object_get(off, "bind"));
     const json_t *w = json_object_get(off, "world"), *c = json_object_get(off, "credit");
-    const json_t *streams = json_object_get(off, "streams");
-    if (!o->control || !o->bind) return bad(err, "has no \"control\" or \"bind\" endpoint");
+    const json_t *streams = json_object_get(off, "streams"), *resume = json_object_get(off, "resume");
     if (!json_is_integer(w) || json_integer_value(w) < 1 || json_integer_value(w) > 65536)
         return bad(err, "has no valid \"world\" (1 to 65536 ranks)");
     if (!json_is_integer(c) || json_integer_value(c) < 1 || json_integer_value(c) > 1024)
@@ -47,6 +53,13 @@ int taas_offload_parse(const json_t *job, taas_offload *o, taas_error *err) {
         o->facts[i] = json_object_get(s, "facts");
     }
     o->nstreams = (uint32_t)i;
+    if (resume) {
+        const json_t *e = json_object_get(resume, "epoch"), *t = json_object_get(resume, "step");
+        if (!json_is_integer(e) || !json_is_integer(t) || json_integer_value(e) < 0 || json_integer_value(t) < 0)
+            return bad(err, "has a \"resume\" without a whole epoch and step");
+        o->resume_epoch = (long long)json_integer_value(e);
+        o->resume_step = (long long)json_integer_value(t);
+    }
     return 0;
 }
 
@@ -56,12 +69,117 @@ int taas_offload_stream_of(const taas_offload *o, const char *role) {
     return -1;
 }
 
-taas_ctl_client *taas_offload_connect(const taas_offload *o, const char *identity, json_t *hello, taas_error *err) {
+/* The host of tcp://HOST:PORT (brackets of an IPv6 address removed) into out. */
+static int endpoint_host(const char *ep, char *out, size_t n) {
+    if (strncmp(ep, "tcp://", 6)) return -1;
+    const char *h = ep + 6, *end;
+    if (*h == '[') {
+        end = strchr(++h, ']');
+    } else {
+        end = strrchr(h, ':');
+    }
+    if (!end || (size_t)(end - h) >= n) return -1;
+    memcpy(out, h, (size_t)(end - h));
+    out[end - h] = '\0';
+    return 0;
+}
+
+int taas_offload_bind(const taas_offload *o, const char *control, char *out, size_t n, taas_error *err) {
+    if (!o->bind) return bad(err, "gives a rank no \"bind\" endpoint");
+    if (strcmp(o->bind, "route") != 0) {
+        snprintf(out, n, "%s", o->bind);
+        return 0;
+    }
+    /* the kernel's host as the routing table sees it: a UDP socket connected there has the
+     * address this host sends from (connect sends nothing) */
+    char host[256];
+    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *ai = NULL;
+    int rc = endpoint_host(control, host, sizeof host) ? EAI_NONAME : getaddrinfo(host, "9", &hints, &ai);
+    int fd = rc ? -1 : socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage me;
+    socklen_t len = sizeof me;
+    char addr[INET6_ADDRSTRLEN] = "";
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && getsockname(fd, (struct sockaddr *)&me, &len) == 0) {
+        if (me.ss_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&me)->sin_addr, addr, sizeof addr);
+        else
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&me)->sin6_addr, addr, sizeof addr);
+    }
+    if (fd >= 0) close(fd);
+    int v6 = ai && ai->ai_family == AF_INET6;
+    if (ai) freeaddrinfo(ai);
+    if (!addr[0]) {
+        taas_error_set(err, "TaasOffloadError", NOPOS, "this host has no route to the kernel's control endpoint %s",
+                       control);
+        taas_error_hint(err, "the hosts of the job must reach the kernel's address; set \"kernel_address\" in the "
+                             "cluster configuration (docs/cluster.md)");
+        return -1;
+    }
+    snprintf(out, n, v6 ? "tcp://[%s]:*" : "tcp://%s:*", addr);
+    return 0;
+}
+
+/* The starting weights the kernel sent, into a file of this worker's own. */
+static int keep_weights(taas_joined *j, const void *blob, size_t n, taas_error *err) {
+    const char *tmp = getenv("TMPDIR");
+    if ((size_t)snprintf(j->weights, sizeof j->weights, "%s/taas-weights-XXXXXX", tmp && *tmp ? tmp : "/tmp") >=
+        sizeof j->weights)
+        snprintf(j->weights, sizeof j->weights, "/tmp/taas-weights-XXXXXX");
+    int fd = mkstemp(j->weights);
+    size_t done = 0;
+    while (fd >= 0 && done < n) {
+        ssize_t w = write(fd, (const char *)blob + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    if (fd >= 0 && close(fd) == 0 && done == n) {
+        json_object_set_new(j->spec, "weights", json_string(j->weights));
+        return 0;
+    }
+    taas_error_set(err, "TaasIOError", NOPOS, "cannot keep the model's weights in %s: %s", j->weights,
+                   strerror(errno));
+    taas_error_hint(err, "the worker's temporary folder ($TMPDIR or /tmp on its host) must be writable with free "
+                         "space");
+    if (fd >= 0) unlink(j->weights);
+    j->weights[0] = '\0';
+    return -1;
+}
+
+int taas_offload_join(const char *control, const char *identity, json_t *hello, taas_joined *j, taas_error *err) {
+    memset(j, 0, sizeof *j);
+    const char *keys = getenv(TAAS_ZKEYS_ENV);
+    if (keys && keys[0]) {
+        if (taas_zkeys_parse(keys, "$" TAAS_ZKEYS_ENV, &j->keys, err)) {
+            json_decref(hello);
+            return -1;
+        }
+        j->curve = 1;
+    }
+    unsetenv(TAAS_ZKEYS_ENV);  /* the worker's children (none planned) are not the job's */
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     json_object_set_new(hello, "host", taas_cli_text(host));
     json_object_set_new(hello, "pid", json_integer((json_int_t)getpid()));
-    return taas_ctl_client_new(o->control, identity, hello, err);
+    if (!(j->ctl = taas_ctl_client_new(control, j->curve ? &j->keys : NULL, identity, hello, err))) return -1;
+    void *blob = NULL;
+    size_t n = 0;
+    json_t *msg = taas_ctl_client_wait(j->ctl, "spec", SPEC_TIMEOUT_S, &blob, &n, err);
+    if (!msg) return -1;
+    j->spec = json_incref(json_object_get(msg, "spec"));
+    json_decref(msg);
+    int rc = 0;
+    if (!json_is_object(j->spec)) rc = bad(err, "did not come: the kernel's spec message has no spec");
+    else if (blob && n) rc = keep_weights(j, blob, n, err);
+    free(blob);
+    return rc;
+}
+
+void taas_offload_leave(taas_joined *j) {
+    taas_ctl_client_free(j->ctl);  /* sends what is queued: the error, or done and the weights */
+    json_decref(j->spec);
+    if (j->weights[0]) unlink(j->weights);
+    explicit_bzero(j, sizeof *j);
 }
 
 void taas_offload_report(taas_ctl_client *c, const taas_error *err, long long step) {

@@ -1,35 +1,60 @@
-/* What the workers of an offloaded job (taas-worker trainer and loader) read from the job
- * spec's "offload" section, which the kernel adds to a fit job spec (docs/jobspec.md):
- *   {"id", "control": endpoint, "world": W, "streams": [{"role": "train"|"validate",
- *    "workers": M}, ...], "credit": C, "bind": endpoint pattern for the ranks' data plane} */
+/* A worker of a job (taas-worker trainer and loader): joining it, and what it reads from the
+ * job spec's "offload" section (docs/jobspec.md). A worker is started with the kernel's
+ * control endpoint and, when the job's planes are encrypted, the job's keys in $TAAS_JOB_KEYS
+ * (zsock.h); it says hello and the kernel answers with the spec, and a rank with the weights
+ * the model starts from. So nothing of the job needs to be on the worker's disk.
+ *   "offload": {"id", "world": W, "streams": [{"role": "train"|"validate", "workers": M,
+ *               "facts"}, ...], "credit": C,
+ *               "bind": a rank's data plane endpoint, or "route" (a TCP port on the address of
+ *                       this host that routes to the kernel), ranks only,
+ *               "resume": {"epoch", "step"} where a loader starts, loaders only} */
 #ifndef TAAS_OFFLOAD_H
 #define TAAS_OFFLOAD_H
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdint.h>
 
 #include "ctl_client.h"
 #include "error.h"
+#include "zsock.h"
 
 #define TAAS_OFFLOAD_MAX_STREAMS 2
 
+/* A worker's membership of its job, from taas_offload_join to taas_offload_leave. */
+typedef struct taas_joined {
+    taas_ctl_client *ctl;      /* NULL when the connection failed */
+    json_t *spec;              /* the job spec the kernel sent */
+    int curve;                 /* the planes are encrypted with keys */
+    taas_zkeys keys;
+    char weights[PATH_MAX];    /* a private file of the starting weights, "" when none */
+} taas_joined;
+
+/* Connects to control as identity with hello (stolen; host and pid are added) and waits for
+ * the spec. The keys come from $TAAS_JOB_KEYS when it is set. -1 with err (j->ctl is there
+ * to report it when the connection was made). */
+int taas_offload_join(const char *control, const char *identity, json_t *hello, taas_joined *j, taas_error *err);
+/* Sends what is queued, disconnects, forgets the keys and removes the weights file. */
+void taas_offload_leave(taas_joined *j);
+
 typedef struct taas_offload {
-    const char *control;       /* borrowed from the spec */
-    const char *bind;
+    const char *bind;          /* borrowed from the spec (ranks) */
     uint32_t world, credit;
     uint32_t nstreams;
     const char *role[TAAS_OFFLOAD_MAX_STREAMS];     /* "train" or "validate" */
     uint32_t workers[TAAS_OFFLOAD_MAX_STREAMS];     /* M of each stream */
     const json_t *facts[TAAS_OFFLOAD_MAX_STREAMS];  /* its dataset's size and shape, or NULL */
+    long long resume_epoch, resume_step;            /* loaders: where to start */
 } taas_offload;
 
 /* Reads job["offload"]; -1 with err when it is missing or malformed. */
 int taas_offload_parse(const json_t *job, taas_offload *out, taas_error *err);
 /* The stream of a role ("train", "validate"), or -1 when that loader is not streamed. */
 int taas_offload_stream_of(const taas_offload *o, const char *role);
+/* The endpoint a rank binds: the spec's, or for "route" tcp://ADDR:* with ADDR this host's
+ * address that routes to the control endpoint's host. -1 with err. */
+int taas_offload_bind(const taas_offload *o, const char *control, char *out, size_t n, taas_error *err);
 
-/* Connects the control client as identity with hello (stolen; host and pid are added). */
-taas_ctl_client *taas_offload_connect(const taas_offload *o, const char *identity, json_t *hello, taas_error *err);
 /* Tells the kernel about err ({"t": "error", ...}) when c is there, else on stderr. */
 void taas_offload_report(taas_ctl_client *c, const taas_error *err, long long step);
 

@@ -391,18 +391,15 @@ taas_stream_recv *taas_stream_recv_new(const taas_stream_recv_cfg *cfg, taas_err
      * receive HWM is above what a loader keeping to its credit can have on the way (credit
      * batches, its hello and its end), so it never engages for one; a faulty loader is held
      * back by TCP instead of filling this process. */
-    r->sock = taas_stream_wire_socket(cfg->zctx, ZMQ_ROUTER, 0, (int)(cfg->credit < 1000000 ? cfg->credit + 4 : 0),
-                                      cfg->bind, "rank's data ROUTER", err);
-    if (!r->sock) goto fail;
-    if (zmq_bind(r->sock, cfg->bind) < 0) {
-        taas_error_set(err, "TaasIOError", NOWHERE, "rank %u cannot bind its data socket to '%s': %s", cfg->rank,
-                       cfg->bind, zmq_strerror(errno));
+    taas_zsock_cfg zc = {.type = ZMQ_ROUTER, .what = "the rank's data", .sec = cfg->sec, .linger_ms = 0,
+                         .sndhwm = 0, .rcvhwm = (int)(cfg->credit < 1000000 ? cfg->credit + 4 : 0)};
+    r->sock = taas_zsock_bind(cfg->zctx, &zc, cfg->bind, r->endpoint, sizeof r->endpoint, err);
+    if (!r->sock) {
+        taas_error_prefix(err, "rank %u: ", cfg->rank);
         taas_error_hint(err, "use tcp://HOST:* to let the system choose a free port, with HOST an address of this "
                              "machine that the loaders can reach");
         goto fail;
     }
-    size_t len = sizeof r->endpoint;
-    zmq_getsockopt(r->sock, ZMQ_LAST_ENDPOINT, r->endpoint, &len);
     r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     int e = r->wake_fd < 0 ? errno : pthread_create(&r->thread, NULL, receive, r);
     if (e) {

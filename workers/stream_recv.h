@@ -26,11 +26,13 @@
 
 #include "error.h"
 #include "pipeline.h"
+#include "zsock.h"
 
 typedef struct taas_stream_recv taas_stream_recv;
 
 typedef struct taas_stream_recv_cfg {
     void *zctx;                /* the process's ZeroMQ context (borrowed) */
+    const taas_zsec *sec;      /* the job's security for zctx (NULL: plain, e.g. ipc://) */
     const char *bind;          /* e.g. "tcp://127.0.0.1:*" */
     uint32_t rank, world;      /* r and W */
     uint32_t nstreams;         /* registered loaders that stream to the ranks */

@@ -74,21 +74,14 @@ taas_stream_send *taas_stream_send_new(const taas_stream_send_cfg *cfg, taas_err
         /* No high-water mark: a rank lets this connection have `credit` batches in flight and
          * this side sends none without credit, so the window bounds the queue; a HWM below
          * the window (which only the rank knows) would throttle instead of the credit. */
-        p->sock = p->endpoint ? taas_stream_wire_socket(cfg->zctx, ZMQ_DEALER, 0, 0, ep, "loader's DEALER", err)
-                              : NULL;
-        if (!p->sock) {
-            if (!p->endpoint) taas_error_set(err, "TaasMemoryError", NOWHERE, "out of memory");
-            taas_stream_send_free(s);
-            return NULL;
-        }
         /* Immediate: nothing is queued for a rank that is not connected yet; the hello goes
          * when the connection is up (pump), and no batch goes before the rank's credit. */
-        int one = 1;
-        zmq_setsockopt(p->sock, ZMQ_IMMEDIATE, &one, sizeof one);
-        if (zmq_connect(p->sock, ep) < 0) {
-            taas_error_set(err, "TaasValueError", NOWHERE, "loader worker %u of stream %u cannot connect to rank %u "
-                           "at '%s': %s", cfg->worker, cfg->stream, r, ep, zmq_strerror(errno));
-            taas_error_hint(err, "a rank's data endpoint looks like tcp://HOST:PORT, as the rank reported it");
+        taas_zsock_cfg zc = {.type = ZMQ_DEALER, .what = "the loader's data", .sec = cfg->sec, .linger_ms = 0,
+                             .sndhwm = 0, .rcvhwm = 0, .flags = TAAS_ZSOCK_IMMEDIATE};
+        p->sock = p->endpoint ? taas_zsock_connect(cfg->zctx, &zc, ep, err) : NULL;
+        if (!p->sock) {
+            if (!p->endpoint) taas_error_set(err, "TaasMemoryError", NOWHERE, "out of memory");
+            else taas_error_prefix(err, "loader worker %u of stream %u, to rank %u: ", cfg->worker, cfg->stream, r);
             taas_stream_send_free(s);
             return NULL;
         }

@@ -24,11 +24,13 @@
 
 #include "error.h"
 #include "pipeline.h"
+#include "zsock.h"
 
 typedef struct taas_stream_send taas_stream_send;
 
 typedef struct taas_stream_send_cfg {
     void *zctx;                        /* the process's ZeroMQ context (borrowed) */
+    const taas_zsec *sec;              /* the job's security for zctx (NULL: plain) */
     uint32_t stream, worker;           /* s and j */
     uint32_t world;                    /* W ranks */
     const char *const *ranks;          /* W endpoints of the ranks' data ROUTERs */

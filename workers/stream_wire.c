@@ -11,31 +11,6 @@
 
 static const taas_srcpos NOWHERE = {0, 0};
 
-void *taas_stream_wire_socket(void *zctx, int type, int sndhwm, int rcvhwm, const char *endpoint, const char *what,
-                              taas_error *err) {
-    void *sock = zctx ? zmq_socket(zctx, type) : NULL;
-    if (!sock) {
-        taas_error_set(err, "TaasIOError", NOWHERE, "cannot create the %s socket: %s", what,
-                       zctx ? zmq_strerror(errno) : "no ZeroMQ context");
-        taas_error_hint(err, "the process may be out of file descriptors or memory");
-        return NULL;
-    }
-    /* linger 0: closing must never wait for a peer that is gone or slow; what is unsent then
-     * is either credit (meaningless without the connection) or batches the job is dropping */
-    int zero = 0, one = 1;
-    int ok = !zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) &&
-             !zmq_setsockopt(sock, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm) &&
-             !zmq_setsockopt(sock, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm) &&
-             (!endpoint || !strchr(endpoint, '[') || !zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one));
-    if (!ok) {
-        taas_error_set(err, "TaasIOError", NOWHERE, "cannot set up the %s socket: %s", what, zmq_strerror(errno));
-        taas_error_hint(err, "this libzmq lacks an option the data plane needs: install libzmq 4.3 or later");
-        zmq_close(sock);
-        return NULL;
-    }
-    return sock;
-}
-
 /* A received batch: the message whose bytes it points into, freed with it. */
 typedef struct received {
     taas_batch b;            /* first: taas_batch_free's free(b) frees the whole */

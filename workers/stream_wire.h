@@ -33,11 +33,6 @@ enum {
 /* How often a wait looks at a caller's stop flag, which nothing can signal. */
 #define TAAS_STREAM_SLICE_S 0.02
 
-/* Creates a socket of type with linger 0, the two high-water marks (0 = none) and IPv6 when
- * endpoint is a bracketed address. NULL with a TaasIOError that names what. */
-void *taas_stream_wire_socket(void *zctx, int type, int sndhwm, int rcvhwm, const char *endpoint, const char *what,
-                              taas_error *err);
-
 /* One whole message without waiting: 1 with its first frames in f (*n of them, at most max;
  * later frames are read and dropped, counted in *extra); 0 when none is waiting; -1 on a
  * ZeroMQ error (errno). The caller closes f[0..*n). */

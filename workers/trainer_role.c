@@ -1,8 +1,10 @@
-/* taas-worker trainer: one rank of an offloaded job, started by mpirun. It binds its data
- * plane (batches of registered loaders arrive there from loader workers), says hello to the
- * kernel with that endpoint, runs the fit loop as rank r of W with Open MPI's sums, and
- * rank 0 sends the kernel the progress, the history and the trained weights. Only rank 0
- * writes anything. */
+/* taas-worker trainer: one rank of a job, started by mpirun (or alone, --solo, as the one
+ * rank of a job of one). It says hello to the kernel's control endpoint, gets the job spec
+ * (and the model's starting weights), binds its data plane (batches of registered loaders
+ * arrive there from loader workers) and tells the kernel where, runs the fit loop as rank r
+ * of W with Open MPI's sums, and rank 0 sends the kernel the progress, the history and the
+ * trained weights. Nothing is written to the disk but a private copy of the starting
+ * weights. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +26,10 @@ static const taas_srcpos NOPOS = {0, 0};
 typedef struct rank_ctx {
     taas_collective coll;
     taas_offload off;
+    taas_joined job;
     taas_ctl_client *ctl;
     void *zctx;
+    taas_zsec *sec;
     taas_stream_recv *recv;
     int stream[2];            /* the train and validate streams, or -1 */
     volatile int *stop;
@@ -91,28 +95,38 @@ static int rank_device(void) {
     return (lr ? atoi(lr) : 0) % n;
 }
 
-static int run(rank_ctx *rc, const json_t *job, long long *step, taas_error *err) {
+static int run(rank_ctx *rc, const char *control, long long *step, taas_error *err) {
+    char id[32];
+    snprintf(id, sizeof id, "rank.%d", rc->coll.rank);
+    json_t *hello = json_pack("{s:s, s:i}", "role", "trainer", "rank", rc->coll.rank);
+    int joined = taas_offload_join(control, id, hello, &rc->job, err);
+    rc->ctl = rc->job.ctl;
+    if (joined) return -1;
+    const json_t *job = rc->job.spec;
     if (taas_offload_parse(job, &rc->off, err)) return -1;
     if ((uint32_t)rc->coll.world != rc->off.world) {
-        taas_error_set(err, "TaasValueError", NOPOS, "mpirun started %d ranks, the job spec asks for %u",
+        taas_error_set(err, "TaasValueError", NOPOS, "%d ranks were started, the job spec asks for %u",
                        rc->coll.world, rc->off.world);
-        taas_error_hint(err, "run taas-worker trainer as the kernel does: mpirun -np W taas-worker trainer --spec FILE");
+        taas_error_hint(err, "the kernel starts the ranks; run the cell again");
         return -1;
     }
     rc->stream[0] = taas_offload_stream_of(&rc->off, "train");
     rc->stream[1] = taas_offload_stream_of(&rc->off, "validate");
     rc->zctx = zmq_ctx_new();
-    const char *endpoint = "";
+    if (!rc->zctx) return taas_error_set(err, "TaasIOError", NOPOS, "cannot start ZeroMQ: out of file descriptors");
+    char endpoint[256] = "";
     if (rc->off.nstreams) {
-        taas_stream_recv_cfg sc = {rc->zctx, rc->off.bind, (uint32_t)rc->coll.rank, rc->off.world, rc->off.nstreams,
-                                   rc->off.workers, rc->off.credit};
+        char bind[256];
+        if (taas_offload_bind(&rc->off, control, bind, sizeof bind, err)) return -1;
+        if (rc->job.curve && !(rc->sec = taas_zsec_new(rc->zctx, &rc->job.keys, 1, err))) return -1;
+        taas_stream_recv_cfg sc = {.zctx = rc->zctx, .sec = rc->sec, .bind = bind, .rank = (uint32_t)rc->coll.rank,
+                                   .world = rc->off.world, .nstreams = rc->off.nstreams, .workers = rc->off.workers,
+                                   .credit = rc->off.credit};
         if (!(rc->recv = taas_stream_recv_new(&sc, err))) return -1;
-        endpoint = taas_stream_recv_endpoint(rc->recv);
+        snprintf(endpoint, sizeof endpoint, "%s", taas_stream_recv_endpoint(rc->recv));
     }
-    char id[32];
-    snprintf(id, sizeof id, "rank.%d", rc->coll.rank);
-    json_t *hello = json_pack("{s:s, s:i, s:s}", "role", "trainer", "rank", rc->coll.rank, "data", endpoint);
-    if (!(rc->ctl = taas_offload_connect(&rc->off, id, hello, err))) return -1;
+    if (taas_ctl_client_send(rc->ctl, json_pack("{s:s, s:s}", "t", "ready", "data", endpoint), NULL, 0, err))
+        return -1;
     rc->stop = taas_ctl_client_stop_flag(rc->ctl);
     taas_fit_cfg cfg = {job, &rc->coll, rc->stream[0] >= 0, rc->stream[1] >= 0,
                         rc->stream[0] >= 0 ? rc->off.facts[rc->stream[0]] : NULL,
@@ -130,8 +144,8 @@ static int run(rank_ctx *rc, const json_t *job, long long *step, taas_error *err
 }
 
 int taas_role_trainer(int argc, char **argv) {
-    const char *spec_path = NULL, *help = NULL;
-    const taas_opt opts[] = {{"spec", 1, &spec_path}, {"help", 0, &help}, {NULL, 0, NULL}};
+    const char *control = NULL, *solo = NULL, *help = NULL;
+    const taas_opt opts[] = {{"control", 1, &control}, {"solo", 0, &solo}, {"help", 0, &help}, {NULL, 0, NULL}};
     taas_error err;
     taas_error_clear(&err);
     if (taas_cli_parse(argc, argv, opts, &err)) {
@@ -139,34 +153,38 @@ int taas_role_trainer(int argc, char **argv) {
         return TAAS_EXIT_USAGE;
     }
     if (help) {
-        puts("usage: mpirun -np W taas-worker trainer --spec FILE\n\n"
-             "One rank of an offloaded fit job (the spec taas-kernel writes for a #pragma taas cell,\n"
-             "with its \"offload\" section): trains rank r's share of every step, sums the gradients\n"
-             "with the other ranks over MPI, and reports to the kernel's control endpoint.");
+        puts("usage: mpirun -np W taas-worker trainer --control ENDPOINT\n"
+             "       taas-worker trainer --control ENDPOINT --solo\n\n"
+             "One rank of a job: joins the kernel's control endpoint (with the job's keys in\n"
+             "$TAAS_JOB_KEYS when its planes are encrypted), receives the job spec, trains rank r's\n"
+             "share of every step, sums the gradients with the other ranks over MPI (--solo: the\n"
+             "one rank of a job of one, no MPI) and reports to the kernel.");
         return TAAS_EXIT_OK;
     }
-    if (!spec_path) {
-        taas_error_set(&err, "TaasUsageError", NOPOS, "trainer: --spec is required");
-        taas_error_hint(&err, "the kernel starts the ranks: mpirun -np W taas-worker trainer --spec FILE");
+    if (!control) {
+        taas_error_set(&err, "TaasUsageError", NOPOS, "trainer: --control is required");
+        taas_error_hint(&err, "the kernel starts the ranks of a job with its control endpoint");
         taas_cli_report(stderr, &err);
         return TAAS_EXIT_USAGE;
     }
     signal(SIGPIPE, SIG_IGN);
     rank_ctx rc;
     memset(&rc, 0, sizeof rc);
-    if (taas_collective_mpi_init(&argc, &argv, &rc.coll, &err)) {
+    if (solo) {
+        rc.coll = taas_collective_solo();
+    } else if (taas_collective_mpi_init(&argc, &argv, &rc.coll, &err)) {
         taas_cli_report(stderr, &err);
         return TAAS_EXIT_ERROR;
     }
-    json_t *job = taas_job_read(spec_path, &err);
     long long step = 0;
-    int r = job ? run(&rc, job, &step, &err) : -1;
+    int r = run(&rc, control, &step, &err);
     if (r) taas_offload_report(rc.ctl, &err, step);
     int gone = rc.ctl && taas_ctl_client_kernel_gone(rc.ctl);
-    taas_ctl_client_free(rc.ctl);  /* sends what is queued: the error, or done and the weights */
+    taas_offload_leave(&rc.job);  /* sends what is queued: the error, or done and the weights */
     taas_stream_recv_free(rc.recv);
+    taas_zsec_free(rc.sec);
     if (rc.zctx) zmq_ctx_term(rc.zctx);
-    json_decref(job);
+    if (solo) return r ? TAAS_EXIT_ERROR : TAAS_EXIT_OK;
     /* a failure on one rank leaves the others waiting in their next sum: end them all */
     if (r && !gone) taas_collective_mpi_abort(TAAS_EXIT_ERROR);
     taas_collective_mpi_finalize();

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
+#include <sodium.h>
 #include <zmq.h>
 
 #include "clock.h"
@@ -21,9 +22,7 @@ static void say(const taas_io *io, const char *name, const char *text) {
 }
 
 /* The first failure wins: it is what the user sees. */
-static void fail(taas_job *j, const char *ename, const char *hint, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void fail(taas_job *j, const char *ename, const char *hint, const char *fmt, ...) {
+void taas_job_fail(taas_job *j, const char *ename, const char *hint, const char *fmt, ...) {
     if (j->failed) return;
     j->failed = 1;
     va_list ap;
@@ -32,13 +31,32 @@ static void fail(taas_job *j, const char *ename, const char *hint, const char *f
     va_end(ap);
     if (hint) taas_error_hint(&j->failure, "%s", hint);
 }
+#define fail taas_job_fail
 
-static void send_to(taas_job *j, const char *peer, json_t *body) {
-    taas_error e;
-    taas_ctl_send(j->router, peer, body, NULL, 0, ZMQ_DONTWAIT, &e);  /* a peer that is gone is handled by its exit */
+void taas_job_watch(taas_job *j, int fd) {
+    if (fd < 0) return;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    epoll_ctl(j->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-static const char *loader_label(const taas_job *j, const job_loader *l, char *out, size_t n) {
+void taas_job_unwatch(taas_job *j, int fd) {
+    if (fd >= 0) epoll_ctl(j->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+void taas_job_line(taas_job *j, const char *who, const char *text) {
+    if (!text[0]) return;
+    char line[1200];
+    snprintf(line, sizeof line, "[%s] %s\n", who, text);
+    say(j->io, "stderr", line);
+}
+
+static void send_to(taas_job *j, const char *peer, json_t *body, const void *blob, size_t n) {
+    taas_error e;
+    /* a peer that is gone is handled by its process's end */
+    taas_ctl_send(j->router, peer, body, blob, n, ZMQ_DONTWAIT, &e);
+}
+
+const char *taas_job_loader_label(const taas_job *j, const job_loader *l, char *out, size_t n) {
     const taas_job_stream *s = &j->streams[l->stream];
     snprintf(out, n, "loader %s.%d", s->name ? s->name : s->role, l->worker);
     return out;
@@ -50,13 +68,14 @@ static job_loader *loader_of(taas_job *j, const char *peer) {
     return NULL;
 }
 
-static int rank_of(const char *peer) {
+/* rank.R of this job, or -1 (a peer that is not one of its ranks) */
+static int rank_of(const taas_job *j, const char *peer) {
     int r;
     char rest;
-    return sscanf(peer, "rank.%d%c", &r, &rest) == 1 ? r : -1;
+    return sscanf(peer, "rank.%d%c", &r, &rest) == 1 && r >= 0 && r < j->world ? r : -1;
 }
 
-/* Every rank is there: the loaders learn where to send. */
+/* Every rank is ready: the loaders learn where to send. */
 static void start_loaders(taas_job *j) {
     if (!j->start_msg) {
         json_t *ranks = json_array();
@@ -67,13 +86,34 @@ static void start_loaders(taas_job *j) {
     for (int i = 0; i < j->nloaders; i++) {
         job_loader *l = &j->loaders[i];
         if (l->hello && !l->started) {
-            send_to(j, l->peer, json_deep_copy(j->start_msg));
+            send_to(j, l->peer, json_deep_copy(j->start_msg), NULL, 0);
             l->started = 1;
         }
     }
 }
 
-static void write_weights(taas_job *j, const void *blob, size_t n) {
+/* A worker said hello: it gets the job spec (and the model's weights before the fit), with
+ * what is its own: a rank, where to bind its data plane; a loader, where to start. */
+static void send_spec(taas_job *j, const char *peer, int rank, const job_loader *l) {
+    json_t *spec = json_deep_copy(j->spec);
+    json_t *off = json_object_get(spec, "offload");
+    if (rank >= 0 && !strcmp(j->rank_bind, "route")) {
+        json_object_set_new(off, "bind", json_string("route"));
+    } else if (rank >= 0) {
+        char ep[300];
+        snprintf(ep, sizeof ep, "%s%d", j->rank_bind, rank);
+        json_object_set_new(off, "bind", json_string(ep));
+    }
+    if (l) {
+        json_object_set_new(off, "resume", json_pack("{s:I, s:I}", "epoch", (json_int_t)l->epoch, "step",
+                                                     (json_int_t)l->step));
+    }
+    json_t *body = taas_ctl_body("spec");
+    json_object_set_new(body, "spec", spec);
+    send_to(j, peer, body, rank >= 0 ? j->init_weights : NULL, rank >= 0 ? j->init_weights_len : 0);
+}
+
+static int write_weights(taas_job *j, const void *blob, size_t n) {
     char tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.part", j->weights);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -84,26 +124,22 @@ static void write_weights(taas_job *j, const void *blob, size_t n) {
         if (w <= 0) break;
         done += (size_t)w;
     }
-    if (fd >= 0 && done == n && fsync(fd) == 0 && close(fd) == 0 && rename(tmp, j->weights) == 0) {
-        j->have_weights = 1;
-        return;
-    }
+    if (fd >= 0 && done == n && fsync(fd) == 0 && close(fd) == 0 && rename(tmp, j->weights) == 0) return 0;
     if (fd >= 0) close(fd);
     unlink(tmp);
     fail(j, "TaasOffloadError", "the temporary folder ($TMPDIR or /tmp) must be writable with free space",
          "cannot write the trained weights to %s: %s", j->weights, strerror(errno));
+    return -1;
 }
 
-static void on_error_msg(taas_job *j, const char *peer, const json_t *b) {
+static void on_error_msg(taas_job *j, const char *peer, int r, const json_t *b) {
     const char *ename = json_string_value(json_object_get(b, "ename"));
     const char *msg = json_string_value(json_object_get(b, "message"));
     const char *hint = json_string_value(json_object_get(b, "hint"));
-    int r = rank_of(peer);
     char who[96];
     job_loader *l = loader_of(j, peer);
     if (r >= 0) snprintf(who, sizeof who, "rank %d on %s", r, j->ranks[r].host[0] ? j->ranks[r].host : "?");
-    else if (l) loader_label(j, l, who, sizeof who);
-    else snprintf(who, sizeof who, "%s", peer);
+    else taas_job_loader_label(j, l, who, sizeof who);
     /* a training error (a nan loss) reads best as it is; the others say where they happened */
     if (r == 0 || (r > 0 && !j->failed && ename && !strcmp(ename, "TaasValueError") && msg && strstr(msg, "loss is")))
         fail(j, ename ? ename : "TaasWorkerError", hint, "%s", msg ? msg : "a worker failed");
@@ -111,33 +147,49 @@ static void on_error_msg(taas_job *j, const char *peer, const json_t *b) {
         fail(j, ename ? ename : "TaasWorkerError", hint, "%s: %s", who, msg ? msg : "failed");
 }
 
+static void on_hello(taas_job *j, const char *peer, int r, job_loader *l, const json_t *b) {
+    const char *host = json_string_value(json_object_get(b, "host"));
+    pid_t pid = (pid_t)json_integer_value(json_object_get(b, "pid"));
+    if (r >= 0 && !j->ranks[r].hello) {
+        job_rank *k = &j->ranks[r];
+        k->hello = 1;
+        k->pid = pid;
+        snprintf(k->host, sizeof k->host, "%s", host ? host : "?");
+        j->nhello++;
+        send_spec(j, peer, r, NULL);
+    } else if (l && !l->hello) {
+        l->hello = 1;
+        l->pid = pid;
+        snprintf(l->host, sizeof l->host, "%s", host ? host : "?");
+        send_spec(j, peer, -1, l);
+        if (j->nready == j->world) start_loaders(j);
+    }
+}
+
 static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
     const char *t = taas_ctl_type(m);
     const json_t *b = m->body;
-    int r = rank_of(m->peer);
+    int r = rank_of(j, m->peer);
+    job_loader *l = r < 0 ? loader_of(j, m->peer) : NULL;
+    if (r < 0 && !l) return;  /* not a worker of this job */
     if (!strcmp(t, "hello")) {
-        if (r >= 0 && r < j->world && !j->ranks[r].hello) {
-            job_rank *k = &j->ranks[r];
-            k->hello = 1;
-            k->pid = (pid_t)json_integer_value(json_object_get(b, "pid"));
-            const char *host = json_string_value(json_object_get(b, "host"));
-            const char *data = json_string_value(json_object_get(b, "data"));
-            snprintf(k->host, sizeof k->host, "%s", host ? host : "?");
-            snprintf(k->data, sizeof k->data, "%s", data ? data : "");
-            j->nhello++;
-        } else if (loader_of(j, m->peer)) {
-            loader_of(j, m->peer)->hello = 1;
-        }
-        if (j->nhello == j->world) start_loaders(j);
+        on_hello(j, m->peer, r, l, b);
+    } else if (!strcmp(t, "ready") && r >= 0 && j->ranks[r].hello && !j->ranks[r].ready) {
+        const char *data = json_string_value(json_object_get(b, "data"));
+        snprintf(j->ranks[r].data, sizeof j->ranks[r].data, "%s", data ? data : "");
+        j->ranks[r].ready = 1;
+        if (++j->nready == j->world) start_loaders(j);
     } else if (!strcmp(t, "log")) {
         const char *text = json_string_value(json_object_get(b, "text"));
-        job_loader *l = loader_of(j, m->peer);
-        char who[96], line[1200];
+        char who[96];
         if (r >= 0) snprintf(who, sizeof who, "rank %d", r);
-        else if (l) loader_label(j, l, who, sizeof who);
-        else snprintf(who, sizeof who, "%s", m->peer);
-        snprintf(line, sizeof line, "[%s] %s\n", who, text ? text : "");
-        say(io, "stderr", line);
+        else taas_job_loader_label(j, l, who, sizeof who);
+        if (j->offloaded) {
+            taas_job_line(j, who, text ? text : "");
+        } else {  /* a plain fit's worker speaks as the kernel would */
+            say(io, "stderr", text ? text : "");
+            say(io, "stderr", "\n");
+        }
     } else if (!strcmp(t, "start") && r == 0) {
         taas_trainview_start(j->view, b);
         j->epochs = (long long)json_integer_value(json_object_get(b, "epochs"));
@@ -158,19 +210,18 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         taas_job_view(j, io, 1);
     } else if (!strcmp(t, "done") && r == 0 && !j->done) {
         j->done = json_incref(m->body);
-        if (m->blob && m->blob_len) write_weights(j, m->blob, m->blob_len);
+        if (m->blob && m->blob_len) j->have_weights = write_weights(j, m->blob, m->blob_len) == 0;
         else fail(j, "TaasOffloadError", "taas-worker and taas-kernel may come from different versions",
                   "rank 0 ended without sending the trained weights");
-    } else if (!strcmp(t, "ended")) {
-        job_loader *l = loader_of(j, m->peer);
-        if (l) l->ended = 1;
+    } else if (!strcmp(t, "ended") && l) {
+        l->ended = 1;
     } else if (!strcmp(t, "error")) {
-        on_error_msg(j, m->peer, b);
+        on_error_msg(j, m->peer, r, b);
     }
 }
 
 static void serve_control(taas_job *j, const taas_io *io) {
-    for (;;) {
+    for (int n = 0; n < 10000; n++) {  /* bounded: the rest waits for the next poll */
         taas_ctl_msg m;
         taas_error e;
         int rc = taas_ctl_recv(j->router, 1, ZMQ_DONTWAIT, &m, &e);
@@ -181,100 +232,47 @@ static void serve_control(taas_job *j, const taas_io *io) {
     }
 }
 
-typedef struct line_ctx {
-    taas_job *j;
-    const taas_io *io;
-} line_ctx;
-
-/* A line a process printed: mpirun's own, or what a worker wrote outside the control plane. */
-static void on_line(void *ctx, taas_proc *p, const char *text) {
-    line_ctx *c = ctx;
-    if (!text[0]) return;
-    char line[1200];
-    snprintf(line, sizeof line, "[%s] %s\n", p->what, text);
-    say(c->io, "stderr", line);
-}
-
-/* "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)." */
-static int mpirun_rank_death(const char *tail, int *rank, char *host, size_t hn, char *how, size_t wn) {
-    const char *p = strstr(tail, "noticed that process rank ");
-    if (!p) return 0;
-    char h[64] = "";
-    int r;
-    if (sscanf(p, "noticed that process rank %d with PID %*d on node %63s", &r, h) != 2) return 0;
-    const char *e = strstr(p, "exited on ");
-    *rank = r;
-    snprintf(host, hn, "%s", h);
-    if (e) {
-        const char *end = strpbrk(e, ".\n");
-        snprintf(how, wn, "%.*s", end ? (int)(end - e) : (int)strlen(e), e);
-    } else {
-        snprintf(how, wn, "died");
-    }
-    return 1;
-}
-
-static void on_mpirun_exit(taas_job *j) {
-    taas_proc *p = j->mpirun;
-    if (taas_proc_ok(p) && j->done) return;
-    char how[96], host[64];
-    int rank;
-    if (mpirun_rank_death(p->tail, &rank, host, sizeof host, how, sizeof how)) {
-        const char *h = rank >= 0 && rank < j->world && j->ranks[rank].host[0] ? j->ranks[rank].host : host;
-        fail(j, "TaasWorkerError", "the other ranks were stopped with it; run the cell again",
-             "trainer rank %d on %s (pid %d) %s", rank, h, rank >= 0 && rank < j->world ? (int)j->ranks[rank].pid : 0,
-             how);
+void taas_job_ranks_ended(taas_job *j, int ok, const char *how) {
+    j->ranks_ended = 1;
+    serve_control(j, j->io);  /* rank 0's last messages may still be queued */
+    if (ok && j->done) return;
+    if (ok) {
+        fail(j, "TaasWorkerError", "taas-worker and taas-kernel may come from different versions",
+             "the ranks ended before rank 0 sent its result");
         return;
     }
-    taas_proc_describe(p, how, sizeof how);
-    const char *nl = p->tail[0] ? p->tail : "(no output)";
-    fail(j, "TaasWorkerError", "check that Open MPI works here: mpirun -np 2 hostname",
-         "mpirun ended with %s before the job was done: %.600s", how, nl);
+    fail(j, "TaasWorkerError", "the other ranks were stopped with it; run the cell again", "%s", how);
 }
 
 /* A loader worker ended. Done with its work, fine; else a replacement takes over from the
  * step the ranks have reached (items before it were trained; ranks drop what they have). */
-static void on_loader_exit(taas_job *j, const taas_io *io, job_loader *l) {
-    if (l->ended && taas_proc_ok(l->proc)) return;
+void taas_job_loader_ended(taas_job *j, job_loader *l, int ok, const char *how) {
+    l->alive = 0;
+    serve_control(j, j->io);
+    if (l->ended && ok) return;
     if (j->done || j->failed || j->cancelled) return;
-    char who[96], how[96], line[400];
-    loader_label(j, l, who, sizeof who);
-    taas_proc_describe(l->proc, how, sizeof how);
+    char who[96], line[400];
+    taas_job_loader_label(j, l, who, sizeof who);
     if (l->gen + 1 >= TAAS_JOB_MAX_GENERATIONS) {
         fail(j, "TaasWorkerError", "see the lines it printed above; fix the data source and run the cell again",
-             "%s (pid %d) ended with %s, %d times: the job stops", who, (int)l->proc->pid, how, l->gen + 1);
+             "%s (pid %d on %s) ended with %s, %d times: the job stops", who, (int)l->pid, l->host[0] ? l->host : "?",
+             how, l->gen + 1);
         return;
     }
     int validate = !strcmp(j->streams[l->stream].role, "validate");
     long long epoch = j->epoch > 0 ? j->epoch - 1 : 0, step = validate ? 0 : j->step;
-    snprintf(line, sizeof line, "[%s] died (pid %d, %s); a replacement takes over from epoch %lld step %lld\n",
-             who, (int)l->proc->pid, how, epoch + 1, step);
-    say(io, "stderr", line);
+    snprintf(line, sizeof line, "[%s] died (pid %d on %s, %s); a replacement takes over from epoch %lld step %lld\n",
+             who, (int)l->pid, l->host[0] ? l->host : "?", how, epoch + 1, step);
+    say(j->io, "stderr", line);
     l->gen++;
+    l->epoch = epoch;
+    l->step = step;
+    l->hello = l->started = l->ended = 0;
+    l->pid = 0;
+    snprintf(l->peer, sizeof l->peer, "loader.%d.%d.%d", l->stream, l->worker, l->gen);
     taas_error e;
-    if (taas_job_launch_loader(j, l, epoch, step, &e)) fail(j, e.ename, e.hint, "%s", e.message);
-}
-
-static void watch_processes(taas_job *j, const taas_io *io) {
-    line_ctx c = {j, io};
-    if (j->mpirun && !j->mpirun->exited) {
-        taas_proc_read(j->mpirun, on_line, &c);
-        if (taas_proc_reap(j->mpirun)) {
-            taas_proc_read(j->mpirun, on_line, &c);
-            serve_control(j, io);  /* rank 0's last messages may still be queued */
-            on_mpirun_exit(j);
-        }
-    }
-    for (int i = 0; i < j->nloaders; i++) {
-        job_loader *l = &j->loaders[i];
-        if (!l->proc || l->proc->exited) continue;
-        taas_proc_read(l->proc, on_line, &c);
-        if (taas_proc_reap(l->proc)) {
-            taas_proc_read(l->proc, on_line, &c);
-            serve_control(j, io);
-            on_loader_exit(j, io, l);
-        }
-    }
+    if (j->be->launch_loader(j, l, &e)) fail(j, e.ename, e.hint, "%s", e.message);
+    else l->alive = 1;
 }
 
 taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error *err) {
@@ -284,6 +282,7 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
         return NULL;
     }
     j->epfd = epoll_create1(EPOLL_CLOEXEC);
+    j->io = io;
     snprintf(j->dir, sizeof j->dir, "%s", cfg->dir);
     snprintf(j->weights, sizeof j->weights, "%s", cfg->weights);
     const char *slash = strrchr(cfg->dir, '/');
@@ -300,17 +299,22 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
         taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory starting the job");
         goto fail;
     }
-    if (taas_job_launch_ranks(j, err)) goto fail;
+    if (j->be->launch_ranks(j, err)) goto fail;
     for (int i = 0; i < j->nloaders; i++) {
-        j->loaders[i].stream = i / j->cpus;
-        j->loaders[i].worker = i % j->cpus;
-        if (taas_job_launch_loader(j, &j->loaders[i], 0, 0, err)) goto fail;
+        job_loader *l = &j->loaders[i];
+        l->stream = i / j->cpus;
+        l->worker = i % j->cpus;
+        snprintf(l->peer, sizeof l->peer, "loader.%d.%d.%d", l->stream, l->worker, l->gen);
+        if (j->be->launch_loader(j, l, err)) goto fail;
+        l->alive = 1;
     }
     j->hello_deadline = taas_now() + TAAS_JOB_HELLO_S;
     j->next_beat = taas_now() + TAAS_CTL_HEARTBEAT_S;
     taas_job_view(j, io, 1);
+    j->io = NULL;
     return j;
 fail:
+    j->io = NULL;
     taas_job_free(j);
     return NULL;
 }
@@ -322,7 +326,7 @@ int taas_job_fd(const taas_job *j) {
 double taas_job_deadline(const taas_job *j) {
     double d = j->next_beat, v = taas_job_view_due(j);
     if (v > 0 && v < d) d = v;
-    if (j->nhello < j->world && j->hello_deadline < d) d = j->hello_deadline;
+    if (j->nready < j->world && j->hello_deadline < d) d = j->hello_deadline;
     return d;
 }
 
@@ -334,48 +338,46 @@ static void heartbeats(taas_job *j) {
     for (int r = 0; r < j->world; r++)
         if (j->ranks[r].hello) {
             snprintf(peer, sizeof peer, "rank.%d", r);
-            send_to(j, peer, taas_ctl_body("hb"));
+            send_to(j, peer, taas_ctl_body("hb"), NULL, 0);
         }
     for (int i = 0; i < j->nloaders; i++)
-        if (j->loaders[i].hello && j->loaders[i].proc && !j->loaders[i].proc->exited)
-            send_to(j, j->loaders[i].peer, taas_ctl_body("hb"));
+        if (j->loaders[i].hello && j->loaders[i].alive) send_to(j, j->loaders[i].peer, taas_ctl_body("hb"), NULL, 0);
+}
+
+static void end_processes(taas_job *j) {
+    if (j->be && j->be_state) j->be->cancel(j);
 }
 
 int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
     /* the epoll set is level-triggered and only wakes the kernel: everything is looked at here */
+    j->io = io;
     serve_control(j, io);
-    watch_processes(j, io);
+    j->be->watch(j);
     heartbeats(j);
-    if (!j->failed && j->nhello < j->world && taas_now() > j->hello_deadline)
-        fail(j, "TaasOffloadError", "see the lines mpirun printed above; check that mpirun -np 2 hostname works",
-             "only %d of %d ranks started within %.0f s", j->nhello, j->world, TAAS_JOB_HELLO_S);
+    if (!j->failed && j->nready < j->world && taas_now() > j->hello_deadline)
+        fail(j, "TaasOffloadError", "see the lines the launcher printed above",
+             "only %d of %d ranks started within %.0f s", j->nready, j->world, TAAS_JOB_HELLO_S);
     if (taas_job_view_due(j) > 0 && taas_now() >= taas_job_view_due(j)) taas_job_view(j, io, 1);
+    int rc = 1;
     if (j->failed) {
-        taas_job_cancel(j, 0, NULL);
+        end_processes(j);
         taas_trainview_end(j->view, "failed", NULL);
         taas_job_view(j, io, 1);
         *err = j->failure;
-        return -1;
-    }
-    if (j->done && j->mpirun->exited) {
-        for (int i = 0; i < j->nloaders; i++) taas_proc_kill(j->loaders[i].proc);
+        rc = -1;
+    } else if (j->done && j->ranks_ended) {
+        end_processes(j);  /* the loaders */
         taas_trainview_end(j->view, "done", j->model);
         taas_job_view(j, io, 1);
-        taas_job_summary(j, io);
-        return 0;
+        if (j->offloaded) taas_job_summary(j, io);
+        rc = 0;
     }
-    return 1;
+    j->io = NULL;
+    return rc;
 }
 
 const json_t *taas_job_done(const taas_job *j) {
     return j->done;
-}
-
-static void kill_all(taas_job *j) {
-    for (int r = 0; j->ranks && r < j->world; r++)
-        if (j->ranks[r].hello && j->ranks[r].pid > 0 && j->mpirun && !j->mpirun->exited) kill(j->ranks[r].pid, SIGKILL);
-    taas_proc_kill(j->mpirun);
-    for (int i = 0; j->loaders && i < j->nloaders; i++) taas_proc_kill(j->loaders[i].proc);
 }
 
 int taas_job_cancel(taas_job *j, double grace_s, const taas_io *io) {
@@ -384,18 +386,18 @@ int taas_job_cancel(taas_job *j, double grace_s, const taas_io *io) {
     for (int r = 0; j->ranks && r < j->world; r++)
         if (j->ranks[r].hello) {
             snprintf(peer, sizeof peer, "rank.%d", r);
-            send_to(j, peer, taas_ctl_body("cancel"));
+            send_to(j, peer, taas_ctl_body("cancel"), NULL, 0);
         }
     for (int i = 0; j->loaders && i < j->nloaders; i++)
-        if (j->loaders[i].hello) send_to(j, j->loaders[i].peer, taas_ctl_body("cancel"));
+        if (j->loaders[i].hello) send_to(j, j->loaders[i].peer, taas_ctl_body("cancel"), NULL, 0);
     double until = taas_now() + grace_s;
-    while (!j->done && !j->failed && j->mpirun && !j->mpirun->exited && taas_now() < until) {
+    while (!j->done && !j->failed && !j->ranks_ended && j->router && taas_now() < until) {
         struct epoll_event ev;
         int ms = (int)((until - taas_now()) * 1000) + 1;
         epoll_wait(j->epfd, &ev, 1, ms > 50 ? 50 : ms);
         serve_control(j, NULL);
     }
-    kill_all(j);
+    end_processes(j);
     int kept = j->done && j->have_weights;
     if (io && j->view) {
         taas_trainview_end(j->view, "stopped", kept ? j->model : NULL);
@@ -406,17 +408,19 @@ int taas_job_cancel(taas_job *j, double grace_s, const taas_io *io) {
 
 void taas_job_free(taas_job *j) {
     if (!j) return;
-    kill_all(j);
-    taas_proc_free(j->mpirun);
-    for (int i = 0; j->loaders && i < j->nloaders; i++) taas_proc_free(j->loaders[i].proc);
+    end_processes(j);
+    if (j->be && j->be_state) j->be->free(j);
     free(j->loaders);
     free(j->ranks);
     if (j->router) zmq_close(j->router);
+    taas_zsec_free(j->sec);
     if (j->zctx) zmq_ctx_term(j->zctx);
     if (j->epfd >= 0) close(j->epfd);
-    if (j->spec_path[0]) unlink(j->spec_path);
+    json_decref(j->spec);
+    free(j->init_weights);
     json_decref(j->start_msg);
     taas_trainview_free(j->view);
     json_decref(j->done);
+    sodium_memzero(&j->keys, sizeof j->keys);
     free(j);
 }

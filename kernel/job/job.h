@@ -1,9 +1,10 @@
-/* An offloaded job (DESIGN.md §3, §4): a fit in a `#pragma taas` cell, run by W trainer
- * ranks (Open MPI's mpirun on this machine: the local backend) while every registered
- * DataLoader the fit uses runs on M loader workers that stream batches to the ranks. The
- * kernel is the coordinator: it plans the job, launches the workers, serves the control
- * plane (workers/jobctl.h), shows progress in one display updated in place, replaces a
- * loader that dies, and ends everything on cancel. It never blocks: the job is a state of
+/* A training job (DESIGN.md §3, §4): a fit, run by W trainer ranks while every registered
+ * DataLoader the fit uses runs on M loader workers that stream batches to the ranks. A fit
+ * in a `#pragma taas` cell is such a job on the configured backend (backend.h); a fit
+ * without one is a job of one rank and no loader workers on this machine. The kernel is the
+ * coordinator: it plans the job, launches the workers through the backend, serves the
+ * control plane (workers/jobctl.h), shows progress in one display updated in place, replaces
+ * a loader that dies, and ends everything on cancel. It never blocks: the job is a state of
  * the kernel's event loop, polled through one file descriptor and a deadline. */
 #ifndef TAAS_JOB_H
 #define TAAS_JOB_H
@@ -22,7 +23,7 @@ typedef struct taas_job_stream {
 } taas_job_stream;
 
 typedef struct taas_job_cfg {
-    const taas_pragma *pragma;
+    const taas_pragma *pragma;  /* NULL: a fit without a pragma (one rank, here, no plan line) */
     json_t *spec;           /* the fit job spec (docs/jobspec.md), borrowed; "offload" is added */
     const taas_job_stream *streams;
     int nstreams;
@@ -33,9 +34,9 @@ typedef struct taas_job_cfg {
 
 typedef struct taas_job taas_job;
 
-/* Plans the job and says so in one line (stdout), checks it against this machine (the
- * local backend runs on one machine; GPUs), writes the spec, binds the control plane and
- * launches the workers. NULL with err, nothing left running, when any of it fails. */
+/* Plans the job and, for a pragma's, says so (stdout), checks it against the backend,
+ * binds the control plane and launches the workers. NULL with err, nothing left running,
+ * when any of it fails. */
 taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error *err);
 
 /* Readable when the job has something to handle; the deadline (taas_now) by which

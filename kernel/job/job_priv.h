@@ -1,22 +1,24 @@
-/* Private to kernel/job: the job's state, shared by job.c (the control plane and the
- * lifecycle), job_launch.c (planning and starting processes) and job_view.c (the display). */
+/* Private to kernel/job: the job's state, shared by job.c (the lifecycle and the control
+ * plane), job_plan.c (the plan and the spec), job_view.c (the display) and the backends
+ * (backend.h), which start, watch and end the job's processes. */
 #ifndef TAAS_JOB_PRIV_H
 #define TAAS_JOB_PRIV_H
 
 #include <limits.h>
 #include <sys/types.h>
 
+#include "backend.h"
 #include "job.h"
-#include "proc.h"
 #include "trainview.h"
+#include "zsock.h"
 
 /* Replacements of one loader worker before the job gives up on it. */
 #define TAAS_JOB_MAX_GENERATIONS 4
-/* Seconds for every worker to say hello (mpirun and MPI_Init included). */
+/* Seconds for every worker to say hello (mpirun or the scheduler, and MPI_Init, included). */
 #define TAAS_JOB_HELLO_S 60.0
 
 typedef struct job_rank {
-    int hello;
+    int hello, ready;
     pid_t pid;
     char host[64];
     char data[160];       /* its data plane endpoint */
@@ -25,33 +27,49 @@ typedef struct job_rank {
 typedef struct job_loader {
     int stream, worker;   /* s and j */
     int gen;              /* generation: 0, then one more per replacement */
-    taas_proc *proc;
+    long long epoch, step;/* where its generation starts */
     char peer[64];        /* its control identity, "loader.S.J.G" */
+    char host[64];        /* from its hello */
+    pid_t pid;
     int hello, started, ended;
+    int alive;            /* its process runs (the backend says) */
 } job_loader;
 
 struct taas_job {
     int world, cpus, threads;
+    int offloaded;        /* a #pragma taas cell's (plan line, job status, summary) */
+    const taas_pragma *pragma;  /* while it is planned only */
     int nstreams;
     taas_job_stream streams[2];
     char names[2][64];
-    char dir[PATH_MAX / 2], spec_path[PATH_MAX], weights[PATH_MAX];
+    char dir[PATH_MAX / 2], weights[PATH_MAX];
     char id[32];
-    char worker_path[PATH_MAX], mpirun_path[PATH_MAX];
-    char endpoint[128];
+    char worker_path[PATH_MAX];
+    char endpoint[256];   /* the control plane, as the workers reach it */
+    char bind[256];       /* what the control plane binds */
+    char rank_bind[256];  /* the ranks' data plane: an ipc:// folder prefix, or "route" */
+    json_t *spec;         /* the job spec, sent to each worker after its hello */
+    void *init_weights;   /* the model's weights before the fit (sent with the spec), or NULL */
+    size_t init_weights_len;
+    /* security: the job's keys when its planes leave this machine (CURVE), else plain ipc:// */
+    int curve;
+    taas_zkeys keys;
+    taas_zsec *sec;
     void *zctx, *router;
     int epfd;
-    taas_proc *mpirun;
+    const taas_backend *be;
+    void *be_state;       /* the backend's own */
     job_rank *ranks;
-    int nhello;           /* ranks that said hello */
+    int nhello, nready;   /* ranks that said hello, and that bound their data plane */
     job_loader *loaders;  /* nstreams * cpus, stream-major */
     int nloaders;
-    json_t *start_msg;    /* the loaders' start message, once every rank is there */
+    json_t *start_msg;    /* the loaders' start message, once every rank is ready */
     /* progress, from rank 0 */
     long long epochs, steps_per_epoch, epoch, step, samples;
     double loss, samples_per_s, wait_share;
     json_t *done;
     int have_weights;
+    int ranks_ended;      /* the backend saw the ranks' processes end */
     /* the end */
     int failed;
     taas_error failure;
@@ -60,13 +78,26 @@ struct taas_job {
     taas_trainview *view;
     char display_id[64];
     char model[64];       /* the model's variable, for the summary */
+    const taas_io *io;    /* the cell's outputs while a poll runs (NULL otherwise) */
 };
 
-/* job_launch.c */
+/* job_plan.c: the plan line, the backend's checks, the spec and the control plane. */
 int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_error *err);
-int taas_job_launch_ranks(taas_job *j, taas_error *err);
-int taas_job_launch_loader(taas_job *j, job_loader *l, long long epoch, long long step, taas_error *err);
+
+/* job.c, for the backends: epoll watches fd (-1: nothing); a line a process printed
+ * (who: "mpirun", "loader train.0"); the first failure, which ends the job. */
 void taas_job_watch(taas_job *j, int fd);
+void taas_job_unwatch(taas_job *j, int fd);
+void taas_job_line(taas_job *j, const char *who, const char *text);
+void taas_job_fail(taas_job *j, const char *ename, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The ranks' processes ended (the launcher, or the one rank): ok when they all exited 0;
+ * else how names what happened ("rank 1 on gpu2 (pid 42) exited on signal 9 (Killed)"). */
+void taas_job_ranks_ended(taas_job *j, int ok, const char *how);
+/* Loader l's process ended (ok: exit status 0); how says how it ended otherwise. */
+void taas_job_loader_ended(taas_job *j, job_loader *l, int ok, const char *how);
+/* "loader train.0" */
+const char *taas_job_loader_label(const taas_job *j, const job_loader *l, char *out, size_t n);
 
 /* job_view.c: the display, updated in place at most five times a second (final: now), and
  * when a kept update is due (0: none). */

@@ -16,7 +16,7 @@ static void duration(taas_buf *b, double s) {
 
 static int loaders_alive(const taas_job *j) {
     int n = 0;
-    for (int i = 0; i < j->nloaders; i++) n += j->loaders[i].hello && j->loaders[i].proc && !j->loaders[i].proc->exited;
+    for (int i = 0; i < j->nloaders; i++) n += j->loaders[i].hello && j->loaders[i].alive;
     return n;
 }
 
@@ -29,10 +29,12 @@ static void status_text(const taas_job *j, taas_buf *t) {
 
 void taas_job_view(taas_job *j, const taas_io *io, int final) {
     if (!j->view) return;
-    taas_buf t = TAAS_BUF_INIT;
-    status_text(j, &t);
-    taas_trainview_status(j->view, t.data);
-    taas_buf_free(&t);
+    if (j->offloaded) {  /* a plain fit shows the training alone */
+        taas_buf t = TAAS_BUF_INIT;
+        status_text(j, &t);
+        taas_trainview_status(j->view, t.data);
+        taas_buf_free(&t);
+    }
     taas_trainview_show(j->view, io, final);
 }
 

@@ -1,7 +1,8 @@
-/* fit() and evaluate(): the kernel writes a job spec (docs/jobspec.md) into a private job
- * folder, runs `taas-worker train|evaluate --spec FILE` and waits on its stdout as show()
- * does, turning progress lines into stream text. The kernel never holds weights: a model
- * value keeps the path of its safetensors file (u.obj.weights). */
+/* fit() and evaluate(): the kernel checks the model against the data and writes a job spec
+ * (docs/jobspec.md). fit runs it as a job (action_job.c, kernel/job); evaluate runs
+ * `taas-worker evaluate --spec FILE` in a private job folder and waits on its result line as
+ * show() does. The kernel never holds weights: a model value keeps the path of its
+ * safetensors file (u.obj.weights). */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -17,65 +18,39 @@
 #include "fit.h"
 #include "modelview.h"
 #include "result.h"
-#include "trainview.h"
 #include "utf8.h"
 #include "worker.h"
 
 /* Progress lines are short; a day of step lines at 5/s stays far under this. */
 #define MAX_OUT ((size_t)256 << 20)
-#define STOP_GRACE_S 1.0
 
-typedef struct fit_wait {
+/* evaluate(): `taas-worker evaluate` run to its end, its result one JSON line. */
+typedef struct eval_wait {
     taas_waiter base;
     taas_child *child;
-    taas_value *model;    /* a reference; gets the weights */
-    int evaluate;
+    taas_value *model;    /* a reference */
     int finished;         /* the child was reaped */
     char dir[PATH_MAX / 2]; /* the job folder */
     char spec[PATH_MAX];
-    char out[PATH_MAX];   /* fit: where the worker writes weights */
     size_t pos;           /* stdout parsed up to here */
-    taas_trainview *view; /* fit: the progress display */
-    const taas_io *io;    /* the cell's, for the display's last state when it is stopped */
-    char name[64];        /* the model's variable, for the summary */
     json_t *done, *error;
-} fit_wait;
+} eval_wait;
 
 static const taas_srcpos NOPOS = {0, 0};
 
-static void say(const taas_io *io, const char *name, const char *text) {
-    if (io && io->stream) io->stream(io->ctx, name, text);
-}
-
-static void on_line(fit_wait *f, const taas_io *io, json_t *j) {
+static void on_line(eval_wait *f, json_t *j) {
     const char *ev = json_string_value(json_object_get(j, "event"));
-    if (!ev) return;
-    if (f->view && !strcmp(ev, "start")) {
-        taas_trainview_start(f->view, j);
-        taas_trainview_show(f->view, io, 1);
-    } else if (f->view && !strcmp(ev, "step")) {
-        taas_trainview_step(f->view, j);
-        taas_trainview_show(f->view, io, 0);
-    } else if (f->view && !strcmp(ev, "epoch")) {
-        taas_trainview_epoch(f->view, j);
-        taas_trainview_show(f->view, io, 1);
-    } else if (!strcmp(ev, "log")) {
-        const char *t = json_string_value(json_object_get(j, "text"));
-        if (t) {
-            say(io, "stderr", t);
-            say(io, "stderr", "\n");
-        }
-    } else if (!strcmp(ev, "done")) {
+    if (ev && !strcmp(ev, "done")) {
         json_decref(f->done);
         f->done = json_incref(j);
-    } else if (!strcmp(ev, "error")) {
+    } else if (ev && !strcmp(ev, "error")) {
         json_decref(f->error);
         f->error = json_incref(j);
     }
 }
 
 /* Every complete line of stdout not seen yet. */
-static void parse_lines(fit_wait *f, const taas_io *io) {
+static void parse_lines(eval_wait *f) {
     const taas_buf *o = taas_child_output(f->child);
     while (f->pos < o->len) {
         const char *start = o->data + f->pos;
@@ -83,7 +58,7 @@ static void parse_lines(fit_wait *f, const taas_io *io) {
         if (!nl) break;
         json_t *j = json_loadb(start, (size_t)(nl - start), 0, NULL);
         f->pos = (size_t)(nl - o->data) + 1;
-        if (j) on_line(f, io, j);
+        if (j) on_line(f, j);
         json_decref(j);
     }
 }
@@ -108,42 +83,18 @@ void taas_weights_attach(taas_value *model, const char *path) {
     if (p) taas_weights_replace(model, p);
 }
 
-static void fit_free(taas_waiter *w) {
-    fit_wait *f = (fit_wait *)w;
-    if (!f->finished && taas_child_fd(f->child) >= 0) {
-        /* interrupted: the worker finishes its step and writes the weights, or is killed */
-        kill(taas_child_pid(f->child), SIGINT);
-        double until = taas_now() + STOP_GRACE_S;
-        taas_error e;
-        memset(&e, 0, sizeof e);
-        while (!f->done && taas_child_fd(f->child) >= 0) {
-            double left = until - taas_now();
-            if (left <= 0) break;
-            struct pollfd p = {taas_child_fd(f->child), POLLIN, 0};
-            poll(&p, 1, (int)(left * 1000) + 1);
-            if (taas_child_pump(f->child, MAX_OUT, &e) < 0) break;
-            parse_lines(f, NULL);
-        }
-        if (!f->evaluate && f->done && f->out[0]) taas_weights_attach(f->model, f->out);
-        if (f->view) {
-            taas_trainview_end(f->view, "stopped", f->done ? f->name : NULL);
-            taas_trainview_show(f->view, f->io, 1);
-        }
-    }
-    taas_child_free(f->child);
-    taas_trainview_free(f->view);
+static void eval_free(taas_waiter *w) {
+    eval_wait *f = (eval_wait *)w;
+    taas_child_free(f->child);  /* interrupted: nothing of it is kept */
     unlink(f->spec);
-    if (!f->model->u.obj.weights || strcmp(f->model->u.obj.weights, f->out) != 0) {
-        if (f->out[0]) unlink(f->out);
-        rmdir(f->dir);
-    }
+    rmdir(f->dir);
     json_decref(f->done);
     json_decref(f->error);
     taas_unref(f->model);
     free(f);
 }
 
-static int worker_error(fit_wait *f, taas_error *err) {
+static int worker_error(eval_wait *f, taas_error *err) {
     const json_t *e = f->error;
     const char *ename = json_string_value(json_object_get(e, "ename"));
     const char *msg = json_string_value(json_object_get(e, "message"));
@@ -154,45 +105,27 @@ static int worker_error(fit_wait *f, taas_error *err) {
     return -1;
 }
 
-static int fit_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *err) {
-    (void)expired;  /* a job has no time limit: the stop button ends it */
-    fit_wait *f = (fit_wait *)w;
-    f->io = io;
+static int eval_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *err) {
+    (void)expired;  /* no time limit: the stop button ends it */
+    (void)io;
+    eval_wait *f = (eval_wait *)w;
     int r = taas_child_pump(f->child, MAX_OUT, err);
     if (r < 0) return -1;
-    parse_lines(f, io);
+    parse_lines(f);
     if (r == 0) {
-        if (f->view && taas_trainview_due(f->view) > 0 && taas_now() >= taas_trainview_due(f->view))
-            taas_trainview_show(f->view, io, 1);
         f->base.fd = taas_child_fd(f->child);
-        f->base.deadline = f->view && taas_trainview_due(f->view) > 0 ? taas_trainview_due(f->view) : taas_now() + 3600;
+        f->base.deadline = taas_now() + 3600;
         return 1;
     }
     int rc = taas_child_finish(f->child, err);
     f->finished = 1;
-    if (f->view && (f->error || rc || !f->done)) {
-        taas_trainview_end(f->view, "failed", NULL);
-        taas_trainview_show(f->view, io, 1);
-    }
     if (f->error) return worker_error(f, err);
     if (rc) return -1;
-    if (!f->done) {
-        taas_error_set(err, "TaasWorkerError", NOPOS, "taas-worker %s ended without its \"done\" line",
-                       f->evaluate ? "evaluate" : "train");
-        taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
-        return -1;
-    }
-    f->base.result = f->evaluate ? taas_result_of_evaluate(f->done) : taas_result_of_fit(f->done);
+    f->base.result = f->done ? taas_result_of_evaluate(f->done) : NULL;
     if (!f->base.result) {
-        taas_error_set(err, "TaasWorkerError", NOPOS, "taas-worker %s ended with a \"done\" line that lacks its %s",
-                       f->evaluate ? "evaluate" : "train", f->evaluate ? "loss and accuracy" : "history");
+        taas_error_set(err, "TaasWorkerError", NOPOS, "taas-worker evaluate ended without its loss and accuracy");
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
-    }
-    if (!f->evaluate) {
-        taas_weights_attach(f->model, f->out);
-        taas_trainview_end(f->view, "done", f->name);
-        taas_trainview_show(f->view, io, 1);
     }
     return 0;
 }
@@ -210,9 +143,9 @@ int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n) {
     return mkdtemp(dir) ? 0 : sys_fail(cx, "mkdtemp");
 }
 
-/* Writes the spec into a new job folder and starts the worker waiting on it. */
-static int start_job(taas_call_ctx *cx, json_t *job, taas_value *model, int evaluate) {
-    fit_wait *f = calloc(1, sizeof *f);
+/* Writes the evaluate spec into a new job folder and starts the worker waiting on it. */
+static int start_evaluate(taas_call_ctx *cx, json_t *job, taas_value *model) {
+    eval_wait *f = calloc(1, sizeof *f);
     if (!f) {
         json_decref(job);
         return taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory starting the job");
@@ -223,10 +156,6 @@ static int start_job(taas_call_ctx *cx, json_t *job, taas_value *model, int eval
         return -1;
     }
     snprintf(f->spec, sizeof f->spec, "%s/spec.json", f->dir);
-    if (!evaluate) {
-        snprintf(f->out, sizeof f->out, "%s/weights.safetensors", f->dir);
-        json_object_set_new(job, "out", json_string(f->out));
-    }
     int bad = json_dump_file(job, f->spec, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(job);
     if (bad) {
@@ -235,7 +164,7 @@ static int start_job(taas_call_ctx *cx, json_t *job, taas_value *model, int eval
         return sys_fail(cx, "writing the job spec");
     }
     const char *args[] = {"--spec", f->spec, NULL};
-    f->child = taas_child_start(evaluate ? "evaluate" : "train", args, NULL, 0, cx->err);
+    f->child = taas_child_start("evaluate", args, NULL, 0, cx->err);
     if (!f->child) {
         unlink(f->spec);
         rmdir(f->dir);
@@ -243,20 +172,10 @@ static int start_job(taas_call_ctx *cx, json_t *job, taas_value *model, int eval
         cx->err->pos = cx->pos;
         return -1;
     }
-    f->evaluate = evaluate;
     f->model = taas_ref(model);
-    const char *name = taas_interp_name_of(cx->interp, model);
-    snprintf(f->name, sizeof f->name, "%s", name ? name : "the model");
-    if (!evaluate) {
-        char id[96];
-        const char *slash = strrchr(f->dir, '/');
-        snprintf(id, sizeof id, "taas-fit-%.40s", slash ? slash + 1 : f->dir);
-        f->view = taas_trainview_new(id);
-        taas_trainview_show(f->view, cx->io, 1);
-    }
     f->base.fd = taas_child_fd(f->child);
-    f->base.poll = fit_poll;
-    f->base.free = fit_free;
+    f->base.poll = eval_poll;
+    f->base.free = eval_free;
     taas_interp_wait_on(cx->interp, &f->base);
     cx->wait_until = taas_now() + 1e9;
     return 0;
@@ -341,7 +260,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "validate", spec_or_null(a[6]));
     json_object_set_new(job, "seed", json_integer(a[7]->u.i));
     const struct taas_pragma *pr = taas_interp_pragma(cx->interp);
-    if (pr ? taas_offload_fit(cx, pr, job, a[0], a[1], a[6]) : start_job(cx, job, a[0], 0)) return -1;
+    if (taas_fit_job(cx, pr, job, a[0], a[1], a[6])) return -1;
     *out = taas_none();
     return 0;
 }
@@ -355,7 +274,7 @@ int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "loss", a[2]->type == TAAS_V_NONE ? json_pack("{s:s}", "type", "NLLLoss")
                                                                 : taas_value_spec(a[2]));
     json_object_set_new(job, "seed", json_integer(0));
-    if (start_job(cx, job, a[0], 1)) return -1;
+    if (start_evaluate(cx, job, a[0])) return -1;
     *out = taas_none();
     return 0;
 }

@@ -17,10 +17,11 @@ int taas_load_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
 int taas_fit_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err);
 int taas_load_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err);
 
-/* action_offload.c: fit() in a #pragma taas cell. Takes job (the fit job spec). */
+/* action_job.c: fit() as a job, offloaded by the cell's pragma (pr), or one rank here (pr
+ * NULL). Takes job (the fit job spec). */
 struct taas_pragma;
-int taas_offload_fit(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
-                     taas_value *train, taas_value *validate);
+int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
+                 taas_value *train, taas_value *validate);
 
 /* A new, private job folder $TMPDIR/taas-job-XXXXXX; -1 with the error in cx. */
 int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n);

@@ -156,7 +156,7 @@ static int line_width(const char *code, int line) {
     return taas_span_width(code, a, b);
 }
 
-/* A pragma cell runs as any cell, but its fit() is an offloaded job (action_offload.c):
+/* A pragma cell runs as any cell, but its fit() is an offloaded job (action_job.c):
  * here it is only checked that there is one. */
 static int check_pragma_cell(taas_interp *in, const taas_pragma *pr, taas_error *err) {
     taas_srcpos at = {pr->line, 1};

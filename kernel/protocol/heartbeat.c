@@ -8,6 +8,7 @@
 #include <zmq.h>
 
 #include "log.h"
+#include "zsock.h"
 
 struct taas_heartbeat {
     void *rep;        /* owned by the thread once it runs */
@@ -80,16 +81,14 @@ taas_heartbeat *taas_heartbeat_new(void *zctx, const char *endpoint, taas_error 
         taas_error_set(err, "TaasConnectionError", (taas_srcpos){0, 0}, "out of memory");
         return NULL;
     }
-    int linger = 0;
     char pipe_ep[64];
     snprintf(pipe_ep, sizeof pipe_ep, "inproc://taas-heartbeat-stop-%p", (void *)hb);
-    hb->rep = zmq_socket(zctx, ZMQ_REP);
-    hb->stop_rx = zmq_socket(zctx, ZMQ_PAIR);
-    hb->stop_tx = zmq_socket(zctx, ZMQ_PAIR);
-    if (!hb->rep || !hb->stop_rx || !hb->stop_tx) return fail(hb, err, "create", endpoint);
-    zmq_setsockopt(hb->rep, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_bind(hb->rep, endpoint) < 0) return fail(hb, err, "bind", endpoint);
-    if (zmq_bind(hb->stop_rx, pipe_ep) < 0 || zmq_connect(hb->stop_tx, pipe_ep) < 0)
+    taas_error e;
+    taas_zsock_cfg rep = {.type = ZMQ_REP, .what = "the heartbeat", .sndhwm = -1, .rcvhwm = -1};
+    taas_zsock_cfg pair = {.type = ZMQ_PAIR, .what = "the heartbeat's stop", .sndhwm = -1, .rcvhwm = -1};
+    if (!(hb->rep = taas_zsock_bind(zctx, &rep, endpoint, NULL, 0, &e))) return fail(hb, err, "bind", endpoint);
+    if (!(hb->stop_rx = taas_zsock_bind(zctx, &pair, pipe_ep, NULL, 0, &e)) ||
+        !(hb->stop_tx = taas_zsock_connect(zctx, &pair, pipe_ep, &e)))
         return fail(hb, err, "set up", endpoint);
     /* sockets move to the new thread; pthread_create is the memory barrier ZeroMQ asks for */
     /* signals (SIGINT above all) belong to the loop thread: the echo thread blocks them */

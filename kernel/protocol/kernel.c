@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "zsock.h"
 
 #define ENAME "TaasConnectionError"
 /* How long closing sockets waits for the last replies to leave (ms). */
@@ -64,22 +65,15 @@ static int bind_channel(taas_kernel *k, const taas_connection *c, void **sock, i
         taas_error_hint(err, "use a shorter \"ip\" in the connection file");
         return -1;
     }
-    *sock = zmq_socket(k->zctx, type);
+    /* plain: Jupyter signs every message with the connection file's key; a client that
+     * reconnects with the same identity takes over its route */
+    char what[32];
+    snprintf(what, sizeof what, "the %s channel's", name);
+    taas_zsock_cfg zc = {.type = type, .what = what, .linger_ms = LINGER_MS, .sndhwm = -1, .rcvhwm = -1,
+                         .maxmsg = TAAS_WIRE_ZMQ_MAXMSGSIZE, .flags = type == ZMQ_ROUTER ? TAAS_ZSOCK_HANDOVER : 0};
+    *sock = taas_zsock_bind(k->zctx, &zc, ep, NULL, 0, err);
     if (!*sock) {
-        taas_error_set(err, ENAME, (taas_srcpos){0, 0}, "cannot create the %s socket: %s", name,
-                       zmq_strerror(errno));
-        return -1;
-    }
-    int linger = LINGER_MS, one = 1;
-    int64_t maxmsg = TAAS_WIRE_ZMQ_MAXMSGSIZE;
-    zmq_setsockopt(*sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(*sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    if (strchr(c->ip, ':')) zmq_setsockopt(*sock, ZMQ_IPV6, &one, sizeof one);
-    /* a client that reconnects with the same identity takes over its route */
-    if (type == ZMQ_ROUTER) zmq_setsockopt(*sock, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
-    if (zmq_bind(*sock, ep) < 0) {
-        taas_error_set(err, ENAME, (taas_srcpos){0, 0}, "cannot bind the %s channel to %s: %s",
-                       name, ep, zmq_strerror(errno));
+        snprintf(err->ename, sizeof err->ename, "%s", ENAME);
         taas_error_hint(err, "another process may hold the port; let Jupyter start the kernel "
                              "again, which picks free ports");
         return -1;

@@ -181,8 +181,9 @@ class FitInTheNotebook(taastest.KernelCase):
         msgs = seen + self.k.iopub(msg_id)
         view = taastest.last_display(msgs)
         self.assertIn('data-state="stopped"', view["text/html"])
-        self.assertRegex(view["text/plain"], r"\nstopped after [0-9.]+ s: 0 epochs, [0-9,]+ steps; the trained "
-                                             r"weights are in stopped$")
+        # how far it got depends on the machine's speed: any number of epochs
+        self.assertRegex(view["text/plain"], r"\nstopped after [0-9.]+ s: \d+ epochs?, [0-9,]+ steps[^\n]*; the "
+                                             r"trained weights are in stopped$")
         # the model keeps the weights of its last completed step; h was never bound
         self.ok("save(stopped, 'after_stop.safetensors')")
         self.assertGreater(os.path.getsize(os.path.join(self.tmp.name, "after_stop.safetensors")), 200000)

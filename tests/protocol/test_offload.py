@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 import unittest
@@ -162,8 +163,9 @@ class Offload(taastest.KernelCase):
         reply = self.k.reply(msg_id, timeout=180)
         self.assertEqual(reply["content"]["status"], "ok")
         msgs = seen + self.k.iopub(msg_id)
-        self.assertRegex(stream_text(msgs, "stderr"), r"\[loader train\.\d\] died \(pid %d, signal 9 \(Killed\)\); "
-                                                      r"a replacement takes over from epoch 1 step \d+" % victims[0])
+        self.assertRegex(stream_text(msgs, "stderr"), r"\[loader train\.\d\] died \(pid %d on %s, signal 9 \(Killed\)\); "
+                                                      r"a replacement takes over from epoch 1 step \d+"
+                                                      % (victims[0], re.escape(socket.gethostname())))
         self.assertEqual(self.summary(msgs).split("; ")[-1], undisturbed.split("; ")[-1])
         self.assertRegex(undisturbed, r"samples trained and their checksum: epoch 1 60,000 0x[0-9a-f]{16}, epoch 2 "
                                       r"60,000 0x[0-9a-f]{16}$")

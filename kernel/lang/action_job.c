@@ -1,6 +1,7 @@
-/* fit() in a #pragma taas cell: an offloaded job (kernel/job/job.h) that the cell waits on.
- * The registered DataLoaders among the fit's train and validate loaders run on loader
- * workers; the others are loaded by each rank itself. */
+/* fit() as a job (kernel/job/job.h) that the cell waits on: in a #pragma taas cell, the
+ * registered DataLoaders among the fit's train and validate loaders run on loader workers
+ * and the others are loaded by each rank itself; without a pragma, one rank here loads
+ * everything. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 /* The stop button: rank 0 gets this long to send the weights of its last completed step. */
 #define CANCEL_GRACE_S 1.0
 
-typedef struct offload_wait {
+typedef struct job_wait {
     taas_waiter base;
     taas_job *job;
     taas_value *model;    /* a reference; gets the weights */
@@ -24,11 +25,11 @@ typedef struct offload_wait {
     const taas_io *io;    /* the cell's, for the display's last state when it is stopped */
     char dir[PATH_MAX / 2];
     char weights[PATH_MAX];
-} offload_wait;
+} job_wait;
 
-static int offload_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *err) {
+static int job_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *err) {
     (void)expired;
-    offload_wait *o = (offload_wait *)w;
+    job_wait *o = (job_wait *)w;
     o->io = io;
     int r = taas_job_poll(o->job, io, err);
     if (r == 1) {
@@ -48,8 +49,8 @@ static int offload_poll(taas_waiter *w, const taas_io *io, int expired, taas_err
     return 0;
 }
 
-static void offload_free(taas_waiter *w) {
-    offload_wait *o = (offload_wait *)w;
+static void job_free(taas_waiter *w) {
+    job_wait *o = (job_wait *)w;
     if (o->job && !o->finished && taas_job_cancel(o->job, CANCEL_GRACE_S, o->io))
         taas_weights_attach(o->model, o->weights);
     taas_job_free(o->job);
@@ -76,9 +77,9 @@ static int registered(taas_interp *in, const taas_value *v, taas_job_stream *out
     return 0;
 }
 
-int taas_offload_fit(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
-                     taas_value *train, taas_value *validate) {
-    offload_wait *o = calloc(1, sizeof *o);
+int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
+                 taas_value *train, taas_value *validate) {
+    job_wait *o = calloc(1, sizeof *o);
     if (!o || taas_job_folder(cx, o->dir, sizeof o->dir)) {
         if (!o) taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory starting the job");
         free(o);
@@ -88,9 +89,9 @@ int taas_offload_fit(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *jo
     snprintf(o->weights, sizeof o->weights, "%s/weights.safetensors", o->dir);
     taas_job_stream streams[2] = {{"train", NULL, NULL}, {"validate", NULL, NULL}};
     int n = 0;
-    if (registered(cx->interp, train, &streams[n])) n++;
+    if (pr && registered(cx->interp, train, &streams[n])) n++;
     streams[n].role = "validate";
-    if (validate->type != TAAS_V_NONE && validate != train && registered(cx->interp, validate, &streams[n])) n++;
+    if (pr && validate->type != TAAS_V_NONE && validate != train && registered(cx->interp, validate, &streams[n])) n++;
     taas_job_cfg cfg = {pr, job, streams, n, o->dir, o->weights, taas_interp_name_of(cx->interp, model)};
     o->job = taas_job_start(&cfg, cx->io, cx->err);
     json_decref(job);
@@ -103,8 +104,8 @@ int taas_offload_fit(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *jo
     o->model = taas_ref(model);
     o->io = cx->io;
     o->base.fd = taas_job_fd(o->job);
-    o->base.poll = offload_poll;
-    o->base.free = offload_free;
+    o->base.poll = job_poll;
+    o->base.free = job_free;
     taas_interp_wait_on(cx->interp, &o->base);
     cx->wait_until = taas_job_deadline(o->job);
     return 0;

@@ -1,0 +1,299 @@
+/* The local backend: every process of the job on this machine. The ranks run under Open
+ * MPI's mpirun (one rank: the worker alone, no MPI), each loader worker is a process of its
+ * own; all in sessions of their own with PR_SET_PDEATHSIG (proc.h). The planes are ipc://
+ * sockets in the job folder, which is mode 0700: no other user of the machine can connect. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "job_priv.h"
+#include "proc.h"
+#include "worker.h"
+
+extern char **environ;
+
+static const taas_srcpos NOPOS = {0, 0};
+
+typedef struct local_state {
+    char mpirun[PATH_MAX];
+    taas_proc *ranks;      /* mpirun, or the one rank */
+    taas_proc **loaders;   /* by the loader's place in j->loaders */
+} local_state;
+
+int taas_gpu_list(json_t **gpus, taas_error *err) {
+    static const char *const args[] = {NULL};
+    taas_buf out = TAAS_BUF_INIT;
+    *gpus = NULL;
+    /* the worker loads the CUDA plugin (the kernel does not), which asks the driver */
+    if (taas_worker_run("gpus", args, NULL, 0, taas_worker_timeout("TAAS_GPUS_TIMEOUT", 30.0), "TAAS_GPUS_TIMEOUT", -1,
+                        &out, err)) {
+        taas_buf_free(&out);
+        return -1;
+    }
+    json_t *j = out.data ? json_loads(out.data, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+    taas_buf_free(&out);
+    if (!json_is_array(json_object_get(j, "gpus"))) {
+        json_decref(j);
+        taas_error_set(err, "TaasOffloadError", NOPOS, "taas-worker gpus did not answer with the machine's GPUs");
+        taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
+        return -1;
+    }
+    *gpus = json_incref(json_object_get(j, "gpus"));
+    json_decref(j);
+    return 0;
+}
+
+static int online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
+/* This machine holds one machine's worth of ranks, on its GPUs or its CPU. */
+static int check_machine(taas_job *j, const taas_pragma *pr, const taas_io *io, taas_error *err) {
+    if (pr->machines > 1) {
+        taas_error_set(err, "TaasOffloadError", (taas_srcpos){pr->line, 1},
+                       "--gpus %d with %s (%d GPUs a machine) needs %d machines, but the local backend runs "
+                       "on this machine only", pr->gpus, pr->config.name, pr->config.gpus_per_machine, pr->machines);
+        taas_error_hint(err, "ask for at most %d GPUs here (--gpus %d), or configure a cluster (docs/cluster.md)",
+                        pr->config.gpus_per_machine, pr->config.gpus_per_machine);
+        return -1;
+    }
+    json_t *list;
+    if (taas_gpu_list(&list, err)) return -1;
+    int gpus = (int)json_array_size(list);
+    if (gpus > 0 && gpus < pr->gpus) {
+        json_decref(list);
+        taas_error_set(err, "TaasOffloadError", (taas_srcpos){pr->line, 1},
+                       "--gpus %d asks for more GPUs than this machine has (%d)", pr->gpus, gpus);
+        taas_error_hint(err, "use --gpus %d or fewer", gpus);
+        return -1;
+    }
+    taas_buf line = TAAS_BUF_INIT;
+    if (gpus == 0) {
+        taas_buf_printf(&line, "no GPU on this machine: the %d rank%s train%s on the CPU, %d thread%s each\n",
+                        j->world, j->world == 1 ? "" : "s", j->world == 1 ? "s" : "", j->threads,
+                        j->threads == 1 ? "" : "s");
+    } else {
+        const json_t *g0 = json_array_get(list, 0);
+        taas_buf_printf(&line, "GPUs: the %d rank%s train%s on %d of this machine's %d (%s, %.0f GiB%s)\n", j->world,
+                        j->world == 1 ? "" : "s", j->world == 1 ? "s" : "", j->world, gpus,
+                        json_string_value(json_object_get(g0, "name")),
+                        json_number_value(json_object_get(g0, "memory_bytes")) / 1073741824.0,
+                        gpus > 1 ? " each" : "");
+    }
+    io->stream(io->ctx, "stdout", line.data);
+    taas_buf_free(&line);
+    json_decref(list);
+    return 0;
+}
+
+static int local_plan(taas_job *j, const taas_io *io, taas_error *err) {
+    local_state *st = calloc(1, sizeof *st);
+    if (!st) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory planning the job");
+    j->be_state = st;
+    int cores = online_cpus();
+    j->threads = cores / j->world > 1 ? cores / j->world : 1;
+    /* the folder is mkdtemp's (0700): its sockets are this user's alone */
+    struct sockaddr_un sa;
+    if (strlen(j->dir) + sizeof "/data-65535" > sizeof sa.sun_path) {
+        taas_error_set(err, "TaasOffloadError", NOPOS, "the job folder %s is too long a path for the job's local "
+                       "sockets (at most %zu bytes)", j->dir, sizeof sa.sun_path - sizeof "/data-65535");
+        taas_error_hint(err, "set TMPDIR to a shorter folder before starting Jupyter");
+        return -1;
+    }
+    snprintf(j->bind, sizeof j->bind, "ipc://%s/control", j->dir);
+    snprintf(j->rank_bind, sizeof j->rank_bind, "ipc://%s/data-", j->dir);
+    j->curve = 0;
+    if (j->offloaded && check_machine(j, j->pragma, io, err)) return -1;
+    if (j->world > 1 && taas_program_find("mpirun", "TAAS_MPIRUN", "openmpi-bin", st->mpirun, sizeof st->mpirun, err))
+        return -1;
+    return 0;
+}
+
+/* The kernel's environment, plus what mpirun needs: running as root is refused unless
+ * asked for (a container's root is the usual case), idle ranks should yield the CPU to the
+ * loaders, and the compute threads are the job's. malloc'd, NULL-terminated. */
+static char **job_env(const taas_job *j, char threads[2][48]) {
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = calloc(n + 8, sizeof *env);
+    if (!env) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "OMP_NUM_THREADS=", 16) && strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) &&
+            strncmp(environ[i], TAAS_ZKEYS_ENV "=", sizeof TAAS_ZKEYS_ENV))
+            env[k++] = environ[i];
+    snprintf(threads[0], sizeof threads[0], "OMP_NUM_THREADS=%d", j->threads);
+    snprintf(threads[1], sizeof threads[1], "OPENBLAS_NUM_THREADS=%d", j->threads);
+    env[k++] = threads[0];
+    env[k++] = threads[1];
+    env[k++] = "OMPI_MCA_mpi_yield_when_idle=1";
+    if (geteuid() == 0) {
+        env[k++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
+        env[k++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    }
+    env[k] = NULL;
+    return env;
+}
+
+static taas_proc *spawn(taas_job *j, const char *what, char **argv, taas_error *err) {
+    char extra[2][48];
+    char **env = job_env(j, extra);
+    if (!env) {
+        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory starting %s", what);
+        return NULL;
+    }
+    taas_proc *p = taas_proc_spawn(what, argv, env, err);
+    free(env);
+    if (!p) return NULL;
+    taas_job_watch(j, p->out_fd);
+    taas_job_watch(j, p->pidfd);
+    return p;
+}
+
+static int local_launch_ranks(taas_job *j, taas_error *err) {
+    local_state *st = j->be_state;
+    if (j->world == 1) {
+        char *argv[] = {j->worker_path, "trainer", "--control", j->endpoint, "--solo", NULL};
+        st->ranks = spawn(j, j->offloaded ? "rank 0" : "taas-worker", argv, err);
+        return st->ranks ? 0 : -1;
+    }
+    char np[16];
+    snprintf(np, sizeof np, "%d", j->world);
+    /* Open MPI's own sockets stay on this machine: its out-of-band channel on the loopback,
+     * and the ranks' messages through shared memory, with no TCP listener of their own. */
+    char *argv[] = {st->mpirun, "-np", np, "--oversubscribe", "--bind-to", "none",
+                    "--mca", "oob_tcp_if_include", "lo", "--mca", "btl", "self,vader",
+                    j->worker_path, "trainer", "--control", j->endpoint, NULL};
+    st->ranks = spawn(j, "mpirun", argv, err);
+    return st->ranks ? 0 : -1;
+}
+
+static int local_launch_loader(taas_job *j, job_loader *l, taas_error *err) {
+    local_state *st = j->be_state;
+    if (!st->loaders && !(st->loaders = calloc((size_t)j->nloaders, sizeof *st->loaders)))
+        return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory starting a loader");
+    int i = (int)(l - j->loaders);
+    char s[16], w[16], g[16], what[80];
+    snprintf(s, sizeof s, "%d", l->stream);
+    snprintf(w, sizeof w, "%d", l->worker);
+    snprintf(g, sizeof g, "%d", l->gen);
+    taas_job_loader_label(j, l, what, sizeof what);
+    char *argv[] = {j->worker_path, "loader", "--control", j->endpoint, "--stream", s, "--worker", w,
+                    "--generation", g, NULL};
+    taas_proc_free(st->loaders[i]);
+    st->loaders[i] = spawn(j, what, argv, err);
+    return st->loaders[i] ? 0 : -1;
+}
+
+static void on_line(void *ctx, taas_proc *p, const char *text) {
+    taas_job_line(ctx, p->what, text);
+}
+
+/* "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)." */
+static int mpirun_rank_death(const char *tail, int *rank, char *host, size_t hn, char *how, size_t wn) {
+    const char *p = strstr(tail, "noticed that process rank ");
+    if (!p) return 0;
+    char h[64] = "";
+    int r;
+    if (sscanf(p, "noticed that process rank %d with PID %*d on node %63s", &r, h) != 2) return 0;
+    const char *e = strstr(p, "exited on ");
+    *rank = r;
+    snprintf(host, hn, "%s", h);
+    if (e) {
+        const char *end = strpbrk(e, ".\n");
+        snprintf(how, wn, "%.*s", end ? (int)(end - e) : (int)strlen(e), e);
+    } else {
+        snprintf(how, wn, "died");
+    }
+    return 1;
+}
+
+static void ranks_ended(taas_job *j, taas_proc *p) {
+    char how[96], host[64], what[1024];
+    int rank;
+    if (taas_proc_ok(p)) {
+        taas_job_ranks_ended(j, 1, "");
+        return;
+    }
+    if (j->world > 1 && mpirun_rank_death(p->tail, &rank, host, sizeof host, how, sizeof how)) {
+        const job_rank *k = rank >= 0 && rank < j->world ? &j->ranks[rank] : NULL;
+        snprintf(what, sizeof what, "trainer rank %d on %s (pid %d) %s", rank, k && k->host[0] ? k->host : host,
+                 k ? (int)k->pid : 0, how);
+    } else if (j->world == 1) {
+        taas_proc_describe(p, how, sizeof how);
+        snprintf(what, sizeof what, "trainer rank 0 (pid %d) ended with %s: %.600s", (int)p->pid, how,
+                 p->tail[0] ? p->tail : "(no output)");
+    } else {
+        taas_proc_describe(p, how, sizeof how);
+        snprintf(what, sizeof what, "mpirun ended with %s before the job was done: %.600s", how,
+                 p->tail[0] ? p->tail : "(no output)");
+    }
+    taas_job_ranks_ended(j, 0, what);
+}
+
+static void local_watch(taas_job *j) {
+    local_state *st = j->be_state;
+    taas_proc *p = st->ranks;
+    if (p && !p->exited) {
+        taas_proc_read(p, on_line, j);
+        if (taas_proc_reap(p)) {
+            taas_proc_read(p, on_line, j);
+            ranks_ended(j, p);
+        }
+    }
+    for (int i = 0; st->loaders && i < j->nloaders; i++) {
+        p = st->loaders[i];
+        if (!p || p->exited) continue;
+        taas_proc_read(p, on_line, j);
+        if (taas_proc_reap(p)) {
+            taas_proc_read(p, on_line, j);
+            char how[96];
+            taas_proc_describe(p, how, sizeof how);
+            j->loaders[i].pid = j->loaders[i].pid ? j->loaders[i].pid : p->pid;
+            taas_job_loader_ended(j, &j->loaders[i], taas_proc_ok(p), how);
+        }
+    }
+}
+
+static void local_cancel(taas_job *j) {
+    local_state *st = j->be_state;
+    /* mpirun's ranks by their pids from their hellos: they are not in mpirun's session */
+    for (int r = 0; j->ranks && r < j->world; r++)
+        if (j->ranks[r].hello && j->ranks[r].pid > 0 && st->ranks && !st->ranks->exited)
+            kill(j->ranks[r].pid, SIGKILL);
+    if (st->ranks) {
+        taas_job_unwatch(j, st->ranks->pidfd);
+        taas_proc_kill(st->ranks);
+    }
+    for (int i = 0; st->loaders && i < j->nloaders; i++)
+        if (st->loaders[i]) {
+            taas_job_unwatch(j, st->loaders[i]->pidfd);
+            taas_proc_kill(st->loaders[i]);
+        }
+}
+
+static void local_free(taas_job *j) {
+    local_state *st = j->be_state;
+    taas_proc_free(st->ranks);
+    for (int i = 0; st->loaders && i < j->nloaders; i++) taas_proc_free(st->loaders[i]);
+    free(st->loaders);
+    free(st);
+    j->be_state = NULL;
+}
+
+const taas_backend taas_backend_local = {
+    .name = "local",
+    .plan = local_plan,
+    .launch_ranks = local_launch_ranks,
+    .launch_loader = local_launch_loader,
+    .watch = local_watch,
+    .cancel = local_cancel,
+    .free = local_free,
+};
