@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sodium.h>
 #include <string.h>
 
 #include "engine.h"
@@ -142,6 +143,11 @@ static int setup(taas_fit *f, taas_error *err) {
 }
 
 taas_fit *taas_fit_new(const taas_fit_cfg *cfg, taas_error *err) {
+    if (sodium_init() < 0) {  /* the checksums' BLAKE2b */
+        taas_error_set(err, "TaasIOError", NOPOS, "libsodium cannot start");
+        taas_error_hint(err, "the system's random source may be missing (/dev/urandom)");
+        return NULL;
+    }
     taas_fit *f = calloc(1, sizeof *f);
     if (!f) {
         taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the fit job");
@@ -194,13 +200,23 @@ static int sched_step(taas_fit *f, taas_error *err) {
     return 0;
 }
 
-/* splitmix64: the checksum adds one well-mixed word per sample index, so the sum says
- * whether the same indices were trained, in whatever order and on whichever rank. */
-static uint64_t mix(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
+/* One sample's word of the epoch's checksum: BLAKE2b of its index, label and pixels. The
+ * checksum adds them up, so it says which samples were trained on and what they held, in
+ * whatever order and on whichever rank: a batch forged or damaged on its way changes it. */
+static uint64_t sample_word(const taas_batch *b, uint32_t i) {
+    size_t px = (size_t)b->c * b->h * b->w;
+    uint64_t idx = b->indices[i];
+    int64_t label = b->labels[i];
+    unsigned char out[crypto_generichash_BYTES_MIN];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, sizeof out);
+    crypto_generichash_update(&st, (const unsigned char *)&idx, sizeof idx);
+    crypto_generichash_update(&st, (const unsigned char *)&label, sizeof label);
+    crypto_generichash_update(&st, (const unsigned char *)(b->images + (size_t)i * px), px * sizeof(float));
+    crypto_generichash_final(&st, out, sizeof out);
+    uint64_t w;
+    memcpy(&w, out, sizeof w);
+    return w;
 }
 
 /* A batch whose samples are not the shape the model was built for (a WebDataset whose images
@@ -262,11 +278,13 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
         taas_batch_free(b);
         return -1;
     }
+    uint64_t words = 0;  /* of the batch as it came, before the engine touches it */
+    for (uint32_t i = 0; b && i < b->n; i++) words += sample_word(b, i);
     int rc = f->engine->ops->compute(f->engine, b, take_ahead, f, (uint64_t)f->steps, &loss1, err);
     if (rc == 0) {
         sums[0] = b ? b->n : 0;
         sums[1] = (double)loss1 * sums[0];
-        for (uint32_t i = 0; b && i < b->n; i++) *checksum += mix(b->indices[i]);
+        *checksum += words;
         rc = f->coll->sum_f64(f->coll, sums, 3, err);
     }
     taas_batch_free(b);

@@ -8,6 +8,7 @@ button ends the job with no taas-worker or mpirun left within 2 s and the next c
 rank that dies is named; kernel shutdown leaves nothing behind."""
 
 import hashlib
+import json
 import os
 import re
 import signal
@@ -202,6 +203,72 @@ class Offload(taastest.KernelCase):
         self.assertEqual(err["ename"], "TaasWorkerError")
         self.assertRegex(err["evalue"], r"trainer rank [01] on \S+ \(pid %d\) exited on signal 9" % ranks[1])
         self.assertTrue(taastest.wait_until(lambda: not alive(job), 5), "left: %s" % alive(job))
+
+    def test_6_no_one_else_reaches_the_job(self):
+        """The local job's planes are ipc:// sockets in its 0700 folder: another user of the
+        machine cannot connect to them; a process of the kernel's own user that is not one of
+        the job's workers is ignored; Open MPI listens on the loopback only."""
+        msg_id = self.run_cell(fit_cell("x", 2, 180000, epochs=3))
+        seen = self.wait_for_steps(msg_id, 10)
+        procs = processes()
+        job = job_processes(self.k.pid)
+        controls = {re.search(r"--control (\S+)", procs[p][1]).group(1) for p in job if " --control " in procs[p][1]}
+        self.assertEqual(len(controls), 1, controls)
+        control = controls.pop()
+        self.assertTrue(control.startswith("ipc:///"), control)
+        folder = os.path.dirname(control[len("ipc://"):])
+        st = os.stat(folder)
+        self.assertEqual(st.st_mode & 0o777, 0o700)
+        sockets = [os.path.join(folder, n) for n in ("control", "data-0", "data-1")]
+        for path in sockets:
+            self.assertTrue(os.path.exists(path), path)
+        # another user of this machine (an account made for the test) cannot connect
+        user = "taas-intruder"
+        if subprocess.run(["id", "-u", user], capture_output=True).returncode != 0:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
+                           check=True)
+            self.addCleanup(subprocess.run, ["userdel", user], capture_output=True)
+        probe = ("import socket, sys\n"
+                 "for p in sys.argv[1:]:\n"
+                 "    s = socket.socket(socket.AF_UNIX)\n"
+                 "    try:\n"
+                 "        s.connect(p); print('connected', p)\n"
+                 "    except OSError as e:\n"
+                 "        print(type(e).__name__, p)\n")
+        out = subprocess.run(["runuser", "-u", user, "--", "/usr/bin/python3", "-c", probe] + sockets,
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.stdout.split("\n")[:3], ["PermissionError " + p for p in sockets], out)
+        # a process of the kernel's user that is not a worker of the job: its messages change nothing
+        import zmq
+        ctx = zmq.Context()
+        try:
+            for ident in (b"intruder", b"rank.7", b"loader.5.0.0"):
+                d = ctx.socket(zmq.DEALER)
+                d.setsockopt(zmq.LINGER, 0)
+                d.setsockopt(zmq.IDENTITY, ident)
+                d.connect(control)
+                d.send(json.dumps({"t": "log", "text": "forged line"}).encode())
+                d.send(json.dumps({"t": "error", "ename": "Forged", "message": "forged failure"}).encode())
+                d.close()
+        finally:
+            ctx.term()
+        # the workers listen on no TCP port beyond the loopback (their planes are ipc://, Open
+        # MPI's messages go through shared memory); mpirun's own PMIx listener is the one
+        # exception left (docs/cluster.md, "Limits")
+        pids = {p for p in job_processes(self.k.pid)
+                if os.path.basename(procs.get(p, (0, "?"))[1].split()[0]) == "taas-worker"}
+        listening = subprocess.run(["ss", "-H", "-ltnp"], capture_output=True, text=True).stdout.splitlines()
+        for line in listening:
+            owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+            if owners & pids:
+                local = line.split()[3]
+                self.assertTrue(local.startswith(("127.", "[::1]")), line)
+        self.wait_for_steps(msg_id, 20)  # it trains on
+        self.k.request("control", "interrupt_request")
+        reply = self.k.reply(msg_id, timeout=10)
+        self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
+        text = stream_text(seen + self.k.iopub(msg_id))
+        self.assertNotIn("forged", text)
 
 
 @unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
