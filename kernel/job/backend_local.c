@@ -101,14 +101,14 @@ static int local_plan(taas_job *j, const taas_io *io, taas_error *err) {
     j->threads = cores / j->world > 1 ? cores / j->world : 1;
     /* the folder is mkdtemp's (0700): its sockets are this user's alone */
     struct sockaddr_un sa;
-    if (strlen(j->dir) + sizeof "/data-65535" > sizeof sa.sun_path) {
+    if (strlen(j->dir) + sizeof "/data-65535" > sizeof sa.sun_path ||
+        (size_t)snprintf(j->bind, sizeof j->bind, "ipc://%s/control", j->dir) >= sizeof j->bind ||
+        (size_t)snprintf(j->rank_bind, sizeof j->rank_bind, "ipc://%s/data-", j->dir) >= sizeof j->rank_bind) {
         taas_error_set(err, "TaasOffloadError", NOPOS, "the job folder %s is too long a path for the job's local "
                        "sockets (at most %zu bytes)", j->dir, sizeof sa.sun_path - sizeof "/data-65535");
         taas_error_hint(err, "set TMPDIR to a shorter folder before starting Jupyter");
         return -1;
     }
-    snprintf(j->bind, sizeof j->bind, "ipc://%s/control", j->dir);
-    snprintf(j->rank_bind, sizeof j->rank_bind, "ipc://%s/data-", j->dir);
     j->curve = 0;
     if (j->offloaded && check_machine(j, j->pragma, io, err)) return -1;
     if (j->world > 1 && taas_program_find("mpirun", "TAAS_MPIRUN", "openmpi-bin", st->mpirun, sizeof st->mpirun, err))
