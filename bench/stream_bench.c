@@ -1,13 +1,19 @@
 /* taas-stream-bench: the C side of bench/stream_bench.py. Moves batches from one loader worker
  * to one rank over loopback TCP and prints one JSON line with the receiving side's figures:
  *
- *   taas-stream-bench --impl taas|bare --shape N,C,H,W [--seconds S] [--warmup S]
+ *   taas-stream-bench --impl taas|taas-curve|bare --shape N,C,H,W [--seconds S] [--warmup S]
  *                     [--min-batches M] [--credit K] [--pin]
+ *                     [--bind ENDPOINT] [--sender-netns PATH]
  *
- * Two processes, for both implementations: the program forks; the child sends, the parent
+ * --bind: where the receiver binds (tcp://127.0.0.1:* by default); --sender-netns: the network
+ * namespace (/var/run/netns/NAME) the sender joins after the fork, so that the batches cross
+ * a bridge between two test hosts (bench/curve_bench.py) instead of the loopback.
+ * Two processes, for all implementations: the program forks; the child sends, the parent
  * receives (each with its own ZeroMQ context and I/O thread, as a loader and a rank are).
  *   taas: taas_stream_send_batch -> taas_stream_recv_take (DEALER -> ROUTER, credit K, the
  *         rank's receive thread and reorder table), the taker frees each batch.
+ *   taas-curve: the same with the job planes' CURVE security (common/zsock.h): keys made for
+ *         the run, the rank's ZAP handler admitting the loader's key, every frame encrypted.
  *   bare: a PUSH -> PULL pair moving the same bytes per message, zero-copy on the send side
  *         too (zmq_msg_init_data), the receiver closes each message.
  * Both senders send from a pool of K ready batches (filled once, as a loader's decode threads
@@ -19,6 +25,7 @@
  * 2/ZMQbg/IO/0 and, for taas, taas-recv). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <sched.h>
@@ -35,14 +42,20 @@
 #include "clock.h"
 #include "stream_recv.h"
 #include "stream_send.h"
+#include "zsock.h"
+
+static taas_zkeys KEYS;     /* made before the fork: both processes have them, as a job's do */
 
 typedef struct opts {
     int taas;
+    int curve;              /* taas with CURVE */
     uint32_t n, c, h, w;
     double seconds, warmup;
     uint64_t min_batches;
     uint32_t credit;
     int pin;                /* the sender on CPU 0, the receiver on CPU 1 */
+    const char *bind;       /* the receiver's endpoint */
+    const char *sender_netns;
 } opts;
 
 /* ---- the sender's pool of ready batches ----------------------------------------------- */
@@ -110,7 +123,9 @@ static void sender(const opts *o, const char *endpoint) {
     taas_error err;
     taas_error_clear(&err);
     if (o->taas) {
-        taas_stream_send_cfg c = {.zctx = zctx, .stream = 0, .worker = 0, .world = 1, .ranks = &endpoint};
+        taas_zsec *sec = o->curve ? taas_zsec_new(zctx, &KEYS, 0, &err) : NULL;
+        if (o->curve && !sec) fprintf(stderr, "taas-stream-bench: %s\n", err.message), _exit(1);
+        taas_stream_send_cfg c = {.zctx = zctx, .sec = sec, .stream = 0, .worker = 0, .world = 1, .ranks = &endpoint};
         taas_stream_send *s = taas_stream_send_new(&c, &err);
         for (uint64_t k = 0; s; k++) {
             taas_batch *backing = pool_get(), *b = malloc(sizeof *b);
@@ -229,16 +244,20 @@ static int usage(const char *why) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {.taas = -1, .seconds = 3, .warmup = 1, .min_batches = 20, .credit = 4};
+    opts o = {.taas = -1, .seconds = 3, .warmup = 1, .min_batches = 20, .credit = 4, .bind = "tcp://127.0.0.1:*"};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--pin")) {
             o.pin = 1;
             i--;
-        } else if (!strcmp(a, "--impl")) o.taas = !strcmp(v, "taas") ? 1 : !strcmp(v, "bare") ? 0 : -1;
-        else if (!strcmp(a, "--shape")) {
+        } else if (!strcmp(a, "--impl")) {
+            o.taas = !strcmp(v, "taas") || !strcmp(v, "taas-curve") ? 1 : !strcmp(v, "bare") ? 0 : -1;
+            o.curve = !strcmp(v, "taas-curve");
+        } else if (!strcmp(a, "--shape")) {
             if (sscanf(v, "%u,%u,%u,%u", &o.n, &o.c, &o.h, &o.w) != 4) return usage("--shape is N,C,H,W");
-        } else if (!strcmp(a, "--seconds")) o.seconds = atof(v);
+        } else if (!strcmp(a, "--bind")) o.bind = v;
+        else if (!strcmp(a, "--sender-netns")) o.sender_netns = v;
+        else if (!strcmp(a, "--seconds")) o.seconds = atof(v);
         else if (!strcmp(a, "--warmup")) o.warmup = atof(v);
         else if (!strcmp(a, "--min-batches")) o.min_batches = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--credit")) o.credit = (uint32_t)atoi(v);
@@ -246,6 +265,8 @@ int main(int argc, char **argv) {
     }
     if (o.taas < 0 || !o.n || !o.c || !o.h || !o.w || o.credit < 1) return usage("--impl and --shape are required");
 
+    taas_error kerr;
+    if (o.curve && taas_zkeys_new(&KEYS, &kerr)) return fprintf(stderr, "%s\n", kerr.message), 1;
     int fds[2];
     if (pipe(fds)) return 1;
     pid_t child = fork();
@@ -253,6 +274,14 @@ int main(int argc, char **argv) {
     if (child == 0) { /* the loader worker: waits for the rank's endpoint */
         close(fds[1]);
         if (o.pin) pin_to(0);
+        if (o.sender_netns) {
+            int ns = open(o.sender_netns, O_RDONLY | O_CLOEXEC);
+            if (ns < 0 || setns(ns, CLONE_NEWNET) < 0) {
+                fprintf(stderr, "taas-stream-bench: cannot join %s: %s\n", o.sender_netns, strerror(errno));
+                _exit(1);
+            }
+            close(ns);
+        }
         char ep[256] = {0};
         size_t got = 0;
         ssize_t r;
@@ -266,12 +295,16 @@ int main(int argc, char **argv) {
     zmq_ctx_set(zctx, ZMQ_THREAD_NAME_PREFIX, 2);
     taas_error err;
     rx x = {0};
+    taas_zsec *sec = NULL;  /* the rank's ZAP handler, with --impl taas-curve */
     const char *ep;
     char bare_ep[256];
     if (o.taas) {
         uint32_t workers = 1;
-        taas_stream_recv_cfg c = {.zctx = zctx, .bind = "tcp://127.0.0.1:*", .rank = 0, .world = 1, .nstreams = 1,
-                                  .workers = &workers, .credit = o.credit};
+        sec = o.curve ? taas_zsec_new(zctx, &KEYS, 1, &err) : NULL;
+        if (o.curve && !sec) return fprintf(stderr, "taas-stream-bench: %s\n", err.message), 1;
+        taas_stream_recv_cfg c = {.zctx = zctx, .sec = sec, .bind = "tcp://127.0.0.1:*", .rank = 0, .world = 1,
+                                  .nstreams = 1, .workers = &workers, .credit = o.credit};
+        c.bind = o.bind;
         if (!(x.r = taas_stream_recv_new(&c, &err))) return fprintf(stderr, "%s\n", err.message), 1;
         ep = taas_stream_recv_endpoint(x.r);
     } else {
@@ -279,7 +312,7 @@ int main(int argc, char **argv) {
         int zero = 0;
         size_t len = sizeof bare_ep;
         zmq_setsockopt(x.pull, ZMQ_LINGER, &zero, sizeof zero);
-        if (zmq_bind(x.pull, "tcp://127.0.0.1:*")) return 1;
+        if (zmq_bind(x.pull, o.bind)) return 1;
         zmq_getsockopt(x.pull, ZMQ_LAST_ENDPOINT, bare_ep, &len);
         ep = bare_ep;
     }
@@ -309,7 +342,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     json_t *out = json_pack("{s:s, s:[i,i,i,i], s:I, s:I, s:I, s:f, s:f, s:f, s:i, s:I}", "impl",
-                            o.taas ? "taas" : "bare", "shape", (int)o.n, (int)o.c, (int)o.h, (int)o.w, "batch_bytes",
+                            o.curve ? "taas-curve" : o.taas ? "taas" : "bare", "shape", (int)o.n, (int)o.c, (int)o.h, (int)o.w, "batch_bytes",
                             (json_int_t)x.len, "batches", (json_int_t)batches, "bytes", (json_int_t)(batches * x.len),
                             "seconds", t2 - t1, "batches_per_s", (double)batches / (t2 - t1), "gb_per_s",
                             (double)batches * (double)x.len / (t2 - t1) / 1e9, "credit", (int)o.credit,
@@ -332,6 +365,7 @@ int main(int argc, char **argv) {
     json_decref(out);
     taas_stream_recv_free(x.r);
     if (x.pull) zmq_close(x.pull);
+    taas_zsec_free(sec);  /* its handler's socket would hold the context open */
     zmq_ctx_term(zctx);
     return 0;
 }

@@ -237,6 +237,62 @@ static void *rank_run(void *arg) {
  * order), stream 1 from one, shuffled; two epochs. Every rank gets every non-empty item of
  * its share exactly once, in order, with the content made for it; empty items (the last
  * step of stream 0 leaves rank 1 nothing) are skipped by both sides. */
+/* The planes of a job across machines: CURVE with the job's keys, a ZAP handler on the rank's
+ * side. Many credit windows of batches pass, in order and whole. */
+typedef struct curve_loader {
+    void *zctx;
+    taas_zsec *sec;
+    const char *ep;
+    int n, rc;
+    taas_error err;
+} curve_loader;
+
+static void *curve_send(void *arg) {
+    curve_loader *l = arg;
+    taas_stream_send_cfg c = {.zctx = l->zctx, .sec = l->sec, .stream = 0, .worker = 0, .world = 1, .ranks = &l->ep};
+    taas_stream_send *s = taas_stream_send_new(&c, &l->err);
+    l->rc = s ? 0 : -1;
+    for (int k = 0; s && k < l->n && !l->rc; k++) {
+        uint64_t idx[3] = {(uint64_t)k * 3, (uint64_t)k * 3 + 1, (uint64_t)k * 3 + 2};
+        l->rc = taas_stream_send_batch(s, make_batch(0, 0, (uint64_t)k, idx, 3), 10, NULL, &l->err);
+    }
+    if (s && !l->rc) l->rc = taas_stream_send_end(s, 10, NULL, &l->err);
+    taas_stream_send_free(s);
+    return NULL;
+}
+
+static void test_encrypted_stream(void **state) {
+    (void)state;
+    taas_zkeys keys;
+    taas_error err;
+    assert_int_equal(taas_zkeys_new(&keys, &err), 0);
+    void *rctx = zmq_ctx_new(), *lctx = zmq_ctx_new();
+    taas_zsec *rsec = taas_zsec_new(rctx, &keys, 1, &err), *lsec = taas_zsec_new(lctx, &keys, 0, &err);
+    assert_non_null(rsec);
+    assert_non_null(lsec);
+    uint32_t workers[1] = {1};
+    taas_stream_recv_cfg rc = {.zctx = rctx, .sec = rsec, .bind = "tcp://127.0.0.1:*", .rank = 0, .world = 1,
+                               .nstreams = 1, .workers = workers, .credit = 4};
+    taas_stream_recv *r = taas_stream_recv_new(&rc, &err);
+    assert_non_null(r);
+    curve_loader l = {.zctx = lctx, .sec = lsec, .ep = taas_stream_recv_endpoint(r), .n = 50};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, curve_send, &l), 0);
+    for (uint64_t k = 0; k < 50; k++) {
+        taas_batch *b = take_ok(r, 0, 0, k);
+        uint64_t idx[3] = {k * 3, k * 3 + 1, k * 3 + 2};
+        check_batch(b, 0, 0, k, idx, 3);
+        taas_batch_free(b);
+    }
+    pthread_join(t, NULL);
+    if (l.rc) fail_msg("loader: %s", l.err.message);
+    taas_stream_recv_free(r);
+    taas_zsec_free(rsec);
+    taas_zsec_free(lsec);
+    zmq_ctx_term(rctx);
+    zmq_ctx_term(lctx);
+}
+
 static void test_order_and_content(void **state) {
     (void)state;
     enum { WORLD = 2 };
@@ -742,6 +798,7 @@ static void test_config_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_and_content),
+        cmocka_unit_test(test_encrypted_stream),
         cmocka_unit_test(test_skipped_item_gives_credit_back),
         cmocka_unit_test(test_credit_bounds_memory),
         cmocka_unit_test(test_replacement_drops_duplicates),
