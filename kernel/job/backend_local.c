@@ -11,19 +11,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "backend_procs.h"
 #include "buf.h"
-#include "job_priv.h"
-#include "proc.h"
 #include "worker.h"
-
-extern char **environ;
 
 static const taas_srcpos NOPOS = {0, 0};
 
 typedef struct local_state {
     char mpirun[PATH_MAX];
-    taas_proc *ranks;      /* mpirun, or the one rank */
-    taas_proc **loaders;   /* by the loader's place in j->loaders */
+    job_procs procs;       /* mpirun (or the one rank), the loaders */
 } local_state;
 
 int taas_gpu_list(json_t **gpus, taas_error *err) {
@@ -116,44 +112,11 @@ static int local_plan(taas_job *j, const taas_io *io, taas_error *err) {
     return 0;
 }
 
-/* The kernel's environment, plus what mpirun needs: running as root is refused unless
- * asked for (a container's root is the usual case), idle ranks should yield the CPU to the
- * loaders, and the compute threads are the job's. malloc'd, NULL-terminated. */
-static char **job_env(const taas_job *j, char threads[2][48]) {
-    size_t n = 0;
-    while (environ[n]) n++;
-    char **env = calloc(n + 8, sizeof *env);
-    if (!env) return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "OMP_NUM_THREADS=", 16) && strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) &&
-            strncmp(environ[i], TAAS_ZKEYS_ENV "=", sizeof TAAS_ZKEYS_ENV))
-            env[k++] = environ[i];
-    snprintf(threads[0], sizeof threads[0], "OMP_NUM_THREADS=%d", j->threads);
-    snprintf(threads[1], sizeof threads[1], "OPENBLAS_NUM_THREADS=%d", j->threads);
-    env[k++] = threads[0];
-    env[k++] = threads[1];
-    env[k++] = "OMPI_MCA_mpi_yield_when_idle=1";
-    if (geteuid() == 0) {
-        env[k++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
-        env[k++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
-    }
-    env[k] = NULL;
-    return env;
-}
-
 static taas_proc *spawn(taas_job *j, const char *what, char **argv, taas_error *err) {
-    char extra[2][48];
-    char **env = job_env(j, extra);
-    if (!env) {
-        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory starting %s", what);
-        return NULL;
-    }
-    taas_proc *p = taas_proc_spawn(what, argv, env, err);
+    char threads[2][48];
+    char **env = taas_procs_env(j, NULL, threads);
+    taas_proc *p = taas_procs_spawn(j, what, argv, env, NULL, 0, err);
     free(env);
-    if (!p) return NULL;
-    taas_job_watch(j, p->out_fd);
-    taas_job_watch(j, p->pidfd);
     return p;
 }
 
@@ -161,8 +124,8 @@ static int local_launch_ranks(taas_job *j, taas_error *err) {
     local_state *st = j->be_state;
     if (j->world == 1) {
         char *argv[] = {j->worker_path, "trainer", "--control", j->endpoint, "--solo", NULL};
-        st->ranks = spawn(j, j->offloaded ? "rank 0" : "taas-worker", argv, err);
-        return st->ranks ? 0 : -1;
+        st->procs.ranks = spawn(j, j->offloaded ? "rank 0" : "taas-worker", argv, err);
+        return st->procs.ranks ? 0 : -1;
     }
     char np[16];
     snprintf(np, sizeof np, "%d", j->world);
@@ -171,13 +134,14 @@ static int local_launch_ranks(taas_job *j, taas_error *err) {
     char *argv[] = {st->mpirun, "-np", np, "--oversubscribe", "--bind-to", "none",
                     "--mca", "oob_tcp_if_include", "lo", "--mca", "btl", "self,vader",
                     j->worker_path, "trainer", "--control", j->endpoint, NULL};
-    st->ranks = spawn(j, "mpirun", argv, err);
-    return st->ranks ? 0 : -1;
+    st->procs.ranks = spawn(j, "mpirun", argv, err);
+    st->procs.mpirun = 1;
+    return st->procs.ranks ? 0 : -1;
 }
 
 static int local_launch_loader(taas_job *j, job_loader *l, taas_error *err) {
     local_state *st = j->be_state;
-    if (!st->loaders && !(st->loaders = calloc((size_t)j->nloaders, sizeof *st->loaders)))
+    if (!st->procs.loaders && !(st->procs.loaders = calloc((size_t)j->nloaders, sizeof *st->procs.loaders)))
         return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory starting a loader");
     int i = (int)(l - j->loaders);
     char s[16], w[16], g[16], what[80];
@@ -187,103 +151,28 @@ static int local_launch_loader(taas_job *j, job_loader *l, taas_error *err) {
     taas_job_loader_label(j, l, what, sizeof what);
     char *argv[] = {j->worker_path, "loader", "--control", j->endpoint, "--stream", s, "--worker", w,
                     "--generation", g, NULL};
-    taas_proc_free(st->loaders[i]);
-    st->loaders[i] = spawn(j, what, argv, err);
-    return st->loaders[i] ? 0 : -1;
-}
-
-static void on_line(void *ctx, taas_proc *p, const char *text) {
-    taas_job_line(ctx, p->what, text);
-}
-
-/* "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)." */
-static int mpirun_rank_death(const char *tail, int *rank, char *host, size_t hn, char *how, size_t wn) {
-    const char *p = strstr(tail, "noticed that process rank ");
-    if (!p) return 0;
-    char h[64] = "";
-    int r;
-    if (sscanf(p, "noticed that process rank %d with PID %*d on node %63s", &r, h) != 2) return 0;
-    const char *e = strstr(p, "exited on ");
-    *rank = r;
-    snprintf(host, hn, "%s", h);
-    if (e) {
-        const char *end = strpbrk(e, ".\n");
-        snprintf(how, wn, "%.*s", end ? (int)(end - e) : (int)strlen(e), e);
-    } else {
-        snprintf(how, wn, "died");
-    }
-    return 1;
-}
-
-static void ranks_ended(taas_job *j, taas_proc *p) {
-    char how[96], host[64], what[1024];
-    int rank;
-    if (taas_proc_ok(p)) {
-        taas_job_ranks_ended(j, 1, "");
-        return;
-    }
-    if (j->world > 1 && mpirun_rank_death(p->tail, &rank, host, sizeof host, how, sizeof how)) {
-        const job_rank *k = rank >= 0 && rank < j->world ? &j->ranks[rank] : NULL;
-        snprintf(what, sizeof what, "trainer rank %d on %s (pid %d) %s", rank, k && k->host[0] ? k->host : host,
-                 k ? (int)k->pid : 0, how);
-    } else if (j->world == 1) {
-        taas_proc_describe(p, how, sizeof how);
-        snprintf(what, sizeof what, "trainer rank 0 (pid %d) ended with %s: %.600s", (int)p->pid, how,
-                 p->tail[0] ? p->tail : "(no output)");
-    } else {
-        taas_proc_describe(p, how, sizeof how);
-        snprintf(what, sizeof what, "mpirun ended with %s before the job was done: %.600s", how,
-                 p->tail[0] ? p->tail : "(no output)");
-    }
-    taas_job_ranks_ended(j, 0, what);
+    taas_proc *p = spawn(j, what, argv, err);
+    taas_procs_set(j, &st->procs, i, p);
+    return p ? 0 : -1;
 }
 
 static void local_watch(taas_job *j) {
     local_state *st = j->be_state;
-    taas_proc *p = st->ranks;
-    if (p && !p->exited) {
-        taas_proc_read(p, on_line, j);
-        if (taas_proc_reap(p)) {
-            taas_proc_read(p, on_line, j);
-            ranks_ended(j, p);
-        }
-    }
-    for (int i = 0; st->loaders && i < j->nloaders; i++) {
-        p = st->loaders[i];
-        if (!p || p->exited) continue;
-        taas_proc_read(p, on_line, j);
-        if (taas_proc_reap(p)) {
-            taas_proc_read(p, on_line, j);
-            char how[96];
-            taas_proc_describe(p, how, sizeof how);
-            j->loaders[i].pid = j->loaders[i].pid ? j->loaders[i].pid : p->pid;
-            taas_job_loader_ended(j, &j->loaders[i], taas_proc_ok(p), how);
-        }
-    }
+    taas_procs_watch(j, &st->procs);
 }
 
 static void local_cancel(taas_job *j) {
     local_state *st = j->be_state;
     /* mpirun's ranks by their pids from their hellos: they are not in mpirun's session */
     for (int r = 0; j->ranks && r < j->world; r++)
-        if (j->ranks[r].hello && j->ranks[r].pid > 0 && st->ranks && !st->ranks->exited)
+        if (j->ranks[r].hello && j->ranks[r].pid > 0 && st->procs.ranks && !st->procs.ranks->exited)
             kill(j->ranks[r].pid, SIGKILL);
-    if (st->ranks) {
-        taas_job_unwatch(j, st->ranks->pidfd);
-        taas_proc_kill(st->ranks);
-    }
-    for (int i = 0; st->loaders && i < j->nloaders; i++)
-        if (st->loaders[i]) {
-            taas_job_unwatch(j, st->loaders[i]->pidfd);
-            taas_proc_kill(st->loaders[i]);
-        }
+    taas_procs_kill(j, &st->procs);
 }
 
 static void local_free(taas_job *j) {
     local_state *st = j->be_state;
-    taas_proc_free(st->ranks);
-    for (int i = 0; st->loaders && i < j->nloaders; i++) taas_proc_free(st->loaders[i]);
-    free(st->loaders);
+    taas_procs_free(j, &st->procs);
     free(st);
     j->be_state = NULL;
 }

@@ -22,17 +22,22 @@ static int sys_error(taas_error *err, const char *what, const char *doing) {
     return -1;
 }
 
-taas_proc *taas_proc_spawn(const char *what, char *const argv[], char *const env[], taas_error *err) {
+taas_proc *taas_proc_spawn(const char *what, char *const argv[], char *const env[], const char *input,
+                           int keep_stdin, taas_error *err) {
     taas_proc *p = calloc(1, sizeof *p);
     if (!p) {
         sys_error(err, what, "calloc");
         return NULL;
     }
     snprintf(p->what, sizeof p->what, "%s", what);
-    p->pidfd = p->out_fd = -1;
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0) {
+    p->pidfd = p->out_fd = p->in_fd = -1;
+    int fds[2] = {-1, -1}, in[2] = {-1, -1};
+    if (pipe2(fds, O_CLOEXEC) < 0 || (input && pipe2(in, O_CLOEXEC) < 0)) {
         sys_error(err, what, "pipe");
+        if (fds[0] >= 0) {
+            close(fds[0]);
+            close(fds[1]);
+        }
         free(p);
         return NULL;
     }
@@ -49,7 +54,7 @@ taas_proc *taas_proc_spawn(const char *what, char *const argv[], char *const env
         sigset_t none;
         sigemptyset(&none);
         pthread_sigmask(SIG_SETMASK, &none, NULL);
-        int devnull = open("/dev/null", O_RDONLY);
+        int devnull = in[0] >= 0 ? in[0] : open("/dev/null", O_RDONLY);
         if (devnull >= 0) dup2(devnull, 0);
         dup2(fds[1], 1);
         dup2(fds[1], 2);
@@ -62,15 +67,29 @@ taas_proc *taas_proc_spawn(const char *what, char *const argv[], char *const env
     int saved = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(fds[1]);
+    if (in[0] >= 0) close(in[0]);
     if (pid < 0) {
         errno = saved;
         close(fds[0]);
+        if (in[1] >= 0) close(in[1]);
         sys_error(err, what, "fork");
         free(p);
         return NULL;
     }
     p->pid = pid;
     p->out_fd = fds[0];
+    if (in[1] >= 0) {
+        /* a few hundred bytes: the pipe holds them without a reader */
+        size_t n = strlen(input), done = 0;
+        while (done < n) {
+            ssize_t w = write(in[1], input + done, n - done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;
+            done += (size_t)w;
+        }
+        if (keep_stdin) p->in_fd = in[1];
+        else close(in[1]);
+    }
     fcntl(p->out_fd, F_SETFL, fcntl(p->out_fd, F_GETFL) | O_NONBLOCK);
     p->pidfd = pidfd_open(pid, 0);
     if (p->pidfd >= 0) fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
@@ -91,6 +110,10 @@ int taas_proc_reap(taas_proc *p) {
 }
 
 void taas_proc_kill(taas_proc *p) {
+    if (p && p->in_fd >= 0) {
+        close(p->in_fd);
+        p->in_fd = -1;
+    }
     if (!p || p->exited) return;
     kill(-p->pid, SIGKILL);
     kill(p->pid, SIGKILL);
@@ -106,6 +129,7 @@ void taas_proc_free(taas_proc *p) {
     if (!p) return;
     taas_proc_kill(p);
     if (p->out_fd >= 0) close(p->out_fd);
+    if (p->in_fd >= 0) close(p->in_fd);
     taas_buf_free(&p->partial);
     free(p);
 }

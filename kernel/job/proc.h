@@ -17,14 +17,19 @@ typedef struct taas_proc {
     pid_t pid;
     int pidfd;           /* readable once the process has ended; -1 after it was reaped */
     int out_fd;          /* stdout + stderr, non-blocking; -1 at its end */
+    int in_fd;           /* the write end of its stdin while it is kept open, else -1 */
     taas_buf partial;    /* output not yet ended by a newline */
     char tail[2048];     /* the last output, for error messages */
     int exited;          /* reaped */
     int status;          /* from waitpid, once exited */
 } taas_proc;
 
-/* Starts argv[0] (a path) with the environment env (NULL: the kernel's). NULL with err. */
-taas_proc *taas_proc_spawn(const char *what, char *const argv[], char *const env[], taas_error *err);
+/* Starts argv[0] (a path) with the environment env (NULL: the kernel's). Its stdin is
+ * /dev/null, or with input (not NULL) a pipe that gets input first and stays open until
+ * the process is killed (keep_stdin: a lifeline — a worker behind ssh sees its end as the
+ * kernel's) or is closed after it. NULL with err. */
+taas_proc *taas_proc_spawn(const char *what, char *const argv[], char *const env[], const char *input,
+                           int keep_stdin, taas_error *err);
 /* SIGKILL to its process group (and to it), then reaps it. */
 void taas_proc_kill(taas_proc *p);
 /* Kills and reaps it if it still runs, closes everything, frees. */

@@ -1,0 +1,143 @@
+/* The job's processes on this machine, for the backends that start them (backend_procs.h). */
+#include "backend_procs.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const taas_srcpos NOPOS = {0, 0};
+
+char **taas_procs_env(const taas_job *j, const char *const *extra, char threads[2][48]) {
+    size_t n = 0, ne = 0;
+    while (environ[n]) n++;
+    while (extra && extra[ne]) ne++;
+    char **env = calloc(n + ne + 8, sizeof *env);
+    if (!env) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "OMP_NUM_THREADS=", 16) && strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) &&
+            strncmp(environ[i], TAAS_ZKEYS_ENV "=", sizeof TAAS_ZKEYS_ENV))
+            env[k++] = environ[i];
+    snprintf(threads[0], sizeof threads[0], "OMP_NUM_THREADS=%d", j->threads);
+    snprintf(threads[1], sizeof threads[1], "OPENBLAS_NUM_THREADS=%d", j->threads);
+    env[k++] = threads[0];
+    env[k++] = threads[1];
+    env[k++] = "OMPI_MCA_mpi_yield_when_idle=1";
+    if (geteuid() == 0) {
+        env[k++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
+        env[k++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    }
+    for (size_t i = 0; i < ne; i++) env[k++] = (char *)extra[i];
+    env[k] = NULL;
+    return env;
+}
+
+taas_proc *taas_procs_spawn(taas_job *j, const char *what, char **argv, char **env, const char *input,
+                            int keep_stdin, taas_error *err) {
+    if (!env) {
+        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory starting %s", what);
+        return NULL;
+    }
+    taas_proc *p = taas_proc_spawn(what, argv, env, input, keep_stdin, err);
+    if (!p) return NULL;
+    taas_job_watch(j, p->out_fd);
+    taas_job_watch(j, p->pidfd);
+    return p;
+}
+
+void taas_procs_set(taas_job *j, job_procs *p, int i, taas_proc *proc) {
+    taas_proc **slot = i < 0 ? &p->ranks : &p->loaders[i];
+    if (*slot) {
+        taas_job_unwatch(j, (*slot)->pidfd);
+        taas_job_unwatch(j, (*slot)->out_fd);
+        taas_proc_free(*slot);
+    }
+    *slot = proc;
+}
+
+static void on_line(void *ctx, taas_proc *p, const char *text) {
+    taas_job_line(ctx, p->what, text);
+}
+
+/* "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)." */
+static int mpirun_rank_death(const char *tail, int *rank, char *host, size_t hn, char *how, size_t wn) {
+    const char *p = strstr(tail, "noticed that process rank ");
+    if (!p) return 0;
+    char h[64] = "";
+    int r;
+    if (sscanf(p, "noticed that process rank %d with PID %*d on node %63s", &r, h) != 2) return 0;
+    const char *e = strstr(p, "exited on ");
+    *rank = r;
+    snprintf(host, hn, "%s", h);
+    if (e) {
+        const char *end = strpbrk(e, ".\n");
+        snprintf(how, wn, "%.*s", end ? (int)(end - e) : (int)strlen(e), e);
+    } else {
+        snprintf(how, wn, "died");
+    }
+    return 1;
+}
+
+static void ranks_ended(taas_job *j, job_procs *ps, taas_proc *p) {
+    char how[96], host[64], what[1024];
+    int rank;
+    if (taas_proc_ok(p)) {
+        taas_job_ranks_ended(j, 1, "");
+        return;
+    }
+    if (ps->mpirun && mpirun_rank_death(p->tail, &rank, host, sizeof host, how, sizeof how)) {
+        const job_rank *k = rank >= 0 && rank < j->world ? &j->ranks[rank] : NULL;
+        snprintf(what, sizeof what, "trainer rank %d on %s (pid %d) %s", rank, k && k->host[0] ? k->host : host,
+                 k ? (int)k->pid : 0, how);
+    } else {
+        taas_proc_describe(p, how, sizeof how);
+        snprintf(what, sizeof what, "%s ended with %s before the job was done: %.600s", p->what, how,
+                 p->tail[0] ? p->tail : "(no output)");
+    }
+    taas_job_ranks_ended(j, 0, what);
+}
+
+void taas_procs_watch(taas_job *j, job_procs *ps) {
+    taas_proc *p = ps->ranks;
+    if (p && !p->exited) {
+        taas_proc_read(p, on_line, j);
+        if (taas_proc_reap(p)) {
+            taas_proc_read(p, on_line, j);
+            ranks_ended(j, ps, p);
+        }
+    }
+    for (int i = 0; ps->loaders && i < j->nloaders; i++) {
+        p = ps->loaders[i];
+        if (!p || p->exited) continue;
+        taas_proc_read(p, on_line, j);
+        if (taas_proc_reap(p)) {
+            taas_proc_read(p, on_line, j);
+            char how[96];
+            taas_proc_describe(p, how, sizeof how);
+            taas_job_loader_ended(j, &j->loaders[i], taas_proc_ok(p), how);
+        }
+    }
+}
+
+void taas_procs_kill(taas_job *j, job_procs *ps) {
+    if (ps->ranks) {
+        taas_job_unwatch(j, ps->ranks->pidfd);
+        taas_proc_kill(ps->ranks);
+    }
+    for (int i = 0; ps->loaders && i < j->nloaders; i++)
+        if (ps->loaders[i]) {
+            taas_job_unwatch(j, ps->loaders[i]->pidfd);
+            taas_proc_kill(ps->loaders[i]);
+        }
+}
+
+void taas_procs_free(taas_job *j, job_procs *ps) {
+    taas_proc_free(ps->ranks);
+    for (int i = 0; ps->loaders && i < j->nloaders; i++) taas_proc_free(ps->loaders[i]);
+    free(ps->loaders);
+    memset(ps, 0, sizeof *ps);
+}

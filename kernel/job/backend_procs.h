@@ -1,0 +1,38 @@
+/* What the backends that start processes from the kernel share (local: the workers
+ * themselves; ssh: ssh and mpirun over ssh; slurm: srun): the job's processes on this
+ * machine — one that runs the ranks (mpirun, srun, or the one rank), one per loader worker —
+ * their output as the job's lines, and their ends told to the job. Private to kernel/job. */
+#ifndef TAAS_BACKEND_PROCS_H
+#define TAAS_BACKEND_PROCS_H
+
+#include "job_priv.h"
+#include "proc.h"
+
+typedef struct job_procs {
+    taas_proc *ranks;      /* what runs the ranks */
+    taas_proc **loaders;   /* by the loader's place in j->loaders */
+    int mpirun;            /* the ranks' process is mpirun: its report names a rank that died */
+} job_procs;
+
+/* The kernel's environment for a job's process: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
+ * from j->threads, Open MPI's switches (yield when idle; root allowed, as a container's root
+ * is the usual case), the extra entries (NULL-terminated, may be NULL), and never a
+ * $TAAS_JOB_KEYS of the kernel's own. malloc'd array; the strings are the caller's,
+ * environ's or static; env_free frees it. */
+char **taas_procs_env(const taas_job *j, const char *const *extra, char threads[2][48]);
+
+/* Starts argv (env: taas_procs_env's) watched by the job; input (may be NULL) is written
+ * to its stdin, which stays open while it runs (keep_stdin) or is closed after input. */
+taas_proc *taas_procs_spawn(taas_job *j, const char *what, char **argv, char **env, const char *input,
+                            int keep_stdin, taas_error *err);
+
+/* The ranks' process (index -1) or loader i's: replaces what was there. */
+void taas_procs_set(taas_job *j, job_procs *p, int i, taas_proc *proc);
+
+/* Reads every process's output into the job and tells it of the ones that ended. */
+void taas_procs_watch(taas_job *j, job_procs *p);
+/* Kills every process (SIGKILL to its session) and reaps it. */
+void taas_procs_kill(taas_job *j, job_procs *p);
+void taas_procs_free(taas_job *j, job_procs *p);
+
+#endif
