@@ -14,6 +14,11 @@ typedef struct taas_machine_config {
     int gpus_per_machine;  /* 8 for g2.8; 0 for a CPU-only (loader) machine */
     int cpus_per_machine;
     char description[160];
+    /* Slurm: where the configuration's machines are (sbatch --partition, --constraint,
+     * --gres); "" when the configuration file does not say */
+    char partition[64];    /* "gpu" */
+    char constraint[64];   /* "a100&ib" */
+    char gres[64];         /* "gpu:a100:8" */
 } taas_machine_config;
 
 typedef struct taas_pragma {

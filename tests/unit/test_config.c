@@ -1,6 +1,7 @@
-/* pragma/config.c: built-in machine configurations and the user's JSON file, read from
- * $TAAS_CONFIG or ~/.config/taas/config.json: valid files, overrides, a missing file, and
- * every way the file or one of its entries can be wrong. */
+/* pragma/config.c and pragma/cluster.c: built-in machine configurations and the user's JSON
+ * file, read from $TAAS_CONFIG or ~/.config/taas/config.json: valid files, overrides, a
+ * missing file, the "cluster" section, and every way the file, one of its entries or its
+ * cluster section can be wrong. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "error.h"
 #include "pragma.h"
 #include "utf8.h"
@@ -201,7 +203,9 @@ static void test_bad_structure(void **state) {
     (void)state;
     file_bad("[]", "the top level must be a JSON object, not an array", "the file reads {\"configurations\"");
     file_bad("{\"configuration\": {}}", "unknown top-level key \"configuration\"",
-             "the only top-level key is \"configurations\"");
+             "did you mean configurations? the top-level keys are \"configurations\"");
+    file_bad("{\"clusters\": {}}", "unknown top-level key \"clusters\"", "did you mean cluster? ");
+    file_bad("{\"hosts\": []}", "unknown top-level key \"hosts\"", "and \"cluster\" (where jobs run");
     file_bad("{\"configurations\": [\"g4.4\"]}",
              "\"configurations\" must be an object mapping names to machines, not an array", "the file reads");
 }
@@ -287,6 +291,460 @@ static void test_pragma_with_user_file(void **state) {
     assert_int_equal(taas_pragma_parse("#pragma taas --gpus 8\nfit(net)", &p, &E), 0);
 }
 
+/* Slurm's placement keys of a configuration: read back when valid, each rule when not. */
+static void test_slurm_keys(void **state) {
+    (void)state;
+    use_file("{\"configurations\": {\n"
+             "  \"g8.a100\": {\"gpus\": 8, \"cpus\": 96, \"partition\": \"gpu\", \"constraint\": \"a100&ib\",\n"
+             "              \"gres\": \"gpu:a100:8\"},\n"
+             "  \"g4.any\": {\"gpus\": 4, \"cpus\": 32, \"constraint\": \"[rack1|rack2]\", \"partition\": \"a.b_c-d:e,f=g+h\"},\n"
+             "  \"c1.8\": {\"gpus\": 0, \"cpus\": 8, \"partition\": \"cpu\"}\n}}\n");
+    taas_machine_config c;
+    find_ok("g8.a100", &c);
+    assert_string_equal(c.partition, "gpu");
+    assert_string_equal(c.constraint, "a100&ib");
+    assert_string_equal(c.gres, "gpu:a100:8");
+    find_ok("g4.any", &c);
+    assert_string_equal(c.partition, "a.b_c-d:e,f=g+h");
+    assert_string_equal(c.constraint, "[rack1|rack2]");
+    assert_string_equal(c.gres, "");
+    find_ok("c1.8", &c);
+    assert_string_equal(c.partition, "cpu");
+    assert_string_equal(c.constraint, "");
+    find_ok("g2.8", &c); /* built-ins say nothing of Slurm */
+    assert_string_equal(c.partition, "");
+    assert_string_equal(c.constraint, "");
+    assert_string_equal(c.gres, "");
+    /* a 63-byte value fits */
+    char text[512];
+    snprintf(text, sizeof text, "{\"configurations\": {\"g\": {\"gpus\": 1, \"cpus\": 1, \"gres\": \"%063d\"}}}", 0);
+    use_file(text);
+    find_ok("g", &c);
+    assert_int_equal(strlen(c.gres), 63);
+
+#define ENTRY(kv) "{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32, " kv "}}}"
+    file_bad(ENTRY("\"partition\": 5"), "configuration 'g4.4': \"partition\" must be a string, not an integer",
+             "Slurm's --partition: 1 to 63 letters, digits and . _ - : , = +, not starting with '-', "
+             "e.g. \"partition\": \"gpu\"");
+    file_bad(ENTRY("\"gres\": [\"gpu:1\"]"), "\"gres\" must be a string, not an array", "e.g. \"gres\": \"gpu:a100:8\"");
+    file_bad(ENTRY("\"constraint\": \"\""), "configuration 'g4.4': \"constraint\" is empty",
+             "letters, digits and . _ - : , = + & | [ ]");
+    snprintf(text, sizeof text, ENTRY("\"partition\": \"%064d\""), 0);
+    file_bad(text, "\"partition\" is 64 bytes long; at most 63 fit", "Slurm's --partition");
+    file_bad(ENTRY("\"partition\": \"-p\""), "\"partition\" starts with '-', which sbatch would read as an option: \"-p\"",
+             "not starting with '-'");
+    file_bad(ENTRY("\"partition\": \"gpu part\""), "\"partition\" may not contain a space: \"gpu part\"", "Slurm's");
+    file_bad(ENTRY("\"gres\": \"gpu:\\\"a100\\\"\""), "\"gres\" may not contain '\"'", "Slurm's --gres");
+    file_bad(ENTRY("\"gres\": \"gpu'1\""), "\"gres\" may not contain '''", "");
+    file_bad(ENTRY("\"gres\": \"gpu;rm\""), "\"gres\" may not contain ';'", "");
+    file_bad(ENTRY("\"gres\": \"gpu\\n1\""), "\"gres\" may not contain a control character (U+000A): \"gpu\\n1\"", "");
+    file_bad(ENTRY("\"gres\": \"gpu\\t1\""), "a control character (U+0009)", "");
+    file_bad(ENTRY("\"constraint\": \"a100\\u0085\""), "a control character (U+0085)", "");
+    file_bad(ENTRY("\"partition\": \"gp\\u00fc\""), "\"partition\" may not contain '\xc3\xbc' (U+00FC)", "");
+    /* & | [ ] are for constraints only */
+    file_bad(ENTRY("\"partition\": \"a&b\""), "\"partition\" may not contain '&'", "");
+    file_bad(ENTRY("\"gres\": \"gpu|nic\""), "\"gres\" may not contain '|'", "");
+    file_bad(ENTRY("\"constraint\": \"a100 & ib\""), "\"constraint\" may not contain a space", "");
+    file_bad(ENTRY("\"partiton\": \"gpu\""), "configuration 'g4.4' has an unknown key \"partiton\"",
+             "did you mean partition? an entry holds \"gpus\"");
+    file_bad(ENTRY("\"Gres\": \"gpu\""), "unknown key \"Gres\"", "did you mean gres? ");
+    file_bad(ENTRY("\"account\": \"me\""), "unknown key \"account\"", "and for Slurm \"partition\", \"constraint\" and \"gres\"");
+#undef ENTRY
+}
+
+/* taas_cluster_load succeeds on the current file; fails the test with its error otherwise. */
+static void cluster_ok(const char *text, taas_cluster *c) {
+    use_file(text);
+    if (taas_cluster_load(c, &E) != 0)
+        fail_msg("file %s\ngave %s: %s\nhint: %s", text, E.ename, E.message, E.hint);
+}
+
+/* The file's cluster section gives a TaasConfigError naming the file, whose message and hint
+ * contain msg and hint (the hint is never empty); *out is left empty. */
+static void cluster_bad(const char *text, const char *msg, const char *hint) {
+    use_file(text);
+    taas_cluster c;
+    memset(&c, 0x5a, sizeof c);
+    if (taas_cluster_load(&c, &E) != -1) {
+        taas_cluster_free(&c);
+        fail_msg("file %s\nwas accepted", text);
+    }
+    if (strcmp(E.ename, "TaasConfigError") || strncmp(E.message, path, strlen(path)) ||
+        !strstr(E.message, msg) || !strstr(E.hint, hint) || !E.hint[0])
+        fail_msg("file %s\ngave %s: %s\nhint: %s\nwanted '%s', hint '%s'", text, E.ename, E.message, E.hint,
+                 msg, hint);
+    assert_true(taas_utf8_valid(E.message, strlen(E.message)));
+    assert_true(taas_utf8_valid(E.hint, strlen(E.hint)));
+    assert_null(c.hosts);
+    assert_int_equal(c.nhosts, 0);
+    taas_cluster_free(&c);
+}
+
+static void assert_default_cluster(const taas_cluster *c) {
+    assert_string_equal(c->backend, "local");
+    assert_string_equal(c->loaders, "c1.4");
+    assert_string_equal(c->kernel_address, "");
+    assert_string_equal(c->worker, "");
+    assert_string_equal(c->ssh_config, "");
+    assert_null(c->hosts);
+    assert_int_equal(c->nhosts, 0);
+    assert_string_equal(c->path, "");
+}
+
+static void test_cluster_defaults(void **state) {
+    (void)state;
+    taas_cluster c;
+    use_file(NULL);
+    assert_int_equal(taas_cluster_load(&c, &E), 0);
+    assert_default_cluster(&c);
+    taas_cluster_free(&c);
+    cluster_ok("{}", &c);
+    assert_default_cluster(&c);
+    taas_cluster_free(&c);
+    cluster_ok("{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32}}}", &c);
+    assert_default_cluster(&c);
+    taas_cluster_free(&c);
+    /* no HOME and no $TAAS_CONFIG: no file */
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    unsetenv("TAAS_CONFIG");
+    unsetenv("HOME");
+    assert_int_equal(taas_cluster_load(&c, &E), 0);
+    assert_default_cluster(&c);
+    taas_cluster_free(&c);
+    if (home) setenv("HOME", home, 1);
+    free(home);
+    /* free zeroes, and a second free is harmless */
+    taas_cluster_free(&c);
+    taas_cluster_free(NULL);
+    assert_string_equal(c.backend, "");
+}
+
+static void test_cluster_ssh(void **state) {
+    (void)state;
+    taas_cluster c;
+    cluster_ok("{\"configurations\": {\"c2.16\": {\"gpus\": 0, \"cpus\": 16}},\n"
+               " \"cluster\": {\n"
+               "  \"backend\": \"ssh\",\n"
+               "  \"kernel_address\": \"10.0.0.1\",\n"
+               "  \"loaders\": \"c2.16\",\n"
+               "  \"worker\": \"/usr/local/bin/taas-worker\",\n"
+               "  \"ssh_config\": \"/home/me/.ssh/config\",\n"
+               "  \"hosts\": [\n"
+               "    {\"name\": \"gpu1\", \"address\": \"10.0.0.21\", \"gpus\": 8, \"cpus\": 96},\n"
+               "    {\"cpus\": 96, \"gpus\": 4, \"name\": \"gpu2.example_org\"},\n"
+               "    {\"name\": \"cpu1\", \"address\": \"me@cpu1.example.org\", \"gpus\": 0, \"cpus\": 1},\n"
+               "    {\"name\": \"big\", \"address\": \"fe80::1%eth0\", \"gpus\": 4096, \"cpus\": 65536}\n"
+               "  ]}}\n",
+               &c);
+    assert_string_equal(c.backend, "ssh");
+    assert_string_equal(c.kernel_address, "10.0.0.1");
+    assert_string_equal(c.loaders, "c2.16");
+    assert_string_equal(c.worker, "/usr/local/bin/taas-worker");
+    assert_string_equal(c.ssh_config, "/home/me/.ssh/config");
+    assert_string_equal(c.path, path);
+    assert_int_equal(c.nhosts, 4);
+    assert_non_null(c.hosts);
+    assert_string_equal(c.hosts[0].name, "gpu1");
+    assert_string_equal(c.hosts[0].address, "10.0.0.21");
+    assert_int_equal(c.hosts[0].gpus, 8);
+    assert_int_equal(c.hosts[0].cpus, 96);
+    assert_string_equal(c.hosts[1].name, "gpu2.example_org");
+    assert_string_equal(c.hosts[1].address, "gpu2.example_org"); /* the name when no address */
+    assert_int_equal(c.hosts[1].gpus, 4);
+    assert_string_equal(c.hosts[2].name, "cpu1");
+    assert_string_equal(c.hosts[2].address, "me@cpu1.example.org");
+    assert_int_equal(c.hosts[2].gpus, 0);
+    assert_int_equal(c.hosts[2].cpus, 1);
+    assert_string_equal(c.hosts[3].address, "fe80::1%eth0");
+    assert_int_equal(c.hosts[3].gpus, 4096);
+    assert_int_equal(c.hosts[3].cpus, 65536);
+    taas_cluster_free(&c);
+    assert_null(c.hosts);
+    assert_int_equal(c.nhosts, 0);
+
+    /* the fewest keys: the defaults for the rest */
+    cluster_ok("{\"cluster\": {\"backend\": \"ssh\", \"hosts\": [{\"name\": \"g\", \"gpus\": 1, \"cpus\": 1}]}}", &c);
+    assert_string_equal(c.loaders, "c1.4");
+    assert_string_equal(c.kernel_address, "");
+    assert_string_equal(c.worker, "");
+    assert_string_equal(c.ssh_config, "");
+    assert_int_equal(c.nhosts, 1);
+    assert_string_equal(c.hosts[0].address, "g");
+    taas_cluster_free(&c);
+
+    /* 1024 hosts, the most, with the longest name and address */
+    size_t cap = 1024 * 400 + 1024;
+    char *text = malloc(cap), *p = text;
+    p += sprintf(p, "{\"cluster\": {\"backend\": \"ssh\", \"hosts\": [");
+    for (int i = 0; i < 1024; i++)
+        p += sprintf(p, "%s{\"name\": \"h%062d\", \"address\": \"a%0254d\", \"gpus\": %d, \"cpus\": 2}",
+                     i ? ", " : "", i, i, i == 1023);
+    sprintf(p, "]}}");
+    cluster_ok(text, &c);
+    assert_int_equal(c.nhosts, 1024);
+    assert_int_equal(strlen(c.hosts[1023].name), 63);
+    assert_int_equal(strlen(c.hosts[1023].address), 255);
+    assert_int_equal(c.hosts[1023].gpus, 1);
+    taas_cluster_free(&c);
+    /* one more is too many */
+    p = text + sprintf(text, "{\"cluster\": {\"backend\": \"ssh\", \"hosts\": [");
+    for (int i = 0; i < 1025; i++)
+        p += sprintf(p, "%s{\"name\": \"h%d\", \"gpus\": 1, \"cpus\": 2}", i ? ", " : "", i);
+    sprintf(p, "]}}");
+    cluster_bad(text, "\"cluster\": \"hosts\" has 1025 hosts; it takes 1 to 1024", "\"backend\": \"ssh\"");
+    free(text);
+}
+
+static void test_cluster_slurm_and_local(void **state) {
+    (void)state;
+    taas_cluster c;
+    cluster_ok("{\"configurations\": {\n"
+               "   \"g8.a100\": {\"gpus\": 8, \"cpus\": 96, \"partition\": \"gpu\", \"gres\": \"gpu:a100:8\",\n"
+               "                \"constraint\": \"a100&ib\"},\n"
+               "   \"c1.4\": {\"gpus\": 0, \"cpus\": 4, \"partition\": \"cpu\"}},\n"
+               " \"cluster\": {\"backend\": \"slurm\", \"kernel_address\": \"login1.cluster.example.org\",\n"
+               "             \"worker\": \"/opt/taas/bin/taas-worker\"}}\n",
+               &c);
+    assert_string_equal(c.backend, "slurm");
+    assert_string_equal(c.kernel_address, "login1.cluster.example.org");
+    assert_string_equal(c.loaders, "c1.4");
+    assert_string_equal(c.worker, "/opt/taas/bin/taas-worker");
+    assert_string_equal(c.ssh_config, "");
+    assert_null(c.hosts);
+    assert_int_equal(c.nhosts, 0);
+    assert_string_equal(c.path, path);
+    taas_cluster_free(&c);
+    /* the configurations the slurm backend places its components with */
+    taas_machine_config m;
+    find_ok("g8.a100", &m);
+    assert_string_equal(m.partition, "gpu");
+    assert_string_equal(m.gres, "gpu:a100:8");
+    assert_string_equal(m.constraint, "a100&ib");
+    find_ok("c1.4", &m);
+    assert_string_equal(m.partition, "cpu");
+
+    cluster_ok("{\"cluster\": {\"backend\": \"local\"}}", &c);
+    assert_string_equal(c.backend, "local");
+    assert_string_equal(c.loaders, "c1.4");
+    assert_string_equal(c.path, path);
+    assert_null(c.hosts);
+    taas_cluster_free(&c);
+    cluster_ok("{\"cluster\": {\"backend\": \"local\", \"loaders\": \"c2.16\", \"worker\": \"/w\"},"
+               " \"configurations\": {\"c2.16\": {\"gpus\": 0, \"cpus\": 16}}}", &c);
+    assert_string_equal(c.loaders, "c2.16");
+    assert_string_equal(c.worker, "/w");
+    taas_cluster_free(&c);
+}
+
+#define SSH1 "\"hosts\": [{\"name\": \"gpu1\", \"gpus\": 8, \"cpus\": 96}]"
+
+static void test_cluster_bad_section(void **state) {
+    (void)state;
+    cluster_bad("{\"cluster\": [\"ssh\"]}", "\"cluster\" must be an object, not an array", "\"backend\": \"ssh\"");
+    cluster_bad("{\"cluster\": \"ssh\"}", "\"cluster\" must be an object, not a string", "");
+    cluster_bad("{\"cluster\": {}}", "\"cluster\" has no \"backend\"", "add \"backend\": \"local\", \"slurm\" or \"ssh\"");
+    cluster_bad("{\"cluster\": {\"backend\": 1}}", "\"cluster\": \"backend\" must be a string, not an integer",
+                "\"backend\": \"local\", \"slurm\" or \"ssh\"");
+    cluster_bad("{\"cluster\": {\"backend\": null}}", "\"backend\" must be a string, not null", "");
+    cluster_bad("{\"cluster\": {\"backend\": \"slrum\"}}",
+                "\"cluster\": \"backend\" must be \"local\", \"slurm\" or \"ssh\", not \"slrum\"",
+                "did you mean slurm? local runs the job on this machine");
+    cluster_bad("{\"cluster\": {\"backend\": \"SSH\"}}", "not \"SSH\"", "did you mean ssh?");
+    cluster_bad("{\"cluster\": {\"backend\": \"kubernetes\"}}", "not \"kubernetes\"", "see docs/cluster.md");
+    cluster_bad("{\"cluster\": {\"backend\": \"\"}}", "not \"\"", "ssh runs it on the \"hosts\"");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"host\": []}}", "\"cluster\" has an unknown key \"host\"",
+                "did you mean hosts? \"cluster\" holds \"backend\"");
+    cluster_bad("{\"cluster\": {\"backend\": \"slurm\", \"partition\": \"gpu\"}}",
+                "\"cluster\" has an unknown key \"partition\"", "\"cluster\" holds");
+    cluster_bad("{\"cluster\": {\"backend\": \"slurm\", \"loader\": \"c1.4\"}}", "unknown key \"loader\"",
+                "did you mean loaders?");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"sshconfig\": \"/x\", " SSH1 "}}", "unknown key \"sshconfig\"",
+                "did you mean ssh_config?");
+    /* unknown keys are found before a missing backend */
+    cluster_bad("{\"cluster\": {\"backed\": \"ssh\"}}", "unknown key \"backed\"", "did you mean backend?");
+    /* hosts and ssh_config are for ssh */
+    cluster_bad("{\"cluster\": {\"backend\": \"slurm\", " SSH1 "}}",
+                "\"cluster\": \"hosts\" is for backend ssh only, not slurm", "Slurm chooses the machines");
+    cluster_bad("{\"cluster\": {\"backend\": \"local\", \"hosts\": []}}", "\"hosts\" is for backend ssh only, not local",
+                "\"backend\": \"ssh\"");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\"}}", "\"cluster\": backend ssh needs \"hosts\"",
+                "list the machines: \"cluster\": {\"backend\": \"ssh\", \"hosts\": [{\"name\": \"gpu1\"");
+    cluster_bad("{\"cluster\": {\"backend\": \"slurm\", \"ssh_config\": \"/home/me/.ssh/config\"}}",
+                "\"cluster\": \"ssh_config\" is for backend ssh only, not slurm", "ssh -F");
+    cluster_bad("{\"cluster\": {\"backend\": \"local\", \"ssh_config\": \"/x\"}}", "is for backend ssh only, not local", "");
+    /* the whole file is checked: a broken file is an error here too */
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\",}}", "line 1, column", "fix the JSON");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\"}, \"cluster\": {}}", "duplicate", "fix the JSON");
+    cluster_bad("[{\"cluster\": {}}]", "the top level must be a JSON object, not an array", "");
+    cluster_bad("{\"Cluster\": {\"backend\": \"ssh\"}}", "unknown top-level key \"Cluster\"", "did you mean cluster?");
+}
+
+static void test_cluster_bad_hosts(void **state) {
+    (void)state;
+#define SSH(hosts) "{\"cluster\": {\"backend\": \"ssh\", \"hosts\": " hosts "}}"
+#define GPU1 "{\"name\": \"gpu1\", \"gpus\": 8, \"cpus\": 96}"
+    cluster_bad(SSH("{\"gpu1\": {}}"), "\"cluster\": \"hosts\" must be an array of hosts, not an object",
+                "write \"cluster\": {\"backend\": \"ssh\"");
+    cluster_bad(SSH("\"gpu1\""), "\"hosts\" must be an array of hosts, not a string", "");
+    cluster_bad(SSH("[]"), "\"cluster\": \"hosts\" has 0 hosts; it takes 1 to 1024", "\"hosts\": [{\"name\"");
+    cluster_bad(SSH("[" GPU1 ", \"gpu2\"]"), "\"cluster\": host 2 must be an object, not a string",
+                "a host holds \"name\" (required)");
+    cluster_bad(SSH("[[]]"), "host 1 must be an object, not an array", "");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"gpu\": 8, \"cpus\": 96}]"), "\"cluster\": host 'gpu1' has an unknown key \"gpu\"",
+                "did you mean gpus? a host holds");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"adress\": \"x\", \"gpus\": 8, \"cpus\": 96}]"), "unknown key \"adress\"",
+                "did you mean address?");
+    cluster_bad(SSH("[{\"host\": \"gpu1\", \"gpus\": 8, \"cpus\": 96}]"), "\"cluster\": host 1 has an unknown key \"host\"",
+                "\"address\" (optional: what ssh connects to");
+    cluster_bad(SSH("[" GPU1 ", {\"gpus\": 8, \"cpus\": 96}]"), "\"cluster\": host 2 has no \"name\"", "\"name\" (required)");
+    cluster_bad(SSH("[{\"name\": 1, \"gpus\": 8, \"cpus\": 96}]"), "\"cluster\": host 1: \"name\" must be a string, not an integer",
+                "a host holds");
+    cluster_bad(SSH("[{\"name\": \"gpu 1\", \"gpus\": 8, \"cpus\": 96}]"), "\"cluster\": host name 'gpu 1' is not valid",
+                "letters, digits, '.', '_' and '-', at most 63");
+    cluster_bad(SSH("[{\"name\": \"\", \"gpus\": 8, \"cpus\": 96}]"), "host name '' is not valid", "e.g. \"gpu1\"");
+    cluster_bad(SSH("[{\"name\": \"a123456789b123456789c123456789d123456789e123456789f123456789g123\", \"gpus\": 8, \"cpus\": 96}]"),
+                "is not valid", "at most 63");
+    cluster_bad(SSH("[{\"name\": \"10.0.0.1:22\", \"gpus\": 8, \"cpus\": 96}]"), "host name '10.0.0.1:22' is not valid",
+                "the host's \"address\" can be any address");
+    cluster_bad(SSH("[" GPU1 ", {\"name\": \"cpu1\", \"gpus\": 0, \"cpus\": 4}, " GPU1 "]"),
+                "\"cluster\": host 'gpu1' is listed twice (hosts 1 and 3)", "a name of its own");
+    /* address: a string of 1 to 255 bytes without spaces, control characters or a leading '-' */
+#define ADDR(a) SSH("[{\"name\": \"gpu1\", \"address\": " a ", \"gpus\": 8, \"cpus\": 96}]")
+    cluster_bad(ADDR("21"), "\"cluster\": host 'gpu1': \"address\" must be a string, not an integer",
+                "e.g. \"address\": \"10.0.0.21\"");
+    cluster_bad(ADDR("[\"10.0.0.21\"]"), "\"address\" must be a string, not an array", "");
+    cluster_bad(ADDR("\"\""), "\"cluster\": host 'gpu1': \"address\" is empty", "1 to 255 bytes");
+    char text[1024];
+    snprintf(text, sizeof text, ADDR("\"%0256d\""), 0);
+    cluster_bad(text, "\"address\" is 256 bytes long; at most 255 fit", "");
+    cluster_bad(ADDR("\"-oProxyCommand=evil\""),
+                "\"cluster\": host 'gpu1': \"address\" starts with '-', which ssh would read as an option: \"-oProxyCommand=evil\"",
+                "not starting with '-'");
+    cluster_bad(ADDR("\"gpu1 -v\""), "\"address\" may not contain a space: \"gpu1 -v\"", "no spaces");
+    cluster_bad(ADDR("\"gpu1\\n\""), "\"address\" may not contain a control character (U+000A)", "control characters");
+    cluster_bad(ADDR("\"gpu1\\u007f\""), "a control character (U+007F)", "");
+    cluster_bad(ADDR("\"gpu1\\u009b\""), "a control character (U+009B)", "");
+    cluster_bad(ADDR("null"), "\"address\" must be a string, not null", "");
+    /* gpus 0 to 4096, cpus 1 to 65536, both required */
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"cpus\": 96}]"), "\"cluster\": host 'gpu1' has no \"gpus\"",
+                "\"gpus\" (required, 0 to 4096)");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"gpus\": 8}]"), "\"cluster\": host 'gpu1' has no \"cpus\"",
+                "\"cpus\" (required, 1 to 65536)");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"gpus\": -1, \"cpus\": 96}]"),
+                "\"cluster\": host 'gpu1': \"gpus\" must be a whole number from 0 to 4096, not -1", "a host holds");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"gpus\": 4097, \"cpus\": 96}]"), "from 0 to 4096, not 4097", "");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"gpus\": 8.0, \"cpus\": 96}]"), "from 0 to 4096, not 8.0", "");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"gpus\": \"8\", \"cpus\": 96}]"), "from 0 to 4096, not \"8\"", "");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"gpus\": 99999999999999999999, \"cpus\": 96}]"), "line 1", "fix the JSON");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"gpus\": 9223372036854775807, \"cpus\": 96}]"),
+                "not 9223372036854775807", "");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"gpus\": 8, \"cpus\": 0}]"),
+                "\"cluster\": host 'gpu1': \"cpus\" must be a whole number from 1 to 65536, not 0", "");
+    cluster_bad(SSH("[{\"name\": \"gpu1\", \"gpus\": 8, \"cpus\": 65537}]"), "not 65537", "");
+    /* the ranks need a host with GPUs */
+    cluster_bad(SSH("[{\"name\": \"cpu1\", \"gpus\": 0, \"cpus\": 4}, {\"name\": \"cpu2\", \"gpus\": 0, \"cpus\": 4}]"),
+                "\"cluster\": no host has GPUs; backend ssh needs at least one host with \"gpus\" above 0",
+                "give at least one host its \"gpus\"");
+#undef ADDR
+#undef GPU1
+#undef SSH
+}
+
+static void test_cluster_bad_values(void **state) {
+    (void)state;
+#define SLURM(kv) "{\"cluster\": {\"backend\": \"slurm\", " kv "}}"
+    char text[4096];
+    /* kernel_address: as a host's address */
+    cluster_bad(SLURM("\"kernel_address\": 10"), "\"cluster\": \"kernel_address\" must be a string, not an integer",
+                "the address the hosts reach the kernel at");
+    cluster_bad(SLURM("\"kernel_address\": \"\""), "\"cluster\": \"kernel_address\" is empty", "1 to 255 bytes");
+    snprintf(text, sizeof text, SLURM("\"kernel_address\": \"%0256d\""), 0);
+    cluster_bad(text, "\"kernel_address\" is 256 bytes long; at most 255 fit", "");
+    cluster_bad(SLURM("\"kernel_address\": \"-x\""), "\"kernel_address\" starts with '-'", "not starting with '-'");
+    cluster_bad(SLURM("\"kernel_address\": \"10.0.0.1 \""), "\"kernel_address\" may not contain a space", "");
+    cluster_bad(SLURM("\"kernel_address\": \"a\\rb\""), "may not contain a control character (U+000D)", "");
+    /* worker and ssh_config: absolute paths */
+    cluster_bad(SLURM("\"worker\": \"bin/taas-worker\""),
+                "\"cluster\": \"worker\" must be an absolute path (starting with '/'), not \"bin/taas-worker\"",
+                "an absolute path: it starts with '/', has at most 1023 bytes and no control characters, "
+                "e.g. \"worker\": \"/usr/local/bin/taas-worker\"");
+    cluster_bad(SLURM("\"worker\": \"\""), "\"worker\" must be an absolute path (starting with '/'), not \"\"", "");
+    cluster_bad(SLURM("\"worker\": \"~/bin/taas-worker\""), "must be an absolute path", "");
+    cluster_bad(SLURM("\"worker\": 1"), "\"cluster\": \"worker\" must be a string, not an integer", "an absolute path");
+    cluster_bad(SLURM("\"worker\": false"), "\"worker\" must be a string, not false", "");
+    snprintf(text, sizeof text, SLURM("\"worker\": \"/%01023d\""), 0);
+    cluster_bad(text, "\"cluster\": \"worker\" is 1024 bytes long; at most 1023 fit", "");
+    cluster_bad(SLURM("\"worker\": \"/bin/taas\\u0000worker\""), "line 1", "fix the JSON"); /* jansson refuses NUL */
+    cluster_bad(SLURM("\"worker\": \"/bin/taas-worker\\n\""), "\"worker\" may not contain a control character (U+000A)", "");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": \"ssh_config\", " SSH1 "}}",
+                "\"cluster\": \"ssh_config\" must be an absolute path (starting with '/'), not \"ssh_config\"",
+                "e.g. \"ssh_config\": \"/home/me/.ssh/config\"");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": {}, " SSH1 "}}",
+                "\"ssh_config\" must be a string, not an object", "");
+    /* paths with spaces are fine */
+    taas_cluster c;
+    cluster_ok("{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": \"/home/me/my ssh/config\", "
+               "\"worker\": \"/opt/t\xc3\xa4\x61s/taas-worker\", " SSH1 "}}", &c);
+    assert_string_equal(c.ssh_config, "/home/me/my ssh/config");
+    assert_string_equal(c.worker, "/opt/t\xc3\xa4\x61s/taas-worker");
+    taas_cluster_free(&c);
+    snprintf(text, sizeof text, SLURM("\"worker\": \"/%01022d\""), 0);
+    cluster_ok(text, &c);
+    assert_int_equal(strlen(c.worker), 1023);
+    taas_cluster_free(&c);
+    /* loaders: a known configuration without GPUs */
+    cluster_bad(SLURM("\"loaders\": 4"), "\"cluster\": \"loaders\" must be a string, not an integer",
+                "name a machine configuration without GPUs, e.g. \"loaders\": \"c1.4\"");
+    cluster_bad(SLURM("\"loaders\": \"c1.5\""), "\"cluster\": \"loaders\": unknown machine configuration 'c1.5'",
+                "did you mean c1.4? known configurations: g2.8 (8 GPUs, 96 CPUs), c1.4 (no GPUs, 4 CPUs)");
+    cluster_bad(SLURM("\"loaders\": \"\""), "\"loaders\": unknown machine configuration ''", "known configurations");
+    snprintf(text, sizeof text, SLURM("\"loaders\": \"c%0100d\""), 0);
+    cluster_bad(text, "\"loaders\": unknown machine configuration 'c000", "known configurations");
+    cluster_bad(SLURM("\"loaders\": \"g2.8\""), "\"cluster\": \"loaders\" is g2.8, a machine with 8 GPUs",
+                "loader workers run on machines without GPUs: name one (c1.4)");
+    cluster_bad("{\"configurations\": {\"c1.4\": {\"gpus\": 1, \"cpus\": 4}, \"c2.16\": {\"gpus\": 0, \"cpus\": 16}},"
+                " \"cluster\": {\"backend\": \"local\"}}",
+                "\"cluster\": \"loaders\" is c1.4 (the default), a machine with 1 GPUs", "name one (c2.16), or add one");
+    /* a broken configuration is the file's error, whichever section names it */
+    cluster_bad("{\"configurations\": {\"c2.16\": {\"gpus\": 0}}, \"cluster\": {\"backend\": \"slurm\", \"loaders\": \"c2.16\"}}",
+                "configuration 'c2.16' has no \"cpus\"", "an entry reads");
+#undef SLURM
+}
+
+/* Anything but a regular file is refused at once: a FIFO would otherwise block the kernel. */
+static void test_not_a_file(void **state) {
+    (void)state;
+    char fifo[160];
+    snprintf(fifo, sizeof fifo, "%s/fifo.json", dir);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    setenv("TAAS_CONFIG", fifo, 1);
+    taas_machine_config m;
+    assert_int_equal(taas_config_find("g2.8", &m, &E), -1);
+    assert_string_equal(E.ename, "TaasConfigError");
+    assert_non_null(strstr(E.message, "is a FIFO, not a configuration file"));
+    assert_non_null(strstr(E.hint, "point $TAAS_CONFIG at a JSON file"));
+    taas_cluster c;
+    assert_int_equal(taas_cluster_load(&c, &E), -1);
+    assert_non_null(strstr(E.message, "is a FIFO, not a configuration file"));
+    unlink(fifo);
+    setenv("TAAS_CONFIG", "/dev/null", 1);
+    assert_int_equal(taas_cluster_load(&c, &E), -1);
+    assert_string_equal(E.message, "/dev/null: is a character device, not a configuration file");
+    setenv("TAAS_CONFIG", dir, 1);
+    assert_int_equal(taas_cluster_load(&c, &E), -1);
+    assert_non_null(strstr(E.message, "is a directory, not a configuration file"));
+    /* a path longer than the cluster's path field */
+    char longp[1100];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[0] = '/';
+    longp[sizeof longp - 1] = '\0';
+    setenv("TAAS_CONFIG", longp, 1);
+    assert_int_equal(taas_cluster_load(&c, &E), -1);
+    assert_non_null(strstr(E.message, "the configuration file's path is longer than 1023 bytes"));
+    assert_non_null(strstr(E.hint, "shorter path"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtins_without_file),
@@ -299,6 +757,14 @@ int main(void) {
         cmocka_unit_test(test_bad_entries),
         cmocka_unit_test(test_unreadable_file),
         cmocka_unit_test(test_pragma_with_user_file),
+        cmocka_unit_test(test_slurm_keys),
+        cmocka_unit_test(test_cluster_defaults),
+        cmocka_unit_test(test_cluster_ssh),
+        cmocka_unit_test(test_cluster_slurm_and_local),
+        cmocka_unit_test(test_cluster_bad_section),
+        cmocka_unit_test(test_cluster_bad_hosts),
+        cmocka_unit_test(test_cluster_bad_values),
+        cmocka_unit_test(test_not_a_file),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }
