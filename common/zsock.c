@@ -1,13 +1,17 @@
 /* Sockets, keys and the ZAP handler (ZeroMQ RFC 27) that admits only a job's own clients. */
 #include "zsock.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <zmq.h>
 
 static const taas_srcpos NOPOS = {0, 0};
@@ -300,4 +304,28 @@ void *taas_zsock_connect(void *zctx, const taas_zsock_cfg *c, const char *endpoi
         return NULL;
     }
     return sock;
+}
+
+int taas_zsock_route(const char *host, char *addr, size_t n, int *v6, taas_error *err) {
+    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *ai = NULL;
+    int rc = getaddrinfo(host, "9", &hints, &ai);
+    int fd = rc ? -1 : socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage me;
+    socklen_t len = sizeof me;
+    addr[0] = '\0';
+    *v6 = ai && ai->ai_family == AF_INET6;
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && getsockname(fd, (struct sockaddr *)&me, &len) == 0) {
+        if (me.ss_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&me)->sin_addr, addr, (socklen_t)n);
+        else
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&me)->sin6_addr, addr, (socklen_t)n);
+    }
+    int e = errno;
+    if (fd >= 0) close(fd);
+    if (ai) freeaddrinfo(ai);
+    if (addr[0]) return 0;
+    taas_error_set(err, "TaasOffloadError", NOPOS, "no route from this machine to %s: %s", host,
+                   rc ? gai_strerror(rc) : strerror(e));
+    taas_error_hint(err, "check the address, or that this machine is on the hosts' network");
+    return -1;
 }

@@ -74,4 +74,10 @@ void *taas_zsock_connect(void *zctx, const taas_zsock_cfg *c, const char *endpoi
 /* A socket neither bound nor connected yet, for one that does both or connects later. */
 void *taas_zsock_new(void *zctx, const taas_zsock_cfg *c, int server, taas_error *err);
 
+/* The address of this machine that packets to host (a name or an address) leave from, as
+ * the routing table says (a UDP socket connected there; nothing is sent), into addr (at
+ * least 46 bytes); *v6 says whether it is IPv6. -1 with err naming host. For a job across
+ * machines: the kernel binds its control plane there, a rank its data plane. */
+int taas_zsock_route(const char *host, char *addr, size_t n, int *v6, taas_error *err);
+
 #endif

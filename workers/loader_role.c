@@ -41,12 +41,12 @@ static uint64_t *resume_items(const taas_job_loader *l, uint64_t step, uint32_t 
     return out;
 }
 
-static int run(const char *control, const loader_args *a, taas_joined *jn, taas_error *err) {
+static int run(const char *control, const loader_args *a, const char *keys_from, taas_joined *jn, taas_error *err) {
     char id[64];
     snprintf(id, sizeof id, "loader.%lld.%lld.%lld", a->stream, a->worker, a->generation);
     json_t *hello = json_pack("{s:s, s:I, s:I, s:I}", "role", "loader", "stream", (json_int_t)a->stream, "worker",
                               (json_int_t)a->worker, "generation", (json_int_t)a->generation);
-    if (taas_offload_join(control, id, hello, jn, err)) return -1;
+    if (taas_offload_join(control, id, hello, keys_from, jn, err)) return -1;
     taas_ctl_client **ctl = &jn->ctl;
     const json_t *job = jn->spec;
     taas_offload off;
@@ -139,9 +139,10 @@ out_fetcher:
 }
 
 int taas_role_loader(int argc, char **argv) {
-    const char *control = NULL, *help = NULL, *st = NULL, *wk = NULL, *gen = NULL;
+    const char *control = NULL, *help = NULL, *st = NULL, *wk = NULL, *gen = NULL, *keys_stdin = NULL;
     const taas_opt opts[] = {{"control", 1, &control}, {"stream", 1, &st}, {"worker", 1, &wk},
-                             {"generation", 1, &gen}, {"help", 0, &help}, {NULL, 0, NULL}};
+                             {"generation", 1, &gen}, {"keys-stdin", 0, &keys_stdin}, {"help", 0, &help},
+                             {NULL, 0, NULL}};
     taas_error err;
     taas_error_clear(&err);
     loader_args a = {0, 0, 0};
@@ -153,11 +154,14 @@ int taas_role_loader(int argc, char **argv) {
         return TAAS_EXIT_USAGE;
     }
     if (help) {
-        puts("usage: taas-worker loader --control ENDPOINT --stream S --worker J [--generation G]\n\n"
+        puts("usage: taas-worker loader --control ENDPOINT --stream S --worker J [--generation G]\n"
+             "                          [--keys-stdin]\n\n"
              "Worker J of a registered DataLoader (stream S) of a job: joins the kernel's control\n"
              "endpoint (with the job's keys in $TAAS_JOB_KEYS when its planes are encrypted),\n"
              "receives the job spec, makes the items k % M == J of every epoch and streams each to\n"
-             "rank k % W under its credit. The kernel starts it; G counts replacements.");
+             "rank k % W under its credit. The kernel starts it; G counts replacements.\n"
+             "--keys-stdin: the job's keys are stdin's first line, and stdin's end is the kernel's\n"
+             "(a worker started over ssh).");
         return TAAS_EXIT_OK;
     }
     if (!control || !st || !wk) {
@@ -168,7 +172,7 @@ int taas_role_loader(int argc, char **argv) {
     }
     signal(SIGPIPE, SIG_IGN);
     taas_joined jn;
-    int rc = run(control, &a, &jn, &err);
+    int rc = run(control, &a, keys_stdin ? "-" : NULL, &jn, &err);
     if (rc) taas_offload_report(jn.ctl, &err, -1);
     taas_offload_leave(&jn);
     return rc ? TAAS_EXIT_ERROR : TAAS_EXIT_OK;

@@ -1,13 +1,13 @@
 /* Joining a job from a worker, and the "offload" section of its spec. */
 #include "offload.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "jobctl.h"
@@ -90,29 +90,16 @@ int taas_offload_bind(const taas_offload *o, const char *control, char *out, siz
         snprintf(out, n, "%s", o->bind);
         return 0;
     }
-    /* the kernel's host as the routing table sees it: a UDP socket connected there has the
-     * address this host sends from (connect sends nothing) */
-    char host[256];
-    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *ai = NULL;
-    int rc = endpoint_host(control, host, sizeof host) ? EAI_NONAME : getaddrinfo(host, "9", &hints, &ai);
-    int fd = rc ? -1 : socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_storage me;
-    socklen_t len = sizeof me;
-    char addr[INET6_ADDRSTRLEN] = "";
-    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && getsockname(fd, (struct sockaddr *)&me, &len) == 0) {
-        if (me.ss_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)&me)->sin_addr, addr, sizeof addr);
-        else
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&me)->sin6_addr, addr, sizeof addr);
-    }
-    if (fd >= 0) close(fd);
-    int v6 = ai && ai->ai_family == AF_INET6;
-    if (ai) freeaddrinfo(ai);
-    if (!addr[0]) {
-        taas_error_set(err, "TaasOffloadError", NOPOS, "this host has no route to the kernel's control endpoint %s",
-                       control);
+    /* the address of this host that routes to the kernel's */
+    char host[256], addr[64];
+    int v6 = 0;
+    int bad_endpoint = endpoint_host(control, host, sizeof host) != 0;
+    if (bad_endpoint)
+        taas_error_set(err, "TaasOffloadError", NOPOS, "the control endpoint %s is not tcp://HOST:PORT", control);
+    if (bad_endpoint || taas_zsock_route(host, addr, sizeof addr, &v6, err)) {
+        taas_error_prefix(err, "a rank cannot choose its data plane's address: ");
         taas_error_hint(err, "the hosts of the job must reach the kernel's address; set \"kernel_address\" in the "
-                             "cluster configuration (docs/cluster.md)");
+                             "cluster section of the configuration file (docs/cluster.md)");
         return -1;
     }
     snprintf(out, n, v6 ? "tcp://[%s]:*" : "tcp://%s:*", addr);
@@ -146,17 +133,80 @@ static int keep_weights(taas_joined *j, const void *blob, size_t n, taas_error *
     return -1;
 }
 
-int taas_offload_join(const char *control, const char *identity, json_t *hello, taas_joined *j, taas_error *err) {
+/* The keys' line from stdin, read a byte at a time so that nothing after it is taken. */
+static int read_keys_line(char *out, size_t n) {
+    size_t k = 0;
+    while (k + 1 < n) {
+        char c;
+        ssize_t r = read(0, &c, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0 || c == '\n') break;
+        out[k++] = c;
+    }
+    out[k] = '\0';
+    return (int)k;
+}
+
+static void *lifeline(void *arg) {
+    (void)arg;
+    char buf[256];
+    for (;;) {
+        ssize_t r = read(0, buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+    }
+    static const char msg[] = "taas-worker: the kernel's connection ended: stopping\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(TAAS_EXIT_ERROR);
+}
+
+/* The first line of a keys file that is this user's and no one else's. */
+static int read_keys_file(const char *path, char *out, size_t n, taas_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        taas_error_set(err, "TaasSecurityError", NOPOS, "the job's keys file %s %s", path,
+                       fd < 0 ? strerror(e) : "is not a file of this user's that only it can read");
+        taas_error_hint(err, "the kernel writes it (mode 0600) before it starts the ranks; run the cell again");
+        return -1;
+    }
+    ssize_t r = read(fd, out, n - 1);
+    close(fd);
+    out[r > 0 ? r : 0] = '\0';
+    return 0;
+}
+
+int taas_offload_join(const char *control, const char *identity, json_t *hello, const char *keys_from,
+                      taas_joined *j, taas_error *err) {
     memset(j, 0, sizeof *j);
+    char line[TAAS_ZKEYS_TEXT + 8];
     const char *keys = getenv(TAAS_ZKEYS_ENV);
+    if (keys_from && !strcmp(keys_from, "-")) {
+        read_keys_line(line, sizeof line);
+        keys = line;
+        pthread_t t;
+        if (pthread_create(&t, NULL, lifeline, NULL) == 0) pthread_detach(t);
+    } else if (keys_from) {
+        if (read_keys_file(keys_from, line, sizeof line, err)) {
+            json_decref(hello);
+            return -1;
+        }
+        keys = line;
+    }
     if (keys && keys[0]) {
-        if (taas_zkeys_parse(keys, "$" TAAS_ZKEYS_ENV, &j->keys, err)) {
+        if (taas_zkeys_parse(keys, !keys_from ? "$" TAAS_ZKEYS_ENV : strcmp(keys_from, "-") ? keys_from
+                                                                                           : "the first line of stdin",
+                             &j->keys, err)) {
             json_decref(hello);
             return -1;
         }
         j->curve = 1;
     }
     unsetenv(TAAS_ZKEYS_ENV);  /* the worker's children (none planned) are not the job's */
+    explicit_bzero(line, sizeof line);
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     json_object_set_new(hello, "host", taas_cli_text(host));

@@ -31,9 +31,14 @@ typedef struct taas_joined {
 } taas_joined;
 
 /* Connects to control as identity with hello (stolen; host and pid are added) and waits for
- * the spec. The keys come from $TAAS_JOB_KEYS when it is set. -1 with err (j->ctl is there
- * to report it when the connection was made). */
-int taas_offload_join(const char *control, const char *identity, json_t *hello, taas_joined *j, taas_error *err);
+ * the spec. The job's keys (when its planes are encrypted) come from keys_from: NULL, the
+ * environment ($TAAS_JOB_KEYS, when set); "-", the first line of stdin — a worker started
+ * over ssh — whose end is then the kernel's: the worker exits at once (the kernel keeps the
+ * pipe open while the job runs, and ssh closes it when the kernel or its connection dies);
+ * else a file of this host's that only its owner may read (the kernel wrote it over ssh).
+ * -1 with err (j->ctl is there to report it when the connection was made). */
+int taas_offload_join(const char *control, const char *identity, json_t *hello, const char *keys_from,
+                      taas_joined *j, taas_error *err);
 /* Sends what is queued, disconnects, forgets the keys and removes the weights file. */
 void taas_offload_leave(taas_joined *j);
 

@@ -95,11 +95,11 @@ static int rank_device(void) {
     return (lr ? atoi(lr) : 0) % n;
 }
 
-static int run(rank_ctx *rc, const char *control, long long *step, taas_error *err) {
+static int run(rank_ctx *rc, const char *control, const char *keys_file, long long *step, taas_error *err) {
     char id[32];
     snprintf(id, sizeof id, "rank.%d", rc->coll.rank);
     json_t *hello = json_pack("{s:s, s:i}", "role", "trainer", "rank", rc->coll.rank);
-    int joined = taas_offload_join(control, id, hello, &rc->job, err);
+    int joined = taas_offload_join(control, id, hello, keys_file, &rc->job, err);
     rc->ctl = rc->job.ctl;
     if (joined) return -1;
     const json_t *job = rc->job.spec;
@@ -144,8 +144,9 @@ static int run(rank_ctx *rc, const char *control, long long *step, taas_error *e
 }
 
 int taas_role_trainer(int argc, char **argv) {
-    const char *control = NULL, *solo = NULL, *help = NULL;
-    const taas_opt opts[] = {{"control", 1, &control}, {"solo", 0, &solo}, {"help", 0, &help}, {NULL, 0, NULL}};
+    const char *control = NULL, *solo = NULL, *keys_file = NULL, *help = NULL;
+    const taas_opt opts[] = {{"control", 1, &control}, {"solo", 0, &solo}, {"keys-file", 1, &keys_file},
+                             {"help", 0, &help}, {NULL, 0, NULL}};
     taas_error err;
     taas_error_clear(&err);
     if (taas_cli_parse(argc, argv, opts, &err)) {
@@ -153,12 +154,13 @@ int taas_role_trainer(int argc, char **argv) {
         return TAAS_EXIT_USAGE;
     }
     if (help) {
-        puts("usage: mpirun -np W taas-worker trainer --control ENDPOINT\n"
+        puts("usage: mpirun -np W taas-worker trainer --control ENDPOINT [--keys-file PATH]\n"
              "       taas-worker trainer --control ENDPOINT --solo\n\n"
              "One rank of a job: joins the kernel's control endpoint (with the job's keys in\n"
              "$TAAS_JOB_KEYS when its planes are encrypted), receives the job spec, trains rank r's\n"
              "share of every step, sums the gradients with the other ranks over MPI (--solo: the\n"
-             "one rank of a job of one, no MPI) and reports to the kernel.");
+             "one rank of a job of one, no MPI) and reports to the kernel. --keys-file: the job's\n"
+             "keys are in this file of the host's, mode 0600 (a job over ssh).");
         return TAAS_EXIT_OK;
     }
     if (!control) {
@@ -177,7 +179,7 @@ int taas_role_trainer(int argc, char **argv) {
         return TAAS_EXIT_ERROR;
     }
     long long step = 0;
-    int r = run(&rc, control, &step, &err);
+    int r = run(&rc, control, keys_file, &step, &err);
     if (r) taas_offload_report(rc.ctl, &err, step);
     int gone = rc.ctl && taas_ctl_client_kernel_gone(rc.ctl);
     taas_offload_leave(&rc.job);  /* sends what is queued: the error, or done and the weights */

@@ -34,5 +34,6 @@ typedef struct taas_backend {
 } taas_backend;
 
 extern const taas_backend taas_backend_local;
+extern const taas_backend taas_backend_ssh;
 
 #endif

@@ -11,6 +11,7 @@
 #include <sodium.h>
 #include <zmq.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "jobctl.h"
 #include "job_priv.h"
@@ -75,8 +76,32 @@ static int rank_of(const taas_job *j, const char *peer) {
     return sscanf(peer, "rank.%d%c", &r, &rest) == 1 && r >= 0 && r < j->world ? r : -1;
 }
 
+/* On machines other than this one, where each worker runs, once all are there:
+ * "started: rank 0 on gpu1 (pid 4242, data tcp://10.0.3.21:40311), ..., loader train.0 on
+ * cpu1 (pid 977)". */
+static void say_where(taas_job *j) {
+    if (j->said_where || j->be == &taas_backend_local || j->nready < j->world) return;
+    for (int i = 0; i < j->nloaders; i++)
+        if (!j->loaders[i].hello) return;
+    j->said_where = 1;
+    taas_buf b = TAAS_BUF_INIT;
+    taas_buf_puts(&b, "started:");
+    for (int r = 0; r < j->world; r++)
+        taas_buf_printf(&b, "%s rank %d on %s (pid %d, data %s)", r ? "," : "", r, j->ranks[r].host,
+                        (int)j->ranks[r].pid, j->ranks[r].data[0] ? j->ranks[r].data : "none");
+    for (int i = 0; i < j->nloaders; i++) {
+        char who[96];
+        taas_job_loader_label(j, &j->loaders[i], who, sizeof who);
+        taas_buf_printf(&b, ", %s on %s (pid %d)", who, j->loaders[i].host, (int)j->loaders[i].pid);
+    }
+    taas_buf_puts(&b, "\n");
+    say(j->io, "stdout", b.data);
+    taas_buf_free(&b);
+}
+
 /* Every rank is ready: the loaders learn where to send. */
 static void start_loaders(taas_job *j) {
+    say_where(j);
     if (!j->start_msg) {
         json_t *ranks = json_array();
         for (int r = 0; r < j->world; r++) json_array_append_new(ranks, json_string(j->ranks[r].data));
@@ -138,8 +163,13 @@ static void on_error_msg(taas_job *j, const char *peer, int r, const json_t *b) 
     const char *hint = json_string_value(json_object_get(b, "hint"));
     char who[96];
     job_loader *l = loader_of(j, peer);
-    if (r >= 0) snprintf(who, sizeof who, "rank %d on %s", r, j->ranks[r].host[0] ? j->ranks[r].host : "?");
-    else taas_job_loader_label(j, l, who, sizeof who);
+    if (r >= 0) {
+        snprintf(who, sizeof who, "rank %d on %s", r, j->ranks[r].host[0] ? j->ranks[r].host : "?");
+    } else {
+        taas_job_loader_label(j, l, who, sizeof who - 70);
+        if (j->be != &taas_backend_local && l->host[0])  /* its data paths are that host's */
+            snprintf(who + strlen(who), 70, " on %s", l->host);
+    }
     /* a training error (a nan loss) reads best as it is; the others say where they happened */
     if (r == 0 || (r > 0 && !j->failed && ename && !strcmp(ename, "TaasValueError") && msg && strstr(msg, "loss is")))
         fail(j, ename ? ename : "TaasWorkerError", hint, "%s", msg ? msg : "a worker failed");
@@ -417,6 +447,7 @@ void taas_job_free(taas_job *j) {
     if (j->zctx) zmq_ctx_term(j->zctx);
     if (j->epfd >= 0) close(j->epfd);
     json_decref(j->spec);
+    taas_cluster_free(&j->cluster);
     free(j->init_weights);
     json_decref(j->start_msg);
     taas_trainview_free(j->view);

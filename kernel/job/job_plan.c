@@ -131,13 +131,22 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
     j->spec = json_deep_copy(cfg->spec);
     if (!j->spec) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the job spec");
     j->be = &taas_backend_local;
+    if (pr && taas_cluster_load(&j->cluster, err)) return -1;
+    if (pr && !strcmp(j->cluster.backend, "ssh")) {
+        j->be = &taas_backend_ssh;
+    } else if (pr && strcmp(j->cluster.backend, "local") != 0) {
+        taas_error_set(err, "TaasConfigError", NOPOS, "%s: the %s backend is not in this version of taas",
+                       j->cluster.path, j->cluster.backend);
+        taas_error_hint(err, "use \"backend\": \"ssh\" or \"local\" (docs/cluster.md)");
+        return -1;
+    }
     if (pr) {
         taas_buf b = TAAS_BUF_INIT;
         plan_line(j, pr, &b);
         io->stream(io->ctx, "stdout", b.data);
         taas_buf_free(&b);
     }
-    if (j->be->plan(j, io, err) || taas_worker_find(j->worker_path, sizeof j->worker_path, err) ||
+    if (taas_worker_find(j->worker_path, sizeof j->worker_path, err) || j->be->plan(j, io, err) ||
         bind_control(j, err) || read_init_weights(j, err))
         return -1;
     j->pragma = NULL;

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "backend.h"
+#include "cluster.h"
 #include "job.h"
 #include "trainview.h"
 #include "zsock.h"
@@ -57,6 +58,7 @@ struct taas_job {
     taas_zsec *sec;
     void *zctx, *router;
     int epfd;
+    taas_cluster cluster;  /* the configuration file's "cluster" section (a pragma job's) */
     const taas_backend *be;
     void *be_state;       /* the backend's own */
     job_rank *ranks;
@@ -70,6 +72,7 @@ struct taas_job {
     json_t *done;
     int have_weights;
     int ranks_ended;      /* the backend saw the ranks' processes end */
+    int said_where;       /* the "started:" line is out */
     /* the end */
     int failed;
     taas_error failure;
