@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -328,4 +330,25 @@ int taas_zsock_route(const char *host, char *addr, size_t n, int *v6, taas_error
                    rc ? gai_strerror(rc) : strerror(e));
     taas_error_hint(err, "check the address, or that this machine is on the hosts' network");
     return -1;
+}
+
+int taas_zsock_network(const char *addr, char *out, size_t n) {
+    struct ifaddrs *ifs = NULL, *i;
+    struct in_addr want;
+    if (inet_pton(AF_INET, addr, &want) != 1 || getifaddrs(&ifs) < 0) return -1;
+    int rc = -1;
+    for (i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET) continue;
+        struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+        struct in_addr m = ((struct sockaddr_in *)i->ifa_netmask)->sin_addr;
+        if (a.s_addr != want.s_addr) continue;
+        struct in_addr net = {a.s_addr & m.s_addr};
+        char text[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &net, text, sizeof text);
+        snprintf(out, n, "%s/%d", text, __builtin_popcount(ntohl(m.s_addr)));
+        rc = 0;
+        break;
+    }
+    freeifaddrs(ifs);
+    return rc;
 }

@@ -80,4 +80,9 @@ void *taas_zsock_new(void *zctx, const taas_zsock_cfg *c, int server, taas_error
  * machines: the kernel binds its control plane there, a rank its data plane. */
 int taas_zsock_route(const char *host, char *addr, size_t n, int *v6, taas_error *err);
 
+/* The network of this machine's IPv4 address addr ("10.1.2.1" -> "10.1.2.0/24"), for Open
+ * MPI's *_if_include, which the hosts read in CIDR form (their interfaces have other names).
+ * -1 when addr is not an IPv4 address of this machine. */
+int taas_zsock_network(const char *addr, char *out, size_t n);
+
 #endif

@@ -16,7 +16,8 @@
 #define DEFAULT_LOADERS "c1.4"
 #define WHERE "\"cluster\""
 
-static const char *const CLUSTER_KEYS[] = {"backend", "kernel_address", "loaders", "worker", "ssh_config", "hosts"};
+static const char *const CLUSTER_KEYS[] = {"backend", "kernel_address", "loaders", "worker", "ssh_config", "hosts",
+                                           "munge_socket"};
 #define NCLUSTER_KEYS (sizeof CLUSTER_KEYS / sizeof CLUSTER_KEYS[0])
 static const char *const HOST_KEYS[] = {"name", "address", "gpus", "cpus"};
 #define NHOST_KEYS (sizeof HOST_KEYS / sizeof HOST_KEYS[0])
@@ -27,8 +28,8 @@ static const char *const BACKENDS[] = {"local", "slurm", "ssh"};
                     "\"gpus\": 8, \"cpus\": 96}, {\"name\": \"cpu1\", \"gpus\": 0, \"cpus\": 32}]}"
 #define CLUSTER_HOLDS "\"cluster\" holds \"backend\" (required: \"local\", \"slurm\" or \"ssh\") and optionally " \
                       "\"kernel_address\", \"loaders\" (a machine configuration without GPUs), \"worker\" " \
-                      "(taas-worker's absolute path on the hosts), and for ssh \"hosts\" (required) and " \
-                      "\"ssh_config\"; see docs/pragma.md"
+                      "(taas-worker's absolute path on the hosts), for ssh \"hosts\" (required) and " \
+                      "\"ssh_config\", for slurm \"munge_socket\"; see docs/pragma.md"
 #define HOST_HOLDS "a host holds \"name\" (required), \"address\" (optional: what ssh connects to; default " \
                    "the name), \"gpus\" (required, 0 to 4096) and \"cpus\" (required, 1 to 65536), e.g. " \
                    "{\"name\": \"gpu1\", \"address\": \"10.0.0.21\", \"gpus\": 8, \"cpus\": 96}"
@@ -286,6 +287,15 @@ static int parse_cluster(const char *path, const json_t *sec, taas_cluster *c, t
                                 "\"backend\": \"ssh\"",
                                 WHERE ": \"ssh_config\" is for backend ssh only, not %s", c->backend);
 
+    const json_t *ms = json_object_get(sec, "munge_socket");
+    if (ms && strcmp(c->backend, "slurm") != 0)
+        return taas_cfile_error(err, path,
+                                "\"munge_socket\" names munged's socket for backend slurm: remove it, or write "
+                                "\"backend\": \"slurm\"",
+                                WHERE ": \"munge_socket\" is for backend slurm only, not %s", c->backend);
+    if (ms && parse_path(path, "munge_socket", ms, "/run/munge/munge.socket.2", c->munge_socket,
+                         sizeof c->munge_socket, err))
+        return -1;
     const json_t *ka = json_object_get(sec, "kernel_address");
     if (ka && parse_address(path, WHERE, "kernel_address", ka,
                             "the address the hosts reach the kernel at, a host name or an IP address of this "

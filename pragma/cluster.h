@@ -13,6 +13,9 @@
  *     "worker": "/usr/local/bin/taas-worker",    optional: taas-worker's path on the hosts
  *                                                (default: the path of the kernel's own)
  *     "ssh_config": "/home/me/.ssh/config",      ssh only, optional: `ssh -F` this file
+ *     "munge_socket": "/run/munge/munge.socket.2",  slurm only, optional: munged's socket on
+ *                                                this machine and the hosts (the job's keys
+ *                                                travel in a MUNGE credential)
  *     "hosts": [                                 ssh only, required, 1 to 1024:
  *       {"name": "gpu1", "address": "10.0.0.21", "gpus": 8, "cpus": 96}, ...
  *     ]                                          a name ssh knows (or any label when address
@@ -42,6 +45,7 @@ typedef struct taas_cluster {
     char loaders[64];           /* a machine configuration's name; "c1.4" by default */
     char worker[1024];          /* "" when not given */
     char ssh_config[1024];      /* "" when not given */
+    char munge_socket[1024];    /* "" when not given: munge's default */
     taas_cluster_host *hosts;   /* malloc'd; ssh only */
     size_t nhosts;
     char path[1024];            /* the file it was read from ("" for the default local) */

@@ -139,9 +139,9 @@ out_fetcher:
 }
 
 int taas_role_loader(int argc, char **argv) {
-    const char *control = NULL, *help = NULL, *st = NULL, *wk = NULL, *gen = NULL, *keys_stdin = NULL;
+    const char *control = NULL, *help = NULL, *st = NULL, *wk = NULL, *gen = NULL, *keys_from = NULL;
     const taas_opt opts[] = {{"control", 1, &control}, {"stream", 1, &st}, {"worker", 1, &wk},
-                             {"generation", 1, &gen}, {"keys-stdin", 0, &keys_stdin}, {"help", 0, &help},
+                             {"generation", 1, &gen}, {"keys-from", 1, &keys_from}, {"help", 0, &help},
                              {NULL, 0, NULL}};
     taas_error err;
     taas_error_clear(&err);
@@ -155,13 +155,14 @@ int taas_role_loader(int argc, char **argv) {
     }
     if (help) {
         puts("usage: taas-worker loader --control ENDPOINT --stream S --worker J [--generation G]\n"
-             "                          [--keys-stdin]\n\n"
+             "                          [--keys-from -|munge|PATH]\n\n"
              "Worker J of a registered DataLoader (stream S) of a job: joins the kernel's control\n"
              "endpoint (with the job's keys in $TAAS_JOB_KEYS when its planes are encrypted),\n"
              "receives the job spec, makes the items k % M == J of every epoch and streams each to\n"
              "rank k % W under its credit. The kernel starts it; G counts replacements.\n"
-             "--keys-stdin: the job's keys are stdin's first line, and stdin's end is the kernel's\n"
-             "(a worker started over ssh).");
+             "--keys-from: the job's keys are stdin's first line (-), and stdin's end is the\n"
+             "kernel's (a worker started over ssh); or the MUNGE credential $TAAS_JOB_MUNGE (a job\n"
+             "under Slurm); or a file of this host's, mode 0600.");
         return TAAS_EXIT_OK;
     }
     if (!control || !st || !wk) {
@@ -172,7 +173,7 @@ int taas_role_loader(int argc, char **argv) {
     }
     signal(SIGPIPE, SIG_IGN);
     taas_joined jn;
-    int rc = run(control, &a, keys_stdin ? "-" : NULL, &jn, &err);
+    int rc = run(control, &a, keys_from, &jn, &err);
     if (rc) taas_offload_report(jn.ctl, &err, -1);
     taas_offload_leave(&jn);
     return rc ? TAAS_EXIT_ERROR : TAAS_EXIT_OK;

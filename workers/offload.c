@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +181,70 @@ static int read_keys_file(const char *path, char *out, size_t n, taas_error *err
     return 0;
 }
 
+/* The keys in the MUNGE credential $TAAS_JOB_MUNGE: `unmunge` decodes it (munged checks that
+ * it is this user's and fresh) and writes the payload on stdout. */
+static int read_keys_munge(char *out, size_t n, taas_error *err) {
+    /* one credential for each task (munged decodes a credential once): a step's task r has
+     * its own in TAAS_JOB_MUNGE_r, r its $SLURM_PROCID */
+    const char *cred = getenv("TAAS_JOB_MUNGE"), *sock = getenv("TAAS_MUNGE_SOCKET"), *procid = getenv("SLURM_PROCID");
+    char name[64];
+    if ((!cred || !cred[0]) && procid && strlen(procid) < 16) {
+        snprintf(name, sizeof name, "TAAS_JOB_MUNGE_%s", procid);
+        cred = getenv(name);
+    }
+    if (!cred || !cred[0]) {
+        taas_error_set(err, "TaasSecurityError", NOPOS, "$TAAS_JOB_MUNGE is not set: the job's keys did not come");
+        taas_error_hint(err, "the kernel starts the workers of a Slurm job with it; run the cell again");
+        return -1;
+    }
+    int in[2], outp[2];
+    if (pipe2(in, O_CLOEXEC) < 0) return taas_error_set(err, "TaasIOError", NOPOS, "pipe: %s", strerror(errno));
+    if (pipe2(outp, O_CLOEXEC) < 0) {
+        close(in[0]);
+        close(in[1]);
+        return taas_error_set(err, "TaasIOError", NOPOS, "pipe: %s", strerror(errno));
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+    char *argv[] = {"unmunge", "--metadata=/dev/null", sock && sock[0] ? "--socket" : NULL, (char *)sock, NULL};
+    pid_t pid;
+    extern char **environ;
+    int rc = posix_spawnp(&pid, "unmunge", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(outp[1]);
+    size_t len = strlen(cred), done = 0;
+    while (rc == 0 && done < len) {
+        ssize_t w = write(in[1], cred + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    close(in[1]);
+    size_t got = 0;
+    while (rc == 0 && got + 1 < n) {
+        ssize_t r = read(outp[0], out + got, n - 1 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    out[got] = '\0';
+    close(outp[0]);
+    int st = 0;
+    if (rc == 0) waitpid(pid, &st, 0);
+    if (rc != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        taas_error_set(err, "TaasSecurityError", NOPOS, "cannot open the job's keys with unmunge: %s",
+                       rc ? strerror(rc) : "munged refused the credential (another user's, expired, or another "
+                                           "cluster's key)");
+        taas_error_hint(err, "every host of the Slurm cluster needs munge (apt-get install munge) with the "
+                             "cluster's key; a credential lasts munged's TTL (5 minutes by default)");
+        return -1;
+    }
+    return 0;
+}
+
 int taas_offload_join(const char *control, const char *identity, json_t *hello, const char *keys_from,
                       taas_joined *j, taas_error *err) {
     memset(j, 0, sizeof *j);
@@ -189,6 +255,12 @@ int taas_offload_join(const char *control, const char *identity, json_t *hello, 
         keys = line;
         pthread_t t;
         if (pthread_create(&t, NULL, lifeline, NULL) == 0) pthread_detach(t);
+    } else if (keys_from && !strcmp(keys_from, "munge")) {
+        if (read_keys_munge(line, sizeof line, err)) {
+            json_decref(hello);
+            return -1;
+        }
+        keys = line;
     } else if (keys_from) {
         if (read_keys_file(keys_from, line, sizeof line, err)) {
             json_decref(hello);
@@ -197,8 +269,10 @@ int taas_offload_join(const char *control, const char *identity, json_t *hello, 
         keys = line;
     }
     if (keys && keys[0]) {
-        if (taas_zkeys_parse(keys, !keys_from ? "$" TAAS_ZKEYS_ENV : strcmp(keys_from, "-") ? keys_from
-                                                                                           : "the first line of stdin",
+        if (taas_zkeys_parse(keys, !keys_from                 ? "$" TAAS_ZKEYS_ENV
+                                   : !strcmp(keys_from, "-")     ? "the first line of stdin"
+                                   : !strcmp(keys_from, "munge") ? "the MUNGE credential $TAAS_JOB_MUNGE"
+                                                                 : keys_from,
                              &j->keys, err)) {
             json_decref(hello);
             return -1;

@@ -35,7 +35,10 @@ typedef struct taas_joined {
  * environment ($TAAS_JOB_KEYS, when set); "-", the first line of stdin — a worker started
  * over ssh — whose end is then the kernel's: the worker exits at once (the kernel keeps the
  * pipe open while the job runs, and ssh closes it when the kernel or its connection dies);
- * else a file of this host's that only its owner may read (the kernel wrote it over ssh).
+ * "munge", a MUNGE credential in $TAAS_JOB_MUNGE (a job under Slurm: the kernel made it
+ * with munge, restricted to its user; only munged on the cluster's hosts can open it, with
+ * $TAAS_MUNGE_SOCKET as its socket when set); else a file of this host's that only its
+ * owner may read (the kernel wrote it over ssh).
  * -1 with err (j->ctl is there to report it when the connection was made). */
 int taas_offload_join(const char *control, const char *identity, json_t *hello, const char *keys_from,
                       taas_joined *j, taas_error *err);

@@ -145,7 +145,7 @@ static int run(rank_ctx *rc, const char *control, const char *keys_file, long lo
 
 int taas_role_trainer(int argc, char **argv) {
     const char *control = NULL, *solo = NULL, *keys_file = NULL, *help = NULL;
-    const taas_opt opts[] = {{"control", 1, &control}, {"solo", 0, &solo}, {"keys-file", 1, &keys_file},
+    const taas_opt opts[] = {{"control", 1, &control}, {"solo", 0, &solo}, {"keys-from", 1, &keys_file},
                              {"help", 0, &help}, {NULL, 0, NULL}};
     taas_error err;
     taas_error_clear(&err);
@@ -154,13 +154,14 @@ int taas_role_trainer(int argc, char **argv) {
         return TAAS_EXIT_USAGE;
     }
     if (help) {
-        puts("usage: mpirun -np W taas-worker trainer --control ENDPOINT [--keys-file PATH]\n"
+        puts("usage: mpirun -np W taas-worker trainer --control ENDPOINT [--keys-from munge|PATH]\n"
              "       taas-worker trainer --control ENDPOINT --solo\n\n"
              "One rank of a job: joins the kernel's control endpoint (with the job's keys in\n"
              "$TAAS_JOB_KEYS when its planes are encrypted), receives the job spec, trains rank r's\n"
              "share of every step, sums the gradients with the other ranks over MPI (--solo: the\n"
-             "one rank of a job of one, no MPI) and reports to the kernel. --keys-file: the job's\n"
-             "keys are in this file of the host's, mode 0600 (a job over ssh).");
+             "one rank of a job of one, no MPI) and reports to the kernel. --keys-from: the job's\n"
+             "keys are in this file of the host's, mode 0600 (a job over ssh), or in the MUNGE\n"
+             "credential $TAAS_JOB_MUNGE (a job under Slurm).");
         return TAAS_EXIT_OK;
     }
     if (!control) {

@@ -35,5 +35,6 @@ typedef struct taas_backend {
 
 extern const taas_backend taas_backend_local;
 extern const taas_backend taas_backend_ssh;
+extern const taas_backend taas_backend_slurm;
 
 #endif

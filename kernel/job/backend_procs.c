@@ -1,11 +1,14 @@
 /* The job's processes on this machine, for the backends that start them (backend_procs.h). */
 #include "backend_procs.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 extern char **environ;
 
@@ -140,4 +143,34 @@ void taas_procs_free(taas_job *j, job_procs *ps) {
     for (int i = 0; ps->loaders && i < j->nloaders; i++) taas_proc_free(ps->loaders[i]);
     free(ps->loaders);
     memset(ps, 0, sizeof *ps);
+}
+
+int taas_procs_run(const char *what, char *const argv[], const char *input, double timeout_s, char *out, size_t n,
+                   int *status, taas_error *err) {
+    taas_proc *p = taas_proc_spawn(what, argv, NULL, input, 0, err);
+    if (!p) return -1;
+    double until = taas_now() + timeout_s;
+    int rc = 0;
+    while (!taas_proc_reap(p)) {
+        taas_proc_read(p, NULL, NULL);
+        double left = until - taas_now();
+        if (left <= 0) {
+            taas_error_set(err, "TaasOffloadError", NOPOS, "%s did not finish within %.0f s", what, timeout_s);
+            taas_error_hint(err, "the cluster may be busy or unreachable; run the cell again");
+            rc = -1;
+            break;
+        }
+        struct pollfd pf[2] = {{p->pidfd, POLLIN, 0}, {p->out_fd, POLLIN, 0}};
+        poll(pf, p->out_fd >= 0 ? 2 : 1, (int)(left * 1000) + 1);
+    }
+    if (rc == 0) {
+        while (taas_proc_read(p, NULL, NULL) == 0) {
+            struct pollfd pf = {p->out_fd, POLLIN, 0};
+            if (poll(&pf, 1, 1000) <= 0) break;  /* a grandchild holding the pipe: not ours to wait for */
+        }
+        *status = p->status;
+        snprintf(out, n, "%s", p->tail);
+    }
+    taas_proc_free(p);
+    return rc;
 }

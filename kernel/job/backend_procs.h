@@ -26,6 +26,13 @@ char **taas_procs_env(const taas_job *j, const char *const *extra, char threads[
 taas_proc *taas_procs_spawn(taas_job *j, const char *what, char **argv, char **env, const char *input,
                             int keep_stdin, taas_error *err);
 
+/* Runs argv to its end, at most timeout_s, input (may be NULL) on its stdin; its output's
+ * last 2 KiB into out (NUL-terminated, newlines kept). 0 with *status (waitpid's), or -1
+ * with err when it could not start or ran out of time (it is killed then; what says who
+ * for the message). */
+int taas_procs_run(const char *what, char *const argv[], const char *input, double timeout_s, char *out, size_t n,
+                   int *status, taas_error *err);
+
 /* The ranks' process (index -1) or loader i's: replaces what was there. */
 void taas_procs_set(taas_job *j, job_procs *p, int i, taas_proc *proc);
 

@@ -5,11 +5,8 @@
  * plane is CURVE with the job's keys. Before anything trains, every host must answer
  * `taas-worker gpus` over ssh: a login that is refused, or a worker that is missing, is the
  * cell's error. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,29 +66,6 @@ static void shell_word(taas_buf *b, const char *s) {
         else taas_buf_putc(b, *s);
     }
     taas_buf_puts(b, "' ");
-}
-
-/* The network of this machine's address addr ("10.1.2.1" -> "10.1.2.0/24"), for Open MPI's
- * *_if_include, which the hosts read in CIDR form (their interfaces have other names). */
-static int network_of(const char *addr, char *out, size_t n) {
-    struct ifaddrs *ifs = NULL, *i;
-    struct in_addr want;
-    if (inet_pton(AF_INET, addr, &want) != 1 || getifaddrs(&ifs) < 0) return -1;
-    int rc = -1;
-    for (i = ifs; i; i = i->ifa_next) {
-        if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET) continue;
-        struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-        struct in_addr m = ((struct sockaddr_in *)i->ifa_netmask)->sin_addr;
-        if (a.s_addr != want.s_addr) continue;
-        struct in_addr net = {a.s_addr & m.s_addr};
-        char text[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &net, text, sizeof text);
-        snprintf(out, n, "%s/%d", text, __builtin_popcount(ntohl(m.s_addr)));
-        rc = 0;
-        break;
-    }
-    freeifaddrs(ifs);
-    return rc;
 }
 
 /* Runs the remote shell command cmd on every host with used[h], all at once, input (may be
@@ -229,7 +203,7 @@ static int ssh_plan(taas_job *j, const taas_io *io, taas_error *err) {
     int v6 = 0;
     if (cl->kernel_address[0]) snprintf(addr, sizeof addr, "%s", cl->kernel_address);
     else if (taas_zsock_route(host_of(j, 0)->address, addr, sizeof addr, &v6, err)) goto out;
-    if (network_of(addr, st->cidr, sizeof st->cidr)) {
+    if (taas_zsock_network(addr, st->cidr, sizeof st->cidr)) {
         taas_error_set(err, "TaasOffloadError", NOPOS, "the kernel's address %s is not an IPv4 address of this "
                        "machine", addr);
         taas_error_hint(err, "set \"kernel_address\" in the cluster section of %s to this machine's address on the "
@@ -312,7 +286,7 @@ static int ssh_launch_ranks(taas_job *j, taas_error *err) {
                     "--mca", "plm_rsh_agent", agent.data, "--mca", "oob_tcp_if_include", st->cidr,
                     "--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include", st->cidr,
                     "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS", "-x", "OMPI_MCA_mpi_yield_when_idle",
-                    st->worker, "trainer", "--control", j->endpoint, "--keys-file", st->keys_file, NULL};
+                    st->worker, "trainer", "--control", j->endpoint, "--keys-from", st->keys_file, NULL};
     char threads[2][48];
     char **env = taas_procs_env(j, NULL, threads);
     st->procs.ranks = taas_procs_spawn(j, "mpirun", argv, env, NULL, 0, err);
@@ -344,7 +318,7 @@ static int ssh_launch_loader(taas_job *j, job_loader *l, taas_error *err) {
     taas_buf cmd = TAAS_BUF_INIT;
     taas_buf_puts(&cmd, "exec ");
     const char *words[] = {st->worker, "loader", "--control", j->endpoint, "--stream", s, "--worker", w,
-                           "--generation", g, "--keys-stdin", NULL};
+                           "--generation", g, "--keys-from", "-", NULL};
     for (int k = 0; words[k]; k++) shell_word(&cmd, words[k]);
     const char *argv[24];
     int n = ssh_argv(j, st, argv, 20);

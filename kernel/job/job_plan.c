@@ -132,14 +132,9 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
     if (!j->spec) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the job spec");
     j->be = &taas_backend_local;
     if (pr && taas_cluster_load(&j->cluster, err)) return -1;
-    if (pr && !strcmp(j->cluster.backend, "ssh")) {
-        j->be = &taas_backend_ssh;
-    } else if (pr && strcmp(j->cluster.backend, "local") != 0) {
-        taas_error_set(err, "TaasConfigError", NOPOS, "%s: the %s backend is not in this version of taas",
-                       j->cluster.path, j->cluster.backend);
-        taas_error_hint(err, "use \"backend\": \"ssh\" or \"local\" (docs/cluster.md)");
-        return -1;
-    }
+    static const taas_backend *const backends[] = {&taas_backend_local, &taas_backend_ssh, &taas_backend_slurm};
+    for (size_t i = 0; pr && i < sizeof backends / sizeof backends[0]; i++)
+        if (!strcmp(j->cluster.backend, backends[i]->name)) j->be = backends[i];
     if (pr) {
         taas_buf b = TAAS_BUF_INIT;
         plan_line(j, pr, &b);
