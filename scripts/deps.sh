@@ -11,6 +11,7 @@ packages=(
   python3-jupyter-kernel-test python3-ipykernel python3-zmq
   python3-torch  # the test that loads taas's weights into torch.nn.Sequential
   jupyter-notebook chromium  # the browser test (tests/browser)
+  slurm-wlm slurm-client munge openssh-server openssh-client tcpdump  # the test cluster (tests/lib/cluster.py)
 )
 missing=()
 for p in "${packages[@]}"; do
