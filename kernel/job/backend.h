@@ -31,6 +31,7 @@ typedef struct taas_backend {
     void (*watch)(taas_job *j);
     void (*cancel)(taas_job *j);
     void (*free)(taas_job *j);  /* after cancel: its state */
+    int queued;                 /* its ranks start when a scheduler says (taas_job_launched) */
 } taas_backend;
 
 extern const taas_backend taas_backend_local;

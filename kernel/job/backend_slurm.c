@@ -448,6 +448,7 @@ static int granted(taas_job *j, slurm_state *st, taas_error *err) {
         taas_error_hint(err, "taas reads salloc's \"Granted job allocation N\"; check the Slurm version");
         return -1;
     }
+    taas_job_launched(j);  /* the wait in Slurm's queue is not the ranks' start */
     char line[128];
     snprintf(line, sizeof line, "slurm: job %lld granted\n", st->jobid);
     if (j->io && j->io->stream) j->io->stream(j->io->ctx, "stdout", line);
@@ -470,11 +471,21 @@ static void name_the_node(taas_job *j, slurm_state *st) {
     taas_proc *p = st->procs.ranks;
     if (!p || !p->exited || taas_proc_ok(p) || j->done) return;
     const char *nf = strstr(p->tail, "Node failure on ");
-    char node[64] = "";
-    if (nf) sscanf(nf, "Node failure on %63[^ \n.,]", node);
-    if (node[0])
+    char node[64] = "", how[64] = "";
+    int task = -1;
+    if (nf) {
+        sscanf(nf, "Node failure on %63[^ \n.,]", node);
+    } else {  /* "srun: error: gpu2: task 1: Killed" */
+        for (const char *e = strstr(p->tail, "error: "); e && !node[0]; e = strstr(e + 1, "error: "))
+            if (sscanf(e, "error: %63[^: \n]: task %d: %63[^\n]", node, &task, how) != 3) node[0] = '\0';
+    }
+    if (!node[0]) return;
+    if (nf)
         taas_job_fail(j, "TaasWorkerError", "Slurm ended the job's steps; run the cell again once the node is back "
                       "(sinfo shows it)", "the ranks' node %s failed (Slurm: Node failure on %s)", node, node);
+    else
+        taas_job_fail(j, "TaasWorkerError", "the other ranks were stopped with it; sinfo shows whether the node is "
+                      "up; run the cell again", "trainer rank %d on node %s ended: %s", task, node, how);
 }
 
 static void slurm_watch(taas_job *j) {
@@ -540,4 +551,5 @@ const taas_backend taas_backend_slurm = {
     .watch = slurm_watch,
     .cancel = slurm_cancel,
     .free = slurm_free,
+    .queued = 1,
 };

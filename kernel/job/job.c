@@ -321,6 +321,7 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
     snprintf(j->model, sizeof j->model, "%s", cfg->model ? cfg->model : "the model");
     j->view = taas_trainview_new(j->display_id);
     j->t0 = taas_now();
+    j->start_timeout = cfg->start_timeout > 0 ? cfg->start_timeout : TAAS_JOB_HELLO_S;
     if (j->epfd < 0 || !j->view || taas_job_plan(j, cfg, io, err)) goto fail;
     j->ranks = calloc((size_t)j->world, sizeof *j->ranks);
     j->nloaders = j->nstreams * j->cpus;
@@ -338,7 +339,8 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
         if (j->be->launch_loader(j, l, err)) goto fail;
         l->alive = 1;
     }
-    j->hello_deadline = taas_now() + TAAS_JOB_HELLO_S;
+    if (j->be->queued) j->hello_deadline = 1e300;  /* a job in a queue waits as long as it takes */
+    else taas_job_launched(j);
     j->next_beat = taas_now() + TAAS_CTL_HEARTBEAT_S;
     taas_job_view(j, io, 1);
     j->io = NULL;
@@ -347,6 +349,10 @@ fail:
     j->io = NULL;
     taas_job_free(j);
     return NULL;
+}
+
+void taas_job_launched(taas_job *j) {
+    j->hello_deadline = taas_now() + j->start_timeout;
 }
 
 int taas_job_fd(const taas_job *j) {
@@ -386,7 +392,7 @@ int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
     heartbeats(j);
     if (!j->failed && j->nready < j->world && taas_now() > j->hello_deadline)
         fail(j, "TaasOffloadError", "see the lines the launcher printed above",
-             "only %d of %d ranks started within %.0f s", j->nready, j->world, TAAS_JOB_HELLO_S);
+             "only %d of %d ranks started within %g s", j->nready, j->world, j->start_timeout);
     if (taas_job_view_due(j) > 0 && taas_now() >= taas_job_view_due(j)) taas_job_view(j, io, 1);
     int rc = 1;
     if (j->failed) {

@@ -30,6 +30,8 @@ typedef struct taas_job_cfg {
     const char *dir;        /* the job folder, which exists */
     const char *weights;    /* where the trained weights go (in dir) */
     const char *model;      /* the model's variable, for the summary (may be NULL) */
+    const struct taas_backend *backend;  /* NULL: the configuration file's (tests give their own) */
+    double start_timeout;   /* seconds for every rank to be ready once launched; 0: 60 */
 } taas_job_cfg;
 
 typedef struct taas_job taas_job;

@@ -130,10 +130,10 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
     }
     j->spec = json_deep_copy(cfg->spec);
     if (!j->spec) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the job spec");
-    j->be = &taas_backend_local;
-    if (pr && taas_cluster_load(&j->cluster, err)) return -1;
+    j->be = cfg->backend ? cfg->backend : &taas_backend_local;
+    if (pr && !cfg->backend && taas_cluster_load(&j->cluster, err)) return -1;
     static const taas_backend *const backends[] = {&taas_backend_local, &taas_backend_ssh, &taas_backend_slurm};
-    for (size_t i = 0; pr && i < sizeof backends / sizeof backends[0]; i++)
+    for (size_t i = 0; pr && !cfg->backend && i < sizeof backends / sizeof backends[0]; i++)
         if (!strcmp(j->cluster.backend, backends[i]->name)) j->be = backends[i];
     if (pr) {
         taas_buf b = TAAS_BUF_INIT;

@@ -78,6 +78,7 @@ struct taas_job {
     taas_error failure;
     int cancelled;
     double t0, hello_deadline, next_beat;
+    double start_timeout; /* seconds from the launch for every rank to be ready */
     taas_trainview *view;
     char display_id[64];
     char model[64];       /* the model's variable, for the summary */
@@ -87,7 +88,10 @@ struct taas_job {
 /* job_plan.c: the plan line, the backend's checks, the spec and the control plane. */
 int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_error *err);
 
-/* job.c, for the backends: epoll watches fd (-1: nothing); a line a process printed
+/* job.c, for the backends: the ranks were launched now (a Slurm allocation was granted):
+ * the time they have to be ready starts again. */
+void taas_job_launched(taas_job *j);
+/* epoll watches fd (-1: nothing); a line a process printed
  * (who: "mpirun", "loader train.0"); the first failure, which ends the job. */
 void taas_job_watch(taas_job *j, int fd);
 void taas_job_unwatch(taas_job *j, int fd);

@@ -92,7 +92,8 @@ int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, t
     if (pr && registered(cx->interp, train, &streams[n])) n++;
     streams[n].role = "validate";
     if (pr && validate->type != TAAS_V_NONE && validate != train && registered(cx->interp, validate, &streams[n])) n++;
-    taas_job_cfg cfg = {pr, job, streams, n, o->dir, o->weights, taas_interp_name_of(cx->interp, model)};
+    taas_job_cfg cfg = {.pragma = pr, .spec = job, .streams = streams, .nstreams = n, .dir = o->dir,
+                        .weights = o->weights, .model = taas_interp_name_of(cx->interp, model)};
     o->job = taas_job_start(&cfg, cx->io, cx->err);
     json_decref(job);
     if (!o->job) {

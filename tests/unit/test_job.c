@@ -1,0 +1,349 @@
+/* kernel/job: the job state machine driven through every transition with real processes
+ * behind the backend table: the local backend's taas-worker ranks (mpirun) and loader
+ * workers on a small fit of Debian's Fashion-MNIST (start, progress, the weights, done), a
+ * loader that dies (replaced; the same checksums), a rank that dies (the job fails, naming
+ * it), the stop button (the weights of the last step; no process left), a rank's own error,
+ * and a backend of the test's whose "ranks" never say hello (the start timeout). A test that
+ * needs the job running holds it once every worker is there: it stops rank 1 (SIGSTOP), so
+ * no step can finish and the loaders stop at their credit window. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend_procs.h"
+#include "buf.h"
+#include "clock.h"
+#include "job_priv.h"
+
+#define FASHION "/usr/share/datasets/fashion-mnist"
+
+static taas_buf OUT;  /* everything the job wrote to the cell: "[stdout]..." */
+
+static void on_stream(void *ctx, const char *name, const char *text) {
+    (void)ctx;
+    taas_buf_printf(&OUT, "[%s]%s", name, text);
+}
+
+static void on_display(void *ctx, json_t *data, json_t *metadata, const char *display_id, int update) {
+    (void)ctx;
+    (void)display_id;
+    (void)update;
+    json_decref(data);
+    json_decref(metadata);
+}
+
+static const taas_io IO = {.stream = on_stream, .display = on_display};
+
+typedef struct fixture {
+    char dir[64], weights[128], config[128];
+    json_t *spec, *facts;
+    taas_pragma pr;
+    taas_job_stream streams[1];
+    taas_job_cfg cfg;
+} fixture;
+
+static json_t *fit_spec(double lr, long long units) {
+    json_t *s = json_pack(
+        "{s:i, s:s, s:{s:s, s:[{s:s}, {s:s, s:i, s:i}, {s:s}, {s:s, s:i, s:i}, {s:s, s:i}]}, s:n, "
+        "s:{s:s, s:i, s:b, s:{s:s, s:s, s:b, s:{s:s}}}, s:n, s:i, s:I, s:{s:s}, s:{s:s, s:f}, s:n, s:i, s:i}",
+        "version", 1, "job", "fit", "model", "type", "Sequential", "layers", "type", "Flatten", "type", "Linear",
+        "in_features", 784, "out_features", 32, "type", "ReLU", "type", "Linear", "in_features", 32, "out_features",
+        10, "type", "LogSoftmax", "dim", 1, "weights", "train", "type", "DataLoader", "batch_size", 32, "shuffle", 1,
+        "dataset", "type", "FashionMNIST", "root", FASHION, "train", 1, "transform", "type", "ToTensor", "validate",
+        "epochs", 1, "units", (json_int_t)units, "loss", "type", "NLLLoss", "optimizer", "type", "SGD", "lr", lr,
+        "scheduler", "seed", 3, "threads", 1);
+    assert_non_null(s);
+    return s;
+}
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/taas-test-job-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->weights, sizeof f->weights, "%s/weights.safetensors", f->dir);
+    snprintf(f->config, sizeof f->config, "%s/no-config.json", f->dir);
+    setenv("TAAS_CONFIG", f->config, 1);  /* no file: the local backend */
+    setenv("TAAS_WORKER", TAAS_WORKER_PATH, 1);
+    f->facts = json_pack("{s:i, s:[i,i,i], s:i}", "size", 60000, "shape", 1, 28, 28, "num_classes", 10);
+    f->spec = fit_spec(0.05, 12800);
+    f->pr = (taas_pragma){.present = 1, .line = 1, .gpus = 2, .cpus = 2, .units = 12800, .machines = 1,
+                          .ranks_per_machine = 2};
+    f->streams[0] = (taas_job_stream){"train", "train", f->facts};
+    f->cfg = (taas_job_cfg){.pragma = &f->pr, .spec = f->spec, .streams = f->streams, .nstreams = 1, .dir = f->dir,
+                            .weights = f->weights, .model = "net"};
+    taas_buf_free(&OUT);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    unlink(f->weights);
+    rmdir(f->dir);
+    json_decref(f->spec);
+    json_decref(f->facts);
+    free(f);
+    return 0;
+}
+
+/* Polls the job as the kernel's loop does until it ends or until() holds (when not NULL),
+ * at most limit_s: its last poll's result (1 while it runs). */
+static int run_until(taas_job *j, int (*until)(taas_job *), double limit_s, taas_error *err) {
+    double end = taas_now() + limit_s;
+    for (;;) {
+        int rc = taas_job_poll(j, &IO, err);
+        if (rc != 1 || (until && until(j))) return rc;
+        if (taas_now() > end) fail_msg("the job did not get there within %.0f s; it said:\n%s", limit_s, OUT.data);
+        struct epoll_event ev;
+        double wait = taas_job_deadline(j) - taas_now();
+        int ms = wait < 0 ? 0 : wait > 0.1 ? 100 : (int)(wait * 1000) + 1;
+        epoll_wait(taas_job_fd(j), &ev, 1, ms);
+    }
+}
+
+/* Every worker is there (the loaders have made at most a credit window of batches). */
+static int ready(taas_job *j) {
+    for (int i = 0; i < j->nloaders; i++)
+        if (!j->loaders[i].hello) return 0;
+    return j->nready == j->world;
+}
+
+static int replaced(taas_job *j) {
+    return j->loaders[0].gen == 1 && j->loaders[0].hello;
+}
+
+/* It runs (a zombie that no one has reaped yet does not). */
+static int alive(pid_t p) {
+    char path[64], stat[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
+    FILE *f = p > 0 ? fopen(path, "r") : NULL;
+    if (!f) return 0;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    const char *close_paren = strrchr(stat, ')');
+    return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z' && close_paren[2] != 'X';
+}
+
+/* Waits (bounded) until none of pids runs. */
+static int gone_within(const pid_t *pids, int n, double limit_s) {
+    double end = taas_now() + limit_s;
+    for (;;) {
+        int any = 0;
+        for (int i = 0; i < n; i++) any |= alive(pids[i]);
+        if (!any) return 1;
+        if (taas_now() > end) return 0;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static pid_t hold(taas_job *j) {
+    pid_t p = j->ranks[1].pid;
+    assert_true(alive(p));
+    assert_int_equal(kill(p, SIGSTOP), 0);
+    return p;
+}
+
+static void all_gone(taas_job *j) {
+    pid_t pids[16];
+    int n = 0;
+    for (int r = 0; r < j->world; r++) pids[n++] = j->ranks[r].pid;
+    for (int i = 0; i < j->nloaders; i++) pids[n++] = j->loaders[i].pid;
+    assert_true(gone_within(pids, n, 2.0));
+}
+
+static void test_start_progress_weights_done(void **state) {
+    fixture *f = *state;
+    taas_error err;
+    taas_job *j = taas_job_start(&f->cfg, &IO, &err);
+    if (!j) fail_msg("%s: %s", err.ename, err.message);
+    assert_int_equal(run_until(j, NULL, 300, &err), 0);
+    const json_t *done = taas_job_done(j);
+    assert_non_null(done);
+    assert_int_equal(json_array_size(json_object_get(done, "history")), 1);
+    struct stat st;
+    assert_int_equal(stat(f->weights, &st), 0);
+    assert_true(st.st_size > 100000);
+    assert_non_null(strstr(OUT.data, "[stdout]plan: 1 machine \xC3\x97 2 GPUs, 2 loader workers for 'train'"));
+    assert_non_null(strstr(OUT.data, "samples trained and their checksum: epoch 1 12,800 0x"));
+    assert_int_equal(j->nready, 2);
+    taas_job_free(j);
+}
+
+static void test_a_loader_lost_is_replaced(void **state) {
+    fixture *f = *state;
+    taas_error err;
+    /* the undisturbed checksum first */
+    taas_job *j = taas_job_start(&f->cfg, &IO, &err);
+    assert_non_null(j);
+    assert_int_equal(run_until(j, NULL, 300, &err), 0);
+    char *undisturbed = strdup(strstr(OUT.data, "samples trained and their checksum:"));
+    taas_job_free(j);
+    taas_buf_free(&OUT);
+
+    j = taas_job_start(&f->cfg, &IO, &err);
+    assert_non_null(j);
+    assert_int_equal(run_until(j, ready, 300, &err), 1);
+    pid_t held = hold(j);
+    pid_t victim = j->loaders[0].pid;
+    if (kill(victim, SIGKILL) != 0) fail_msg("kill %d: %s; the job said:\n%s", (int)victim, strerror(errno), OUT.data);
+    assert_int_equal(run_until(j, replaced, 60, &err), 1);
+    kill(held, SIGCONT);
+    assert_int_equal(run_until(j, NULL, 300, &err), 0);
+    char line[128];
+    snprintf(line, sizeof line, "[loader train.0] died (pid %d on ", (int)victim);
+    assert_non_null(strstr(OUT.data, line));
+    assert_non_null(strstr(OUT.data, "a replacement takes over from epoch 1 step "));
+    assert_string_equal(strstr(OUT.data, "samples trained and their checksum:"), undisturbed);
+    free(undisturbed);
+    taas_job_free(j);
+}
+
+static void test_a_rank_lost_fails_the_job(void **state) {
+    fixture *f = *state;
+    taas_error err;
+    taas_job *j = taas_job_start(&f->cfg, &IO, &err);
+    assert_non_null(j);
+    assert_int_equal(run_until(j, ready, 300, &err), 1);
+    pid_t held = hold(j);
+    kill(held, SIGKILL);
+    assert_int_equal(run_until(j, NULL, 60, &err), -1);
+    assert_string_equal(err.ename, "TaasWorkerError");
+    char want[96];
+    snprintf(want, sizeof want, "trainer rank 1 on ");
+    assert_non_null(strstr(err.message, want));
+    snprintf(want, sizeof want, "(pid %d) exited on signal 9", (int)held);
+    assert_non_null(strstr(err.message, want));
+    assert_true(err.hint[0]);
+    all_gone(j);
+    taas_job_free(j);
+}
+
+static void test_stop_keeps_the_last_step_and_ends_everything(void **state) {
+    fixture *f = *state;
+    json_object_set_new(f->spec, "epochs", json_integer(1000));  /* far more than the test waits for */
+    f->pr.units = 0;
+    taas_error err;
+    taas_job *j = taas_job_start(&f->cfg, &IO, &err);
+    assert_non_null(j);
+    assert_int_equal(run_until(j, ready, 300, &err), 1);
+    pid_t pids[16];
+    int n = 0;
+    for (int r = 0; r < j->world; r++) pids[n++] = j->ranks[r].pid;
+    for (int i = 0; i < j->nloaders; i++) pids[n++] = j->loaders[i].pid;
+    double t0 = taas_now();
+    int kept = taas_job_cancel(j, 1.0, &IO);
+    assert_true(taas_now() - t0 < 2.0);
+    assert_int_equal(kept, 1);  /* rank 0 sent the weights of its last step */
+    struct stat st;
+    assert_int_equal(stat(f->weights, &st), 0);
+    assert_true(gone_within(pids, n, 2.0 - (taas_now() - t0)));
+    taas_job_free(j);
+}
+
+static void test_a_ranks_error_is_the_jobs(void **state) {
+    fixture *f = *state;
+    json_decref(f->spec);
+    f->cfg.spec = f->spec = fit_spec(1e30, 12800);
+    taas_error err;
+    taas_job *j = taas_job_start(&f->cfg, &IO, &err);
+    assert_non_null(j);
+    assert_int_equal(run_until(j, NULL, 300, &err), -1);
+    assert_string_equal(err.ename, "TaasValueError");
+    assert_non_null(strstr(err.message, "the loss is"));
+    taas_job_free(j);
+}
+
+/* A backend whose "ranks" and "loaders" are real processes that never join: sleep. */
+static int sleepy_plan(taas_job *j, const taas_io *io, taas_error *err) {
+    (void)io;
+    j->be_state = calloc(1, sizeof(job_procs));
+    /* the fixture's folder is short */
+    if ((size_t)snprintf(j->bind, sizeof j->bind, "ipc://%s/control", j->dir) >= sizeof j->bind ||
+        (size_t)snprintf(j->rank_bind, sizeof j->rank_bind, "ipc://%s/data-", j->dir) >= sizeof j->rank_bind)
+        return taas_error_set(err, "TaasOffloadError", (taas_srcpos){0, 0}, "the test's folder is too long");
+    return 0;
+}
+
+static int sleepy_launch(taas_job *j, int i, taas_error *err) {
+    job_procs *p = j->be_state;
+    if (!p->loaders) p->loaders = calloc((size_t)j->nloaders + 1, sizeof *p->loaders);
+    char *argv[] = {"/bin/sleep", "1000", NULL};
+    char threads[2][48];
+    char **env = taas_procs_env(j, NULL, threads);
+    taas_proc *proc = taas_procs_spawn(j, "sleep", argv, env, NULL, 0, err);
+    free(env);
+    if (!proc) return -1;
+    taas_procs_set(j, p, i, proc);
+    return 0;
+}
+
+static int sleepy_ranks(taas_job *j, taas_error *err) {
+    return sleepy_launch(j, -1, err);
+}
+
+static int sleepy_loader(taas_job *j, job_loader *l, taas_error *err) {
+    return sleepy_launch(j, (int)(l - j->loaders), err);
+}
+
+static void sleepy_watch(taas_job *j) {
+    taas_procs_watch(j, j->be_state);
+}
+
+static void sleepy_cancel(taas_job *j) {
+    taas_procs_kill(j, j->be_state);
+}
+
+static void sleepy_free(taas_job *j) {
+    taas_procs_free(j, j->be_state);
+    free(j->be_state);
+    j->be_state = NULL;
+}
+
+static const taas_backend SLEEPY = {"sleepy", sleepy_plan, sleepy_ranks, sleepy_loader, sleepy_watch, sleepy_cancel,
+                                    sleepy_free, 0};
+
+static void test_ranks_that_never_start_time_out(void **state) {
+    fixture *f = *state;
+    f->cfg.backend = &SLEEPY;
+    f->cfg.start_timeout = 0.5;
+    taas_error err;
+    taas_job *j = taas_job_start(&f->cfg, &IO, &err);
+    assert_non_null(j);
+    job_procs *p = j->be_state;
+    pid_t sleeper = p->ranks->pid;
+    assert_int_equal(run_until(j, NULL, 30, &err), -1);
+    assert_string_equal(err.ename, "TaasOffloadError");
+    assert_non_null(strstr(err.message, "only 0 of 2 ranks started within 0.5 s"));
+    assert_false(alive(sleeper) && p->ranks && !p->ranks->exited);
+    taas_job_free(j);
+}
+
+int main(void) {
+    if (access(FASHION "/train-images-idx3-ubyte.gz", R_OK) != 0) {
+        fprintf(stderr, "test_job needs Debian's Fashion-MNIST (apt-get install dataset-fashion-mnist)\n");
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_start_progress_weights_done, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_loader_lost_is_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_rank_lost_fails_the_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_keeps_the_last_step_and_ends_everything, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_ranks_error_is_the_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ranks_that_never_start_time_out, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
