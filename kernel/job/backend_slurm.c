@@ -412,8 +412,10 @@ static int start_loader(taas_job *j, slurm_state *st, job_loader *l, taas_error 
     snprintf(w, sizeof w, "%d", l->worker);
     snprintf(g, sizeof g, "%d", l->gen);
     taas_job_loader_label(j, l, what, sizeof what);
+    /* --overlap: several loader steps on one node share what the component holds there (by
+     * default a step takes the node's memory and the next waits for it) */
     char *argv[] = {st->srun, "--jobid", id, "--het-group", "1", "--nodes", "1", "--ntasks", "1", "--relative", rel,
-                    "--chdir", "/tmp", "--export", "ALL", st->worker, "loader", "--control", j->endpoint, "--stream", s, "--worker", w,
+                    "--overlap", "--chdir", "/tmp", "--export", "ALL", st->worker, "loader", "--control", j->endpoint, "--stream", s, "--worker", w,
                     "--generation", g, "--keys-from", "munge", NULL};
     char **owned = NULL;
     char **env = step_env(j, st, 1, &owned, err);

@@ -104,19 +104,19 @@ def kernel_env():
     return CL.slurm_env(dict(os.environ, TAAS_CONFIG=CONFIG))
 
 
-def pragma(backend, units):
+def pragma(backend, units, cpus=2):
     # on Slurm the configuration says where the ranks go; ssh fills the gpu hosts' slots
     head = "#!t1.4\n" if backend == "slurm" else ""
-    return head + "#pragma taas --gpus 2 --cpus 2 --units %d\n" % units
+    return head + "#pragma taas --gpus 2 --cpus %d --units %d\n" % (cpus, units)
 
 
-def run_nbclient(backend, cwd, units=1280):
+def run_nbclient(backend, cwd, units=1280, cpus=2):
     """SETUP and the fit cell in a notebook, executed by nbclient on backend; the fit cell."""
     from nbclient import NotebookClient
 
     write_config(backend)
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(pragma(backend, units) + FIT)]
+    nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(pragma(backend, units, cpus) + FIT)]
     saved = dict(os.environ)
     os.environ.update(kernel_env())
     try:
@@ -171,23 +171,23 @@ def workers_on(host):
 
 @unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
 class SameJobEverywhere(unittest.TestCase):
-    """One notebook on the local, ssh and slurm backends: the same weights, byte for byte, and
-    the same per-epoch checksums; the ranks on the gpu hosts, the loaders on the cpu hosts,
+    """One notebook on the local, ssh and slurm backends (--cpus 2, 2 and 4): the same weights,
+    byte for byte, and the same per-epoch checksums; the ranks on the gpu hosts, the loaders on the cpu hosts,
     the batches across the bridge, nothing of the job or a batch in the clear on it."""
 
     maxDiff = None
 
-    def run_backend(self, backend, capture=False):
+    def run_backend(self, backend, capture=False, cpus=2):
         cwd = os.path.join(WORK, backend)
         os.makedirs(cwd, exist_ok=True)
         if capture:
             pcap = os.path.join(WORK, backend + ".pcap")
             with CL.tcpdump(pcap):
-                cell = run_nbclient(backend, cwd)
+                cell = run_nbclient(backend, cwd, cpus=cpus)
             with open(pcap, "rb") as f:
                 self.captures[backend] = f.read()
         else:
-            cell = run_nbclient(backend, cwd)
+            cell = run_nbclient(backend, cwd, cpus=cpus)
         text = cell_stdout(cell)
         self.results[backend] = (sha256(os.path.join(cwd, "out.safetensors")), summary(text), text)
         return text
@@ -200,13 +200,15 @@ class SameJobEverywhere(unittest.TestCase):
         text = self.run_backend("local")
         self.assertRegex(summary(text), r"^samples trained and their checksum: epoch 1 1,280 0x[0-9a-f]{16}$")
 
-    def check_remote(self, backend):
-        text = self.run_backend(backend, capture=True)
+    def check_remote(self, backend, cpus):
+        # the batches do not depend on how many loaders make them: --cpus 4 gives the bytes
+        # that --cpus 2 gave
+        text = self.run_backend(backend, capture=True, cpus=cpus)
         self.assertEqual(self.results[backend][:2], self.results["local"][:2], text)
         where = started(text)
         gpu = {h.name: h.addr for h in CL.gpu_hosts}
         self.assertEqual(sorted(where[r][0] for r in ("rank 0", "rank 1")), sorted(gpu))
-        self.assertEqual(sorted(where[l][0] for l in ("loader train.0", "loader train.1")),
+        self.assertEqual(sorted({where["loader train.%d" % i][0] for i in range(cpus)}),
                          sorted(h.name for h in CL.cpu_hosts))
         for r in ("rank 0", "rank 1"):  # each rank's data endpoint is its host's address
             self.assertTrue(where[r][2].startswith("tcp://%s:" % gpu[where[r][0]]), where[r])
@@ -219,11 +221,11 @@ class SameJobEverywhere(unittest.TestCase):
         return text
 
     def test_2_ssh(self):
-        text = self.check_remote("ssh")
+        text = self.check_remote("ssh", 2)
         self.assertIn("ssh: the 2 ranks on ", text)
 
     def test_3_slurm(self):
-        text = self.check_remote("slurm")
+        text = self.check_remote("slurm", 4)  # two loader steps on each cpu host
         self.assertRegex(text, r"slurm: one heterogeneous job: the 2 ranks on 2 nodes of partition gpu \(t1\.4\), "
                                r"%d threads? each" % THREADS)
         self.assertRegex(text, r"slurm: job \d+ granted")
