@@ -11,6 +11,7 @@ import tempfile
 import time
 import unittest
 
+import taastest
 from cluster import TestCluster, read_pcap
 
 SOURCE_DIR = os.environ.get(
@@ -75,13 +76,8 @@ def tearDownModule():
         shutil.rmtree(WORK, ignore_errors=True)
 
 
-def wait_until(predicate, timeout=DEADLINE, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
+def wait_until(predicate, timeout=DEADLINE):
+    return taastest.wait_until(predicate, timeout, 0.1)
 
 
 def lines(text):

@@ -159,6 +159,8 @@ import subprocess
 import sys
 import time
 
+from taastest import wait_until as _wait_until
+
 PREFIX = "taas"                 # netns taas-XXXX-NAME, bridge taasbrXXXX, veths tvXXXXhN
 STATE_PREFIX = "taas-cluster-"  # state_root/taas-cluster-XXXX
 SSH_PORT = 22
@@ -289,15 +291,6 @@ def _run(argv, timeout=30, check=True, **kw):
         raise ClusterError("%s failed (%d): %s%s" % (" ".join(argv), r.returncode,
                                                     r.stdout or "", r.stderr or ""))
     return r
-
-
-def _wait_until(predicate, timeout, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
 
 
 # ---------------------------------------------------------------------------------------------
