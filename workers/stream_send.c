@@ -241,23 +241,33 @@ int taas_stream_send_batch(taas_stream_send *s, taas_batch *b, double timeout_s,
     uint32_t r = (uint32_t)(b->k % s->world);
     /* a rank that gets no batch for a while still learns early that this worker is there */
     int rc = s->greeted < s->world ? pump(s, 0, err) : 0;
-    if (!rc && !rank_ready(s, r)) rc = wait_for(s, r, b, timeout_s, stop, err);
-    if (rc) {
-        taas_batch_free(b);
-        return rc;
-    }
     peer *p = &s->peers[r];
+    char kind = TAAS_STREAM_BATCH;
+    for (;;) {
+        if (!rc && !rank_ready(s, r)) rc = wait_for(s, r, b, timeout_s, stop, err);
+        if (rc) {
+            taas_batch_free(b);
+            return rc;
+        }
+        /* the kind frame goes first, alone: no HWM, so it waits only when the connection is
+         * gone (ZMQ_IMMEDIATE): the rank died after it gave credit. Then the credit is void
+         * and the batch waits for new credit, or for the stop that the rank's end brings. */
+        if (zmq_send(p->sock, &kind, 1, ZMQ_SNDMORE | ZMQ_DONTWAIT) == 1) break;
+        if (errno != EAGAIN) {
+            taas_batch_free(b);
+            return io_error(err, s, r, "sending a batch to");
+        }
+        p->credit = 0;
+    }
     size_t len = b->buf_len;
     zmq_msg_t m;
     if (zmq_msg_init_data(&m, b->buf, len, free_sent, b) < 0) {
         taas_batch_free(b);
         return io_error(err, s, r, "sending a batch to");
     }
-    /* the kind frame cannot wait: the rank is connected (it gave credit) and there is no HWM;
-     * once it is queued, ZeroMQ takes the rest of the message whole */
-    char kind = TAAS_STREAM_BATCH;
+    /* once the kind frame is queued, ZeroMQ takes the rest of the message whole */
     TAAS_STREAM_HANDOVER(b);
-    if (zmq_send(p->sock, &kind, 1, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 || zmq_msg_send(&m, p->sock, ZMQ_DONTWAIT) < 0) {
+    if (zmq_msg_send(&m, p->sock, ZMQ_DONTWAIT) < 0) {
         int e = errno;
         zmq_msg_close(&m); /* frees b */
         errno = e;

@@ -171,10 +171,12 @@ static void on_error_msg(taas_job *j, const char *peer, int r, const json_t *b) 
             snprintf(who + strlen(who), 70, " on %s", l->host);
     }
     /* a training error (a nan loss) reads best as it is; the others say where they happened */
+    int first = !j->failed;
     if (r == 0 || (r > 0 && !j->failed && ename && !strcmp(ename, "TaasValueError") && msg && strstr(msg, "loss is")))
         fail(j, ename ? ename : "TaasWorkerError", hint, "%s", msg ? msg : "a worker failed");
     else
         fail(j, ename ? ename : "TaasWorkerError", hint, "%s: %s", who, msg ? msg : "failed");
+    if (first && r < 0) j->failed_by_loader = 1;
 }
 
 static void on_hello(taas_job *j, const char *peer, int r, job_loader *l, const json_t *b) {
@@ -271,6 +273,9 @@ void taas_job_ranks_ended(taas_job *j, int ok, const char *how) {
              "the ranks ended before rank 0 sent its result");
         return;
     }
+    /* a loader that failed to reach a rank that died failed because of it: the death is the
+     * cause to show */
+    if (j->failed_by_loader) j->failed = j->failed_by_loader = 0;
     fail(j, "TaasWorkerError", "the other ranks were stopped with it; run the cell again", "%s", how);
 }
 

@@ -75,6 +75,7 @@ struct taas_job {
     int said_where;       /* the "started:" line is out */
     /* the end */
     int failed;
+    int failed_by_loader; /* the failure is a loader's (a rank's death that follows is its cause) */
     taas_error failure;
     int cancelled;
     double t0, hello_deadline, next_beat;
