@@ -355,6 +355,34 @@ class Faults(unittest.TestCase):
         finally:
             CL.start_slurmd(host, wait=True)
 
+    def test_5_a_kernel_that_dies_takes_its_job(self):
+        """SIGKILL to the kernel: on ssh the workers' connections end with it (a loader's stdin,
+        mpirun's daemons); on Slurm the reaper cancels the allocation. Nothing of the job is
+        left on any host, and squeue is empty."""
+        for backend in ("ssh", "slurm"):
+            with self.subTest(backend=backend):
+                write_config(backend)
+                k = taastest.Kernel(env=kernel_env(), cwd=self.cwd)
+                try:
+                    reply, msgs = k.execute(SETUP, timeout=60)
+                    self.assertEqual(reply["content"]["status"], "ok", msgs)
+                    msg_id = k.send("shell", "execute_request", {"code": pragma(backend, 64000) + FIT,
+                                                                 "silent": False})
+                    seen = []
+
+                    def up():
+                        seen.extend(k.iopub_now(msg_id, 0.05))
+                        return "started: " in stream_text(seen)
+                    self.assertTrue(taastest.wait_until(up, 120), stream_text(seen) + stream_text(seen, "stderr"))
+                    os.kill(k.pid, signal.SIGKILL)
+                    # the workers go with their connections; at the latest when the kernel
+                    # has been silent for 15 s (workers/ctl_client.h)
+                    self.no_job_left(30)
+                    self.assertTrue(taastest.wait_until(lambda: not CL.slurm("squeue", "-h").stdout.strip(), 30),
+                                    CL.slurm("squeue").stdout)
+                finally:
+                    k.close()
+
     def test_4_no_keys_no_way_in(self):
         """From another host of the bridge, without the job's keys: the kernel's control
         endpoint and a rank's data endpoint answer nothing and take nothing; the job's result
