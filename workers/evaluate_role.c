@@ -1,5 +1,7 @@
-/* taas-worker evaluate: the loss and accuracy of a model (its weights from "weights") on the
- * job's "validate" loader; one {"event": "done", "loss", "accuracy", "samples"} line. */
+/* An evaluate job: the loss and accuracy of a model (its weights from "weights") on the
+ * job's "validate" loader. The kernel runs it as the one rank of a job (trainer_role.c);
+ * `taas-worker evaluate` runs a spec by hand and prints one {"event": "done", "loss",
+ * "accuracy", "samples"} line. */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,7 +10,7 @@
 
 static const taas_srcpos NOPOS = {0, 0};
 
-static json_t *evaluate(const json_t *job, taas_error *err) {
+json_t *taas_evaluate_spec(const json_t *job, taas_error *err) {
     const json_t *v = json_object_get(job, "version");
     if (!json_is_integer(v) || json_integer_value(v) != 1) {
         taas_error_set(err, "TaasValueError", NOPOS, "the job spec's \"version\" must be 1");
@@ -81,7 +83,7 @@ int taas_role_evaluate(int argc, char **argv) {
         return TAAS_EXIT_USAGE;
     }
     json_t *job = taas_job_read(spec_path, &err);
-    json_t *out = job ? evaluate(job, &err) : NULL;
+    json_t *out = job ? taas_evaluate_spec(job, &err) : NULL;
     json_decref(job);
     if (!out) {
         taas_job_report(&err, -1);

@@ -100,6 +100,10 @@ int taas_job_int(const json_t *o, const char *ctx, const char *key, long long df
                  long long max, long long *out, taas_error *err);
 
 /* The job spec from a file, or stdin for "-": a JSON object. */
+/* Runs an evaluate job spec (docs/jobspec.md): {"event": "done", "loss", "accuracy",
+ * "samples"} (new reference), or NULL with err. evaluate_role.c. */
+json_t *taas_evaluate_spec(const json_t *job, taas_error *err);
+
 json_t *taas_job_read(const char *path, taas_error *err);
 
 /* {"event": "error", ...} on stdout; step < 0 prints null. */

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend_procs.h"
@@ -20,8 +19,6 @@ static const taas_srcpos NOPOS = {0, 0};
 
 typedef struct local_state {
     char mpirun[PATH_MAX];
-    char unshare[PATH_MAX], ip[PATH_MAX];  /* mpirun's own network: "" when there is none */
-    int map_root;          /* unshare --map-root-user: a user namespace gives it the right */
     job_procs procs;       /* mpirun (or the one rank), the loaders */
 } local_state;
 
@@ -92,39 +89,6 @@ static int check_machine(taas_job *j, const taas_pragma *pr, const taas_io *io, 
     return 0;
 }
 
-/* mpirun listens on the loopback for its daemons, and an idle connection to that port from
- * any local user holds up its start for good (its handshake reads block). So it runs in a
- * network namespace of its own, with a loopback no one else can reach: `unshare --net` as
- * root, with --map-root-user (a user namespace) otherwise. The job's own sockets are ipc://
- * paths, which work across network namespaces. Where neither is possible (user namespaces
- * switched off), mpirun runs as it is. */
-static void private_network(local_state *st) {
-    taas_error e;
-    st->unshare[0] = st->ip[0] = '\0';
-    if (taas_program_find("unshare", "TAAS_UNSHARE", "util-linux", st->unshare, sizeof st->unshare, &e) ||
-        taas_program_find("ip", "TAAS_IP", "iproute2", st->ip, sizeof st->ip, &e)) {
-        st->unshare[0] = '\0';
-        return;
-    }
-    st->map_root = geteuid() != 0;
-    char out[512];
-    int status = 0;
-    char *argv[10];
-    int n = 0;
-    argv[n++] = st->unshare;
-    argv[n++] = "--net";
-    if (st->map_root) argv[n++] = "--map-root-user";
-    argv[n++] = st->ip;
-    argv[n++] = "link";
-    argv[n++] = "set";
-    argv[n++] = "lo";
-    argv[n++] = "up";
-    argv[n] = NULL;
-    if (taas_procs_run("unshare", argv, NULL, 10.0, out, sizeof out, &status, &e) || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0)
-        st->unshare[0] = '\0';
-}
-
 static int local_plan(taas_job *j, const taas_io *io, taas_error *err) {
     local_state *st = calloc(1, sizeof *st);
     if (!st) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory planning the job");
@@ -145,7 +109,6 @@ static int local_plan(taas_job *j, const taas_io *io, taas_error *err) {
     if (j->offloaded && check_machine(j, j->pragma, io, err)) return -1;
     if (j->world > 1 && taas_program_find("mpirun", "TAAS_MPIRUN", "openmpi-bin", st->mpirun, sizeof st->mpirun, err))
         return -1;
-    if (j->world > 1) private_network(st);
     return 0;
 }
 
@@ -168,28 +131,10 @@ static int local_launch_ranks(taas_job *j, taas_error *err) {
     snprintf(np, sizeof np, "%d", j->world);
     /* Open MPI's own sockets stay on this machine: its out-of-band channel on the loopback,
      * and the ranks' messages through shared memory, with no TCP listener of their own. */
-    char *mpi[] = {st->mpirun, "-np", np, "--oversubscribe", "--bind-to", "none",
-                   "--mca", "oob_tcp_if_include", "lo", "--mca", "btl", "self,vader",
-                   j->worker_path, "trainer", "--control", j->endpoint, NULL};
-    char *argv[40];
-    int n = 0;
-    if (st->unshare[0]) {  /* unshare sets up the namespace and execs: the pid stays mpirun's */
-        argv[n++] = st->unshare;
-        argv[n++] = "--net";
-        if (st->map_root) argv[n++] = "--map-root-user";
-        argv[n++] = "--";
-        argv[n++] = "/bin/sh";
-        argv[n++] = "-c";
-        argv[n++] = "\"$0\" link set lo up && exec \"$@\"";
-        argv[n++] = st->ip;
-    }
-    for (int k = 0; mpi[k]; k++) argv[n++] = mpi[k];
-    argv[n] = NULL;
-    const char *root[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL};
-    char threads[2][48];
-    char **env = taas_procs_env(j, st->map_root && st->unshare[0] ? root : NULL, threads);
-    st->procs.ranks = taas_procs_spawn(j, "mpirun", argv, env, NULL, 0, err);
-    free(env);
+    char *argv[] = {st->mpirun, "-np", np, "--oversubscribe", "--bind-to", "none",
+                    "--mca", "oob_tcp_if_include", "lo", "--mca", "btl", "self,vader",
+                    j->worker_path, "trainer", "--control", j->endpoint, NULL};
+    st->procs.ranks = spawn(j, "mpirun", argv, err);
     st->procs.mpirun = 1;
     return st->procs.ranks ? 0 : -1;
 }
@@ -228,6 +173,12 @@ static void local_cancel(taas_job *j) {
 static void local_free(taas_job *j) {
     local_state *st = j->be_state;
     taas_procs_free(j, &st->procs);
+    /* a rank that was killed leaves its socket's file: the folder may outlive the job (it
+     * holds the model's weights) */
+    for (int r = 0; r < j->world; r++) {
+        char path[PATH_MAX];
+        if ((size_t)snprintf(path, sizeof path, "%s/data-%d", j->dir, r) < sizeof path) unlink(path);
+    }
     free(st);
     j->be_state = NULL;
 }

@@ -242,6 +242,7 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         taas_job_view(j, io, 1);
     } else if (!strcmp(t, "done") && r == 0 && !j->done) {
         j->done = json_incref(m->body);
+        if (j->evaluate) return;  /* the loss and accuracy are all of it */
         if (m->blob && m->blob_len) j->have_weights = write_weights(j, m->blob, m->blob_len) == 0;
         else fail(j, "TaasOffloadError", "taas-worker and taas-kernel may come from different versions",
                   "rank 0 ended without sending the trained weights");
@@ -327,6 +328,7 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
     j->view = taas_trainview_new(j->display_id);
     j->t0 = taas_now();
     j->start_timeout = cfg->start_timeout > 0 ? cfg->start_timeout : TAAS_JOB_HELLO_S;
+    j->evaluate = cfg->evaluate;
     if (j->epfd < 0 || !j->view || taas_job_plan(j, cfg, io, err)) goto fail;
     j->ranks = calloc((size_t)j->world, sizeof *j->ranks);
     j->nloaders = j->nstreams * j->cpus;

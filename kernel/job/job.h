@@ -32,6 +32,7 @@ typedef struct taas_job_cfg {
     const char *model;      /* the model's variable, for the summary (may be NULL) */
     const struct taas_backend *backend;  /* NULL: the configuration file's (tests give their own) */
     double start_timeout;   /* seconds for every rank to be ready once launched; 0: 60 */
+    int evaluate;           /* an evaluate spec: no display, rank 0's done carries the result only */
 } taas_job_cfg;
 
 typedef struct taas_job taas_job;

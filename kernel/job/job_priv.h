@@ -39,6 +39,7 @@ typedef struct job_loader {
 struct taas_job {
     int world, cpus, threads;
     int offloaded;        /* a #pragma taas cell's (plan line, job status, summary) */
+    int evaluate;         /* evaluate(): no display, no weights */
     const taas_pragma *pragma;  /* while it is planned only */
     int nstreams;
     taas_job_stream streams[2];

@@ -28,7 +28,7 @@ static void status_text(const taas_job *j, taas_buf *t) {
 }
 
 void taas_job_view(taas_job *j, const taas_io *io, int final) {
-    if (!j->view) return;
+    if (!j->view || j->evaluate) return;  /* evaluate shows its result only */
     if (j->offloaded) {  /* a plain fit shows the training alone */
         taas_buf t = TAAS_BUF_INIT;
         status_text(j, &t);

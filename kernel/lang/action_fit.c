@@ -1,8 +1,6 @@
 /* fit() and evaluate(): the kernel checks the model against the data and writes a job spec
- * (docs/jobspec.md). fit runs it as a job (action_job.c, kernel/job); evaluate runs
- * `taas-worker evaluate --spec FILE` in a private job folder and waits on its result line as
- * show() does. The kernel never holds weights: a model value keeps the path of its
- * safetensors file (u.obj.weights). */
+ * (docs/jobspec.md), which runs as a job (action_job.c, kernel/job). The kernel never holds
+ * weights: a model value keeps the path of its safetensors file (u.obj.weights). */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -21,47 +19,6 @@
 #include "utf8.h"
 #include "worker.h"
 
-/* Progress lines are short; a day of step lines at 5/s stays far under this. */
-#define MAX_OUT ((size_t)256 << 20)
-
-/* evaluate(): `taas-worker evaluate` run to its end, its result one JSON line. */
-typedef struct eval_wait {
-    taas_waiter base;
-    taas_child *child;
-    taas_value *model;    /* a reference */
-    int finished;         /* the child was reaped */
-    char dir[PATH_MAX / 2]; /* the job folder */
-    char spec[PATH_MAX];
-    size_t pos;           /* stdout parsed up to here */
-    json_t *done, *error;
-} eval_wait;
-
-static const taas_srcpos NOPOS = {0, 0};
-
-static void on_line(eval_wait *f, json_t *j) {
-    const char *ev = json_string_value(json_object_get(j, "event"));
-    if (ev && !strcmp(ev, "done")) {
-        json_decref(f->done);
-        f->done = json_incref(j);
-    } else if (ev && !strcmp(ev, "error")) {
-        json_decref(f->error);
-        f->error = json_incref(j);
-    }
-}
-
-/* Every complete line of stdout not seen yet. */
-static void parse_lines(eval_wait *f) {
-    const taas_buf *o = taas_child_output(f->child);
-    while (f->pos < o->len) {
-        const char *start = o->data + f->pos;
-        const char *nl = memchr(start, '\n', o->len - f->pos);
-        if (!nl) break;
-        json_t *j = json_loadb(start, (size_t)(nl - start), 0, NULL);
-        f->pos = (size_t)(nl - o->data) + 1;
-        if (j) on_line(f, j);
-        json_decref(j);
-    }
-}
 
 void taas_weights_replace(taas_value *model, char *path) {
     char *old = model->u.obj.weights;
@@ -83,53 +40,6 @@ void taas_weights_attach(taas_value *model, const char *path) {
     if (p) taas_weights_replace(model, p);
 }
 
-static void eval_free(taas_waiter *w) {
-    eval_wait *f = (eval_wait *)w;
-    taas_child_free(f->child);  /* interrupted: nothing of it is kept */
-    unlink(f->spec);
-    rmdir(f->dir);
-    json_decref(f->done);
-    json_decref(f->error);
-    taas_unref(f->model);
-    free(f);
-}
-
-static int worker_error(eval_wait *f, taas_error *err) {
-    const json_t *e = f->error;
-    const char *ename = json_string_value(json_object_get(e, "ename"));
-    const char *msg = json_string_value(json_object_get(e, "message"));
-    const char *hint = json_string_value(json_object_get(e, "hint"));
-    taas_error_set(err, ename && *ename ? ename : "TaasWorkerError", NOPOS, "%s",
-                   msg ? msg : "taas-worker failed without saying why");
-    if (hint && *hint) taas_error_hint(err, "%s", hint);
-    return -1;
-}
-
-static int eval_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *err) {
-    (void)expired;  /* no time limit: the stop button ends it */
-    (void)io;
-    eval_wait *f = (eval_wait *)w;
-    int r = taas_child_pump(f->child, MAX_OUT, err);
-    if (r < 0) return -1;
-    parse_lines(f);
-    if (r == 0) {
-        f->base.fd = taas_child_fd(f->child);
-        f->base.deadline = taas_now() + 3600;
-        return 1;
-    }
-    int rc = taas_child_finish(f->child, err);
-    f->finished = 1;
-    if (f->error) return worker_error(f, err);
-    if (rc) return -1;
-    f->base.result = f->done ? taas_result_of_evaluate(f->done) : NULL;
-    if (!f->base.result) {
-        taas_error_set(err, "TaasWorkerError", NOPOS, "taas-worker evaluate ended without its loss and accuracy");
-        taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
-        return -1;
-    }
-    return 0;
-}
-
 static int sys_fail(taas_call_ctx *cx, const char *what) {
     taas_error_set(cx->err, "TaasWorkerError", cx->pos, "cannot prepare the job: %s: %s", what, strerror(errno));
     taas_error_hint(cx->err, "the temporary folder ($TMPDIR or /tmp) must be writable with free space");
@@ -141,44 +51,6 @@ int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n) {
     if ((size_t)snprintf(dir, n, "%s/taas-job-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= n)
         snprintf(dir, n, "/tmp/taas-job-XXXXXX");
     return mkdtemp(dir) ? 0 : sys_fail(cx, "mkdtemp");
-}
-
-/* Writes the evaluate spec into a new job folder and starts the worker waiting on it. */
-static int start_evaluate(taas_call_ctx *cx, json_t *job, taas_value *model) {
-    eval_wait *f = calloc(1, sizeof *f);
-    if (!f) {
-        json_decref(job);
-        return taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory starting the job");
-    }
-    if (taas_job_folder(cx, f->dir, sizeof f->dir)) {
-        json_decref(job);
-        free(f);
-        return -1;
-    }
-    snprintf(f->spec, sizeof f->spec, "%s/spec.json", f->dir);
-    int bad = json_dump_file(job, f->spec, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(job);
-    if (bad) {
-        rmdir(f->dir);
-        free(f);
-        return sys_fail(cx, "writing the job spec");
-    }
-    const char *args[] = {"--spec", f->spec, NULL};
-    f->child = taas_child_start("evaluate", args, NULL, 0, cx->err);
-    if (!f->child) {
-        unlink(f->spec);
-        rmdir(f->dir);
-        free(f);
-        cx->err->pos = cx->pos;
-        return -1;
-    }
-    f->model = taas_ref(model);
-    f->base.fd = taas_child_fd(f->child);
-    f->base.poll = eval_poll;
-    f->base.free = eval_free;
-    taas_interp_wait_on(cx->interp, &f->base);
-    cx->wait_until = taas_now() + 1e9;
-    return 0;
 }
 
 static int need_session(taas_call_ctx *cx, const char *name) {
@@ -274,7 +146,7 @@ int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "loss", a[2]->type == TAAS_V_NONE ? json_pack("{s:s}", "type", "NLLLoss")
                                                                 : taas_value_spec(a[2]));
     json_object_set_new(job, "seed", json_integer(0));
-    if (start_evaluate(cx, job, a[0])) return -1;
+    if (taas_evaluate_job(cx, job, a[0])) return -1;
     *out = taas_none();
     return 0;
 }

@@ -20,7 +20,8 @@
 typedef struct job_wait {
     taas_waiter base;
     taas_job *job;
-    taas_value *model;    /* a reference; gets the weights */
+    taas_value *model;    /* a reference; gets the weights (fit) */
+    int evaluate;         /* evaluate(): its result is an Evaluation, no weights come back */
     int finished;
     const taas_io *io;    /* the cell's, for the display's last state when it is stopped */
     char dir[PATH_MAX / 2];
@@ -38,20 +39,21 @@ static int job_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
     }
     o->finished = 1;
     if (r < 0) return -1;
-    o->base.result = taas_result_of_fit(taas_job_done(o->job));
+    const json_t *done = taas_job_done(o->job);
+    o->base.result = o->evaluate ? taas_result_of_evaluate(done) : taas_result_of_fit(done);
     if (!o->base.result) {
         taas_error_set(err, "TaasWorkerError", (taas_srcpos){0, 0}, "rank 0 ended with a \"done\" message that "
-                       "lacks the history");
+                       "lacks the %s", o->evaluate ? "loss and accuracy" : "history");
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
     }
-    taas_weights_attach(o->model, o->weights);
+    if (!o->evaluate) taas_weights_attach(o->model, o->weights);
     return 0;
 }
 
 static void job_free(taas_waiter *w) {
     job_wait *o = (job_wait *)w;
-    if (o->job && !o->finished && taas_job_cancel(o->job, CANCEL_GRACE_S, o->io))
+    if (o->job && !o->finished && taas_job_cancel(o->job, CANCEL_GRACE_S, o->io) && !o->evaluate)
         taas_weights_attach(o->model, o->weights);
     taas_job_free(o->job);
     if (!o->model->u.obj.weights || strcmp(o->model->u.obj.weights, o->weights) != 0) {
@@ -77,8 +79,8 @@ static int registered(taas_interp *in, const taas_value *v, taas_job_stream *out
     return 0;
 }
 
-int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
-                 taas_value *train, taas_value *validate) {
+static int start_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
+                     taas_value *train, taas_value *validate, int evaluate) {
     job_wait *o = calloc(1, sizeof *o);
     if (!o || taas_job_folder(cx, o->dir, sizeof o->dir)) {
         if (!o) taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory starting the job");
@@ -93,7 +95,8 @@ int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, t
     streams[n].role = "validate";
     if (pr && validate->type != TAAS_V_NONE && validate != train && registered(cx->interp, validate, &streams[n])) n++;
     taas_job_cfg cfg = {.pragma = pr, .spec = job, .streams = streams, .nstreams = n, .dir = o->dir,
-                        .weights = o->weights, .model = taas_interp_name_of(cx->interp, model)};
+                        .weights = o->weights, .model = taas_interp_name_of(cx->interp, model),
+                        .evaluate = evaluate};
     o->job = taas_job_start(&cfg, cx->io, cx->err);
     json_decref(job);
     if (!o->job) {
@@ -103,6 +106,7 @@ int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, t
         return -1;
     }
     o->model = taas_ref(model);
+    o->evaluate = evaluate;
     o->io = cx->io;
     o->base.fd = taas_job_fd(o->job);
     o->base.poll = job_poll;
@@ -110,4 +114,13 @@ int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, t
     taas_interp_wait_on(cx->interp, &o->base);
     cx->wait_until = taas_job_deadline(o->job);
     return 0;
+}
+
+int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
+                 taas_value *train, taas_value *validate) {
+    return start_job(cx, pr, job, model, train, validate, 0);
+}
+
+int taas_evaluate_job(taas_call_ctx *cx, json_t *job, taas_value *model) {
+    return start_job(cx, NULL, job, model, NULL, NULL, 1);
 }

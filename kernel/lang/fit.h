@@ -22,6 +22,8 @@ int taas_load_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taa
 struct taas_pragma;
 int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
                  taas_value *train, taas_value *validate);
+/* evaluate() as a job of one rank here: its result is the Evaluation. Takes job. */
+int taas_evaluate_job(taas_call_ctx *cx, json_t *job, taas_value *model);
 
 /* A new, private job folder $TMPDIR/taas-job-XXXXXX; -1 with the error in cx. */
 int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n);

@@ -252,11 +252,11 @@ class Offload(taastest.KernelCase):
                 d.close()
         finally:
             ctx.term()
-        # no process of the job listens on a TCP port of this machine's network: the planes
-        # are ipc://, Open MPI's messages go through shared memory, and mpirun (whose ports
-        # an idle foreign connection would hold up for good) runs in a network namespace of
-        # its own (docs/offload.md)
-        pids = set(job_processes(self.k.pid))
+        # the workers listen on no TCP port (their planes are ipc://, Open MPI's messages go
+        # through shared memory); mpirun's own listeners are the exception left
+        # (docs/cluster.md, "Limits")
+        pids = {p for p in job_processes(self.k.pid)
+                if os.path.basename(procs.get(p, (0, "?"))[1].split()[0]) == "taas-worker"}
         listening = subprocess.run(["ss", "-H", "-ltnp"], capture_output=True, text=True).stdout.splitlines()
         for line in listening:
             owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
