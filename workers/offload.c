@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "jobctl.h"
+#include "fdio.h"
 #include "role.h"
 
 static const taas_srcpos NOPOS = {0, 0};
@@ -115,14 +116,8 @@ static int keep_weights(taas_joined *j, const void *blob, size_t n, taas_error *
         sizeof j->weights)
         snprintf(j->weights, sizeof j->weights, "/tmp/taas-weights-XXXXXX");
     int fd = mkstemp(j->weights);
-    size_t done = 0;
-    while (fd >= 0 && done < n) {
-        ssize_t w = write(fd, (const char *)blob + done, n - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    if (fd >= 0 && close(fd) == 0 && done == n) {
+    int wrote = fd >= 0 && taas_write_all(fd, blob, n) == 0;
+    if (fd >= 0 && close(fd) == 0 && wrote) {
         json_object_set_new(j->spec, "weights", json_string(j->weights));
         return 0;
     }
@@ -215,13 +210,7 @@ static int read_keys_munge(char *out, size_t n, taas_error *err) {
     posix_spawn_file_actions_destroy(&fa);
     close(in[0]);
     close(outp[1]);
-    size_t len = strlen(cred), done = 0;
-    while (rc == 0 && done < len) {
-        ssize_t w = write(in[1], cred + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
+    if (rc == 0) taas_write_all(in[1], cred, strlen(cred));  /* unmunge's end says if it failed */
     close(in[1]);
     size_t got = 0;
     while (rc == 0 && got + 1 < n) {

@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "fdio.h"
 #include "jobctl.h"
 #include "job_priv.h"
 
@@ -142,14 +143,7 @@ static int write_weights(taas_job *j, const void *blob, size_t n) {
     char tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.part", j->weights);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    size_t done = 0;
-    while (fd >= 0 && done < n) {
-        ssize_t w = write(fd, (const char *)blob + done, n - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    if (fd >= 0 && done == n && fsync(fd) == 0 && close(fd) == 0 && rename(tmp, j->weights) == 0) return 0;
+    if (fd >= 0 && taas_write_all(fd, blob, n) == 0 && fsync(fd) == 0 && close(fd) == 0 && rename(tmp, j->weights) == 0) return 0;
     if (fd >= 0) close(fd);
     unlink(tmp);
     fail(j, "TaasOffloadError", "the temporary folder ($TMPDIR or /tmp) must be writable with free space",

@@ -1,6 +1,8 @@
 /* fork + setsid + PR_SET_PDEATHSIG + exec: posix_spawn cannot ask for the death signal. */
 #include "proc.h"
 
+#include "fdio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -79,14 +81,9 @@ taas_proc *taas_proc_spawn(const char *what, char *const argv[], char *const env
     p->pid = pid;
     p->out_fd = fds[0];
     if (in[1] >= 0) {
-        /* a few hundred bytes: the pipe holds them without a reader */
-        size_t n = strlen(input), done = 0;
-        while (done < n) {
-            ssize_t w = write(in[1], input + done, n - done);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) break;
-            done += (size_t)w;
-        }
+        /* a few hundred bytes: the pipe holds them without a reader (a process that ended
+         * at once is told by its exit) */
+        taas_write_all(in[1], input, strlen(input));
         if (keep_stdin) p->in_fd = in[1];
         else close(in[1]);
     }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fdio.h"
 #include "utf8.h"
 
 extern char **environ;
@@ -148,15 +149,9 @@ static int above_stdio(int fd) {
 static int memfd_with(const char *name, const char *data, size_t len, taas_error *err) {
     int fd = above_stdio(memfd_create(name, MFD_CLOEXEC));
     if (fd < 0) return sys_error(err, "memfd_create");
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, data + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            close(fd);
-            return sys_error(err, "writing the spec");
-        }
-        done += (size_t)w;
+    if (taas_write_all(fd, data, len)) {
+        close(fd);
+        return sys_error(err, "writing the spec");
     }
     lseek(fd, 0, SEEK_SET);
     return fd;

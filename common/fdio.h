@@ -1,0 +1,10 @@
+/* Whole writes to file descriptors: write(2) may take part of a buffer, or be interrupted. */
+#ifndef TAAS_FDIO_H
+#define TAAS_FDIO_H
+
+#include <stddef.h>
+
+/* Writes all n bytes of p to fd, again after EINTR and short writes. 0, or -1 with errno. */
+int taas_write_all(int fd, const void *p, size_t n);
+
+#endif
