@@ -261,7 +261,18 @@ class Offload(taastest.KernelCase):
         for line in listening:
             owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
             self.assertFalse(owners & pids, line)
-        self.wait_for_steps(msg_id, 20)  # it trains on
+        # it trains on: a step the display had not shown before the intruders came
+        shown = {m["content"]["data"]["text/plain"].split("\n")[0] for m in seen
+                 if m["msg_type"] == "update_display_data"}
+
+        def progressed():
+            for m in self.k.iopub_now(msg_id, 0.05):
+                seen.append(m)
+                if m["msg_type"] == "update_display_data" and re.search(r"step \d+/", m["content"]["data"][
+                        "text/plain"]) and m["content"]["data"]["text/plain"].split("\n")[0] not in shown:
+                    return True
+            return False
+        self.assertTrue(taastest.wait_until(progressed, 120), "the job stopped training")
         self.k.request("control", "interrupt_request")
         reply = self.k.reply(msg_id, timeout=10)
         self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
