@@ -1,7 +1,8 @@
 /* taas-worker: one binary, one role per process, chosen by the first argument. The kernel
  * runs `probe` and `show` to look at data (it does not link the data loading library
- * itself), `train` and `evaluate` for fit() and evaluate() in a cell, and for a #pragma
- * taas cell mpirun starts `trainer` ranks and the kernel `loader` workers. */
+ * itself); every fit() and evaluate() is a job whose `trainer` ranks (one, or mpirun's or
+ * srun's) and `loader` workers a backend starts; `train` and `evaluate` run a job spec by
+ * hand. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,12 +34,13 @@ static const role_row ROLES[] = {
     {"evaluate", taas_role_evaluate, 1, "evaluate --spec FILE|-",
      "run an evaluate job spec: loss and accuracy of the weights on the validate loader, as "
      "one {\"event\": \"done\"} line (errors: {\"event\": \"error\"})"},
-    {"trainer", taas_role_trainer, 1, "trainer --spec FILE  (under mpirun)",
-     "one rank of an offloaded fit job (#pragma taas): trains its share of each step, sums "
-     "the gradients with the other ranks over MPI, reports to the kernel's control plane"},
-    {"loader", taas_role_loader, 1, "loader --spec FILE --stream S --worker J",
-     "one loader worker of an offloaded job: makes its share of a registered DataLoader's "
-     "batches and streams them to the ranks under their credit"},
+    {"trainer", taas_role_trainer, 1, "trainer --control ENDPOINT [--solo] [--keys-from munge|PATH]",
+     "one rank of a job (under mpirun or srun; --solo: the one rank of a job of one): joins "
+     "the kernel's control plane, receives the spec, trains its share of each step, sums the "
+     "gradients with the other ranks over MPI"},
+    {"loader", taas_role_loader, 1, "loader --control ENDPOINT --stream S --worker J",
+     "one loader worker of a job: joins the kernel's control plane, makes its share of a "
+     "registered DataLoader's batches and streams them to the ranks under their credit"},
     {"gpus", taas_role_gpus, 1, "gpus",
      "print one JSON line about this machine's GPUs as a rank would use them: count, and each "
      "one's index, name and memory (count 0 without the CUDA plugin, a driver or a GPU)"},
