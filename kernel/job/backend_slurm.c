@@ -94,12 +94,31 @@ static int check_partition(taas_job *j, slurm_state *st, const char *part, const
     return -1;
 }
 
+/* The ranks' GPUs from the configuration's "gres": "gpu" or "gpu:TYPE" (no count) asks for
+ * one GPU a rank on each node, as --gpus-per-node=[TYPE:]R; any other gres ("gpu:a100:8",
+ * "nvme") is passed as it is, --gres. Without one, nothing: the partition or constraint says
+ * where the GPUs are. */
+static void gpu_request(const taas_machine_config *c, int per_node, char **out, int *n, char *buf, size_t cap) {
+    if (!c->gres[0]) return;
+    const char *colon = strchr(c->gres, ':');
+    int counted = colon && strchr(colon + 1, ':');
+    if (!strncmp(c->gres, "gpu", 3) && (c->gres[3] == '\0' || c->gres[3] == ':') && !counted &&
+        !(colon && colon[1] >= '0' && colon[1] <= '9')) {
+        if (colon) snprintf(buf, cap, "--gpus-per-node=%s:%d", colon + 1, per_node);
+        else snprintf(buf, cap, "--gpus-per-node=%d", per_node);
+        out[(*n)++] = buf;
+        return;
+    }
+    out[(*n)++] = "--gres";
+    out[(*n)++] = (char *)c->gres;
+}
+
 /* The two components' options; a NULL separates them, out has room for 48. */
-static int component_args(taas_job *j, slurm_state *st, char **out, char bufs[8][32]) {
+static int component_args(taas_job *j, slurm_state *st, char **out, char bufs[8][96]) {
     int n = 0;
-    snprintf(bufs[0], 32, "%d", st->nodes);
-    snprintf(bufs[1], 32, "%d", st->per_node);
-    snprintf(bufs[2], 32, "%d", j->threads);
+    snprintf(bufs[0], 96, "%d", st->nodes);
+    snprintf(bufs[1], 96, "%d", st->per_node);
+    snprintf(bufs[2], 96, "%d", j->threads);
     out[n++] = "--nodes";
     out[n++] = bufs[0];
     out[n++] = "--ntasks-per-node";
@@ -109,9 +128,9 @@ static int component_args(taas_job *j, slurm_state *st, char **out, char bufs[8]
     const taas_machine_config *c = &st->ranks_cfg;
     if (c->partition[0]) out[n++] = "--partition", out[n++] = (char *)c->partition;
     if (c->constraint[0]) out[n++] = "--constraint", out[n++] = (char *)c->constraint;
-    if (c->gres[0]) out[n++] = "--gres", out[n++] = (char *)c->gres;
+    gpu_request(c, st->per_node, out, &n, bufs[4], sizeof bufs[4]);
     if (j->nstreams * j->cpus > 0) {
-        snprintf(bufs[3], 32, "%d", j->nstreams * j->cpus);
+        snprintf(bufs[3], 96, "%d", j->nstreams * j->cpus);
         out[n++] = ":";
         out[n++] = "--ntasks";
         out[n++] = bufs[3];
@@ -209,7 +228,7 @@ static int slurm_plan(taas_job *j, const taas_io *io, taas_error *err) {
         (j->nstreams && check_partition(j, st, st->loaders_cfg.partition, st->loaders_cfg.name, "the loaders'", err)))
         return -1;
     /* can Slurm ever run it? sbatch --test-only asks without submitting */
-    char *argv[64], bufs[8][32], out[2048];
+    char *argv[64], bufs[8][96], out[2048];
     int n = 0;
     argv[n++] = st->sbatch;
     argv[n++] = "--test-only";
@@ -290,7 +309,7 @@ static void start_reaper(slurm_state *st) {
 
 static int slurm_launch_ranks(taas_job *j, taas_error *err) {
     slurm_state *st = j->be_state;
-    char *argv[64], bufs[8][32];
+    char *argv[64], bufs[8][96];
     int n = 0;
     argv[n++] = st->salloc;
     argv[n++] = "--no-shell";

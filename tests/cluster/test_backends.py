@@ -460,6 +460,18 @@ class BadConfiguration(unittest.TestCase):
             json.dump(doc, f)
         self.error(pragma("slurm", 640), "TaasOffloadError", "Slurm has no partition 'gpux'")
 
+    def test_gpus_the_cluster_does_not_have(self):
+        """A configuration's "gres": "gpu" asks Slurm for a GPU a rank (--gpus-per-node); this
+        cluster has none to give, and Slurm says so before anything starts."""
+        write_config("slurm")
+        with open(CONFIG) as f:
+            doc = json.load(f)
+        doc["configurations"]["t1.4"]["gres"] = "gpu"
+        with open(CONFIG, "w") as f:
+            json.dump(doc, f)
+        err = self.error(pragma("slurm", 640), "TaasOffloadError", "Slurm cannot run this job")
+        self.assertRegex(err["evalue"].lower(), r"gres|gpu")
+
     def test_unreachable_host(self):
         write_config("ssh")
         with open(CONFIG) as f:
