@@ -482,6 +482,21 @@ class BadConfiguration(unittest.TestCase):
             json.dump(doc, f)
         self.error(pragma("ssh", 640), "TaasOffloadError", "cannot log in to host gpu2")
 
+    def test_a_host_that_refuses_the_login(self):
+        """ssh with a key the hosts do not know: the first host's refusal is the error."""
+        key = os.path.join(WORK, "stranger")
+        if not os.path.exists(key):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
+        with open(CL.ssh_config) as f:
+            text = f.read()
+        config = os.path.join(WORK, "stranger_ssh_config")
+        with open(config, "w") as f:
+            f.write(text.replace(CL.ssh_key, key))
+        write_config("ssh", ssh_config=config)
+        err = self.error(pragma("ssh", 640), "TaasOffloadError", "cannot log in to host ", "with ssh:")
+        self.assertIn("Permission denied", err["evalue"])
+        self.assertIn("keys only", taastest.plain("\n".join(err["traceback"])))
+
     def test_more_gpus_than_the_cluster_has(self):
         write_config("ssh")
         self.error("#pragma taas --gpus 3 --cpus 1 --units 640\n", "TaasOffloadError",
