@@ -40,12 +40,14 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loader_bench import machine  # noqa: E402  (one description of the machine for RESULTS.md)
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -432,8 +434,7 @@ def main():
     ap.add_argument("--json", help="also write the raw results here")
     args = ap.parse_args()
     raw = {"emulated": [], "kernel": []}
-    print("machine: %s, %d CPUs (nproc), Linux %s; %s" % (cpu_model(), os.cpu_count(), platform.release(),
-                                                        datetime.datetime.now().isoformat(timespec="seconds")))
+    print("machine: %s; %s" % (machine(), datetime.datetime.now().isoformat(timespec="seconds")))
     if not args.no_emulate:
         with tempfile.TemporaryDirectory(prefix="taas-ctl-rate-") as tmp:
             exe = build(tmp, args.build_dir)
@@ -471,17 +472,6 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(raw, f, indent=1)
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
 
 
 if __name__ == "__main__":

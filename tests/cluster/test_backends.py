@@ -86,9 +86,10 @@ def hosts_section():
              "cpus": THREADS if h.kind == "gpu" else 4} for h in CL.cpu_hosts + CL.gpu_hosts]
 
 
-def write_config(backend, **cluster):
-    """The configuration file every kernel of the module reads (it reads it on each cell)."""
-    doc = {"configurations": CONFIGURATIONS}
+def write_config(backend, t14=None, **cluster):
+    """The configuration file every kernel of the module reads (it reads it on each cell):
+    the cluster section for backend, with cluster's keys, and t14's keys in configuration t1.4."""
+    doc = {"configurations": dict(CONFIGURATIONS, **{"t1.4": dict(CONFIGURATIONS["t1.4"], **(t14 or {}))})}
     if backend == "ssh":
         doc["cluster"] = dict({"backend": "ssh", "ssh_config": CL.ssh_config, "hosts": hosts_section()}, **cluster)
     elif backend == "slurm":
@@ -452,34 +453,20 @@ class BadConfiguration(unittest.TestCase):
         self.error(pragma("ssh", 640), "TaasConfigError", "kubernetes")
 
     def test_slurm_partition_that_does_not_exist(self):
-        write_config("slurm")
-        with open(CONFIG) as f:
-            doc = json.load(f)
-        doc["configurations"]["t1.4"]["partition"] = "gpux"
-        with open(CONFIG, "w") as f:
-            json.dump(doc, f)
+        write_config("slurm", t14={"partition": "gpux"})
         self.error(pragma("slurm", 640), "TaasOffloadError", "Slurm has no partition 'gpux'")
 
     def test_gpus_the_cluster_does_not_have(self):
         """A configuration's "gres": "gpu" asks Slurm for a GPU a rank (--gpus-per-node); this
         cluster has none to give, and Slurm says so before anything starts."""
-        write_config("slurm")
-        with open(CONFIG) as f:
-            doc = json.load(f)
-        doc["configurations"]["t1.4"]["gres"] = "gpu"
-        with open(CONFIG, "w") as f:
-            json.dump(doc, f)
+        write_config("slurm", t14={"gres": "gpu"})
         err = self.error(pragma("slurm", 640), "TaasOffloadError", "Slurm cannot run this job")
         self.assertRegex(err["evalue"].lower(), r"gres|gpu")
 
     def test_unreachable_host(self):
-        write_config("ssh")
-        with open(CONFIG) as f:
-            doc = json.load(f)
-        # an address of the test's own bridge that no host has
-        doc["cluster"]["hosts"][-1]["address"] = str(CL.subnet.network_address + 99)
-        with open(CONFIG, "w") as f:
-            json.dump(doc, f)
+        hosts = hosts_section()
+        hosts[-1]["address"] = str(CL.subnet.network_address + 99)  # of the test's own bridge; no host has it
+        write_config("ssh", hosts=hosts)
         self.error(pragma("ssh", 640), "TaasOffloadError", "cannot log in to host gpu2")
 
     def test_a_host_that_refuses_the_login(self):
