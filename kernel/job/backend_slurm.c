@@ -81,13 +81,12 @@ static int check_partition(taas_job *j, slurm_state *st, const char *part, const
         taas_error_hint(err, "check that slurmctld is up and this machine can reach it: sinfo");
         return -1;
     }
-    for (char *tok = strtok(out, " \n"); tok; tok = strtok(NULL, " \n"))
+    char known[2048] = "";  /* the list for the message, "cpu, gpu" */
+    for (char *save = NULL, *tok = strtok_r(out, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
         if (!strcmp(tok, part)) return 0;
-    char known[2048];
-    char *argv2[] = {st->sinfo, "-h", "-o", "%R", NULL};
-    if (run("sinfo", argv2, NULL, known, sizeof known, err) < 0) return -1;
-    for (char *c = known; *c; c++)
-        if (*c == '\n') *c = ' ';
+        size_t k = strlen(known);
+        snprintf(known + k, sizeof known - k, "%s%s", k ? ", " : "", tok);
+    }
     taas_error_set(err, "TaasOffloadError", NOPOS, "Slurm has no partition '%s' (%s of configuration %s)", part, key,
                    cfg);
     taas_error_hint(err, "the partitions are: %s; fix \"partition\" of %s in %s", known, cfg, j->cluster.path);
