@@ -251,12 +251,12 @@ static in_msg *take(taas_ctl_client *c, const char *type) {
     return NULL;
 }
 
-json_t *taas_ctl_client_wait(taas_ctl_client *c, const char *type, double timeout_s, void **blob, size_t *n,
-                             taas_error *err) {
+/* Waits under c->mu until a message of this type is in the inbox (taken out), the stop
+ * flag rises (when stops is set) or the kernel goes silent, or timeout_s passes. */
+static in_msg *await(taas_ctl_client *c, const char *type, double timeout_s, int stops) {
     double until = taas_now() + timeout_s;
     in_msg *im = NULL;
-    pthread_mutex_lock(&c->mu);
-    while (!(im = take(c, type)) && !c->stop) {
+    while (!(im = take(c, type)) && !(stops && c->stop) && !c->gone) {
         double left = until - taas_now();
         if (left <= 0) break;
         struct timespec ts;
@@ -266,6 +266,13 @@ json_t *taas_ctl_client_wait(taas_ctl_client *c, const char *type, double timeou
         ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
         pthread_cond_timedwait(&c->cv, &c->mu, &ts);
     }
+    return im;
+}
+
+json_t *taas_ctl_client_wait(taas_ctl_client *c, const char *type, double timeout_s, void **blob, size_t *n,
+                             taas_error *err) {
+    pthread_mutex_lock(&c->mu);
+    in_msg *im = await(c, type, timeout_s, 1);
     int stopped = c->stop;
     pthread_mutex_unlock(&c->mu);
     if (!im) {
@@ -284,6 +291,18 @@ json_t *taas_ctl_client_wait(taas_ctl_client *c, const char *type, double timeou
     free(im->m.blob);
     free(im);
     return body;
+}
+
+int taas_ctl_client_leave(taas_ctl_client *c, double timeout_s) {
+    taas_error e;
+    if (!c || !c->started || taas_ctl_client_send(c, taas_ctl_body("leaving"), NULL, 0, &e)) return -1;
+    pthread_mutex_lock(&c->mu);
+    in_msg *im = await(c, "bye", timeout_s, 0);
+    pthread_mutex_unlock(&c->mu);
+    if (!im) return -1;
+    taas_ctl_msg_clear(&im->m);
+    free(im);
+    return 0;
 }
 
 volatile int *taas_ctl_client_stop_flag(taas_ctl_client *c) {

@@ -34,6 +34,12 @@ void taas_ctl_client_log(taas_ctl_client *c, const char *fmt, ...) __attribute__
 json_t *taas_ctl_client_wait(taas_ctl_client *c, const char *type, double timeout_s, void **blob, size_t *n,
                              taas_error *err);
 
+/* The worker's last word: sends "leaving" after everything queued and waits, at most
+ * timeout_s and not once the kernel went silent, for its "bye". The kernel has then read
+ * all this worker sent (done, an error, ended) before it can see the process end. 0, or -1
+ * when no bye came. */
+int taas_ctl_client_leave(taas_ctl_client *c, double timeout_s);
+
 /* Non-zero once the kernel said cancel or went silent; the loops of the worker watch it. */
 volatile int *taas_ctl_client_stop_flag(taas_ctl_client *c);
 /* 1 when the stop came from the kernel's silence rather than a cancel. */

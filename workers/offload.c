@@ -20,6 +20,8 @@ static const taas_srcpos NOPOS = {0, 0};
 
 /* Seconds for the kernel to answer a hello with the spec. */
 #define SPEC_TIMEOUT_S 60.0
+/* how long a worker that is done waits for the kernel to take its last word */
+#define LEAVE_TIMEOUT_S 10.0
 
 static int bad(taas_error *err, const char *what) {
     taas_error_set(err, "TaasValueError", NOPOS, "the job spec's \"offload\" section %s", what);
@@ -289,6 +291,7 @@ int taas_offload_join(const char *control, const char *identity, json_t *hello, 
 }
 
 void taas_offload_leave(taas_joined *j) {
+    taas_ctl_client_leave(j->ctl, LEAVE_TIMEOUT_S);
     taas_ctl_client_free(j->ctl);  /* sends what is queued: the error, or done and the weights */
     json_decref(j->spec);
     if (j->weights[0]) unlink(j->weights);

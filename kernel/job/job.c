@@ -244,6 +244,8 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         l->ended = 1;
     } else if (!strcmp(t, "error")) {
         on_error_msg(j, m->peer, r, b);
+    } else if (!strcmp(t, "leaving")) {  /* all it sent is read: now its end may be seen */
+        send_to(j, m->peer, taas_ctl_body("bye"), NULL, 0);
     }
 }
 
