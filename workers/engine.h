@@ -6,6 +6,7 @@
 #ifndef TAAS_ENGINE_H
 #define TAAS_ENGINE_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,12 @@ typedef struct taas_engine_ops {
     int (*share_stats)(taas_engine *e, taas_collective *c, taas_error *err);
     /* Writes the weights: safetensors with PyTorch's state_dict names. */
     int (*save)(taas_engine *e, const char *path, taas_error *err);
+    /* Writes a checkpoint (checkpoint.h): the weights, BatchNorm statistics and the
+     * optimizer's state, with meta (the fit's state, borrowed). */
+    int (*checkpoint)(taas_engine *e, const char *path, const json_t *meta, taas_error *err);
+    /* Takes the weights, statistics and optimizer state of the checkpoint at path (all or
+     * nothing); *meta: its fit state (a new reference). */
+    int (*restore)(taas_engine *e, const char *path, json_t **meta, taas_error *err);
     void (*free)(taas_engine *e);
 } taas_engine_ops;
 

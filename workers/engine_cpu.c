@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "engine.h"
 
 static const taas_srcpos NOPOS = {0, 0};
@@ -13,6 +14,7 @@ typedef struct cpu_engine {
     taas_model *m;
     taas_job_loss *loss;
     float *state;             /* the optimizer's */
+    taas_optim_config opt;    /* its kind and options: the state's layout */
     float *dout;              /* the loss's gradient */
     size_t dout_cap;
 } cpu_engine;
@@ -84,6 +86,23 @@ static int save(taas_engine *e, const char *path, taas_error *err) {
     return taas_job_save(((cpu_engine *)e)->m, path, err);
 }
 
+static taas_checkpoint_bufs bufs(cpu_engine *c) {
+    taas_model *m = c->m;
+    return (taas_checkpoint_bufs){m->table, m->ntable, m->nparams, m->params, m->stats, m->counters, c->state};
+}
+
+static int checkpoint(taas_engine *e, const char *path, const json_t *meta, taas_error *err) {
+    cpu_engine *c = (cpu_engine *)e;
+    taas_checkpoint_bufs b = bufs(c);
+    return taas_checkpoint_write(path, &b, &c->opt, meta, err);
+}
+
+static int restore(taas_engine *e, const char *path, json_t **meta, taas_error *err) {
+    cpu_engine *c = (cpu_engine *)e;
+    taas_checkpoint_bufs b = bufs(c);
+    return taas_checkpoint_read(path, &b, &c->opt, meta, err);
+}
+
 static void cpu_free(taas_engine *e) {
     cpu_engine *c = (cpu_engine *)e;
     if (!c) return;
@@ -93,7 +112,7 @@ static void cpu_free(taas_engine *e) {
     free(c);
 }
 
-static const taas_engine_ops CPU_OPS = {compute, update, eval, share_stats, save, cpu_free};
+static const taas_engine_ops CPU_OPS = {compute, update, eval, share_stats, save, checkpoint, restore, cpu_free};
 
 taas_engine *taas_engine_cpu(taas_model *m, taas_job_loss *loss, const taas_optim_config *opt, taas_error *err) {
     cpu_engine *c = calloc(1, sizeof *c);
@@ -112,5 +131,6 @@ taas_engine *taas_engine_cpu(taas_model *m, taas_job_loss *loss, const taas_opti
     c->m = m;
     c->loss = loss;
     c->state = state;
+    c->opt = *opt;
     return &c->base;
 }

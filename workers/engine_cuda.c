@@ -113,6 +113,14 @@ static int door_save(taas_engine *e, const char *path, taas_error *err) {
     return inner(e)->ops->save(inner(e), path, err);
 }
 
+static int door_checkpoint(taas_engine *e, const char *path, const json_t *meta, taas_error *err) {
+    return inner(e)->ops->checkpoint(inner(e), path, meta, err);
+}
+
+static int door_restore(taas_engine *e, const char *path, json_t **meta, taas_error *err) {
+    return inner(e)->ops->restore(inner(e), path, meta, err);
+}
+
 static void door_free(taas_engine *e) {
     if (!e) return;
     cuda_door *d = (cuda_door *)e;
@@ -121,7 +129,8 @@ static void door_free(taas_engine *e) {
     free(d);
 }
 
-static const taas_engine_ops DOOR_OPS = {door_compute, door_update, door_eval, door_share_stats, door_save, door_free};
+static const taas_engine_ops DOOR_OPS = {door_compute, door_update,     door_eval,     door_share_stats,
+                                         door_save,    door_checkpoint, door_restore, door_free};
 
 taas_engine *taas_engine_cuda(taas_model *m, const taas_job_loss *loss, const taas_optim_config *opt, int device,
                               taas_collective *c, taas_error *err) {

@@ -9,11 +9,17 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "engine.h"
 #include "role.h"
 #include "train_job.h"
 
 static const taas_srcpos NOPOS = {0, 0};
+
+/* By time: the first checkpoint after this much training, the next after at least as much
+ * and 99 times what the last one took (≤ 1 % of the time). */
+#define CKPT_MIN_S 10.0
+#define CKPT_SHARE 99.0
 
 struct taas_fit {
     taas_fit_cfg cfg;
@@ -37,6 +43,14 @@ struct taas_fit {
     uint64_t ahead_epoch, ahead_k, next_k;
     int ahead_stopped;
     long long steps;            /* optimizer steps done */
+    /* checkpoints: every so many steps (0: by time, ≤ 1 % of it; -1: after each epoch) */
+    long long ckpt_every;
+    int ckpt_due;               /* every rank: rank 0 asked for one with the last step */
+    double ckpt_last, ckpt_cost;/* rank 0: when the last ended, and what it took */
+    /* where training starts: epoch, step within it, and that epoch's sums so far (resume) */
+    long long epoch0, step0;
+    double loss0, samples0;
+    uint64_t checksum0;
     json_t *history, *checksums;
     int interrupted;
     double wait_s, step_s;      /* time this rank waited for batches, and spent in steps */
@@ -72,6 +86,112 @@ static int pipeline_take(void *ctx, uint64_t epoch, uint64_t k, taas_batch **out
     return 0;
 }
 
+static json_int_t meta_int(const json_t *m, const char *k) {
+    return json_integer_value(json_object_get(m, k));
+}
+
+/* What a rank needs to go on exactly from epoch e, step s of it (docs/jobspec.md). */
+static json_t *checkpoint_meta(const taas_fit *f, long long e, long long s, double loss_sum, double samples,
+                               uint64_t checksum) {
+    char hex[24];
+    snprintf(hex, sizeof hex, "0x%016llx", (unsigned long long)checksum);
+    json_t *m = json_object();
+    json_object_set_new(m, "version", json_integer(1));
+    json_object_set_new(m, "epoch", json_integer(e));
+    json_object_set_new(m, "step", json_integer(s));
+    json_object_set_new(m, "steps", json_integer(f->steps));
+    json_object_set_new(m, "world", json_integer(f->coll->world));
+    json_object_set_new(m, "seed", json_integer(f->seed));
+    json_object_set_new(m, "epochs", json_integer(f->epochs));
+    json_object_set_new(m, "units", json_integer(f->units));
+    json_object_set_new(m, "batch_size", json_integer(taas_sampler_batch(f->train.sampler)));
+    json_object_set_new(m, "steps_per_epoch", json_integer((json_int_t)f->train.steps));
+    json_object_set_new(m, "optimizer", json_string(taas_optim_name(f->opt.kind)));
+    json_object_set_new(m, "lr", json_real(f->opt.lr));
+    json_object_set_new(m, "momentum", json_real(f->opt.momentum));
+    json_object_set_new(m, "beta1", json_real(f->opt.beta1));
+    json_object_set_new(m, "scheduler", f->has_sched ? json_pack("{s:I, s:f, s:f}", "last_epoch",
+                                                                 (json_int_t)f->sched.last_epoch, "lr", f->sched.lr,
+                                                                 "momentum", f->sched.momentum)
+                                                     : json_null());
+    json_object_set_new(m, "epoch_loss_sum", json_real(loss_sum));
+    json_object_set_new(m, "epoch_samples", json_real(samples));
+    json_object_set_new(m, "epoch_checksum", json_string(hex));
+    json_object_set_new(m, "history", json_deep_copy(f->history));
+    json_object_set_new(m, "checksums", json_deep_copy(f->checksums));
+    return m;
+}
+
+/* One of the numbers that make the batches or the update differs from the checkpoint's. */
+static int differs(taas_error *err, const char *what, long long was, long long now) {
+    taas_error_set(err, "TaasValueError", NOPOS, "the checkpoint was made with %s %lld; this fit has %lld", what,
+                   was, now);
+    taas_error_hint(err, "resume with the fit's arguments and #pragma taas line of the run that wrote the checkpoint");
+    return -1;
+}
+
+/* The weights, statistics and optimizer state from the checkpoint ("weights"), and where
+ * the fit was: its step, epoch, sums, history, checksums and scheduler. */
+static int resume(taas_fit *f, taas_error *err) {
+    const char *path = json_string_value(json_object_get(f->job, "weights"));
+    json_t *m = NULL;
+    if (!path || f->engine->ops->restore(f->engine, path, &m, err)) {
+        if (!path) taas_error_set(err, "TaasValueError", NOPOS, "the job spec resumes but names no checkpoint");
+        return -1;
+    }
+    int rc = -1;
+    const char *opt = json_string_value(json_object_get(m, "optimizer"));
+    const char *sum = json_string_value(json_object_get(m, "epoch_checksum"));
+    const json_t *sc = json_object_get(m, "scheduler");
+    if (meta_int(m, "world") != f->coll->world) differs(err, "ranks (--gpus)", meta_int(m, "world"), f->coll->world);
+    else if (meta_int(m, "seed") != f->seed) differs(err, "seed", meta_int(m, "seed"), f->seed);
+    else if (meta_int(m, "batch_size") != taas_sampler_batch(f->train.sampler))
+        differs(err, "batch_size", meta_int(m, "batch_size"), taas_sampler_batch(f->train.sampler));
+    else if (meta_int(m, "steps_per_epoch") != (json_int_t)f->train.steps)
+        differs(err, "steps per epoch", meta_int(m, "steps_per_epoch"), (long long)f->train.steps);
+    else if (!opt || strcmp(opt, taas_optim_name(f->opt.kind)) != 0) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the checkpoint's optimizer is %s; this fit's is %s",
+                       opt ? opt : "not recorded", taas_optim_name(f->opt.kind));
+        taas_error_hint(err, "resume with the optimizer of the run that wrote the checkpoint");
+    } else if (f->has_sched != (sc && !json_is_null(sc))) {
+        taas_error_set(err, "TaasValueError", NOPOS, "the checkpoint was made %s a scheduler; this fit has %s",
+                       f->has_sched ? "without" : "with", f->has_sched ? "one" : "none");
+        taas_error_hint(err, "resume with the scheduler of the run that wrote the checkpoint");
+    } else if (!sum || !json_is_array(json_object_get(m, "history")) ||
+               !json_is_array(json_object_get(m, "checksums")) || meta_int(m, "epoch") < 0 ||
+               meta_int(m, "step") < 0 || meta_int(m, "step") >= (json_int_t)f->train.steps ||
+               meta_int(m, "steps") < 0) {
+        taas_error_set(err, "TaasValueError", NOPOS, "%s: its checkpoint record lacks the fit's position", path);
+        taas_error_hint(err, "give a checkpoint written by this version of taas");
+    } else {
+        f->epoch0 = meta_int(m, "epoch");
+        f->step0 = meta_int(m, "step");
+        f->steps = meta_int(m, "steps");
+        f->loss0 = json_number_value(json_object_get(m, "epoch_loss_sum"));
+        f->samples0 = json_number_value(json_object_get(m, "epoch_samples"));
+        f->checksum0 = strtoull(sum, NULL, 16);
+        json_array_extend(f->history, json_object_get(m, "history"));
+        json_array_extend(f->checksums, json_object_get(m, "checksums"));
+        f->opt.lr = json_number_value(json_object_get(m, "lr"));
+        f->opt.momentum = json_number_value(json_object_get(m, "momentum"));
+        f->opt.beta1 = json_number_value(json_object_get(m, "beta1"));
+        if (f->has_sched) {
+            f->sched.last_epoch = (long)meta_int(sc, "last_epoch");
+            f->sched.lr = json_number_value(json_object_get(sc, "lr"));
+            f->sched.momentum = json_number_value(json_object_get(sc, "momentum"));
+        }
+        rc = 0;
+    }
+    json_decref(m);
+    if (rc || f->epoch0 >= f->epochs || !f->train.rank_pipeline) return rc;
+    /* this rank's own pipeline starts where the fit is */
+    block_stop_signals(1);
+    rc = taas_job_loader_seek(&f->train, json_object_get(f->job, "train"), (uint64_t)f->seed, (uint64_t)f->epoch0,
+                              (uint64_t)f->step0, (uint64_t)f->epochs, err);
+    block_stop_signals(0);
+    return rc;
+}
+
 static int setup(taas_fit *f, taas_error *err) {
     const json_t *job = f->job;
     const json_t *v = json_object_get(job, "version");
@@ -92,6 +212,11 @@ static int setup(taas_fit *f, taas_error *err) {
         taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &f->seed, err) ||
         taas_job_loss_parse(json_object_get(job, "loss"), &f->loss, err) ||
         taas_job_optim_parse(json_object_get(job, "optimizer"), &f->opt, err))
+        return -1;
+    const json_t *ce = json_object_get(job, "checkpoint_every");
+    if (json_is_string(ce) && !strcmp(json_string_value(ce), "epoch")) f->ckpt_every = -1;
+    else if (ce && !json_is_null(ce) &&
+             taas_job_int(job, "the job spec", "checkpoint_every", 0, 1, INT64_MAX, &f->ckpt_every, err))
         return -1;
     const json_t *tr = json_object_get(job, "train");
     if (!tr || json_is_null(tr)) {
@@ -139,6 +264,7 @@ static int setup(taas_fit *f, taas_error *err) {
     f->checksums = json_array();
     if (!f->idx || !f->history || !f->checksums)
         return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the fit job");
+    if (json_is_true(json_object_get(job, "resume")) && resume(f, err)) return -1;
     return 0;
 }
 
@@ -249,6 +375,44 @@ static int take_ahead(void *ctx, const taas_batch **out, taas_error *err) {
     return 0;
 }
 
+/* Rank 0 asks for a checkpoint with a step's sums, so that every rank takes it after the
+ * same step: every ckpt_every steps, or by time. */
+static int checkpoint_wanted(const taas_fit *f) {
+    if (f->coll->rank != 0 || f->ckpt_every < 0) return 0;
+    if (f->ckpt_every > 0) return (f->steps + 1) % f->ckpt_every == 0;
+    double wait = CKPT_SHARE * f->ckpt_cost;
+    return taas_job_now() - f->ckpt_last >= (wait > CKPT_MIN_S ? wait : CKPT_MIN_S);
+}
+
+/* A checkpoint at epoch e, step s of it. Every rank adds its share of the epoch's checksum;
+ * rank 0 writes and hands it on. One that fails is said and training goes on. */
+static int take_checkpoint(taas_fit *f, long long e, long long s, double loss_sum, double samples, uint64_t checksum,
+                           taas_error *err) {
+    f->ckpt_due = 0;
+    uint64_t sum = checksum;
+    if (f->coll->sum_u64(f->coll, &sum, 1, err)) return -1;
+    if (f->coll->rank != 0 || !f->cfg.checkpointed || !f->cfg.checkpoint_path) return 0;
+    double t = taas_job_now();
+    json_t *meta = checkpoint_meta(f, e, s, loss_sum, samples, sum);
+    json_t *info = json_pack("{s:I, s:I, s:I}", "epoch", (json_int_t)e, "step", (json_int_t)s, "steps",
+                             (json_int_t)f->steps);
+    taas_error e2;
+    taas_error_clear(&e2);
+    if (!meta || !info || f->engine->ops->checkpoint(f->engine, f->cfg.checkpoint_path, meta, &e2) ||
+        f->cfg.checkpointed(f->cfg.emit_ctx, f->cfg.checkpoint_path, info, &e2)) {
+        json_t *j = json_object();
+        json_object_set_new(j, "event", json_string("log"));
+        json_object_set_new(j, "text", json_sprintf("no checkpoint at step %lld: %s", f->steps,
+                                                    taas_error_is_set(&e2) ? e2.message : "out of memory"));
+        emit(f, j);
+    }
+    json_decref(meta);
+    json_decref(info);
+    f->ckpt_last = taas_job_now();
+    f->ckpt_cost = f->ckpt_last - t;
+    return 0;
+}
+
 /* One step: this rank's item (or none), the sums of all ranks, the update. *stopped when a
  * rank asked to stop (the weights stay those of the last completed step); *loss the mean
  * loss of the step over every rank's samples; *total its samples. */
@@ -271,7 +435,7 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
     double t_batch = taas_job_now();
     f->wait_s += t_batch - t;
     if (f->steps == 0) f->first_wait_s = t_batch - t;
-    double sums[3] = {0, 0, (f->cfg.stop && *f->cfg.stop) || stopped_waiting};
+    double sums[4] = {0, 0, (f->cfg.stop && *f->cfg.stop) || stopped_waiting, checkpoint_wanted(f)};
     float loss1 = 0;
     f->ahead_epoch = (uint64_t)epoch;
     if (check_shape(&f->train, b, "train", err)) {
@@ -285,10 +449,11 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
         sums[0] = b ? b->n : 0;
         sums[1] = (double)loss1 * sums[0];
         *checksum += words;
-        rc = f->coll->sum_f64(f->coll, sums, 3, err);
+        rc = f->coll->sum_f64(f->coll, sums, 4, err);
     }
     taas_batch_free(b);
     if (rc) return -1;
+    f->ckpt_due = sums[3] > 0;
     if (sums[2] > 0) {
         *stopped = 1;
         return 0;
@@ -417,14 +582,23 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
     json_object_set_new(start, "engine", json_string(f->engine->name));
     json_object_set_new(start, "ranks", json_integer((json_int_t)W));
     json_object_set_new(start, "total_steps", json_integer((json_int_t)total_steps(f)));
+    if (f->steps > 0) {  /* resumed: where it stands */
+        json_object_set_new(start, "resumed", json_pack("{s:I, s:I, s:I}", "epoch", (json_int_t)f->epoch0 + 1, "step",
+                                                        (json_int_t)f->step0, "steps", (json_int_t)f->steps));
+        json_object_set_new(start, "history", json_deep_copy(f->history));
+    }
     emit(f, start);
-    *step_at = 0;
-    for (long long e = 0; e < f->epochs && !taas_sampler_done(f->train.sampler, (uint64_t)e); e++) {
-        double loss_sum = 0, samples = 0, t0 = taas_job_now(), last_line = 0, wait0 = f->wait_s;
-        uint64_t checksum = 0, s;
-        for (s = 0; s < f->train.steps; s++) {
+    *step_at = f->steps;
+    f->ckpt_last = taas_job_now();
+    for (long long e = f->epoch0; e < f->epochs && !taas_sampler_done(f->train.sampler, (uint64_t)e); e++) {
+        int first = e == f->epoch0;
+        double loss_sum = first ? f->loss0 : 0, samples = first ? f->samples0 : 0, t0 = taas_job_now(), last_line = 0,
+               wait0 = f->wait_s;
+        uint64_t checksum = first && r == 0 ? f->checksum0 : 0, s;
+        for (s = first ? (uint64_t)f->step0 : 0; s < f->train.steps; s++) {
             /* a step exists when rank 0's item has samples: items fill in k order */
             if (taas_sampler_item(f->train.sampler, (uint64_t)e, s * W, f->idx) == 0) break;
+            if (f->ckpt_due && take_checkpoint(f, e, (long long)s, loss_sum, samples, checksum, err)) return -1;
             size_t n = taas_sampler_item(f->train.sampler, (uint64_t)e, s * W + r, f->idx);
             int stopped = 0;
             double loss = 0, n_all = 0;
@@ -457,6 +631,11 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
         }
         *step_at = f->steps;
         if (end_epoch(f, e, s, loss_sum, samples, taas_job_now() - t0, checksum, err)) return -1;
+        /* the next epoch's start, when there is one; a checkpoint due at the last step waits
+         * for the epoch's end, so that it holds the epoch's validation and history line */
+        int more = e + 1 < f->epochs && !taas_sampler_done(f->train.sampler, (uint64_t)e + 1);
+        if (more && (f->ckpt_due || f->ckpt_every < 0) && take_checkpoint(f, e + 1, 0, 0, 0, 0, err)) return -1;
+        f->ckpt_due = 0;
     }
     return sum_times(f, err);
 }

@@ -34,6 +34,10 @@ typedef struct taas_fit_cfg {
     /* progress lines {"event": "start" | "step" | "epoch", ...}; rank 0 only. Stolen. */
     void (*emit)(void *ctx, json_t *line);
     void *emit_ctx;
+    /* rank 0: a checkpoint was written at path (a file of its own, the caller's to remove)
+     * for position info {"epoch", "step", "steps"}; 0, or -1 with err (the fit goes on) */
+    int (*checkpointed)(void *ctx, const char *path, const json_t *info, taas_error *err);
+    const char *checkpoint_path;  /* rank 0: where the engine writes a checkpoint */
     volatile int *stop;         /* non-zero: stop after the step in progress (any rank) */
     int device;                 /* the GPU to train on (engine.h), or -1: the CPU */
 } taas_fit_cfg;
@@ -41,7 +45,8 @@ typedef struct taas_fit_cfg {
 typedef struct taas_fit taas_fit;
 
 /* Reads the spec, opens the loaders (this rank's share), builds the model (weights from
- * "weights"), the optimizer and scheduler. NULL with err. */
+ * "weights"), the optimizer and scheduler; with "resume": true, "weights" is a checkpoint
+ * (checkpoint.h) and the fit goes on from it exactly. NULL with err. */
 taas_fit *taas_fit_new(const taas_fit_cfg *cfg, taas_error *err);
 void taas_fit_free(taas_fit *f);
 /* which: "train" or "validate". */

@@ -25,22 +25,6 @@ typedef struct loader_args {
     long long stream, worker, generation;
 } loader_args;
 
-/* The first epoch's items for a worker that resumes at step `step`: k >= step * W with
- * k % M == j. malloc'd; *n of them. */
-static uint64_t *resume_items(const taas_job_loader *l, uint64_t step, uint32_t j, uint32_t m, size_t *n,
-                              taas_error *err) {
-    uint64_t items = l->steps * l->world, first = step * l->world;
-    *n = 0;
-    uint64_t *out = malloc(((items - (first < items ? first : items)) / m + 2) * sizeof *out);
-    if (!out) {
-        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the items to redo");
-        return NULL;
-    }
-    for (uint64_t k = first; k < items; k++)
-        if (k % m == j) out[(*n)++] = k;
-    return out;
-}
-
 static int run(const char *control, const loader_args *a, const char *keys_from, taas_joined *jn, taas_error *err) {
     char id[64];
     snprintf(id, sizeof id, "loader.%lld.%lld.%lld", a->stream, a->worker, a->generation);
@@ -88,7 +72,7 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
     pc.first_epoch = (uint64_t)off.resume_epoch;
     pc.epochs = (uint64_t)(epochs - off.resume_epoch);
     if (off.resume_step > 0) {
-        if (!(only = resume_items(&l, (uint64_t)off.resume_step, j, m, &pc.n_only, err))) goto out;
+        if (!(only = taas_job_resume_items(&l, (uint64_t)off.resume_step, j, m, &pc.n_only, err))) goto out;
         pc.only_items = only;
     }
     if (!(p = taas_pipeline_new(&pc, err))) goto out;

@@ -84,6 +84,14 @@ int taas_job_pipeline_cfg(const json_t *spec, const taas_job_loader *l, uint64_t
 /* A fresh pipeline over the same sampler (for one more validation pass). */
 int taas_job_loader_restart(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
                             taas_error *err);
+/* The pipeline again, from step `step` of epoch `epoch` to the end of `epochs` (a fit
+ * resumed from a checkpoint). */
+int taas_job_loader_seek(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epoch, uint64_t step,
+                         uint64_t epochs, taas_error *err);
+/* Epoch items from step `step` on that are loader j of m's (k >= step * W, k % m == j):
+ * malloc'd, *n of them. */
+uint64_t *taas_job_resume_items(const taas_job_loader *l, uint64_t step, uint32_t j, uint32_t m, size_t *n,
+                                taas_error *err);
 void taas_job_loader_close(taas_job_loader *l);
 
 /* The model of the job spec for inputs of the loader's shape, its weights from "weights"

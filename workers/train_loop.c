@@ -27,14 +27,41 @@ int taas_job_pipeline_cfg(const json_t *spec, const taas_job_loader *l, uint64_t
     return 0;
 }
 
-static int open_pipeline(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
-                         taas_error *err) {
+uint64_t *taas_job_resume_items(const taas_job_loader *l, uint64_t step, uint32_t j, uint32_t m, size_t *n,
+                                taas_error *err) {
+    uint64_t items = l->steps * l->world, first = step * l->world;
+    *n = 0;
+    uint64_t *out = malloc(((items - (first < items ? first : items)) / m + 2) * sizeof *out);
+    if (!out) {
+        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the items to redo");
+        return NULL;
+    }
+    for (uint64_t k = first; k < items; k++)
+        if (k % m == j) out[(*n)++] = k;
+    return out;
+}
+
+/* This rank's pipeline from item step * W of epoch `first` on, to the end of `epochs`. */
+static int open_pipeline_at(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t first, uint64_t step,
+                            uint64_t epochs, taas_error *err) {
     if (!l->rank_pipeline) return 0;  /* the loader workers make this one's batches */
     taas_pipeline_cfg pc;
+    uint64_t *only = NULL;
     if (taas_job_pipeline_cfg(spec, l, seed, &pc, err)) return -1;
-    pc.epochs = epochs;
+    pc.first_epoch = first;
+    pc.epochs = epochs - first;
+    if (step > 0) {
+        if (!(only = taas_job_resume_items(l, step, l->rank, l->world, &pc.n_only, err))) return -1;
+        pc.only_items = only;
+    }
     l->pipeline = taas_pipeline_new(&pc, err);
+    free(only);
     return l->pipeline ? 0 : -1;
+}
+
+static int open_pipeline(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
+                         taas_error *err) {
+    return open_pipeline_at(l, spec, seed, 0, 0, epochs, err);
 }
 
 /* {"size": N, "shape": [C, H, W], "num_classes": K}: what the kernel's probe found. */
@@ -128,6 +155,13 @@ int taas_job_loader_restart(taas_job_loader *l, const json_t *spec, uint64_t see
     taas_pipeline_free(l->pipeline);
     l->pipeline = NULL;
     return open_pipeline(l, spec, seed, epochs, err);
+}
+
+int taas_job_loader_seek(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epoch, uint64_t step,
+                         uint64_t epochs, taas_error *err) {
+    taas_pipeline_free(l->pipeline);
+    l->pipeline = NULL;
+    return open_pipeline_at(l, spec, seed, epoch, step, epochs, err);
 }
 
 void taas_job_loader_close(taas_job_loader *l) {

@@ -55,18 +55,24 @@ static void emit_ctl(void *ctx, json_t *line) {
     taas_ctl_client_send(rc->ctl, line, NULL, 0, &e);
 }
 
-/* Rank 0's weights as safetensors bytes: written to a private file, read back. */
-static int send_done(rank_ctx *rc, taas_fit *f, taas_error *err) {
-    char p[4096];
+/* A private file for rank 0 to write into ($TMPDIR or /tmp): 0, or -1 with err. */
+static int private_file(char *p, size_t n, const char *stem, taas_error *err) {
     const char *tmp = getenv("TMPDIR");
-    if ((size_t)snprintf(p, sizeof p, "%s/taas-rank0-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= sizeof p)
-        snprintf(p, sizeof p, "/tmp/taas-rank0-XXXXXX");
+    if ((size_t)snprintf(p, n, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", stem) >= n)
+        snprintf(p, n, "/tmp/%s-XXXXXX", stem);
     int fd = mkstemp(p);
-    if (fd < 0) return taas_error_set(err, "TaasIOError", NOPOS, "rank 0 cannot make a file for the weights in %s",
-                                      tmp && *tmp ? tmp : "/tmp");
+    if (fd < 0) {
+        p[0] = '\0';
+        return taas_error_set(err, "TaasIOError", NOPOS, "rank 0 cannot make a file in %s",
+                              tmp && *tmp ? tmp : "/tmp");
+    }
     close(fd);
-    int rc_ = taas_fit_save(f, p, err);
-    FILE *fp = rc_ ? NULL : fopen(p, "rb");
+    return 0;
+}
+
+/* A file rank 0 wrote, for the kernel: the message body (stolen) with the file's bytes. */
+static int send_file(rank_ctx *rc, const char *path, json_t *body, taas_error *err) {
+    FILE *fp = fopen(path, "rb");
     char *buf = NULL;
     long n = 0;
     if (fp && fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) > 0 && fseek(fp, 0, SEEK_SET) == 0 &&
@@ -75,15 +81,35 @@ static int send_done(rank_ctx *rc, taas_fit *f, taas_error *err) {
         buf = NULL;
     }
     if (fp) fclose(fp);
-    unlink(p);
-    if (rc_) return -1;
-    if (!buf) return taas_error_set(err, "TaasIOError", NOPOS, "rank 0 cannot read back the weights it wrote");
-    json_t *done = taas_fit_done(f);
-    json_object_set_new(done, "t", json_string("done"));
-    json_object_del(done, "event");
-    rc_ = taas_ctl_client_send(rc->ctl, done, buf, (size_t)n, err);
+    if (!buf) {
+        json_decref(body);
+        return taas_error_set(err, "TaasIOError", NOPOS, "rank 0 cannot read back the file it wrote (%s)", path);
+    }
+    int r = taas_ctl_client_send(rc->ctl, body, buf, (size_t)n, err);
     free(buf);
-    return rc_;
+    return r;
+}
+
+/* Rank 0's weights as safetensors bytes: written to a private file, read back. */
+static int send_done(rank_ctx *rc, taas_fit *f, taas_error *err) {
+    char p[4096];
+    if (private_file(p, sizeof p, "taas-rank0", err)) return -1;
+    int r = taas_fit_save(f, p, err);
+    json_t *done = r ? NULL : taas_fit_done(f);
+    if (done) {
+        json_object_set_new(done, "t", json_string("done"));
+        json_object_del(done, "event");
+        r = send_file(rc, p, done, err);
+    }
+    unlink(p);
+    return r;
+}
+
+/* A checkpoint rank 0 wrote: to the kernel, which keeps it (docs/jobspec.md). */
+static int send_checkpoint(void *ctx, const char *path, const json_t *info, taas_error *err) {
+    json_t *body = json_deep_copy(info);
+    json_object_set_new(body, "t", json_string("checkpoint"));
+    return send_file(ctx, path, body, err);
 }
 
 /* One rank per GPU: the device from the rank's place on its machine (Open MPI's local rank),
@@ -136,18 +162,32 @@ static int run(rank_ctx *rc, const char *control, const char *keys_file, long lo
     if (taas_ctl_client_send(rc->ctl, json_pack("{s:s, s:s}", "t", "ready", "data", endpoint), NULL, 0, err))
         return -1;
     rc->stop = taas_ctl_client_stop_flag(rc->ctl);
-    taas_fit_cfg cfg = {job, &rc->coll, rc->stream[0] >= 0, rc->stream[1] >= 0,
-                        rc->stream[0] >= 0 ? rc->off.facts[rc->stream[0]] : NULL,
-                        rc->stream[1] >= 0 ? rc->off.facts[rc->stream[1]] : NULL, emit_ctl, rc, rc->stop,
-                        rank_device()};
+    char ckpt[4096] = "";
+    if (rc->coll.rank == 0 && private_file(ckpt, sizeof ckpt, "taas-ckpt", err)) return -1;
+    taas_fit_cfg cfg = {.job = job,
+                        .coll = &rc->coll,
+                        .streamed_train = rc->stream[0] >= 0,
+                        .streamed_val = rc->stream[1] >= 0,
+                        .train_facts = rc->stream[0] >= 0 ? rc->off.facts[rc->stream[0]] : NULL,
+                        .val_facts = rc->stream[1] >= 0 ? rc->off.facts[rc->stream[1]] : NULL,
+                        .emit = emit_ctl,
+                        .emit_ctx = rc,
+                        .checkpointed = rc->coll.rank == 0 ? send_checkpoint : NULL,
+                        .checkpoint_path = ckpt[0] ? ckpt : NULL,
+                        .stop = rc->stop,
+                        .device = rank_device()};
     taas_fit *f = taas_fit_new(&cfg, err);
-    if (!f) return -1;
+    if (!f) {
+        if (ckpt[0]) unlink(ckpt);
+        return -1;
+    }
     stream_src srcs[2] = {{rc, (uint32_t)rc->stream[0]}, {rc, (uint32_t)rc->stream[1]}};
     if (rc->stream[0] >= 0) taas_fit_set_source(f, "train", (taas_fit_source){stream_take, &srcs[0]});
     if (rc->stream[1] >= 0) taas_fit_set_source(f, "validate", (taas_fit_source){stream_take, &srcs[1]});
     int r = taas_fit_run(f, step, err);
     if (r == 0 && rc->coll.rank == 0) r = send_done(rc, f, err);
     taas_fit_free(f);
+    if (ckpt[0]) unlink(ckpt);
     return r;
 }
 

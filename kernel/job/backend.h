@@ -10,6 +10,7 @@
  *   watch   reads the processes' output and notices their ends: taas_job_line,
  *           taas_job_ranks_ended, taas_job_loader_ended (job_priv.h)
  *   cancel  ends every process of the job, wherever it runs, and waits until they have
+ *   reset   after cancel, readies the launches to run again (a job that resumes)
  *
  * A worker is started with the control endpoint and, when the planes are encrypted, the
  * job's keys in its environment (never on a command line); it asks the kernel for the rest
@@ -31,6 +32,9 @@ typedef struct taas_backend {
     void (*watch)(taas_job *j);
     void (*cancel)(taas_job *j);
     void (*free)(taas_job *j);  /* after cancel: its state */
+    /* after cancel: forgets the processes but keeps what plan found, so that the launches
+     * can run again (a job resuming from its checkpoint); NULL: the backend cannot */
+    void (*reset)(taas_job *j);
     int queued;                 /* its ranks start when a scheduler says (taas_job_launched) */
 } taas_backend;
 

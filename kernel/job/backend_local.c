@@ -170,7 +170,7 @@ static void local_cancel(taas_job *j) {
     taas_procs_kill(j, &st->procs);
 }
 
-static void local_free(taas_job *j) {
+static void local_reset(taas_job *j) {
     local_state *st = j->be_state;
     taas_procs_free(j, &st->procs);
     /* a rank that was killed leaves its socket's file: the folder may outlive the job (it
@@ -179,7 +179,11 @@ static void local_free(taas_job *j) {
         char path[PATH_MAX];
         if ((size_t)snprintf(path, sizeof path, "%s/data-%d", j->dir, r) < sizeof path) unlink(path);
     }
-    free(st);
+}
+
+static void local_free(taas_job *j) {
+    local_reset(j);
+    free(j->be_state);
     j->be_state = NULL;
 }
 
@@ -191,4 +195,5 @@ const taas_backend taas_backend_local = {
     .watch = local_watch,
     .cancel = local_cancel,
     .free = local_free,
+    .reset = local_reset,
 };

@@ -139,16 +139,79 @@ static void send_spec(taas_job *j, const char *peer, int rank, const job_loader 
     send_to(j, peer, body, rank >= 0 ? j->init_weights : NULL, rank >= 0 ? j->init_weights_len : 0);
 }
 
-static int write_weights(taas_job *j, const void *blob, size_t n) {
+/* blob into path: a temporary file beside it, synced, renamed over it, and the folder
+ * synced, so that path is the old file or the whole new one. 0, or -1 with errno. */
+static int write_atomic(const char *path, const void *blob, size_t n) {
     char tmp[PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.part", j->weights);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0 && taas_write_all(fd, blob, n) == 0 && fsync(fd) == 0 && close(fd) == 0 && rename(tmp, j->weights) == 0) return 0;
+    snprintf(tmp, sizeof tmp, "%s.part", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0 && taas_write_all(fd, blob, n) == 0 && fsync(fd) == 0 && close(fd) == 0 && rename(tmp, path) == 0) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        int dfd = slash ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        return 0;
+    }
+    int e = errno;
     if (fd >= 0) close(fd);
     unlink(tmp);
+    errno = e;
+    return -1;
+}
+
+static int write_weights(taas_job *j, const void *blob, size_t n) {
+    if (write_atomic(j->weights, blob, n) == 0) return 0;
     fail(j, "TaasOffloadError", "the temporary folder ($TMPDIR or /tmp) must be writable with free space",
          "cannot write the trained weights to %s: %s", j->weights, strerror(errno));
     return -1;
+}
+
+/* Rank 0's checkpoint: kept in the job folder with the one before it; older ones go. One
+ * that cannot be written is said, and the job goes on with the last that could. */
+static void on_checkpoint(taas_job *j, const json_t *b, const void *blob, size_t n) {
+    long long steps = (long long)json_integer_value(json_object_get(b, "steps"));
+    char path[PATH_MAX];
+    if (!blob || !n || (size_t)snprintf(path, sizeof path, "%s/checkpoint-%lld.safetensors", j->dir, steps) >=
+                           sizeof path)
+        return;
+    if (write_atomic(path, blob, n)) {
+        taas_buf line = TAAS_BUF_INIT;
+        taas_buf_printf(&line, "[job] no checkpoint at step %lld: cannot write %s: %s\n", steps, path,
+                        strerror(errno));
+        say(j->io, "stderr", line.data);
+        taas_buf_free(&line);
+        return;
+    }
+    if (j->ckpt[1][0] && strcmp(j->ckpt[1], path) != 0) unlink(j->ckpt[1]);
+    if (strcmp(j->ckpt[0], path) != 0) memcpy(j->ckpt[1], j->ckpt[0], sizeof j->ckpt[1]);
+    snprintf(j->ckpt[0], sizeof j->ckpt[0], "%s", path);
+    j->ckpt_epoch = (long long)json_integer_value(json_object_get(b, "epoch"));
+    j->ckpt_step = (long long)json_integer_value(json_object_get(b, "step"));
+    j->ckpt_steps = steps;
+}
+
+/* The checkpoints of a job that is done are of no more use: its weights are kept. */
+static void drop_checkpoints(taas_job *j) {
+    for (int i = 0; i < 2; i++)
+        if (j->ckpt[i][0]) {
+            unlink(j->ckpt[i]);
+            j->ckpt[i][0] = '\0';
+        }
+}
+
+/* A job that ends without its result: where the fit can go on from. */
+static void say_checkpoint(taas_job *j, const taas_io *io) {
+    if (!j->ckpt[0][0] || j->evaluate) return;
+    taas_buf b = TAAS_BUF_INIT;
+    taas_buf_printf(&b, "the last checkpoint is %s (epoch %lld, step %lld): fit(..., resume='%s') goes on from it\n",
+                    j->ckpt[0], j->ckpt_epoch + 1, j->ckpt_step, j->ckpt[0]);
+    say(io, "stderr", b.data);
+    taas_buf_free(&b);
 }
 
 static void on_error_msg(taas_job *j, const char *peer, int r, const json_t *b) {
@@ -240,6 +303,8 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         if (m->blob && m->blob_len) j->have_weights = write_weights(j, m->blob, m->blob_len) == 0;
         else fail(j, "TaasOffloadError", "taas-worker and taas-kernel may come from different versions",
                   "rank 0 ended without sending the trained weights");
+    } else if (!strcmp(t, "checkpoint") && r == 0 && !j->evaluate) {
+        on_checkpoint(j, b, m->blob, m->blob_len);
     } else if (!strcmp(t, "ended") && l) {
         l->ended = 1;
     } else if (!strcmp(t, "error")) {
@@ -273,7 +338,56 @@ void taas_job_ranks_ended(taas_job *j, int ok, const char *how) {
     /* a loader that failed to reach a rank that died failed because of it: the death is the
      * cause to show */
     if (j->failed_by_loader) j->failed = j->failed_by_loader = 0;
+    /* a death, not a rank's own error (which would come again): the ranks resume, after the
+     * watch that saw it (taas_job_poll) */
+    if (!j->failed && !j->cancelled && !j->done && j->be->reset && j->restarts < j->max_restarts) {
+        j->restart_due = 1;
+        snprintf(j->restart_why, sizeof j->restart_why, "%s", how);
+        return;
+    }
+    if (!j->failed && j->max_restarts > 0 && j->restarts >= j->max_restarts) {
+        fail(j, "TaasWorkerError", NULL, "%s, after %d restart%s: the job stops", how, j->restarts,
+             j->restarts == 1 ? "" : "s");
+        taas_error_hint(&j->failure, "fit()'s max_restarts=%d says how often a job resumes; see why the rank died "
+                        "and run the cell again", j->max_restarts);
+    }
     fail(j, "TaasWorkerError", "the other ranks were stopped with it; run the cell again", "%s", how);
+}
+
+static int launch_all(taas_job *j, long long epoch, long long step, taas_error *err);
+
+/* Every process of the job again, the ranks from the newest checkpoint (or from the start,
+ * before the first) and the loader workers from where it stands. */
+static void restart(taas_job *j, const taas_io *io) {
+    j->restart_due = 0;
+    j->restarts++;
+    char line[1400];
+    if (j->ckpt[0][0])
+        snprintf(line, sizeof line, "%s; resuming from step %lld (epoch %lld), restart %d of %d\n", j->restart_why,
+                 j->ckpt_steps, j->ckpt_epoch + 1, j->restarts, j->max_restarts);
+    else
+        snprintf(line, sizeof line, "%s; starting again (no checkpoint yet), restart %d of %d\n", j->restart_why,
+                 j->restarts, j->max_restarts);
+    say(io, "stderr", line);
+    j->be->cancel(j);
+    j->be->reset(j);
+    taas_error e;
+    if (j->ckpt[0][0]) {
+        json_object_set_new(j->spec, "resume", json_true());
+        json_object_set_new(j->spec, "weights", json_string(j->ckpt[0]));
+        if (taas_job_read_weights(j, j->ckpt[0], &e)) {
+            fail(j, e.ename, e.hint, "%s", e.message);
+            return;
+        }
+    }
+    memset(j->ranks, 0, (size_t)j->world * sizeof *j->ranks);
+    j->nhello = j->nready = 0;
+    j->ranks_ended = 0;
+    j->said_where = 0;
+    json_decref(j->start_msg);
+    j->start_msg = NULL;
+    if (launch_all(j, j->ckpt[0][0] ? j->ckpt_epoch : 0, j->ckpt[0][0] ? j->ckpt_step : 0, &e))
+        fail(j, e.ename, e.hint, "%s", e.message);
 }
 
 /* A loader worker ended. Done with its work, fine; else a replacement takes over from the
@@ -325,6 +439,7 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
     j->t0 = taas_now();
     j->start_timeout = cfg->start_timeout > 0 ? cfg->start_timeout : TAAS_JOB_HELLO_S;
     j->evaluate = cfg->evaluate;
+    j->max_restarts = cfg->evaluate ? 0 : cfg->max_restarts;
     if (j->epfd < 0 || !j->view || taas_job_plan(j, cfg, io, err)) goto fail;
     j->ranks = calloc((size_t)j->world, sizeof *j->ranks);
     j->nloaders = j->nstreams * j->cpus;
@@ -333,17 +448,12 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
         taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory starting the job");
         goto fail;
     }
-    if (j->be->launch_ranks(j, err)) goto fail;
     for (int i = 0; i < j->nloaders; i++) {
-        job_loader *l = &j->loaders[i];
-        l->stream = i / j->cpus;
-        l->worker = i % j->cpus;
-        snprintf(l->peer, sizeof l->peer, "loader.%d.%d.%d", l->stream, l->worker, l->gen);
-        if (j->be->launch_loader(j, l, err)) goto fail;
-        l->alive = 1;
+        j->loaders[i].stream = i / j->cpus;
+        j->loaders[i].worker = i % j->cpus;
+        j->loaders[i].gen = -1;  /* the launch makes generation 0 */
     }
-    if (j->be->queued) j->hello_deadline = 1e300;  /* a job in a queue waits as long as it takes */
-    else taas_job_launched(j);
+    if (launch_all(j, cfg->resume_epoch, cfg->resume_step, err)) goto fail;
     j->next_beat = taas_now() + TAAS_CTL_HEARTBEAT_S;
     taas_job_view(j, io, 1);
     j->io = NULL;
@@ -352,6 +462,27 @@ fail:
     j->io = NULL;
     taas_job_free(j);
     return NULL;
+}
+
+/* The ranks, and every loader worker as a new generation that starts at epoch, step (the
+ * validate loaders at the epoch's start). */
+static int launch_all(taas_job *j, long long epoch, long long step, taas_error *err) {
+    if (j->be->launch_ranks(j, err)) return -1;
+    for (int i = 0; i < j->nloaders; i++) {
+        job_loader *l = &j->loaders[i];
+        l->gen++;
+        l->epoch = epoch;
+        l->step = strcmp(j->streams[l->stream].role, "validate") ? step : 0;
+        l->hello = l->started = l->ended = 0;
+        l->pid = 0;
+        l->host[0] = '\0';
+        snprintf(l->peer, sizeof l->peer, "loader.%d.%d.%d", l->stream, l->worker, l->gen);
+        if (j->be->launch_loader(j, l, err)) return -1;
+        l->alive = 1;
+    }
+    if (j->be->queued) j->hello_deadline = 1e300;  /* a job in a queue waits as long as it takes */
+    else taas_job_launched(j);
+    return 0;
 }
 
 void taas_job_launched(taas_job *j) {
@@ -392,6 +523,7 @@ int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
     j->io = io;
     serve_control(j, io);
     j->be->watch(j);
+    if (j->restart_due && !j->failed && !j->cancelled) restart(j, io);
     heartbeats(j);
     if (!j->failed && j->nready < j->world && taas_now() > j->hello_deadline)
         fail(j, "TaasOffloadError", "see the lines the launcher printed above",
@@ -402,10 +534,12 @@ int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
         end_processes(j);
         taas_trainview_end(j->view, "failed", NULL);
         taas_job_view(j, io, 1);
+        say_checkpoint(j, io);
         *err = j->failure;
         rc = -1;
     } else if (j->done && j->ranks_ended) {
         end_processes(j);  /* the loaders */
+        drop_checkpoints(j);
         taas_trainview_end(j->view, "done", j->model);
         taas_job_view(j, io, 1);
         if (j->offloaded) taas_job_summary(j, io);
@@ -442,6 +576,7 @@ int taas_job_cancel(taas_job *j, double grace_s, const taas_io *io) {
         taas_trainview_end(j->view, "stopped", kept ? j->model : NULL);
         taas_job_view(j, io, 1);
     }
+    say_checkpoint(j, io);
     return kept;
 }
 

@@ -33,6 +33,9 @@ typedef struct taas_job_cfg {
     const struct taas_backend *backend;  /* NULL: the configuration file's (tests give their own) */
     double start_timeout;   /* seconds for every rank to be ready once launched; 0: 60 */
     int evaluate;           /* an evaluate spec: no display, rank 0's done carries the result only */
+    int max_restarts;       /* times the ranks resume from the last checkpoint when one dies */
+    /* a spec with "resume": where its checkpoint ("weights") stands, for the loader workers */
+    long long resume_epoch, resume_step;
 } taas_job_cfg;
 
 typedef struct taas_job taas_job;

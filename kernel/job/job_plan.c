@@ -87,9 +87,10 @@ static int bind_control(taas_job *j, taas_error *err) {
 
 /* The model's weights before the fit, when it has some: the workers may run where the
  * kernel's files are not, so they travel with the spec. */
-static int read_init_weights(taas_job *j, taas_error *err) {
-    const char *path = json_string_value(json_object_get(j->spec, "weights"));
-    if (!path) return 0;
+int taas_job_read_weights(taas_job *j, const char *path, taas_error *err) {
+    free(j->init_weights);
+    j->init_weights = NULL;
+    j->init_weights_len = 0;
     FILE *f = fopen(path, "rb");
     struct stat st;
     if (!f || fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > MAX_INIT_WEIGHTS) {
@@ -142,7 +143,8 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
         taas_buf_free(&b);
     }
     if (taas_worker_find(j->worker_path, sizeof j->worker_path, err) || j->be->plan(j, io, err) ||
-        bind_control(j, err) || read_init_weights(j, err))
+        bind_control(j, err) || (json_is_string(json_object_get(j->spec, "weights")) &&
+                                 taas_job_read_weights(j, json_string_value(json_object_get(j->spec, "weights")), err)))
         return -1;
     j->pragma = NULL;
 

@@ -79,6 +79,13 @@ struct taas_job {
     int failed_by_loader; /* the failure is a loader's (a rank's death that follows is its cause) */
     taas_error failure;
     int cancelled;
+    /* checkpoints rank 0 sent: the last two, in the job folder ([0] the newest), and where
+     * the newest is (0-based epoch, step in it, optimizer steps) */
+    char ckpt[2][PATH_MAX];
+    long long ckpt_epoch, ckpt_step, ckpt_steps;
+    /* resuming after a rank's death: how many times it may, has, and why it is due */
+    int max_restarts, restarts, restart_due;
+    char restart_why[1024];
     double t0, hello_deadline, next_beat;
     double start_timeout; /* seconds from the launch for every rank to be ready */
     taas_trainview *view;
@@ -89,6 +96,9 @@ struct taas_job {
 
 /* job_plan.c: the plan line, the backend's checks, the spec and the control plane. */
 int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_error *err);
+/* The weights the ranks start from (sent with the spec): the file at path, in place of
+ * what was there. 0, or -1 with err. */
+int taas_job_read_weights(taas_job *j, const char *path, taas_error *err);
 
 /* job.c, for the backends: the ranks were launched now (a Slurm allocation was granted):
  * the time they have to be ready starts again. */

@@ -53,6 +53,19 @@ void taas_trainview_start(taas_trainview *v, const json_t *m) {
     v->steps_per_epoch = integer(m, "steps_per_epoch");
     v->total_steps = integer(m, "total_steps");
     if (v->total_steps <= 0) v->total_steps = v->epochs * v->steps_per_epoch;
+    /* a fit resumed from a checkpoint: its epochs so far, whatever was shown before */
+    const json_t *hist = json_object_get(m, "history"), *at = json_object_get(m, "resumed");
+    if (!json_is_array(hist) || !json_is_object(at)) return;
+    json_array_clear(v->rows);
+    v->steps_before = 0;
+    size_t i;
+    const json_t *row;
+    json_array_foreach(hist, i, row) {
+        json_array_append_new(v->rows, json_deep_copy(row));
+        v->steps_before += json_is_integer(json_object_get(row, "steps")) ? integer(row, "steps") : v->steps_per_epoch;
+    }
+    v->epoch = integer(at, "epoch");
+    v->step = integer(at, "step");
 }
 
 void taas_trainview_step(taas_trainview *v, const json_t *m) {

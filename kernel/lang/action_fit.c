@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "clock.h"
 #include "dataview.h"
 #include "fit.h"
@@ -119,12 +120,48 @@ static json_t *job_spec(const char *kind, const taas_value *model, const taas_va
     return job;
 }
 
-/* fit(model, loader, epochs, loss, optimizer, scheduler, validate, seed, units) */
+/* resume=path: a checkpoint of this model (its tensors fit, its record is there), as an
+ * absolute path for the spec's "weights", and where it stands. */
+static json_t *resume_from(taas_call_ctx *cx, const taas_value *model, const char *path, taas_fit_resume *rs) {
+    if (taas_model_check_weights(model, path, cx->err)) {
+        taas_error_prefix(cx->err, "fit() resume: ");
+        cx->err->pos = cx->pos;
+        return NULL;
+    }
+    json_t *meta = taas_checkpoint_meta(path, cx->err);
+    char *abs = meta ? realpath(path, NULL) : NULL;
+    if (!meta || !abs) {
+        if (meta) taas_error_set(cx->err, "OSError", cx->pos, "fit() resume: cannot resolve %s: %s", path,
+                                 strerror(errno));
+        json_decref(meta);
+        cx->err->pos = cx->pos;
+        return NULL;
+    }
+    rs->epoch = (long long)json_integer_value(json_object_get(meta, "epoch"));
+    rs->step = (long long)json_integer_value(json_object_get(meta, "step"));
+    json_decref(meta);
+    json_t *p = json_string(abs);
+    free(abs);
+    return p;
+}
+
+/* fit(model, loader, epochs, loss, optimizer, scheduler, validate, seed, units, checkpoint_every,
+ * resume, max_restarts) */
 int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (need_session(cx, "fit") || check_model(cx, a[0], a[1], a[3], NULL) ||
         (a[6]->type != TAAS_V_NONE && check_model(cx, a[0], a[6], a[3], "validate")))
         return -1;
+    taas_fit_resume rs = {(int)a[11]->u.i, 0, 0};
+    json_t *from = a[10]->type == TAAS_V_NONE ? NULL : resume_from(cx, a[0], a[10]->u.str.s, &rs);
+    if (a[10]->type != TAAS_V_NONE && !from) return -1;
     json_t *job = job_spec("fit", a[0], a[1], a[8]);
+    if (from) {  /* the checkpoint's weights, optimizer state and position, not the model's */
+        json_object_set_new(job, "weights", from);
+        json_object_set_new(job, "resume", json_true());
+    }
+    json_object_set_new(job, "checkpoint_every", a[9]->type == TAAS_V_INT   ? json_integer(a[9]->u.i)
+                                                 : a[9]->type == TAAS_V_STR ? json_string(a[9]->u.str.s)
+                                                                            : json_null());
     json_object_set_new(job, "epochs", json_integer(a[2]->u.i));
     json_object_set_new(job, "loss", taas_value_spec(a[3]));
     json_object_set_new(job, "optimizer", taas_value_spec(a[4]));
@@ -132,7 +169,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "validate", spec_or_null(a[6]));
     json_object_set_new(job, "seed", json_integer(a[7]->u.i));
     const struct taas_pragma *pr = taas_interp_pragma(cx->interp);
-    if (taas_fit_job(cx, pr, job, a[0], a[1], a[6])) return -1;
+    if (taas_fit_job(cx, pr, job, a[0], a[1], a[6], &rs)) return -1;
     *out = taas_none();
     return 0;
 }

@@ -80,7 +80,8 @@ static int registered(taas_interp *in, const taas_value *v, taas_job_stream *out
 }
 
 static int start_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
-                     taas_value *train, taas_value *validate, int evaluate) {
+                     taas_value *train, taas_value *validate, const taas_fit_resume *rs) {
+    int evaluate = rs == NULL;
     job_wait *o = calloc(1, sizeof *o);
     if (!o || taas_job_folder(cx, o->dir, sizeof o->dir)) {
         if (!o) taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory starting the job");
@@ -96,7 +97,8 @@ static int start_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *jo
     if (pr && validate->type != TAAS_V_NONE && validate != train && registered(cx->interp, validate, &streams[n])) n++;
     taas_job_cfg cfg = {.pragma = pr, .spec = job, .streams = streams, .nstreams = n, .dir = o->dir,
                         .weights = o->weights, .model = taas_interp_name_of(cx->interp, model),
-                        .evaluate = evaluate};
+                        .evaluate = evaluate, .max_restarts = rs ? rs->max_restarts : 0,
+                        .resume_epoch = rs ? rs->epoch : 0, .resume_step = rs ? rs->step : 0};
     o->job = taas_job_start(&cfg, cx->io, cx->err);
     json_decref(job);
     if (!o->job) {
@@ -117,10 +119,10 @@ static int start_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *jo
 }
 
 int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
-                 taas_value *train, taas_value *validate) {
-    return start_job(cx, pr, job, model, train, validate, 0);
+                 taas_value *train, taas_value *validate, const taas_fit_resume *rs) {
+    return start_job(cx, pr, job, model, train, validate, rs);
 }
 
 int taas_evaluate_job(taas_call_ctx *cx, json_t *job, taas_value *model) {
-    return start_job(cx, NULL, job, model, NULL, NULL, 1);
+    return start_job(cx, NULL, job, model, NULL, NULL, NULL);
 }

@@ -19,6 +19,7 @@ static const char *const CH_ANNEAL[] = {"cos", "linear", NULL};
 static const char *const CH_INTERP[] = {"nearest", "bilinear", "bicubic", NULL};
 static const char *const CH_GELU[] = {"none", "tanh", NULL};
 static const char *const CH_STREAM[] = {"stdout", "stderr", NULL};
+static const char *const CH_EVERY[] = {"epoch", NULL};
 
 /* The refinements: what they accept in words (NULL: the choices say it) and the strings
  * allowed. Indexed by taas_subtype. */
@@ -37,6 +38,7 @@ static const struct {
     [TAAS_PX_GELU] = {NULL, CH_GELU},
     [TAAS_PX_STREAM] = {NULL, CH_STREAM},
     [TAAS_PX_URLS] = {"str or list of str", NULL},
+    [TAAS_PX_EVERY] = {"int or 'epoch'", CH_EVERY},
 };
 
 static const char *const BASE_TEXT[] = {
@@ -112,6 +114,8 @@ static int type_ok(const taas_param *p, taas_ptype type, const taas_value *v) {
         return taas_value_is_number(v) || (seq_of(v, TAAS_V_FLOAT, 0) && v->u.seq.n > 0);
     case TAAS_PX_URLS:
         return v->type == TAAS_V_STR || (seq_of(v, TAAS_V_STR, 0) && v->u.seq.n > 0);
+    case TAAS_PX_EVERY:
+        return v->type == TAAS_V_INT || v->type == TAAS_V_STR;
     default:
         break;
     }

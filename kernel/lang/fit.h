@@ -17,11 +17,17 @@ int taas_load_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
 int taas_fit_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err);
 int taas_load_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err);
 
+/* What a fit's job does when a rank dies, and where a resumed fit's checkpoint stands. */
+typedef struct taas_fit_resume {
+    int max_restarts;
+    long long epoch, step;   /* 0-based epoch, step in it (the spec's "resume") */
+} taas_fit_resume;
+
 /* action_job.c: fit() as a job, offloaded by the cell's pragma (pr), or one rank here (pr
  * NULL). Takes job (the fit job spec). */
 struct taas_pragma;
 int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
-                 taas_value *train, taas_value *validate);
+                 taas_value *train, taas_value *validate, const taas_fit_resume *rs);
 /* evaluate() as a job of one rank here: its result is the Evaluation. Takes job. */
 int taas_evaluate_job(taas_call_ctx *cx, json_t *job, taas_value *model);
 

@@ -37,6 +37,7 @@ typedef enum taas_subtype {
     TAAS_PX_GELU,           /* 'none', 'tanh' */
     TAAS_PX_STREAM,         /* 'stdout', 'stderr' */
     TAAS_PX_URLS,           /* str or list of str */
+    TAAS_PX_EVERY,          /* int or 'epoch' */
     TAAS_PX_COUNT
 } taas_subtype;
 

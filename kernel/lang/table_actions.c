@@ -258,6 +258,9 @@ static const taas_param FIT_P[] = {
     {"validate", TAAS_P_LOADER, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "a DataLoader evaluated after each epoch (val loss, val accuracy)"},
     {"seed", TAAS_P_INT, "0", 0, TAAS_AT_LEAST(0), "seeds the initial weights, shuffling and random transforms"},
     {"units", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "samples to draw in all (a quick run); None: every epoch in full"},
+    {"checkpoint_every", TAAS_P_ANY, "None", TAAS_PF_NONE_OK | TAAS_PX(TAAS_PX_EVERY), TAAS_AT_LEAST(1), "steps between checkpoints, or 'epoch'; None: by time, at most about 1 % of it"},
+    {"resume", TAAS_P_STR, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "a checkpoint to go on from exactly (a path a stopped or failed fit printed)"},
+    {"max_restarts", TAAS_P_INT, "3", 0, TAAS_AT_LEAST(0), "times a job resumes from its last checkpoint when a rank or its host dies"},
     END,
 };
 

@@ -110,6 +110,17 @@ def rank_line(ranks):
     return "GPUs: the %d ranks train on %d of this machine's %d" % (ranks, ranks, n)
 
 
+def processes():
+    """{pid: (ppid, args)} of every live process (zombies are gone as far as a user can tell)."""
+    out = subprocess.run(["ps", "-eo", "pid=,ppid=,stat=,args="], capture_output=True, text=True).stdout
+    procs = {}
+    for line in out.splitlines():
+        f = line.split(None, 3)
+        if len(f) == 4 and not f[2].startswith("Z"):
+            procs[int(f[0])] = (int(f[1]), f[3])
+    return procs
+
+
 def worker_pids(parent=None):
     """Live taas-worker processes of this build (children of parent, when given)."""
     out = subprocess.run(["ps", "-eo", "pid=,ppid=,stat=,args="], capture_output=True,

@@ -38,21 +38,10 @@ def fit_cell(name, cpus, units, validate=True, epochs=1):
             % (cpus, units, name, NET, name, name, epochs, "validate=test, " if validate else "", name, name))
 
 
-def processes():
-    """{pid: (ppid, args)} of every live process (zombies are gone as far as a user can tell)."""
-    out = subprocess.run(["ps", "-eo", "pid=,ppid=,stat=,args="], capture_output=True, text=True).stdout
-    procs = {}
-    for line in out.splitlines():
-        f = line.split(None, 3)
-        if len(f) == 4 and not f[2].startswith("Z"):
-            procs[int(f[0])] = (int(f[1]), f[3])
-    return procs
-
-
 def job_processes(kernel_pid):
     """The kernel's mpirun, its ranks and the loader workers: taas-worker and mpirun processes
     below the kernel."""
-    procs, found, todo = processes(), [], [kernel_pid]
+    procs, found, todo = taastest.processes(), [], [kernel_pid]
     while todo:
         parent = todo.pop()
         for pid, (ppid, args) in procs.items():
@@ -64,12 +53,12 @@ def job_processes(kernel_pid):
 
 
 def alive(pids):
-    procs = processes()
+    procs = taastest.processes()
     return [p for p in pids if p in procs]
 
 
 def loader_pids(kernel_pid):
-    return [p for p, (ppid, args) in processes().items() if ppid == kernel_pid and " loader " in args]
+    return [p for p, (ppid, args) in taastest.processes().items() if ppid == kernel_pid and " loader " in args]
 
 
 @unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
@@ -193,7 +182,7 @@ class Offload(taastest.KernelCase):
         msg_id = self.run_cell(fit_cell("d", 2, 180000, epochs=3))
         self.wait_for_steps(msg_id, 10)
         job = job_processes(self.k.pid)
-        procs = processes()
+        procs = taastest.processes()
         ranks = [p for p in job if procs[p][1].split()[0].endswith("taas-worker") and " trainer " in procs[p][1]]
         self.assertEqual(len(ranks), 2)
         os.kill(ranks[1], signal.SIGKILL)
@@ -210,7 +199,7 @@ class Offload(taastest.KernelCase):
         the job's workers is ignored; Open MPI listens on the loopback only."""
         msg_id = self.run_cell(fit_cell("x", 2, 180000, epochs=3))
         seen = self.wait_for_steps(msg_id, 10)
-        procs = processes()
+        procs = taastest.processes()
         job = job_processes(self.k.pid)
         controls = {re.search(r"--control (\S+)", procs[p][1]).group(1) for p in job if " --control " in procs[p][1]}
         self.assertEqual(len(controls), 1, controls)

@@ -312,8 +312,13 @@ static void sleepy_free(taas_job *j) {
     j->be_state = NULL;
 }
 
-static const taas_backend SLEEPY = {"sleepy", sleepy_plan, sleepy_ranks, sleepy_loader, sleepy_watch, sleepy_cancel,
-                                    sleepy_free, 0};
+static const taas_backend SLEEPY = {.name = "sleepy",
+                                    .plan = sleepy_plan,
+                                    .launch_ranks = sleepy_ranks,
+                                    .launch_loader = sleepy_loader,
+                                    .watch = sleepy_watch,
+                                    .cancel = sleepy_cancel,
+                                    .free = sleepy_free};
 
 static void test_ranks_that_never_start_time_out(void **state) {
     fixture *f = *state;

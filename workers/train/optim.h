@@ -63,6 +63,33 @@ static inline size_t taas_optim_state_floats(const taas_optim_config *cfg, size_
     return 0;
 }
 
+/* The state's parts in layout order, by torch.optim's names for them (state['exp_avg']):
+ * how many (taas_optim_state_floats / n), each named in names[]. */
+static inline int taas_optim_state_names(const taas_optim_config *cfg, const char *names[3]) {
+    int k = 0;
+    switch (cfg->kind) {
+    case TAAS_OPTIM_SGD:
+        if (cfg->momentum != 0.0) names[k++] = "momentum_buffer";
+        break;
+    case TAAS_OPTIM_ADAM:
+    case TAAS_OPTIM_ADAMW:
+        names[k++] = "exp_avg";
+        names[k++] = "exp_avg_sq";
+        if (cfg->amsgrad) names[k++] = "max_exp_avg_sq";
+        break;
+    case TAAS_OPTIM_ADADELTA:
+        names[k++] = "square_avg";
+        names[k++] = "acc_delta";
+        break;
+    case TAAS_OPTIM_RMSPROP:
+        names[k++] = "square_avg";
+        if (cfg->momentum > 0.0) names[k++] = "momentum_buffer";
+        if (cfg->centered) names[k++] = "grad_avg";
+        break;
+    }
+    return k;
+}
+
 /* One step of the configured optimizer; the config must have passed the check. */
 void taas_optim_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
                      size_t n, long step);

@@ -331,8 +331,16 @@ static const entry *find_entry(const entry *es, size_t n, const char *key) {
     return NULL;
 }
 
+/* A checkpoint's optimizer state, which a reader of the model's tensors passes over. */
+static int skipped(const char *key, int checkpoint, const taas_st_tensor *t, size_t n) {
+    if (!checkpoint || strncmp(key, TAAS_ST_OPTIMIZER_PREFIX, strlen(TAAS_ST_OPTIMIZER_PREFIX)) != 0) return 0;
+    for (size_t j = 0; j < n; j++)
+        if (strcmp(t[j].key, key) == 0) return 0;  /* asked for by name: a checkpoint's reader */
+    return 1;
+}
+
 /* Missing and extra keys, each listed, in one message. */
-static int check_keys(const char *path, const entry *es, size_t nes,
+static int check_keys(const char *path, const entry *es, size_t nes, int checkpoint,
                       const taas_st_tensor *t, size_t n, taas_error *err) {
     taas_buf missing = TAAS_BUF_INIT, extra = TAAS_BUF_INIT;
     size_t nmiss = 0, nextra = 0;
@@ -343,7 +351,7 @@ static int check_keys(const char *path, const entry *es, size_t nes,
     for (size_t i = 0; i < nes; i++) {
         int found = 0;
         for (size_t j = 0; j < n && !found; j++) found = strcmp(t[j].key, es[i].key) == 0;
-        if (!found) taas_buf_printf(&extra, "%s'%s'", nextra++ ? ", " : "", es[i].key);
+        if (!found && !skipped(es[i].key, checkpoint, t, n)) taas_buf_printf(&extra, "%s'%s'", nextra++ ? ", " : "", es[i].key);
     }
     if (nmiss || nextra) {
         taas_error_set(err, "TaasValueError", NOPOS, "%s does not fit the model:%s%s%s%s%s", path,
@@ -480,18 +488,20 @@ int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_
         goto out;
     }
     size_t nes = 0;
+    int checkpoint = 0;
     const char *k;
     json_t *v;
     json_object_foreach(root, k, v) {
         if (strcmp(k, "__metadata__") == 0) {
             if (check_metadata(path, v, err) < 0) goto out;
+            checkpoint = json_object_get(v, TAAS_ST_CHECKPOINT_KEY) != NULL;
             continue;
         }
         if (parse_entry(path, k, v, &es[nes], err) < 0) goto out;
         nes++;
     }
     if (check_offsets(path, es, nes, data_len, err) < 0) goto out;
-    if (check_keys(path, es, nes, tensors, n, err) < 0) goto out;
+    if (check_keys(path, es, nes, checkpoint, tensors, n, err) < 0) goto out;
     for (size_t i = 0; i < n; i++)
         if (check_fit(path, find_entry(es, nes, tensors[i].key), &tensors[i], err) < 0) goto out;
     for (size_t i = 0; i < n; i++) {
@@ -511,4 +521,27 @@ out:
     json_decref(root);
     close(fd);
     return rc;
+}
+
+int taas_safetensors_metadata(const char *path, json_t **meta, taas_error *err) {
+    *meta = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        taas_error_set(err, "TaasIOError", NOPOS, "cannot open %s: %s", path, strerror(errno));
+        taas_error_hint(err, "check the path");
+        return -1;
+    }
+    json_t *root = NULL;
+    uint64_t data_start = 0, data_len = 0;
+    int rc = load_header(path, fd, &root, &data_start, &data_len, err);
+    close(fd);
+    if (rc < 0) return -1;
+    json_t *m = json_object_get(root, "__metadata__");
+    if (m && check_metadata(path, m, err) < 0) {
+        json_decref(root);
+        return -1;
+    }
+    *meta = m ? json_incref(m) : json_object();
+    json_decref(root);
+    return 0;
 }

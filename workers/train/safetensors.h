@@ -42,6 +42,12 @@ const char *taas_st_dtype_name(taas_st_dtype d);
 int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size_t n,
                            const taas_st_meta *meta, size_t nmeta, taas_error *err);
 
+/* A checkpoint (checkpoint.h) is a weights file whose __metadata__ has this key; its
+ * optimizer's state is in tensors named under this prefix, which a reader that does not ask
+ * for them by name passes over: a checkpoint loads wherever weights do. */
+#define TAAS_ST_CHECKPOINT_KEY "taas.checkpoint"
+#define TAAS_ST_OPTIMIZER_PREFIX "optimizer."
+
 /* Reads path into the buffers of the n expected tensors. The file must hold exactly these
  * keys with these dtypes and shapes; everything is checked before any buffer is written,
  * so on error (-1, err filled, naming the file and the key) the buffers are untouched.
@@ -49,5 +55,10 @@ int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size
  * against a model's table), and a negative size in its shape accepts any size. */
 int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_t n,
                           taas_error *err);
+
+/* The file's "__metadata__" object (a new reference; empty when it has none), after the
+ * header's checks. 0, or -1 with err. */
+struct json_t;
+int taas_safetensors_metadata(const char *path, struct json_t **meta, taas_error *err);
 
 #endif

@@ -10,6 +10,7 @@
 #include "cu_comm.h"
 #include "cu_loss.h"
 #include "cu_optim.h"
+#include "checkpoint.h"
 #include "cu_stage.h"
 #include "safetensors.h"
 
@@ -27,6 +28,7 @@ typedef struct cu_engine {
     int fused;                  /* NLLLoss after a final LogSoftmax: cross-entropy on its input */
     size_t k;                   /* outputs per sample */
     float *state;               /* device: the optimizer's, one allocation */
+    taas_optim_config opt;      /* its kind and options: the state's layout */
     float *dout;                /* device: the loss's gradient (cap, k) */
     double *rows, *rows_host;   /* each sample's loss: device, pinned host */
     int *right, *right_host;    /* eval: each sample's hit */
@@ -235,6 +237,48 @@ static int save(taas_engine *base, const char *path, taas_error *err) {
     return rc;
 }
 
+/* The optimizer's state goes through a host copy; the model's through the host model. */
+static float *host_state(cu_engine *e, size_t *bytes, taas_error *err) {
+    *bytes = taas_optim_state_floats(&e->opt, e->m->nparams) * sizeof(float);
+    float *h = malloc(*bytes ? *bytes : 1);
+    if (!h) taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the optimizer's state");
+    return h;
+}
+
+static int checkpoint(taas_engine *base, const char *path, const json_t *meta, taas_error *err) {
+    cu_engine *e = (cu_engine *)base;
+    taas_model *m = e->m;
+    size_t bytes;
+    float *h = host_state(e, &bytes, err);
+    if (!h) return -1;
+    int rc = taas_cu_model_download(&e->dm, err) ||
+             (bytes && taas_cu_download(&e->cu, h, e->state, bytes, "copying the optimizer's state back", err));
+    if (!rc) {
+        taas_checkpoint_bufs b = {m->table, m->ntable, m->nparams, m->params, m->stats, m->counters, h};
+        rc = taas_checkpoint_write(path, &b, &e->opt, meta, err);
+    }
+    free(h);
+    return rc ? -1 : 0;
+}
+
+static int restore(taas_engine *base, const char *path, json_t **meta, taas_error *err) {
+    cu_engine *e = (cu_engine *)base;
+    taas_model *m = e->m;
+    size_t bytes;
+    float *h = host_state(e, &bytes, err);
+    if (!h) return -1;
+    taas_checkpoint_bufs b = {m->table, m->ntable, m->nparams, m->params, m->stats, m->counters, h};
+    int rc = taas_checkpoint_read(path, &b, &e->opt, meta, err) ||
+             taas_cu_upload(&e->cu, e->dm.params, m->params, m->nparams * sizeof(float), "uploading the parameters",
+                            err) ||
+             taas_cu_upload(&e->cu, e->dm.stats, m->stats, m->nstats * sizeof(float),
+                            "uploading the BatchNorm statistics", err) ||
+             (bytes && taas_cu_upload(&e->cu, e->state, h, bytes, "uploading the optimizer's state", err)) ||
+             taas_cu_sync(&e->cu, "restoring the checkpoint", err);
+    free(h);
+    return rc ? -1 : 0;
+}
+
 static void engine_free(taas_engine *base) {
     cu_engine *e = (cu_engine *)base;
     if (!e) return;
@@ -253,7 +297,7 @@ static void engine_free(taas_engine *base) {
     free(e);
 }
 
-static const taas_engine_ops CUDA_OPS = {compute, update, eval, share_stats, save, engine_free};
+static const taas_engine_ops CUDA_OPS = {compute, update, eval, share_stats, save, checkpoint, restore, engine_free};
 
 /* The parts that can fail, in order; engine_free undoes whatever was made. */
 static int setup(cu_engine *e, const taas_optim_config *opt, int device, taas_collective *c, taas_error *err) {
@@ -284,6 +328,7 @@ __attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_mo
     e->m = m;
     e->loss_kind = loss->kind;
     e->smoothing = loss->label_smoothing;
+    e->opt = *opt;
     const taas_model_layer *last = &m->layers[m->nlayers - 1];
     e->k = 1;
     for (int i = 0; i < last->out.rank; i++) e->k *= (size_t)last->out.d[i];

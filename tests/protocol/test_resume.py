@@ -1,0 +1,204 @@
+"""Jobs that survive (issue 15), through a real kernel on the local backend: a fit writes
+checkpoints, a stopped job says where its last one is, fit(..., resume=PATH) goes on from it,
+and a rank that dies resumes from the last checkpoint by itself, up to max_restarts. In every
+case the final weights and the per-epoch checksums are byte for byte those of a run that was
+never disturbed.
+
+The jobs are held by the test, never by timing: taas-worker is reached through a wrapper (the
+kernel's TAAS_WORKER) that keeps loader worker 3 of the training loader from starting until
+the test opens its gate. Rank 1 trains item 3 at step 2 (items k = 2s + r), so a job with the
+gate shut trains step 1, checkpoints, and waits there for as long as the test likes."""
+
+import glob
+import hashlib
+import os
+import re
+import signal
+import stat
+import unittest
+
+import taastest
+from taastest import result_text, stream_text
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+# the test split (10,000 samples) as training data: 2 epochs of 50 steps on 2 ranks
+SETUP = """\
+transform = Compose([ToTensor(), Normalize((0.2860,), (0.3530,))])
+train = DataLoader(FashionMNIST(root='%s', train=False, transform=transform), batch_size=100, shuffle=True)
+test = DataLoader(FashionMNIST(root='%s', train=False, transform=transform), batch_size=1000)
+register(train)
+""" % (FASHION, FASHION)
+NET = ("Sequential(Conv2d(1, 8, 3), ReLU(), MaxPool2d(2), Dropout(0.25), Flatten(), Linear(1352, 32), "
+       "BatchNorm1d(32), ReLU(), Linear(32, 10), LogSoftmax(dim=1))")
+
+WRAPPER = """#!/bin/sh
+# the test's hold on loader worker 3: it starts once the gate is open
+case " $* " in
+  *" loader "*" --worker 3 "*) [ -e '%(dir)s/open' ] || read -r _ < '%(dir)s/gate' ;;
+esac
+exec '%(real)s' "$@"
+"""
+
+
+def fit_cell(name, extra="", pragma=True):
+    return ("%s%s = %s\n"
+            "h_%s = fit(%s, train, epochs=2, loss=NLLLoss(), optimizer=Adam(lr=0.002), "
+            "scheduler=StepLR(step_size=1, gamma=0.5), validate=test, seed=11, checkpoint_every=1%s)\n"
+            "save(%s, '%s.safetensors')"
+            % ("#pragma taas --gpus 2 --cpus 4\n" if pragma else "", name, NET, name, name, extra, name, name))
+
+
+def trainer_pids():
+    return sorted(p for p, (_, args) in taastest.processes().items()
+                  if args.startswith(taastest.worker_binary()) and " trainer " in args)
+
+
+@unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
+class Resume(taastest.KernelCase):
+    tmp_prefix = "taas-resume-"
+
+    @staticmethod
+    def kernel_env(tmp):
+        wrapper = os.path.join(tmp, "taas-worker")
+        with open(wrapper, "w") as f:
+            f.write(WRAPPER % {"dir": tmp, "real": taastest.worker_binary()})
+        os.chmod(wrapper, stat.S_IRWXU)
+        os.mkfifo(os.path.join(tmp, "gate"))
+        jobs = os.path.join(tmp, "jobs")
+        os.mkdir(jobs)
+        return {"TAAS_WORKER": wrapper, "TMPDIR": jobs}
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        reply, msgs = cls.k.execute(SETUP, timeout=30)
+        assert reply["content"]["status"] == "ok", msgs
+        cls.gate(True)
+        reply, msgs = cls.k.execute(fit_cell("ref") + "\nh_ref", timeout=300)
+        assert reply["content"]["status"] == "ok", msgs
+        cls.ref = msgs
+
+    @classmethod
+    def gate(cls, open_):
+        path = os.path.join(cls.tmp.name, "open")
+        if open_:
+            open(path, "w").close()
+        elif os.path.exists(path):
+            os.unlink(path)
+
+    def setUp(self):
+        self.gate(False)
+
+    def weights(self, name):
+        with open(os.path.join(self.tmp.name, name + ".safetensors"), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+
+    def checksums(self, msgs):
+        lines = [l for l in stream_text(msgs).splitlines() if l.startswith("done: ")]
+        self.assertEqual(len(lines), 1, stream_text(msgs))
+        return lines[0].split("; ")[-1]
+
+    def history(self, msgs):
+        """The History's rows without the times: epoch, train loss, val loss, val accuracy."""
+        return [row.split()[:4] for row in result_text(msgs).splitlines()[2:]]
+
+    def same_as_undisturbed(self, name, msgs, history):
+        """The run's checksums (msgs, its cell's) and History (history, a cell that shows it)
+        and its weights are the undisturbed run's."""
+        self.assertEqual(self.checksums(msgs), self.checksums(self.ref))
+        self.assertRegex(self.checksums(msgs), r"epoch 1 10,000 0x[0-9a-f]{16}, epoch 2 10,000 0x[0-9a-f]{16}$")
+        self.assertEqual(self.history(history), self.history(self.ref))
+        self.assertEqual(self.weights(name), self.weights("ref"))
+
+    def checkpoints(self):
+        return glob.glob(os.path.join(self.tmp.name, "jobs", "taas-job-*", "checkpoint-*.safetensors"))
+
+    def start_held(self, name, extra=""):
+        """A job held at step 1 with its first checkpoint written: the cell's msg_id."""
+        before = set(self.checkpoints())
+        msg_id = self.k.send("shell", "execute_request", {"code": fit_cell(name, extra), "silent": False,
+                                                          "store_history": True, "user_expressions": {},
+                                                          "allow_stdin": False, "stop_on_error": True})
+        self.assertTrue(taastest.wait_until(lambda: set(self.checkpoints()) - before, 120), "no checkpoint came")
+        return msg_id
+
+    def test_1_stop_then_resume_by_hand(self):
+        msg_id = self.start_held("a")
+        self.k.request("control", "interrupt_request")
+        reply = self.k.reply(msg_id, timeout=30)
+        self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
+        err = stream_text(self.k.iopub(msg_id), "stderr")
+        m = re.search(r"the last checkpoint is (\S+) \(epoch 1, step 1\): fit\(\.\.\., resume='(\S+)'\) goes on "
+                      r"from it\n", err)
+        self.assertTrue(m, err)
+        path = m.group(2)
+        self.assertEqual(m.group(1), path)
+        self.assertTrue(os.path.isfile(path))
+        self.gate(True)
+        msgs = self.ok(fit_cell("b", ", resume='%s'" % path) + "\nh_b", timeout=300)
+        self.same_as_undisturbed("b", msgs, msgs)
+        # a checkpoint loads wherever weights do
+        self.ok("c = %s\nload('%s', into=c)" % (NET, path))
+
+    def test_2_a_killed_rank_resumes_by_itself(self):
+        msg_id = self.start_held("k")
+        victims = trainer_pids()
+        self.assertEqual(len(victims), 2)
+        self.gate(True)  # the loaders the restart makes are not held
+        os.kill(victims[1], signal.SIGKILL)
+        reply = self.k.reply(msg_id, timeout=300)
+        msgs = self.k.iopub(msg_id)
+        self.assertEqual(reply["content"]["status"], "ok", stream_text(msgs, "stderr"))
+        self.assertRegex(stream_text(msgs, "stderr"), r"trainer rank \d on \S+ \(pid %d\) exited on signal 9 "
+                                                      r"\(Killed\); resuming from step 1 \(epoch 1\), restart 1 of 3\n"
+                                                      % victims[1])
+        self.same_as_undisturbed("k", msgs, self.ok("h_k"))
+
+    def test_3_the_job_stops_after_max_restarts(self):
+        msg_id = self.start_held("m", ", max_restarts=2")
+        seen = set()
+        for _ in range(3):  # each generation of ranks is held at step 1 too: kill one of it
+            def new_ranks():
+                fresh = [p for p in trainer_pids() if p not in seen]
+                return fresh if len(fresh) == 2 else None
+            pids = taastest.wait_until(new_ranks, 120)
+            self.assertEqual(len(pids), 2, "no new ranks came")
+            seen.update(pids)
+            os.kill(pids[0], signal.SIGKILL)
+        reply = self.k.reply(msg_id, timeout=120)
+        self.assertEqual(reply["content"]["status"], "error")
+        err = taastest.error_of(self.k.iopub(msg_id))
+        self.assertRegex(err["evalue"], r"exited on signal 9 \(Killed\), after 2 restarts: the job stops")
+        self.assertIn("max_restarts=2", taastest.traceback_text(err))
+
+    def test_4_bad_checkpoints_are_refused_and_nothing_is_touched(self):
+        self.ok("save(ref, 'plain.safetensors')")
+        weights_before = self.weights("ref")
+        plain = os.path.join(self.tmp.name, "plain.safetensors")
+        err = self.error(fit_cell("x", ", resume='plain.safetensors'", pragma=False), "TaasValueError")
+        self.assertIn("plain.safetensors holds weights but is not a checkpoint", err["evalue"])
+        msg_id = self.start_held("y")
+        self.k.request("control", "interrupt_request")
+        self.k.reply(msg_id, timeout=30)
+        path = re.search(r"resume='(\S+)'", stream_text(self.k.iopub(msg_id), "stderr")).group(1)
+        with open(path, "rb") as f:
+            whole = f.read()
+        cut = os.path.join(self.tmp.name, "cut.safetensors")
+        with open(cut, "wb") as f:
+            f.write(whole[:len(whole) // 2])
+        err = self.error(fit_cell("x", ", resume='cut.safetensors'"), "TaasDataError")
+        self.assertIn("cut.safetensors", err["evalue"])
+        other = "Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))"
+        err = self.error("o = %s\nfit(o, train, epochs=2, loss=NLLLoss(), optimizer=Adam(lr=0.002), resume='%s')"
+                         % (other, path), "TaasValueError")
+        self.assertRegex(err["evalue"], r"fit\(\) resume: .* does not fit the model")
+        err = self.error(fit_cell("x", ", resume='%s'" % path).replace("seed=11", "seed=12"), "TaasValueError")
+        self.assertIn("the checkpoint was made with seed 11; this fit has 12", err["evalue"])
+        self.assertEqual(self.weights("ref"), weights_before)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), whole)
+        self.assertTrue(os.path.isfile(plain))
+
+
+if __name__ == "__main__":
+    unittest.main()
