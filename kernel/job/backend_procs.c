@@ -88,6 +88,11 @@ static int mpirun_rank_death(const char *tail, int *rank, char *host, size_t hn,
 static void ranks_ended(taas_job *j, job_procs *ps, taas_proc *p) {
     char how[96], host[64], what[1024];
     int rank;
+    /* the backend's words first: srun may exit 0 after a node failure */
+    if (ps->why && ps->why(j, p, what, sizeof what)) {
+        taas_job_ranks_ended(j, 0, what);
+        return;
+    }
     if (taas_proc_ok(p)) {
         taas_job_ranks_ended(j, 1, "");
         return;
@@ -142,7 +147,9 @@ void taas_procs_free(taas_job *j, job_procs *ps) {
     taas_proc_free(ps->ranks);
     for (int i = 0; ps->loaders && i < j->nloaders; i++) taas_proc_free(ps->loaders[i]);
     free(ps->loaders);
+    int (*why)(taas_job *, const taas_proc *, char *, size_t) = ps->why;
     memset(ps, 0, sizeof *ps);
+    ps->why = why;
 }
 
 int taas_procs_run(const char *what, char *const argv[], const char *input, double timeout_s, char *out, size_t n,

@@ -28,6 +28,8 @@ extern char **environ;
 
 static const taas_srcpos NOPOS = {0, 0};
 
+static int slurm_why(taas_job *j, const taas_proc *p, char *out, size_t n);
+
 /* Seconds for a Slurm client command that answers at once (sinfo, squeue, scancel). */
 #define CLIENT_S 30.0
 
@@ -48,6 +50,7 @@ typedef struct slurm_state {
     pid_t reaper;
     int reaper_fd;             /* its stdin: the kernel's end closes it */
     int cancelled;
+    char exclude[256];         /* nodes that failed the job: a resumed job's ranks go elsewhere */
     job_procs procs;
 } slurm_state;
 
@@ -128,6 +131,7 @@ static int component_args(taas_job *j, slurm_state *st, char **out, char bufs[8]
     if (c->partition[0]) out[n++] = "--partition", out[n++] = (char *)c->partition;
     if (c->constraint[0]) out[n++] = "--constraint", out[n++] = (char *)c->constraint;
     gpu_request(c, st->per_node, out, &n, bufs[4], sizeof bufs[4]);
+    if (st->exclude[0]) out[n++] = "--exclude", out[n++] = st->exclude;
     if (j->nstreams * j->cpus > 0) {
         snprintf(bufs[3], 96, "%d", j->nstreams * j->cpus);
         out[n++] = ":";
@@ -200,6 +204,7 @@ static int slurm_plan(taas_job *j, const taas_io *io, taas_error *err) {
     if (!st) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory planning the job");
     j->be_state = st;
     st->reaper_fd = -1;
+    st->procs.why = slurm_why;
     const taas_pragma *pr = j->pragma;
     const taas_cluster *cl = &j->cluster;
     snprintf(st->name, sizeof st->name, "taas-%s", j->id);
@@ -233,6 +238,11 @@ static int slurm_plan(taas_job *j, const taas_io *io, taas_error *err) {
     argv[n++] = "--test-only";
     argv[n++] = "--job-name";
     argv[n++] = st->name;
+    char immediate[48];
+    if (j->restarts > 0) {  /* a resuming job runs on what the cluster has now, or says it cannot */
+        snprintf(immediate, sizeof immediate, "--immediate=%.0f", j->start_timeout);
+        argv[n++] = immediate;
+    }
     n += component_args(j, st, argv + n, bufs);
     argv[n++] = "--wrap";
     argv[n++] = "true";
@@ -314,6 +324,11 @@ static int slurm_launch_ranks(taas_job *j, taas_error *err) {
     argv[n++] = "--no-shell";
     argv[n++] = "--job-name";
     argv[n++] = st->name;
+    char immediate[48];
+    if (j->restarts > 0) {  /* a resuming job runs on what the cluster has now, or says it cannot */
+        snprintf(immediate, sizeof immediate, "--immediate=%.0f", j->start_timeout);
+        argv[n++] = immediate;
+    }
     n += component_args(j, st, argv + n, bufs);
     argv[n] = NULL;
     start_reaper(st);
@@ -486,10 +501,10 @@ static int granted(taas_job *j, slurm_state *st, taas_error *err) {
     return 0;
 }
 
-/* srun's words for a node that failed: "Node failure on gpu2", "gpu2: task 1: Killed". */
-static void name_the_node(taas_job *j, slurm_state *st) {
-    taas_proc *p = st->procs.ranks;
-    if (!p || !p->exited || taas_proc_ok(p) || j->done) return;
+/* srun's words for a node that failed: "Node failure on gpu2", "gpu2: task 1: Killed". The
+ * node is left out of the allocation a resumed job asks for. */
+static int slurm_why(taas_job *j, const taas_proc *p, char *out, size_t n) {
+    slurm_state *st = j->be_state;
     const char *nf = strstr(p->tail, "Node failure on ");
     char node[64] = "", how[64] = "";
     int task = -1;
@@ -499,13 +514,13 @@ static void name_the_node(taas_job *j, slurm_state *st) {
         for (const char *e = strstr(p->tail, "error: "); e && !node[0]; e = strstr(e + 1, "error: "))
             if (sscanf(e, "error: %63[^: \n]: task %d: %63[^\n]", node, &task, how) != 3) node[0] = '\0';
     }
-    if (!node[0]) return;
-    if (nf)
-        taas_job_fail(j, "TaasWorkerError", "Slurm ended the job's steps; run the cell again once the node is back "
-                      "(sinfo shows it)", "the ranks' node %s failed (Slurm: Node failure on %s)", node, node);
-    else
-        taas_job_fail(j, "TaasWorkerError", "the other ranks were stopped with it; sinfo shows whether the node is "
-                      "up; run the cell again", "trainer rank %d on node %s ended: %s", task, node, how);
+    if (!node[0]) return 0;
+    size_t len = strlen(st->exclude);
+    if (!strstr(st->exclude, node) && len + strlen(node) + 2 < sizeof st->exclude)
+        snprintf(st->exclude + len, sizeof st->exclude - len, "%s%s", len ? "," : "", node);
+    if (nf) snprintf(out, n, "the ranks' node %s failed (Slurm: Node failure on %s)", node, node);
+    else snprintf(out, n, "trainer rank %d on node %s ended: %s", task, node, how);
+    return 1;
 }
 
 static void slurm_watch(taas_job *j) {
@@ -525,9 +540,7 @@ static void slurm_watch(taas_job *j) {
             }
         }
     }
-    name_the_node(j, st);
     taas_procs_watch(j, &st->procs);
-    name_the_node(j, st);
 }
 
 /* Ends the allocation (every step with it) and what runs here. */
@@ -554,6 +567,20 @@ static void slurm_cancel(taas_job *j) {
     st->reaper_fd = -1;
 }
 
+/* After cancel (the allocation is gone): the next launch asks Slurm for a new one, without
+ * the nodes that failed. */
+static void slurm_reset(taas_job *j) {
+    slurm_state *st = j->be_state;
+    taas_procs_free(j, &st->procs);
+    taas_proc_free(st->alloc);
+    st->alloc = NULL;
+    st->jobid = 0;
+    st->loader_nodes = 0;
+    st->ranks_wanted = 0;
+    if (st->loaders_wanted) memset(st->loaders_wanted, 0, (size_t)j->nloaders * sizeof *st->loaders_wanted);
+    st->cancelled = 0;
+}
+
 static void slurm_free(taas_job *j) {
     slurm_state *st = j->be_state;
     taas_procs_free(j, &st->procs);
@@ -571,5 +598,6 @@ const taas_backend taas_backend_slurm = {
     .watch = slurm_watch,
     .cancel = slurm_cancel,
     .free = slurm_free,
+    .reset = slurm_reset,
     .queued = 1,
 };

@@ -405,6 +405,13 @@ static void ssh_free(taas_job *j) {
     j->be_state = NULL;
 }
 
+/* After cancel (the hosts' pids killed, the keys' files gone): launches again. */
+static void ssh_reset(taas_job *j) {
+    ssh_state *st = j->be_state;
+    taas_procs_free(j, &st->procs);
+    st->killed = 0;
+}
+
 const taas_backend taas_backend_ssh = {
     .name = "ssh",
     .plan = ssh_plan,
@@ -413,4 +420,5 @@ const taas_backend taas_backend_ssh = {
     .watch = ssh_watch,
     .cancel = ssh_cancel,
     .free = ssh_free,
+    .reset = ssh_reset,
 };

@@ -267,7 +267,10 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         const char *data = json_string_value(json_object_get(b, "data"));
         snprintf(j->ranks[r].data, sizeof j->ranks[r].data, "%s", data ? data : "");
         j->ranks[r].ready = 1;
-        if (++j->nready == j->world) start_loaders(j);
+        if (++j->nready == j->world) {
+            j->resuming = 0;
+            start_loaders(j);
+        }
     } else if (!strcmp(t, "log")) {
         const char *text = json_string_value(json_object_get(b, "text"));
         char who[96];
@@ -361,6 +364,7 @@ static int launch_all(taas_job *j, long long epoch, long long step, taas_error *
 static void restart(taas_job *j, const taas_io *io) {
     j->restart_due = 0;
     j->restarts++;
+    j->resuming = 1;
     char line[1400];
     if (j->ckpt[0][0])
         snprintf(line, sizeof line, "%s; resuming from step %lld (epoch %lld), restart %d of %d\n", j->restart_why,
@@ -531,6 +535,12 @@ int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
     if (taas_job_view_due(j) > 0 && taas_now() >= taas_job_view_due(j)) taas_job_view(j, io, 1);
     int rc = 1;
     if (j->failed) {
+        if (j->resuming) {  /* what it was resuming from is the cause to read first */
+            j->resuming = 0;
+            size_t len = strlen(j->failure.message);
+            snprintf(j->failure.message + len, sizeof j->failure.message - len, " (while resuming after: %s)",
+                     j->restart_why);
+        }
         end_processes(j);
         taas_trainview_end(j->view, "failed", NULL);
         taas_job_view(j, io, 1);

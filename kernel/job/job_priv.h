@@ -85,6 +85,7 @@ struct taas_job {
     long long ckpt_epoch, ckpt_step, ckpt_steps;
     /* resuming after a rank's death: how many times it may, has, and why it is due */
     int max_restarts, restarts, restart_due;
+    int resuming;         /* restarted, and not every rank is ready yet */
     char restart_why[1024];
     double t0, hello_deadline, next_beat;
     double start_timeout; /* seconds from the launch for every rank to be ready */

@@ -33,16 +33,18 @@ BUILD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(os.environ["TAAS_KER
 FASHION = "/usr/share/datasets/fashion-mnist"
 DEADLINE = 60
 
-SETUP = """\
-transform = Compose([ToTensor(), Normalize((0.2860,), (0.3530,))])
-train = DataLoader(FashionMNIST(root='%s', train=True, transform=transform), batch_size=32, shuffle=False)
-register(train)
+NET = """\
 net = Sequential(
     Conv2d(1, 32, 3, 1), ReLU(), Conv2d(32, 64, 3, 1), ReLU(),
     MaxPool2d(2), Dropout(0.25), Flatten(),
     Linear(9216, 128), BatchNorm1d(128), ReLU(), Dropout(0.5),
     Linear(128, 10), LogSoftmax(dim=1))
-""" % FASHION
+"""
+SETUP = """\
+transform = Compose([ToTensor(), Normalize((0.2860,), (0.3530,))])
+train = DataLoader(FashionMNIST(root='%s', train=True, transform=transform), batch_size=32, shuffle=False)
+register(train)
+""" % FASHION + NET
 FIT = ("h = fit(net, train, epochs=1, loss=NLLLoss(), optimizer=Adadelta(lr=1.0), "
        "scheduler=StepLR(step_size=1, gamma=0.7), seed=5)\nsave(net, 'out.safetensors')")
 # A rank's compute threads change the order of BLAS's sums, so results are byte-identical for
@@ -105,10 +107,10 @@ def kernel_env():
     return CL.slurm_env(dict(os.environ, TAAS_CONFIG=CONFIG))
 
 
-def pragma(backend, units, cpus=2):
+def pragma(backend, units, cpus=2, gpus=2):
     # on Slurm the configuration says where the ranks go; ssh fills the gpu hosts' slots
     head = "#!t1.4\n" if backend == "slurm" else ""
-    return head + "#pragma taas --gpus 2 --cpus %d --units %d\n" % (cpus, units)
+    return head + "#pragma taas --gpus %d --cpus %d --units %d\n" % (gpus, cpus, units)
 
 
 def run_nbclient(backend, cwd, units=1280, cpus=2):
@@ -143,13 +145,14 @@ def summary(text):
     return lines[0].split("; ")[-1]
 
 
-def started(text):
+def started(text, last=False):
     """{"rank 0": (host, pid, data), "loader train.0": (host, pid, None), ...} from the line
-    a job off this machine prints once every worker is there."""
+    a job off this machine prints once every worker is there (last: the last of several, a
+    job that resumed)."""
     line = [l for l in text.splitlines() if l.startswith("started: ")]
-    assert len(line) == 1, text
+    assert line and (last or len(line) == 1), text
     out = {}
-    for m in re.finditer(r"(rank \d+|loader \S+) on (\S+) \(pid (\d+)(?:, data (\S+))?\)", line[0]):
+    for m in re.finditer(r"(rank \d+|loader \S+) on (\S+) \(pid (\d+)(?:, data (\S+))?\)", line[-1]):
         out[m.group(1)] = (m.group(2), int(m.group(3)), m.group(4))
     return out
 
@@ -254,9 +257,10 @@ class Faults(unittest.TestCase):
     def tearDownClass(cls):
         cls.k.close()
 
-    def start(self, backend, units):
+    def start(self, backend, units, gpus=2, fit=FIT):
         write_config(backend)
-        msg_id = self.k.send("shell", "execute_request", {"code": pragma(backend, units) + FIT, "silent": False,
+        msg_id = self.k.send("shell", "execute_request", {"code": pragma(backend, units, gpus=gpus) + fit,
+                                                          "silent": False,
                                                           "store_history": True, "user_expressions": {},
                                                           "allow_stdin": False, "stop_on_error": True})
         seen = []
@@ -298,8 +302,8 @@ class Faults(unittest.TestCase):
         self.assertTrue(taastest.wait_until(lambda: not left(), within), left())
         return time.monotonic() - t0
 
-    def undisturbed(self, backend, units):
-        msg_id, seen, _ = self.start(backend, units)
+    def undisturbed(self, backend, units, gpus=2):
+        msg_id, seen, _ = self.start(backend, units, gpus)
         reply, msgs = self.finish(msg_id, seen)
         self.assertEqual(reply["content"]["status"], "ok", stream_text(msgs, "stderr"))
         return summary(stream_text(msgs))
@@ -341,6 +345,7 @@ class Faults(unittest.TestCase):
                                     CL.slurm("squeue").stdout)
 
     def test_3_a_node_that_dies_is_named(self):
+        """The job resumes without the node, which it cannot: 2 ranks, 1 gpu host left."""
         msg_id, seen, where = self.start("slurm", 64000)
         host = where["rank 1"][0]
         self.hold(host)
@@ -349,12 +354,49 @@ class Faults(unittest.TestCase):
             reply, msgs = self.finish(msg_id, seen, timeout=120)
             self.assertEqual(reply["content"]["status"], "error")
             err = taastest.error_of(msgs)
-            self.assertEqual(err["ename"], "TaasWorkerError")
-            self.assertIn(host, err["evalue"])
+            self.assertEqual(err["ename"], "TaasOffloadError", err["evalue"])
+            self.assertRegex(err["evalue"], r"^Slurm did not grant the job's allocation: .*\(while resuming after: "
+                                            r"(trainer rank \d on node %s ended|the ranks' node %s failed)"
+                                            % (host, host))
+            self.assertRegex(stream_text(msgs, "stderr"), r"; (resuming from step \d+ \(epoch 1\)|starting again "
+                                                          r"\(no checkpoint yet\)), restart 1 of 3\n")
             self.assertTrue(taastest.wait_until(lambda: not CL.slurm("squeue", "-h").stdout.strip(), 30),
                             CL.slurm("squeue").stdout)
         finally:
             CL.start_slurmd(host, wait=True)
+
+    def test_6_a_dead_rank_resumes_byte_for_byte(self):
+        """ssh: rank 1 killed; Slurm: a one-rank job's node killed, the job resumes on the
+        other gpu host. From the last checkpoint, with the undisturbed run's result."""
+        fit = FIT.replace("seed=5)", "seed=5, checkpoint_every=1)")
+        for backend, gpus in (("ssh", 2), ("slurm", 1)):
+            with self.subTest(backend=backend):
+                self.k.execute(NET)  # both runs start from the same weights
+                before = self.undisturbed(backend, 3200, gpus)
+                weights = sha256(os.path.join(self.cwd, "out.safetensors"))
+                self.k.execute(NET)
+                msg_id, seen, where = self.start(backend, 3200, gpus, fit)
+                host = where["rank %d" % (gpus - 1)][0]
+                held = self.hold(host)
+                try:
+                    if backend == "ssh":
+                        os.kill(held, signal.SIGKILL)
+                    else:
+                        CL.kill_slurmd(host)
+                    reply, msgs = self.finish(msg_id, seen)
+                finally:
+                    if backend == "slurm":
+                        CL.start_slurmd(host, wait=True)
+                self.assertEqual(reply["content"]["status"], "ok", "%s\n%s" % (
+                    stream_text(msgs, "stderr"), taastest.traceback_text(taastest.error_of(msgs)) if
+                    reply["content"]["status"] == "error" else ""))
+                self.assertRegex(stream_text(msgs, "stderr"), r"%s[^\n]*; (resuming from step \d+ \(epoch 1\)|starting "
+                                 r"again \(no checkpoint yet\)), restart 1 of 3\n" % re.escape(host))
+                self.assertEqual(summary(stream_text(msgs)), before)
+                self.assertEqual(sha256(os.path.join(self.cwd, "out.safetensors")), weights)
+                if backend == "slurm":  # the ranks went where the node that died is not
+                    again = started(stream_text(msgs), last=True)
+                    self.assertNotEqual(again["rank 0"][0], host)
 
     def test_5_a_kernel_that_dies_takes_its_job(self):
         """SIGKILL to the kernel: on ssh the workers' connections end with it (a loader's stdin,
