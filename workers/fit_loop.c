@@ -47,6 +47,8 @@ struct taas_fit {
     long long ckpt_every;
     int ckpt_due;               /* every rank: rank 0 asked for one with the last step */
     double ckpt_last, ckpt_cost;/* rank 0: when the last ended, and what it took */
+    double ckpt_s;              /* rank 0: all checkpoints' time (this run's), and how many */
+    long long ckpt_n;
     /* where training starts: epoch, step within it, and that epoch's sums so far (resume) */
     long long epoch0, step0;
     double loss0, samples0;
@@ -410,6 +412,8 @@ static int take_checkpoint(taas_fit *f, long long e, long long s, double loss_su
     json_decref(info);
     f->ckpt_last = taas_job_now();
     f->ckpt_cost = f->ckpt_last - t;
+    f->ckpt_s += f->ckpt_cost;
+    f->ckpt_n++;
     return 0;
 }
 
@@ -651,6 +655,9 @@ json_t *taas_fit_done(const taas_fit *f) {
     json_object_set_new(j, "wait_s", json_real(f->wait_all));
     json_object_set_new(j, "first_wait_s", json_real(f->first_wait_all));
     json_object_set_new(j, "step_s", json_real(f->step_all));
+    /* rank 0's checkpoints of this run (the others wait for it meanwhile) */
+    json_object_set_new(j, "checkpoints", json_integer(f->ckpt_n));
+    json_object_set_new(j, "checkpoint_s", json_real(f->ckpt_s));
     return j;
 }
 

@@ -56,7 +56,8 @@ void taas_fit_set_source(taas_fit *f, const char *which, taas_fit_source src);
  * *step the global step it failed at (0 before the first). */
 int taas_fit_run(taas_fit *f, long long *step, taas_error *err);
 /* {"event": "done", "steps", "history", "checksums", "interrupted", "wait_s", "first_wait_s",
- * "step_s"} (the times summed over the ranks). New reference. */
+ * "step_s"} (the times summed over the ranks), "checkpoints" and "checkpoint_s" (rank 0's,
+ * this run's). New reference. */
 json_t *taas_fit_done(const taas_fit *f);
 /* Writes this rank's weights (safetensors with PyTorch's state_dict names). */
 int taas_fit_save(const taas_fit *f, const char *path, taas_error *err);

@@ -501,8 +501,8 @@ static int granted(taas_job *j, slurm_state *st, taas_error *err) {
     return 0;
 }
 
-/* srun's words for a node that failed: "Node failure on gpu2", "gpu2: task 1: Killed". The
- * node is left out of the allocation a resumed job asks for. */
+/* srun's words for a node that failed, "Node failure on gpu2" (the node is left out of the
+ * allocation a resumed job asks for), or for a task that ended, "gpu2: task 1: Killed". */
 static int slurm_why(taas_job *j, const taas_proc *p, char *out, size_t n) {
     slurm_state *st = j->be_state;
     const char *nf = strstr(p->tail, "Node failure on ");
@@ -516,7 +516,8 @@ static int slurm_why(taas_job *j, const taas_proc *p, char *out, size_t n) {
     }
     if (!node[0]) return 0;
     size_t len = strlen(st->exclude);
-    if (!strstr(st->exclude, node) && len + strlen(node) + 2 < sizeof st->exclude)
+    /* a node that failed, not a task that was killed on a node that works */
+    if (nf && !strstr(st->exclude, node) && len + strlen(node) + 2 < sizeof st->exclude)
         snprintf(st->exclude + len, sizeof st->exclude - len, "%s%s", len ? "," : "", node);
     if (nf) snprintf(out, n, "the ranks' node %s failed (Slurm: Node failure on %s)", node, node);
     else snprintf(out, n, "trainer rank %d on node %s ended: %s", task, node, how);

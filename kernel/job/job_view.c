@@ -57,6 +57,11 @@ void taas_job_summary(taas_job *j, const taas_io *io) {
     if (wait + busy > 0)
         taas_buf_printf(&b, "; the ranks waited for data %.1f%% of the time (%.1f%% after the first batch)",
                         100 * wait / (wait + busy), later + busy > 0 ? 100 * later / (later + busy) : 0.0);
+    long long ckpts = (long long)json_integer_value(json_object_get(d, "checkpoints"));
+    if (ckpts > 0)
+        taas_buf_printf(&b, "; %lld checkpoint%s, %.2f s (%.1f%% of the time)", ckpts, ckpts == 1 ? "" : "s",
+                        json_number_value(json_object_get(d, "checkpoint_s")),
+                        secs > 0 ? 100 * json_number_value(json_object_get(d, "checkpoint_s")) / secs : 0.0);
     const json_t *sums = json_object_get(d, "checksums");
     size_t i;
     const json_t *c;
