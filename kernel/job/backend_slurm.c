@@ -239,7 +239,9 @@ static int slurm_plan(taas_job *j, const taas_io *io, taas_error *err) {
     argv[n++] = "--job-name";
     argv[n++] = st->name;
     char immediate[48];
-    if (j->restarts > 0) {  /* a resuming job runs on what the cluster has now, or says it cannot */
+    /* a job resuming after a failure runs on what the cluster has now, or says it cannot; a
+     * preempted one waits in the queue as a requeued job would */
+    if (j->restarts > 0 && !j->preempted) {
         snprintf(immediate, sizeof immediate, "--immediate=%.0f", j->start_timeout);
         argv[n++] = immediate;
     }
@@ -325,7 +327,9 @@ static int slurm_launch_ranks(taas_job *j, taas_error *err) {
     argv[n++] = "--job-name";
     argv[n++] = st->name;
     char immediate[48];
-    if (j->restarts > 0) {  /* a resuming job runs on what the cluster has now, or says it cannot */
+    /* a job resuming after a failure runs on what the cluster has now, or says it cannot; a
+     * preempted one waits in the queue as a requeued job would */
+    if (j->restarts > 0 && !j->preempted) {
         snprintf(immediate, sizeof immediate, "--immediate=%.0f", j->start_timeout);
         argv[n++] = immediate;
     }
@@ -501,10 +505,16 @@ static int granted(taas_job *j, slurm_state *st, taas_error *err) {
     return 0;
 }
 
-/* srun's words for a node that failed, "Node failure on gpu2" (the node is left out of the
- * allocation a resumed job asks for), or for a task that ended, "gpu2: task 1: Killed". */
+/* srun's words for a preemption ("... CANCELLED AT ... DUE TO PREEMPTION"), a node that failed,
+ * "Node failure on gpu2" (the node is left out of the allocation a resumed job asks for), or
+ * a task that ended, "gpu2: task 1: Killed". */
 static int slurm_why(taas_job *j, const taas_proc *p, char *out, size_t n) {
     slurm_state *st = j->be_state;
+    if (strstr(p->tail, "DUE TO PREEMPTION")) {
+        j->preempted = 1;
+        snprintf(out, n, "Slurm preempted the job (allocation %lld)", st->jobid);
+        return 1;
+    }
     const char *nf = strstr(p->tail, "Node failure on ");
     char node[64] = "", how[64] = "";
     int task = -1;

@@ -343,7 +343,8 @@ void taas_job_ranks_ended(taas_job *j, int ok, const char *how) {
     if (j->failed_by_loader) j->failed = j->failed_by_loader = 0;
     /* a death, not a rank's own error (which would come again): the ranks resume, after the
      * watch that saw it (taas_job_poll) */
-    if (!j->failed && !j->cancelled && !j->done && j->be->reset && j->restarts < j->max_restarts) {
+    if (!j->failed && !j->cancelled && !j->done && j->be->reset &&
+        (j->preempted || j->restarts < j->max_restarts)) {
         j->restart_due = 1;
         snprintf(j->restart_why, sizeof j->restart_why, "%s", how);
         return;
@@ -363,10 +364,14 @@ static int launch_all(taas_job *j, long long epoch, long long step, taas_error *
  * before the first) and the loader workers from where it stands. */
 static void restart(taas_job *j, const taas_io *io) {
     j->restart_due = 0;
-    j->restarts++;
     j->resuming = 1;
     char line[1400];
-    if (j->ckpt[0][0])
+    if (j->preempted && j->ckpt[0][0])
+        snprintf(line, sizeof line, "%s; resuming from step %lld (epoch %lld) when it runs again\n", j->restart_why,
+                 j->ckpt_steps, j->ckpt_epoch + 1);
+    else if (j->preempted)
+        snprintf(line, sizeof line, "%s; starting again (no checkpoint yet) when it runs again\n", j->restart_why);
+    else if (j->ckpt[0][0] && ++j->restarts)
         snprintf(line, sizeof line, "%s; resuming from step %lld (epoch %lld), restart %d of %d\n", j->restart_why,
                  j->ckpt_steps, j->ckpt_epoch + 1, j->restarts, j->max_restarts);
     else
@@ -392,6 +397,7 @@ static void restart(taas_job *j, const taas_io *io) {
     j->start_msg = NULL;
     if (launch_all(j, j->ckpt[0][0] ? j->ckpt_epoch : 0, j->ckpt[0][0] ? j->ckpt_step : 0, &e))
         fail(j, e.ename, e.hint, "%s", e.message);
+    j->preempted = 0;
 }
 
 /* A loader worker ended. Done with its work, fine; else a replacement takes over from the

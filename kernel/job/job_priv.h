@@ -86,6 +86,9 @@ struct taas_job {
     /* resuming after a rank's death: how many times it may, has, and why it is due */
     int max_restarts, restarts, restart_due;
     int resuming;         /* restarted, and not every rank is ready yet */
+    /* the backend says the ranks ended because the scheduler took their nodes back: the job
+     * resumes when it runs again, and that is not one of its max_restarts */
+    int preempted;
     char restart_why[1024];
     double t0, hello_deadline, next_beat;
     double start_timeout; /* seconds from the launch for every rank to be ready */

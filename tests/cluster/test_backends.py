@@ -398,6 +398,36 @@ class Faults(unittest.TestCase):
                     again = started(stream_text(msgs), last=True)
                     self.assertNotEqual(again["rank 0"][0], host)
 
+    def test_7_a_preempted_job_resumes_when_it_runs_again(self):
+        """A job of the urgent partition (PriorityTier 10) takes the gpu hosts: Slurm cancels
+        the job's allocation (PreemptMode=CANCEL); it waits in the queue and resumes from its
+        checkpoint once the urgent job is gone, with the undisturbed run's result."""
+        fit = FIT.replace("seed=5)", "seed=5, checkpoint_every=1)")
+        self.k.execute(NET)
+        before = self.undisturbed("slurm", 3200)
+        weights = sha256(os.path.join(self.cwd, "out.safetensors"))
+        self.k.execute(NET)
+        msg_id, seen, where = self.start("slurm", 3200, 2, fit)
+        self.hold(where["rank 1"][0])
+        r = CL.slurm("sbatch", "--parsable", "--partition", "urgent", "--nodes", "2", "--exclusive",
+                     "--output", "/dev/null", "--chdir", "/tmp", "--wrap", "sleep 600")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        urgent = r.stdout.strip().split(";")[0]
+        try:
+            def preempted():
+                seen.extend(self.k.iopub_now(msg_id, 0.05))
+                return "when it runs again" in stream_text(seen, "stderr")
+            self.assertTrue(taastest.wait_until(preempted, DEADLINE), stream_text(seen, "stderr"))
+        finally:
+            CL.slurm("scancel", urgent)
+        reply, msgs = self.finish(msg_id, seen)
+        self.assertEqual(reply["content"]["status"], "ok", stream_text(msgs, "stderr"))
+        self.assertRegex(stream_text(msgs, "stderr"), r"Slurm preempted the job \(allocation \d+\); (resuming from step "
+                                                      r"\d+ \(epoch 1\)|starting again \(no checkpoint yet\)) when it "
+                                                      r"runs again\n")
+        self.assertEqual(summary(stream_text(msgs)), before)
+        self.assertEqual(sha256(os.path.join(self.cwd, "out.safetensors")), weights)
+
     def test_5_a_kernel_that_dies_takes_its_job(self):
         """SIGKILL to the kernel: on ssh the workers' connections end with it (a loader's stdin,
         mpirun's daemons); on Slurm the reaper cancels the allocation. Nothing of the job is

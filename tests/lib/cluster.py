@@ -49,7 +49,8 @@ What it builds
 * slurm.conf (`c.slurm_conf`): ClusterName taasSUFFIX, SlurmctldHost=ctl(ADDR), SlurmUser and
   SlurmdUser root, AuthInfo=socket=munge_socket; NodeName per host with NodeAddr, CPUs=
   `cpus_per_host` and Feature=cpu|gpu (SlurmdParameters=config_overrides: all hosts share this
-  machine's cores); partitions "cpu" (Default) and "gpu", no gres; select/cons_tres with
+  machine's cores); partitions "cpu" (Default) and "gpu", and "urgent" on the gpu hosts, whose jobs preempt
+  (cancel) the others' (PreemptType=preempt/partition_prio, PreemptMode=CANCEL); no gres; select/cons_tres with
   CR_CPU (jobs and steps share nodes by CPUs); proctrack/linuxproc, task/none, no cgroup
   plugin, no accounting; MpiDefault=none (srun --mpi=pmix works); SlurmdTimeout=
   `slurmd_timeout`, MessageTimeout=5, KillWait=2, InactiveLimit=30, MinJobAge=300 (`scontrol
@@ -610,8 +611,11 @@ UnkillableStepTimeout=30
 TmpFS=/tmp
 {nodes}
 {submit_node}
-PartitionName=cpu Nodes={cpu_nodes} Default=YES MaxTime=INFINITE State=UP
-PartitionName=gpu Nodes={gpu_nodes} Default=NO MaxTime=INFINITE State=UP
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
+PartitionName=cpu Nodes={cpu_nodes} Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=gpu Nodes={gpu_nodes} Default=NO MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes={gpu_nodes} Default=NO MaxTime=INFINITE State=UP PriorityTier=10
 """
 
 SSHD_CONFIG = """\
