@@ -121,6 +121,18 @@ def processes():
     return procs
 
 
+def descendants(pid):
+    """{pid: args} of every live process below pid (children, their children, ...)."""
+    procs, found, todo = processes(), {}, [pid]
+    while todo:
+        parent = todo.pop()
+        for p, (ppid, args) in procs.items():
+            if ppid == parent and p not in found:
+                found[p] = args
+                todo.append(p)
+    return found
+
+
 def worker_pids(parent=None):
     """Live taas-worker processes of this build (children of parent, when given)."""
     out = subprocess.run(["ps", "-eo", "pid=,ppid=,stat=,args="], capture_output=True,

@@ -41,15 +41,8 @@ def fit_cell(name, cpus, units, validate=True, epochs=1, extra=""):
 def job_processes(kernel_pid):
     """The kernel's mpirun, its ranks and the loader workers: taas-worker and mpirun processes
     below the kernel."""
-    procs, found, todo = taastest.processes(), [], [kernel_pid]
-    while todo:
-        parent = todo.pop()
-        for pid, (ppid, args) in procs.items():
-            if ppid == parent:
-                todo.append(pid)
-                if "taas-worker" in args or os.path.basename(args.split()[0]) == "mpirun":
-                    found.append(pid)
-    return found
+    return [pid for pid, args in taastest.descendants(kernel_pid).items()
+            if "taas-worker" in args or os.path.basename(args.split()[0]) == "mpirun"]
 
 
 def alive(pids):

@@ -48,8 +48,9 @@ def fit_cell(name, extra="", pragma=True):
             % ("#pragma taas --gpus 2 --cpus 4\n" if pragma else "", name, NET, name, name, extra, name, name))
 
 
-def trainer_pids():
-    return sorted(p for p, (_, args) in taastest.processes().items()
+def trainer_pids(kernel_pid):
+    """The ranks of the kernel's job (other tests' jobs may run beside it)."""
+    return sorted(p for p, args in taastest.descendants(kernel_pid).items()
                   if args.startswith(taastest.worker_binary()) and " trainer " in args)
 
 
@@ -142,7 +143,7 @@ class Resume(taastest.KernelCase):
 
     def test_2_a_killed_rank_resumes_by_itself(self):
         msg_id = self.start_held("k")
-        victims = trainer_pids()
+        victims = trainer_pids(self.k.pid)
         self.assertEqual(len(victims), 2)
         self.gate(True)  # the loaders the restart makes are not held
         os.kill(victims[1], signal.SIGKILL)
@@ -159,7 +160,7 @@ class Resume(taastest.KernelCase):
         seen = set()
         for _ in range(4):  # each generation of ranks is held at step 1 too: kill one of it
             def new_ranks():
-                fresh = [p for p in trainer_pids() if p not in seen]
+                fresh = [p for p in trainer_pids(self.k.pid) if p not in seen]
                 return fresh if len(fresh) == 2 else None
             pids = taastest.wait_until(new_ranks, 120)
             self.assertEqual(len(pids), 2, "no new ranks came")
