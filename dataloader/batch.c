@@ -105,7 +105,7 @@ int taas_batch_view(const void *buf, size_t len, taas_batch *out, taas_error *er
         taas_error_hint(err, "loader and trainer must run the same taas version");
         return -1;
     }
-    size_t img, lab, idx, want = layout(h.n, h.c, h.h, h.w, &img, &lab, &idx);
+    size_t img = 0, lab = 0, idx = 0, want = layout(h.n, h.c, h.h, h.w, &img, &lab, &idx);
     if (!want || want != len || h.images_off != img || h.labels_off != lab || h.indices_off != idx) {
         taas_error_set(err, "TaasValueError", nowhere,
                        "a batch of %u samples of %ux%ux%u should be %zu bytes with arrays at %zu, %zu, %zu, "

@@ -25,7 +25,7 @@ static int no_user_file(void **state) {
 
 static void parse_ok(const char *cell) {
     if (taas_pragma_parse(cell, &P, &E) != 0)
-        fail_msg("cell %s\nfailed: %s: %s (hint: %s)", cell, E.ename, E.message, E.hint);
+        fail_msg("cell %s\nfailed: %s: %s (hint: %s)", cell ? cell : "(null)", E.ename, E.message, E.hint);
     assert_false(taas_error_is_set(&E));
 }
 
