@@ -365,19 +365,18 @@ static int launch_all(taas_job *j, long long epoch, long long step, taas_error *
 static void restart(taas_job *j, const taas_io *io) {
     j->restart_due = 0;
     j->resuming = 1;
-    char line[1400];
-    if (j->preempted && j->ckpt[0][0])
-        snprintf(line, sizeof line, "%s; resuming from step %lld (epoch %lld) when it runs again\n", j->restart_why,
-                 j->ckpt_steps, j->ckpt_epoch + 1);
-    else if (j->preempted)
-        snprintf(line, sizeof line, "%s; starting again (no checkpoint yet) when it runs again\n", j->restart_why);
-    else if (j->ckpt[0][0] && ++j->restarts)
-        snprintf(line, sizeof line, "%s; resuming from step %lld (epoch %lld), restart %d of %d\n", j->restart_why,
-                 j->ckpt_steps, j->ckpt_epoch + 1, j->restarts, j->max_restarts);
+    if (!j->preempted) j->restarts++;  /* a preemption is not the job's failure */
+    char from[128], count[64];
+    if (j->ckpt[0][0])
+        snprintf(from, sizeof from, "resuming from step %lld (epoch %lld)", j->ckpt_steps, j->ckpt_epoch + 1);
     else
-        snprintf(line, sizeof line, "%s; starting again (no checkpoint yet), restart %d of %d\n", j->restart_why,
-                 j->restarts, j->max_restarts);
-    say(io, "stderr", line);
+        snprintf(from, sizeof from, "starting again (no checkpoint yet)");
+    if (j->preempted) snprintf(count, sizeof count, " when it runs again");
+    else snprintf(count, sizeof count, ", restart %d of %d", j->restarts, j->max_restarts);
+    taas_buf line = TAAS_BUF_INIT;
+    taas_buf_printf(&line, "%s; %s%s\n", j->restart_why, from, count);
+    say(io, "stderr", line.data);
+    taas_buf_free(&line);
     j->be->cancel(j);
     j->be->reset(j);
     taas_error e;

@@ -113,7 +113,8 @@ class SlurmTest(ClusterTestCase):
         return lines(self.slurm("sinfo", "-h", "-N", "-o", "%N %P %t").stdout)
 
     def test_sinfo_nodes_idle_in_partitions(self):
-        want = ["cpu1 cpu* idle", "cpu2 cpu* idle", "gpu1 gpu idle", "gpu2 gpu idle"]
+        want = ["cpu1 cpu* idle", "cpu2 cpu* idle", "gpu1 gpu idle", "gpu1 urgent idle", "gpu2 gpu idle",
+                "gpu2 urgent idle"]  # urgent: the partition whose jobs preempt the others
         # (the backfill scheduler marks nodes "plnd" for a moment around a heterogeneous job)
         wait_until(lambda: self.sinfo() == want)
         self.assertEqual(self.sinfo(), want)
