@@ -99,8 +99,9 @@ static void ranks_ended(taas_job *j, job_procs *ps, taas_proc *p) {
     }
     if (ps->mpirun && mpirun_rank_death(p->tail, &rank, host, sizeof host, how, sizeof how)) {
         const job_rank *k = rank >= 0 && rank < j->world ? &j->ranks[rank] : NULL;
-        snprintf(what, sizeof what, "trainer rank %d on %s (pid %d) %s", rank, k && k->host[0] ? k->host : host,
-                 k ? (int)k->pid : 0, how);
+        char pid[32] = "";  /* a rank that died before its hello has not said it */
+        if (k && k->pid > 0) snprintf(pid, sizeof pid, " (pid %d)", (int)k->pid);
+        snprintf(what, sizeof what, "trainer rank %d on %s%s %s", rank, k && k->host[0] ? k->host : host, pid, how);
     } else {
         taas_proc_describe(p, how, sizeof how);
         snprintf(what, sizeof what, "%s ended with %s before the job was done: %.600s", p->what, how,

@@ -40,12 +40,13 @@ exec '%(real)s' "$@"
 """
 
 
-def fit_cell(name, extra="", pragma=True):
+def fit_cell(name, extra="", pragma=True, every="1"):
     return ("%s%s = %s\n"
             "h_%s = fit(%s, train, epochs=2, loss=NLLLoss(), optimizer=Adam(lr=0.002), "
-            "scheduler=StepLR(step_size=1, gamma=0.5), validate=test, seed=11, checkpoint_every=1%s)\n"
+            "scheduler=StepLR(step_size=1, gamma=0.5), validate=test, seed=11, checkpoint_every=%s%s)\n"
             "save(%s, '%s.safetensors')"
-            % ("#pragma taas --gpus 2 --cpus 4\n" if pragma else "", name, NET, name, name, extra, name, name))
+            % ("#pragma taas --gpus 2 --cpus 4\n" if pragma else "", name, NET, name, name, every, extra, name,
+               name))
 
 
 def trainer_pids(kernel_pid):
@@ -171,6 +172,24 @@ class Resume(taastest.KernelCase):
         err = taastest.error_of(self.k.iopub(msg_id))
         self.assertRegex(err["evalue"], r"exited on signal 9 \(Killed\), after 3 restarts: the job stops")
         self.assertIn("max_restarts=3", taastest.traceback_text(err))
+
+    def test_5_a_death_before_the_first_checkpoint_starts_again(self):
+        msg_id = self.k.send("shell", "execute_request", {"code": fit_cell("n", every="10**12"), "silent": False,
+                                                          "store_history": True, "user_expressions": {},
+                                                          "allow_stdin": False, "stop_on_error": True})
+        # held at step 1: loader 3 never starts; no checkpoint is ever due
+        victims = taastest.wait_until(lambda: trainer_pids(self.k.pid) if len(trainer_pids(self.k.pid)) == 2
+                                      else None, 120)
+        self.assertTrue(victims, "the ranks did not start")
+        self.gate(True)
+        os.kill(victims[0], signal.SIGKILL)
+        reply = self.k.reply(msg_id, timeout=300)
+        msgs = self.k.iopub(msg_id)
+        self.assertEqual(reply["content"]["status"], "ok", stream_text(msgs, "stderr"))
+        # (its pid when its hello came before it died)
+        self.assertRegex(stream_text(msgs, "stderr"), r"trainer rank \d on \S+( \(pid \d+\))? exited on signal 9 "
+                                                      r"\(Killed\); starting again \(no checkpoint yet\), restart 1 of 3\n")
+        self.same_as_undisturbed("n", msgs, self.ok("h_n"))
 
     def test_4_bad_checkpoints_are_refused_and_nothing_is_touched(self):
         self.ok("save(ref, 'plain.safetensors')")
