@@ -63,7 +63,9 @@ void taas_procs_set(taas_job *j, job_procs *p, int i, taas_proc *proc) {
 }
 
 static void on_line(void *ctx, taas_proc *p, const char *text) {
-    taas_job_line(ctx, p->what, text);
+    job_procs *ps = ctx;
+    if (ps->line) ps->line(ps->job, text);
+    taas_job_line(ps->job, p->what, text);
 }
 
 /* "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)." */
@@ -88,6 +90,9 @@ static int mpirun_rank_death(const char *tail, int *rank, char *host, size_t hn,
 static void ranks_ended(taas_job *j, job_procs *ps, taas_proc *p) {
     char how[96], host[64], what[1024];
     int rank;
+    /* what the loaders printed up to now first: their lines may say why (a preemption) */
+    for (int i = 0; ps->loaders && i < j->nloaders; i++)
+        if (ps->loaders[i]) taas_proc_read(ps->loaders[i], on_line, ps);
     /* the backend's words first: srun may exit 0 after a node failure */
     if (ps->why && ps->why(j, p, what, sizeof what)) {
         taas_job_ranks_ended(j, 0, what);
@@ -111,20 +116,21 @@ static void ranks_ended(taas_job *j, job_procs *ps, taas_proc *p) {
 }
 
 void taas_procs_watch(taas_job *j, job_procs *ps) {
+    ps->job = j;
     taas_proc *p = ps->ranks;
     if (p && !p->exited) {
-        taas_proc_read(p, on_line, j);
+        taas_proc_read(p, on_line, ps);
         if (taas_proc_reap(p)) {
-            taas_proc_read(p, on_line, j);
+            taas_proc_read(p, on_line, ps);
             ranks_ended(j, ps, p);
         }
     }
     for (int i = 0; ps->loaders && i < j->nloaders; i++) {
         p = ps->loaders[i];
         if (!p || p->exited) continue;
-        taas_proc_read(p, on_line, j);
+        taas_proc_read(p, on_line, ps);
         if (taas_proc_reap(p)) {
-            taas_proc_read(p, on_line, j);
+            taas_proc_read(p, on_line, ps);
             char how[96];
             taas_proc_describe(p, how, sizeof how);
             taas_job_loader_ended(j, &j->loaders[i], taas_proc_ok(p), how);
@@ -149,8 +155,10 @@ void taas_procs_free(taas_job *j, job_procs *ps) {
     for (int i = 0; ps->loaders && i < j->nloaders; i++) taas_proc_free(ps->loaders[i]);
     free(ps->loaders);
     int (*why)(taas_job *, const taas_proc *, char *, size_t) = ps->why;
+    void (*line)(taas_job *, const char *) = ps->line;
     memset(ps, 0, sizeof *ps);
     ps->why = why;
+    ps->line = line;
 }
 
 int taas_procs_run(const char *what, char *const argv[], const char *input, double timeout_s, char *out, size_t n,

@@ -15,6 +15,9 @@ typedef struct job_procs {
     /* the backend's own words for the ranks' end, when it has them (Slurm's node failure):
      * 1 with out written, else 0 */
     int (*why)(taas_job *j, const taas_proc *p, char *out, size_t n);
+    /* sees every line a process prints before the job shows it (may be NULL) */
+    void (*line)(taas_job *j, const char *text);
+    taas_job *job;         /* while a watch runs: whose lines they are */
 } job_procs;
 
 /* The kernel's environment for a job's process: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
@@ -43,7 +46,7 @@ void taas_procs_set(taas_job *j, job_procs *p, int i, taas_proc *proc);
 void taas_procs_watch(taas_job *j, job_procs *p);
 /* Kills every process (SIGKILL to its session) and reaps it. */
 void taas_procs_kill(taas_job *j, job_procs *p);
-/* Frees the processes (after kill); the why hook stays. */
+/* Frees the processes (after kill); the why and line hooks stay. */
 void taas_procs_free(taas_job *j, job_procs *p);
 
 #endif

@@ -30,6 +30,12 @@ static const taas_srcpos NOPOS = {0, 0};
 
 static int slurm_why(taas_job *j, const taas_proc *p, char *out, size_t n);
 
+/* Slurm says a preemption in the steps' words ("*** STEP 40.1 ON cpu1 CANCELLED AT ... DUE TO
+ * PREEMPTION ***"), in whichever step's output it comes first. */
+static void slurm_line(taas_job *j, const char *text) {
+    if (strstr(text, "DUE TO PREEMPTION")) j->preempted = 1;
+}
+
 /* Seconds for a Slurm client command that answers at once (sinfo, squeue, scancel). */
 #define CLIENT_S 30.0
 
@@ -205,6 +211,7 @@ static int slurm_plan(taas_job *j, const taas_io *io, taas_error *err) {
     j->be_state = st;
     st->reaper_fd = -1;
     st->procs.why = slurm_why;
+    st->procs.line = slurm_line;
     const taas_pragma *pr = j->pragma;
     const taas_cluster *cl = &j->cluster;
     snprintf(st->name, sizeof st->name, "taas-%s", j->id);
@@ -510,7 +517,7 @@ static int granted(taas_job *j, slurm_state *st, taas_error *err) {
  * a task that ended, "gpu2: task 1: Killed". */
 static int slurm_why(taas_job *j, const taas_proc *p, char *out, size_t n) {
     slurm_state *st = j->be_state;
-    if (strstr(p->tail, "DUE TO PREEMPTION")) {
+    if (j->preempted || strstr(p->tail, "DUE TO PREEMPTION")) {
         j->preempted = 1;
         snprintf(out, n, "Slurm preempted the job (allocation %lld)", st->jobid);
         return 1;
