@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -107,6 +108,11 @@ static void ranks_ended(taas_job *j, job_procs *ps, taas_proc *p) {
         char pid[32] = "";  /* a rank that died before its hello has not said it */
         if (k && k->pid > 0) snprintf(pid, sizeof pid, " (pid %d)", (int)k->pid);
         snprintf(what, sizeof what, "trainer rank %d on %s%s %s", rank, k && k->host[0] ? k->host : host, pid, how);
+    } else if (ps->mpirun && WIFEXITED(p->status) && WEXITSTATUS(p->status) > 128) {
+        /* mpirun gives a rank's death as its status, 128 + the signal, when it said no more */
+        int sig = WEXITSTATUS(p->status) - 128;
+        snprintf(what, sizeof what, "a trainer rank exited on signal %d (%s) (mpirun's exit status %d)", sig,
+                 strsignal(sig), WEXITSTATUS(p->status));
     } else {
         taas_proc_describe(p, how, sizeof how);
         snprintf(what, sizeof what, "%s ended with %s before the job was done: %.600s", p->what, how,
