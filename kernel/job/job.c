@@ -607,6 +607,7 @@ void taas_job_free(taas_job *j) {
     if (j->router) zmq_close(j->router);
     taas_zsec_free(j->sec);
     if (j->zctx) zmq_ctx_term(j->zctx);
+    if (!strncmp(j->bind, "ipc://", 6)) unlink(j->bind + 6);  /* the socket's file, in the job folder */
     if (j->epfd >= 0) close(j->epfd);
     json_decref(j->spec);
     taas_cluster_free(&j->cluster);

@@ -25,15 +25,8 @@ void taas_weights_replace(taas_value *model, char *path) {
     char *old = model->u.obj.weights;
     model->u.obj.weights = path;
     /* the previous fit's job folder has no other user: only its model names it */
-    const char *tail = "/weights.safetensors";
-    size_t n = old ? strlen(old) : 0, t = strlen(tail);
-    if (old && (!path || strcmp(old, path) != 0) && strstr(old, "/taas-job-") && n > t &&
-        !strcmp(old + n - t, tail)) {
-        unlink(old);
-        old[n - t] = '\0';
-        rmdir(old);
-    }
-    free(old);
+    if (old && path && !strcmp(old, path)) free(old);
+    else taas_weights_drop(old);
 }
 
 void taas_weights_attach(taas_value *model, const char *path) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "builtins.h"
 #include "rows.h"
@@ -105,6 +106,17 @@ taas_value *taas_ref(taas_value *v) {
     return v;
 }
 
+void taas_weights_drop(char *path) {
+    static const char tail[] = "/weights.safetensors";
+    size_t n = path ? strlen(path) : 0, t = sizeof tail - 1;
+    if (path && strstr(path, "/taas-job-") && n > t && !strcmp(path + n - t, tail)) {
+        unlink(path);
+        path[n - t] = '\0';
+        rmdir(path);
+    }
+    free(path);
+}
+
 void taas_unref(taas_value *v) {
     if (!v || --v->refs > 0) return;
     switch (v->type) {
@@ -119,7 +131,7 @@ void taas_unref(taas_value *v) {
     case TAAS_V_OBJECT:
         for (size_t i = 0; i < v->u.obj.nargs; i++) taas_unref(v->u.obj.args[i]);
         free(v->u.obj.args);
-        free(v->u.obj.weights);
+        taas_weights_drop(v->u.obj.weights);
         break;
     case TAAS_V_RESULT:
         json_decref(v->u.res.data);

@@ -66,6 +66,11 @@ taas_value *taas_result_new(const char *kind, json_t *data);
 
 taas_value *taas_ref(taas_value *v);
 void taas_unref(taas_value *v);
+/* Forgets a model's weights path (malloc'd, taken; may be NULL). A file a fit wrote into its
+ * own job folder ($TMPDIR/taas-job-XXXXXX/weights.safetensors) is the model's alone: it goes,
+ * with the folder (which stays only while something else is in it: a stopped job's
+ * checkpoints). Any other path (load()'s) is the user's file and stays. */
+void taas_weights_drop(char *path);
 
 /* Python's notion of truth and equality, for the few places the language needs them. */
 int taas_value_truthy(const taas_value *v);

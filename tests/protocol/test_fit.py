@@ -10,6 +10,7 @@ import glob
 import os
 import re
 import struct
+import tempfile
 import time
 import unittest
 
@@ -188,6 +189,38 @@ class FitInTheNotebook(taastest.KernelCase):
         self.ok("save(stopped, 'after_stop.safetensors')")
         self.assertGreater(os.path.getsize(os.path.join(self.tmp.name, "after_stop.safetensors")), 200000)
         self.error("h8", "TaasNameError")
+
+
+@unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
+class JobFoldersGo(unittest.TestCase):
+    """A fit's weights live in its job folder while a model holds them: a model that is
+    replaced, or a kernel that shuts down, leaves nothing behind in TMPDIR; a file load()
+    took from the user stays."""
+
+    def test_nothing_is_left(self):
+        with tempfile.TemporaryDirectory(prefix="taas-folders-") as cwd:
+            env = dict(os.environ, **job_tmp(cwd))
+            folders = lambda: sorted(os.listdir(os.path.join(cwd, "tmp")))
+            k = taastest.Kernel(cwd=cwd, env=env)
+            try:
+                fit = "fit(net, train, epochs=1, loss=NLLLoss(), optimizer=SGD(lr=0.05), units=640)"
+                reply, _ = k.execute(SETUP + fit, timeout=60)
+                self.assertEqual(reply["content"]["status"], "ok")
+                first = folders()
+                self.assertEqual(len(first), 1, first)
+                self.assertEqual(sorted(os.listdir(os.path.join(cwd, "tmp", first[0]))), ["weights.safetensors"])
+                reply, _ = k.execute("save(net, 'mine.safetensors')\nnet = %s\n%s" % (MLP, fit), timeout=60)
+                self.assertEqual(reply["content"]["status"], "ok")
+                second = folders()
+                self.assertEqual(len(second), 1)
+                self.assertNotEqual(second, first)  # the replaced model's folder went with it
+                reply, _ = k.execute("other = %s\nload('mine.safetensors', into=other)\nother = None" % MLP)
+                self.assertEqual(reply["content"]["status"], "ok")
+                self.assertTrue(os.path.isfile(os.path.join(cwd, "mine.safetensors")))
+            finally:
+                k.close()
+            self.assertEqual(folders(), [])
+            self.assertTrue(os.path.isfile(os.path.join(cwd, "mine.safetensors")))
 
 
 if __name__ == "__main__":
