@@ -2,6 +2,7 @@
  * the control plane, the spec the workers are sent and the weights the model starts from. */
 #include <errno.h>
 #include <math.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,10 @@ int taas_job_read_weights(taas_job *j, const char *path, taas_error *err) {
     free(j->init_weights);
     j->init_weights = NULL;
     j->init_weights_len = 0;
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: a FIFO put where the weights were is refused below, never waited on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) close(fd);
     struct stat st;
     if (!f || fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > MAX_INIT_WEIGHTS) {
         int e = errno;

@@ -122,6 +122,15 @@ class FitInTheNotebook(taastest.KernelCase):
         self.assertIn("junk.bin is not a safetensors file: the header does not start with '{'", e["evalue"])
         e = self.error("load('missing.safetensors', into=net)", "TaasIOError")
         self.assertIn("cannot open missing.safetensors", e["evalue"])
+        # a FIFO would block a reader for ever: refused at once, nothing waits on it
+        os.mkfifo(os.path.join(self.tmp.name, "pipe.safetensors"))
+        e = self.error("load('pipe.safetensors', into=net)", "TaasIOError")
+        self.assertIn("pipe.safetensors is not a regular file (a FIFO)", e["evalue"])
+        e = self.error("fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), resume='pipe.safetensors')",
+                       "TaasIOError")
+        self.assertIn("pipe.safetensors is not a regular file (a FIFO)", e["evalue"])
+        e = self.error("load('.', into=net)", "TaasIOError")
+        self.assertIn("is not a regular file (a folder)", e["evalue"])
         self.ok("fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), units=640)\nsave(net, 'net.safetensors')")
         e = self.error("narrow = Sequential(Flatten(), Linear(784, 32), ReLU(), Linear(32, 10), LogSoftmax(dim=1))\n"
                        "load('net.safetensors', into=narrow)", "TaasValueError")

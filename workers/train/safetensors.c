@@ -469,14 +469,31 @@ static int check_metadata(const char *path, json_t *m, taas_error *err) {
     return 0;
 }
 
-int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_t n,
-                          taas_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* path opened for reading when it is a regular file: a FIFO or a device (which would block
+ * or never end) and a folder are refused without waiting. The fd, or -1 with err. */
+static int open_regular(const char *path, taas_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
     if (fd < 0) {
         taas_error_set(err, "TaasIOError", NOPOS, "cannot open %s: %s", path, strerror(errno));
         taas_error_hint(err, "check the path; weights are written by save(model, \"%s\")", path);
         return -1;
     }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        taas_error_set(err, "TaasIOError", NOPOS, "%s is not a regular file (a %s)", path,
+                       S_ISDIR(st.st_mode) ? "folder" : S_ISFIFO(st.st_mode) ? "FIFO" : "device or socket");
+        taas_error_hint(err, "give the path of a .safetensors file");
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_t n,
+                          taas_error *err) {
+    int fd = open_regular(path, err);
+    if (fd < 0) return -1;
     json_t *root = NULL;
     entry *es = NULL;
     int rc = -1;
@@ -525,12 +542,8 @@ out:
 
 int taas_safetensors_metadata(const char *path, json_t **meta, taas_error *err) {
     *meta = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        taas_error_set(err, "TaasIOError", NOPOS, "cannot open %s: %s", path, strerror(errno));
-        taas_error_hint(err, "check the path");
-        return -1;
-    }
+    int fd = open_regular(path, err);
+    if (fd < 0) return -1;
     json_t *root = NULL;
     uint64_t data_start = 0, data_len = 0;
     int rc = load_header(path, fd, &root, &data_start, &data_len, err);
