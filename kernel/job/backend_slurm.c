@@ -245,13 +245,6 @@ static int slurm_plan(taas_job *j, const taas_io *io, taas_error *err) {
     argv[n++] = "--test-only";
     argv[n++] = "--job-name";
     argv[n++] = st->name;
-    char immediate[48];
-    /* a job resuming after a failure runs on what the cluster has now, or says it cannot; a
-     * preempted one waits in the queue as a requeued job would */
-    if (j->restarts > 0 && !j->preempted) {
-        snprintf(immediate, sizeof immediate, "--immediate=%.0f", j->start_timeout);
-        argv[n++] = immediate;
-    }
     n += component_args(j, st, argv + n, bufs);
     argv[n++] = "--wrap";
     argv[n++] = "true";
