@@ -65,6 +65,7 @@ void taas_procs_set(taas_job *j, job_procs *p, int i, taas_proc *proc) {
 
 static void on_line(void *ctx, taas_proc *p, const char *text) {
     job_procs *ps = ctx;
+    if (ps->mpirun && p == ps->ranks && strstr(text, "noticed that process rank ")) ps->reported = 1;
     if (ps->line) ps->line(ps->job, text);
     taas_job_line(ps->job, p->what, text);
 }
@@ -126,6 +127,12 @@ void taas_procs_watch(taas_job *j, job_procs *ps) {
     taas_proc *p = ps->ranks;
     if (p && !p->exited) {
         taas_proc_read(p, on_line, ps);
+        /* mpirun's report of a dead rank is its last word, but Open MPI 4.1 may then hang
+         * (a rank killed while it connects to PMIx): the report is the ranks' end */
+        if (ps->reported && !taas_proc_reap(p)) {
+            taas_job_unwatch(j, p->pidfd);
+            taas_proc_kill(p);
+        }
         if (taas_proc_reap(p)) {
             taas_proc_read(p, on_line, ps);
             ranks_ended(j, ps, p);

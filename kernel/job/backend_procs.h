@@ -12,6 +12,7 @@ typedef struct job_procs {
     taas_proc *ranks;      /* what runs the ranks */
     taas_proc **loaders;   /* by the loader's place in j->loaders */
     int mpirun;            /* the ranks' process is mpirun: its report names a rank that died */
+    int reported;          /* mpirun printed that report (it is done, even if it does not exit) */
     /* the backend's own words for the ranks' end, when it has them (Slurm's node failure):
      * 1 with out written, else 0 */
     int (*why)(taas_job *j, const taas_proc *p, char *out, size_t n);

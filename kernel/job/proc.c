@@ -3,6 +3,7 @@
 
 #include "fdio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -106,12 +107,40 @@ int taas_proc_reap(taas_proc *p) {
     return 1;
 }
 
+/* Its children by /proc (every thread's): a launcher such as mpirun starts its processes in
+ * process groups of their own, where killing its session does not reach them. */
+static void kill_children(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *e;
+    for (int n = 0; n < 4096 && (e = readdir(d)); n++) {  /* bounded: a launcher has a few threads */
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char cpath[320], list[4096];
+        snprintf(cpath, sizeof cpath, "/proc/%d/task/%.32s/children", (int)pid, e->d_name);
+        int fd = open(cpath, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t len = read(fd, list, sizeof list - 1);
+        close(fd);
+        if (len <= 0) continue;
+        list[len] = '\0';
+        char *save = NULL;
+        for (char *t = strtok_r(list, " \n", &save); t; t = strtok_r(NULL, " \n", &save)) {
+            long child = strtol(t, NULL, 10);
+            if (child > 1) kill((pid_t)child, SIGKILL);
+        }
+    }
+    closedir(d);
+}
+
 void taas_proc_kill(taas_proc *p) {
     if (p && p->in_fd >= 0) {
         close(p->in_fd);
         p->in_fd = -1;
     }
     if (!p || p->exited) return;
+    kill_children(p->pid);  /* before it dies, while they are still its children */
     kill(-p->pid, SIGKILL);
     kill(p->pid, SIGKILL);
     int st;

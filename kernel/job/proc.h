@@ -30,7 +30,7 @@ typedef struct taas_proc {
  * kernel's) or is closed after it. NULL with err. */
 taas_proc *taas_proc_spawn(const char *what, char *const argv[], char *const env[], const char *input,
                            int keep_stdin, taas_error *err);
-/* SIGKILL to its process group (and to it), then reaps it. */
+/* SIGKILL to its children, its process group and it, then reaps it. */
 void taas_proc_kill(taas_proc *p);
 /* Kills and reaps it if it still runs, closes everything, frees. */
 void taas_proc_free(taas_proc *p);

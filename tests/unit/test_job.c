@@ -3,7 +3,8 @@
  * workers on a small fit of Debian's Fashion-MNIST (start, progress, the weights, done), a
  * loader that dies (replaced; the same checksums), a rank that dies (the job fails, naming
  * it), the stop button (the weights of the last step; no process left), a rank's own error,
- * and a backend of the test's whose "ranks" never say hello (the start timeout). A test that
+ * a backend of the test's whose "ranks" never say hello (the start timeout), and one whose
+ * launcher reports a rank's death and hangs, as Open MPI 4.1's mpirun may (the report ends it). A test that
  * needs the job running holds it once every worker is there: it stops rank 1 (SIGSTOP), so
  * no step can finish and the loaders stop at their credit window. */
 #include <setjmp.h>
@@ -312,6 +313,61 @@ static void sleepy_free(taas_job *j) {
     j->be_state = NULL;
 }
 
+/* Open MPI 4.1's mpirun when a rank is killed while it connects to PMIx: it reports the
+ * rank's death, as its last word, and then never exits; its other rank is in a process group
+ * of its own. Here a shell does just that (the report is mpirun's own text). */
+static int hung_mpirun_ranks(taas_job *j, taas_error *err) {
+    job_procs *p = j->be_state;
+    char script[2560];
+    snprintf(script, sizeof script,
+             "setsid sleep 1000 & echo $! > %s/other-rank; "
+             "echo 'mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).'; "
+             "exec sleep 1000", j->dir);
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    char threads[2][48];
+    char **env = taas_procs_env(j, NULL, threads);
+    taas_proc *proc = taas_procs_spawn(j, "mpirun", argv, env, NULL, 0, err);
+    free(env);
+    if (!proc) return -1;
+    taas_procs_set(j, p, -1, proc);
+    p->mpirun = 1;
+    return 0;
+}
+
+static const taas_backend HUNG_MPIRUN = {.name = "hung-mpirun",
+                                         .plan = sleepy_plan,
+                                         .launch_ranks = hung_mpirun_ranks,
+                                         .launch_loader = sleepy_loader,
+                                         .watch = sleepy_watch,
+                                         .cancel = sleepy_cancel,
+                                         .free = sleepy_free};
+
+static void test_mpiruns_report_of_a_death_ends_the_ranks(void **state) {
+    fixture *f = *state;
+    f->cfg.backend = &HUNG_MPIRUN;
+    f->cfg.start_timeout = 3600;  /* the report ends it, not the start timeout */
+    taas_error err;
+    taas_job *j = taas_job_start(&f->cfg, &IO, &err);
+    assert_non_null(j);
+    job_procs *p = j->be_state;
+    pid_t launcher = p->ranks->pid;
+    assert_int_equal(run_until(j, NULL, 60, &err), -1);
+    assert_string_equal(err.ename, "TaasWorkerError");
+    assert_non_null(strstr(err.message, "trainer rank 1 on vm exited on signal 9 (Killed)"));
+    /* the launcher and its rank in a process group of its own are gone */
+    char path[128], line[32] = "";
+    snprintf(path, sizeof path, "%s/other-rank", f->dir);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    assert_non_null(fgets(line, sizeof line, fp));
+    fclose(fp);
+    unlink(path);
+    pid_t pids[2] = {launcher, (pid_t)atoi(line)};
+    assert_true(pids[1] > 1);
+    assert_true(gone_within(pids, 2, 10.0));
+    taas_job_free(j);
+}
+
 static const taas_backend SLEEPY = {.name = "sleepy",
                                     .plan = sleepy_plan,
                                     .launch_ranks = sleepy_ranks,
@@ -349,6 +405,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_stop_keeps_the_last_step_and_ends_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_ranks_error_is_the_jobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ranks_that_never_start_time_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mpiruns_report_of_a_death_ends_the_ranks, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
