@@ -6,6 +6,7 @@
 
 #include "builtins.h"
 #include "connection.h"
+#include "detached.h"
 #include "install.h"
 #include "kernel.h"
 #include "log.h"
@@ -18,6 +19,7 @@ static const char USAGE[] =
     "usage: taas-kernel -f CONNECTION_FILE\n"
     "       taas-kernel install [--user | --prefix DIR] [--name NAME] [--display-name TEXT]\n"
     "       taas-kernel --doc\n"
+    "       taas-kernel --run-job DIR\n"
     "       taas-kernel --version\n"
     "       taas-kernel --help\n";
 
@@ -30,6 +32,7 @@ static const char HELP[] =
     "      --name NAME      kernel name (default: taas)\n"
     "      --display-name TEXT  name shown in menus (default: taas)\n"
     "  --doc                print the language reference (docs/language.md) in Markdown\n"
+    "  --run-job DIR        coordinate the detached job in DIR (a kernel starts it this way)\n"
     "  --version            print the version\n"
     "  --help               print this help\n\n"
     "Diagnostics go to stderr, prefixed \"taas-kernel:\".\n";
@@ -107,6 +110,10 @@ int main(int argc, char **argv) {
         fputs(md, stdout);
         free(md);
         return fflush(stdout) == 0 ? 0 : 1;
+    }
+    if (strcmp(a, "--run-job") == 0) {
+        if (argc != 3) return usage("--run-job needs the job's folder");
+        return taas_detached_run(argv[2]);
     }
     const char *file = NULL;
     if (strcmp(a, "-f") == 0 || strcmp(a, "--connection-file") == 0) {

@@ -15,22 +15,23 @@
 #include "utf8.h"
 
 #define PRAGMA_ERROR "TaasPragmaError"
-#define SYNOPSIS "#pragma taas --gpus N [--cpus M] [--units U]"
-#define FLAGS_HELP "#pragma taas takes --gpus N (1 to 4096, required), --cpus M (1 to 8, default 1) " \
-                   "and --units U (samples, at least 1; default: no limit)"
+#define SYNOPSIS "#pragma taas --gpus N [--cpus M] [--units U] [--detach]"
+#define FLAGS_HELP "#pragma taas takes --gpus N (1 to 4096, required), --cpus M (1 to 8, default 1), " \
+                   "--units U (samples, at least 1; default: no limit) and --detach (no value)"
 
-enum { F_GPUS, F_CPUS, F_UNITS, NFLAGS };
+enum { F_GPUS, F_CPUS, F_UNITS, F_DETACH, NFLAGS };
 
 static const struct flag_def {
     const char *name;
     const char *stem;   /* what a misspelling most likely still contains */
-    long long lo, hi;
-    const char *range;  /* for the hint of an out-of-range value */
+    long long lo, hi;   /* lo = hi = 0: a switch, which takes no value */
+    const char *range;  /* for the hint of an out-of-range value, or what a switch does */
 } FLAGS[NFLAGS] = {
     {"--gpus", "gpu", 1, 4096, "--gpus takes 1 to 4096: the GPUs to train on, one rank each"},
     {"--cpus", "cpu", 1, 8, "--cpus takes 1 to 8: the loader workers for each registered loader"},
     {"--units", "unit", 1, LLONG_MAX,
      "--units takes a number of samples from 1 to 9223372036854775807, e.g. --units 20_480_000"},
+    {"--detach", "detach", 0, 0, "--detach takes no value: the fit keeps running when the kernel stops"},
 };
 
 typedef struct line {
@@ -261,6 +262,16 @@ static int parse_flags(scan *sc, const line *l, const char *at, const char *head
             return -1;
         }
         given[f] = p;
+        if (FLAGS[f].hi == 0) {  /* a switch */
+            if (eq) {
+                fail(err, l, p, wn, "%s takes no value", FLAGS[f].name);
+                taas_error_hint(err, "write %s alone; %s", FLAGS[f].name, FLAGS[f].range);
+                return -1;
+            }
+            out->detach = 1;
+            p = we;
+            continue;
+        }
         const char *v;
         size_t vn;
         if (eq) {

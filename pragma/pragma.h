@@ -27,6 +27,7 @@ typedef struct taas_pragma {
     int gpus;                /* --gpus N (ranks), >= 1 */
     int cpus;                /* --cpus M, loader workers per registered loader, 1..8; default 1 */
     long long units;         /* --units U, samples drawn before stopping; 0 = no limit */
+    int detach;              /* --detach: the cell's fit outlives the kernel (docs/offload.md) */
     int has_config;          /* 1 when a #!CONFIG line named a configuration */
     taas_machine_config config;
     int machines;            /* GPU machines: gpus / gpus_per_machine (1 without a config) */

@@ -141,31 +141,8 @@ static void send_spec(taas_job *j, const char *peer, int rank, const job_loader 
 
 /* blob into path: a temporary file beside it, synced, renamed over it, and the folder
  * synced, so that path is the old file or the whole new one. 0, or -1 with errno. */
-static int write_atomic(const char *path, const void *blob, size_t n) {
-    char tmp[PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.part", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd >= 0 && taas_write_all(fd, blob, n) == 0 && fsync(fd) == 0 && close(fd) == 0 && rename(tmp, path) == 0) {
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = '\0';
-        int dfd = slash ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-        return 0;
-    }
-    int e = errno;
-    if (fd >= 0) close(fd);
-    unlink(tmp);
-    errno = e;
-    return -1;
-}
-
 static int write_weights(taas_job *j, const void *blob, size_t n) {
-    if (write_atomic(j->weights, blob, n) == 0) return 0;
+    if (taas_write_file_atomic(j->weights, blob, n) == 0) return 0;
     fail(j, "TaasOffloadError", "the temporary folder ($TMPDIR or /tmp) must be writable with free space",
          "cannot write the trained weights to %s: %s", j->weights, strerror(errno));
     return -1;
@@ -179,7 +156,7 @@ static void on_checkpoint(taas_job *j, const json_t *b, const void *blob, size_t
     if (!blob || !n || (size_t)snprintf(path, sizeof path, "%s/checkpoint-%lld.safetensors", j->dir, steps) >=
                            sizeof path)
         return;
-    if (write_atomic(path, blob, n)) {
+    if (taas_write_file_atomic(path, blob, n)) {
         taas_buf line = TAAS_BUF_INIT;
         taas_buf_printf(&line, "[job] no checkpoint at step %lld: cannot write %s: %s\n", steps, path,
                         strerror(errno));

@@ -47,7 +47,7 @@ int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n) {
     return mkdtemp(dir) ? 0 : sys_fail(cx, "mkdtemp");
 }
 
-static int need_session(taas_call_ctx *cx, const char *name) {
+int taas_need_session(taas_call_ctx *cx, const char *name) {
     if (cx->interp) return 0;
     taas_error_set(cx->err, "TaasInternalError", cx->pos, "%s() needs the session, which is not there", name);
     taas_error_hint(cx->err, "this is a bug in taas; please report it");
@@ -141,7 +141,7 @@ static json_t *resume_from(taas_call_ctx *cx, const taas_value *model, const cha
 /* fit(model, loader, epochs, loss, optimizer, scheduler, validate, seed, units, checkpoint_every,
  * resume, max_restarts) */
 int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
-    if (need_session(cx, "fit") || check_model(cx, a[0], a[1], a[3], NULL) ||
+    if (taas_need_session(cx, "fit") || check_model(cx, a[0], a[1], a[3], NULL) ||
         (a[6]->type != TAAS_V_NONE && check_model(cx, a[0], a[6], a[3], "validate")))
         return -1;
     taas_fit_resume rs = {(int)a[11]->u.i, 0, 0};
@@ -169,7 +169,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
 
 /* evaluate(model, loader, loss, units) */
 int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
-    if (need_session(cx, "evaluate") || taas_need_weights(cx, a[0]) || check_model(cx, a[0], a[1], a[2], NULL))
+    if (taas_need_session(cx, "evaluate") || taas_need_weights(cx, a[0]) || check_model(cx, a[0], a[1], a[2], NULL))
         return -1;
     json_t *job = job_spec("evaluate", a[0], NULL, a[3]);
     json_object_set_new(job, "validate", taas_value_spec(a[1]));

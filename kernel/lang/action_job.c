@@ -10,12 +10,10 @@
 
 #include "clock.h"
 #include "dataview.h"
+#include "detached.h"
 #include "fit.h"
 #include "job.h"
 #include "result.h"
-
-/* The stop button: rank 0 gets this long to send the weights of its last completed step. */
-#define CANCEL_GRACE_S 1.0
 
 typedef struct job_wait {
     taas_waiter base;
@@ -53,7 +51,7 @@ static int job_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
 
 static void job_free(taas_waiter *w) {
     job_wait *o = (job_wait *)w;
-    if (o->job && !o->finished && taas_job_cancel(o->job, CANCEL_GRACE_S, o->io) && !o->evaluate)
+    if (o->job && !o->finished && taas_job_cancel(o->job, TAAS_JOB_STOP_GRACE_S, o->io) && !o->evaluate)
         taas_weights_attach(o->model, o->weights);
     taas_job_free(o->job);
     if (!o->model->u.obj.weights || strcmp(o->model->u.obj.weights, o->weights) != 0) {
@@ -79,11 +77,18 @@ static int registered(taas_interp *in, const taas_value *v, taas_job_stream *out
     return 0;
 }
 
+static int placed(taas_call_ctx *cx) {
+    if (cx->err->pos.line == 0) cx->err->pos = cx->pos;
+    return -1;
+}
+
 static int start_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, taas_value *model,
                      taas_value *train, taas_value *validate, const taas_fit_resume *rs) {
     int evaluate = rs == NULL;
+    int detach = pr && pr->detach && !evaluate;
     job_wait *o = calloc(1, sizeof *o);
-    if (!o || taas_job_folder(cx, o->dir, sizeof o->dir)) {
+    if (!o || (detach ? taas_detached_folder(o->dir, sizeof o->dir, cx->err) && placed(cx)
+                      : taas_job_folder(cx, o->dir, sizeof o->dir))) {
         if (!o) taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory starting the job");
         free(o);
         json_decref(job);
@@ -99,6 +104,12 @@ static int start_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *jo
                         .weights = o->weights, .model = taas_interp_name_of(cx->interp, model),
                         .evaluate = evaluate, .max_restarts = rs ? rs->max_restarts : 0,
                         .resume_epoch = rs ? rs->epoch : 0, .resume_step = rs ? rs->step : 0};
+    if (detach) {  /* the job is the coordinator's; the cell shows it */
+        int rc = taas_fit_detached(cx, &cfg, model);
+        json_decref(job);
+        free(o);
+        return rc;
+    }
     o->job = taas_job_start(&cfg, cx->io, cx->err);
     json_decref(job);
     if (!o->job) {

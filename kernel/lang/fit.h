@@ -31,11 +31,23 @@ int taas_fit_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *job, t
 /* evaluate() as a job of one rank here: its result is the Evaluation. Takes job. */
 int taas_evaluate_job(taas_call_ctx *cx, json_t *job, taas_value *model);
 
+/* action_detach.c: cfg's job (a #pragma taas --detach cell's fit, cfg->dir a detached
+ * job's folder) under a coordinator of its own, shown in the cell until it ends, when the
+ * model gets its weights and the cell its History. */
+struct taas_job_cfg;
+int taas_fit_detached(taas_call_ctx *cx, const struct taas_job_cfg *cfg, taas_value *model);
+/* jobs(), attach(job, into), cancel(job) */
+int taas_jobs_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
+int taas_attach_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
+int taas_cancel_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
+
 /* A new, private job folder $TMPDIR/taas-job-XXXXXX; -1 with the error in cx. */
 int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n);
 /* Gives the model a copy of path as its weights (taas_weights_replace). */
 void taas_weights_attach(taas_value *model, const char *path);
 
+/* 0 when the call has the session (cx->interp); else -1 with a TaasInternalError. */
+int taas_need_session(taas_call_ctx *cx, const char *name);
 /* 0 when the model has weights; else -1 with "net has no trained weights yet ...". */
 int taas_need_weights(taas_call_ctx *cx, const taas_value *model);
 

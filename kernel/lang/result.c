@@ -1,12 +1,14 @@
-/* History and Evaluation values: built from a worker's "done" line, shown as tables. */
+/* History and Evaluation values, built from a worker's "done" line, and the Jobs list,
+ * built from the detached jobs' states: each shown as a table. */
 #include "result.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "trainview.h"
 
-static const char HISTORY[] = "History", EVALUATION[] = "Evaluation";
+static const char HISTORY[] = "History", EVALUATION[] = "Evaluation", JOBS[] = "Jobs";
 
 static int is_epoch(const json_t *e) {
     return json_is_object(e) && json_is_integer(json_object_get(e, "epoch")) &&
@@ -41,6 +43,75 @@ taas_value *taas_result_of_evaluate(const json_t *done) {
     return taas_result_new(EVALUATION, o);
 }
 
+taas_value *taas_result_of_jobs(const json_t *states) {
+    return taas_result_new(JOBS, json_deep_copy(states));
+}
+
+/* A job's columns: id, state, progress, model, started (UTC), plan. */
+enum { JOB_COLS = 6 };
+static const char *const JOB_HEAD[JOB_COLS] = {"id", "state", "progress", "model", "started", "plan"};
+
+static void job_cells(const json_t *s, char cells[JOB_COLS][256]) {
+    const char *str;
+    snprintf(cells[0], 256, "%s", (str = json_string_value(json_object_get(s, "id"))) ? str : "?");
+    snprintf(cells[1], 256, "%s", (str = json_string_value(json_object_get(s, "state"))) ? str : "?");
+    long long epoch = (long long)json_integer_value(json_object_get(s, "epoch")),
+              epochs = (long long)json_integer_value(json_object_get(s, "epochs")),
+              step = (long long)json_integer_value(json_object_get(s, "step")),
+              steps = (long long)json_integer_value(json_object_get(s, "steps"));
+    if (epochs > 0) snprintf(cells[2], 256, "epoch %lld/%lld, step %lld/%lld", epoch, epochs, step, steps);
+    else snprintf(cells[2], 256, "-");
+    snprintf(cells[3], 256, "%s", (str = json_string_value(json_object_get(s, "model"))) ? str : "-");
+    time_t t = (time_t)json_integer_value(json_object_get(s, "created"));
+    struct tm tm;
+    if (t > 0 && gmtime_r(&t, &tm)) strftime(cells[4], 256, "%Y-%m-%d %H:%M:%S", &tm);
+    else snprintf(cells[4], 256, "-");
+    snprintf(cells[5], 256, "%s", (str = json_string_value(json_object_get(s, "plan"))) ? str : "-");
+}
+
+static void jobs_text(const json_t *d, taas_buf *out) {
+    size_t n = json_array_size(d);
+    taas_buf_printf(out, "Jobs (%zu)", n);
+    if (!n) taas_buf_puts(out, ": none yet; a fit in a `#pragma taas --gpus N --detach` cell makes one");
+    int width[JOB_COLS];
+    for (int c = 0; c < JOB_COLS; c++) width[c] = (int)strlen(JOB_HEAD[c]);
+    char cells[JOB_COLS][256];
+    for (size_t i = 0; i < n; i++) {
+        job_cells(json_array_get(d, i), cells);
+        for (int c = 0; c < JOB_COLS - 1; c++)
+            if ((int)strlen(cells[c]) > width[c]) width[c] = (int)strlen(cells[c]);
+    }
+    for (size_t i = 0; n && i <= n; i++) {
+        if (i) job_cells(json_array_get(d, i - 1), cells);
+        taas_buf_putc(out, '\n');
+        for (int c = 0; c < JOB_COLS; c++) {
+            const char *v = i ? cells[c] : JOB_HEAD[c];
+            if (c < JOB_COLS - 1) taas_buf_printf(out, "%-*s  ", width[c], v);
+            else taas_buf_puts(out, v);
+        }
+    }
+}
+
+static void jobs_html(const json_t *d, taas_buf *h) {
+    size_t n = json_array_size(d);
+    taas_buf_printf(h, "<table class=\"taas-jobs\">\n<caption style=\"text-align:left\">Jobs (%zu)</caption>\n"
+                       "<thead><tr>", n);
+    for (int c = 0; c < JOB_COLS; c++) taas_buf_printf(h, "<th>%s</th>", JOB_HEAD[c]);
+    taas_buf_puts(h, "</tr></thead>\n<tbody>\n");
+    char cells[JOB_COLS][256];
+    for (size_t i = 0; i < n; i++) {
+        job_cells(json_array_get(d, i), cells);
+        taas_buf_puts(h, "<tr>");
+        for (int c = 0; c < JOB_COLS; c++) {
+            taas_buf_puts(h, "<td>");
+            taas_buf_html(h, cells[c]);
+            taas_buf_puts(h, "</td>");
+        }
+        taas_buf_puts(h, "</tr>\n");
+    }
+    taas_buf_puts(h, "</tbody>\n</table>");
+}
+
 static void number(taas_buf *out, const json_t *v) {
     if (json_is_number(v)) taas_buf_printf(out, "%.4f", json_number_value(v));
     else taas_buf_puts(out, "nan");  /* no samples: the worker sends null */
@@ -48,6 +119,10 @@ static void number(taas_buf *out, const json_t *v) {
 
 void taas_result_repr(const taas_value *v, taas_buf *out) {
     const json_t *d = v->u.res.data;
+    if (v->u.res.kind == JOBS) {
+        jobs_text(d, out);
+        return;
+    }
     if (v->u.res.kind == HISTORY) {
         size_t n = json_array_size(d);
         taas_buf_printf(out, "History (%zu epoch%s)\n", n, n == 1 ? "" : "s");
@@ -65,7 +140,9 @@ json_t *taas_result_mimebundle(const taas_value *v) {
     taas_buf t = TAAS_BUF_INIT, h = TAAS_BUF_INIT;
     taas_result_repr(v, &t);
     const json_t *d = v->u.res.data;
-    if (v->u.res.kind == HISTORY) {
+    if (v->u.res.kind == JOBS) {
+        jobs_html(d, &h);
+    } else if (v->u.res.kind == HISTORY) {
         char caption[64];
         size_t n = json_array_size(d);
         snprintf(caption, sizeof caption, "History (%zu epoch%s)", n, n == 1 ? "" : "s");

@@ -13,6 +13,8 @@
 /* From the worker's "done" line; NULL when it lacks what the value needs. New reference. */
 taas_value *taas_result_of_fit(const json_t *done);
 taas_value *taas_result_of_evaluate(const json_t *done);
+/* jobs(): the detached jobs' states (kernel/job/detached.h), the newest first. */
+taas_value *taas_result_of_jobs(const json_t *states);
 
 /* repr(): the History's table as aligned text; Evaluation(loss=..., accuracy=..., samples=...). */
 void taas_result_repr(const taas_value *v, taas_buf *out);

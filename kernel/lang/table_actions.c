@@ -219,13 +219,6 @@ static const taas_param LOADER_ARG_P[] = {
     END,
 };
 
-static int need_interp(taas_call_ctx *cx, const char *name) {
-    if (cx->interp) return 0;
-    taas_error_set(cx->err, "TaasInternalError", cx->pos, "%s() needs the session, which is not there", name);
-    taas_error_hint(cx->err, "this is a bug in taas; please report it");
-    return -1;
-}
-
 /* The session reports without a place; the call is the place. */
 static int placed(taas_call_ctx *cx) {
     if (cx->err->pos.line == 0) cx->err->pos = cx->pos;
@@ -233,14 +226,14 @@ static int placed(taas_call_ctx *cx) {
 }
 
 static int register_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
-    if (need_interp(cx, "register")) return -1;
+    if (taas_need_session(cx, "register")) return -1;
     if (taas_interp_register_loader(cx->interp, a[0], cx->err)) return placed(cx);
     *out = taas_none();
     return 0;
 }
 
 static int unregister_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
-    if (need_interp(cx, "unregister")) return -1;
+    if (taas_need_session(cx, "unregister")) return -1;
     if (taas_interp_unregister_loader(cx->interp, a[0], cx->err)) return placed(cx);
     *out = taas_none();
     return 0;
@@ -281,6 +274,21 @@ static const taas_param SAVE_P[] = {
 static const taas_param LOAD_P[] = {
     {"path", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "a safetensors file"},
     {"into", TAAS_P_LAYER, NULL, TAAS_PF_KWONLY, TAAS_NO_RANGE, "the Sequential that takes the weights"},
+    END,
+};
+
+static const taas_param JOBS_P[] = {
+    END,
+};
+
+static const taas_param ATTACH_P[] = {
+    {"job", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "the job's id as jobs() lists it, or the start of exactly one"},
+    {"into", TAAS_P_ANY, "None", TAAS_PF_NONE_OK | TAAS_PF_KWONLY, TAAS_NO_RANGE, "the Sequential that gets the trained weights; None: none does"},
+    END,
+};
+
+static const taas_param CANCEL_P[] = {
+    {"job", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "the job's id as jobs() lists it, or the start of exactly one"},
     END,
 };
 
@@ -375,7 +383,9 @@ const taas_row taas_rows_actions[] = {
             "training after the step in progress (within about 1 s): the model keeps the weights "
             "of the last completed step, the cell ends with KeyboardInterrupt and an assignment "
             "such as h = fit(...) is not made. A nan or inf loss stops it with an error naming "
-            "the epoch and step.", taas_fit_action, 1),
+            "the epoch and step. In a #pragma taas --detach cell the job outlives the kernel: it "
+            "runs under a coordinator of its own, the cell shows it as attach() does, and the "
+            "stop button only stops the showing.", taas_fit_action, 1),
      .check = taas_fit_check},
     {ACTION("evaluate", EVALUATE_P,
             "Measures a model with weights on a DataLoader, on a taas-worker process, and returns "
@@ -383,6 +393,21 @@ const taas_row taas_rows_actions[] = {
             "the label) and the number of samples. A model without weights is a TaasValueError: "
             "fit it first, or load weights.", taas_evaluate_action, 1),
      .check = taas_fit_check},
+    {ACTION("jobs", JOBS_P,
+            "Lists this user's detached jobs (fits of #pragma taas --detach cells), the newest "
+            "first: id, state (starting, running, done, failed, cancelled, or lost when its "
+            "coordinator is gone), progress, model, start time (UTC) and plan (the backend, its "
+            "hosts or Slurm job id).", taas_jobs_action, 0)},
+    {ACTION("attach", ATTACH_P,
+            "Shows a detached job in this cell: everything it has printed, its training display "
+            "where it stands, and what comes until it ends; then returns its History, and into= "
+            "gets its trained weights (also a job that ended long ago: its weights and History "
+            "stay in its folder). A job that failed or was cancelled is an error that says how. "
+            "The stop button only stops the showing: the job keeps running.", taas_attach_action, 1)},
+    {ACTION("cancel", CANCEL_P,
+            "Stops a detached job as the stop button stops an attached fit: it ends after the "
+            "step in progress, keeping the weights of its last completed step, and every process "
+            "of the job ends. A job that has already ended is an error.", taas_cancel_action, 1)},
     {ACTION("save", SAVE_P,
             "Copies the model's trained weights, a safetensors file with PyTorch's state_dict "
             "names, to path: torch.nn.Sequential.load_state_dict reads it. A model without "

@@ -257,14 +257,3 @@ int taas_install(const taas_install_opts *o, const char *const *spec_dirs, const
     return 0;
 }
 
-int taas_self_exe(char *out, size_t n, taas_error *err) {
-    ssize_t r = readlink("/proc/self/exe", out, n - 1);
-    if (r < 0 || (size_t)r >= n - 1) {
-        taas_error_set(err, ENAME, NOPOS, "cannot find the path of taas-kernel itself: %s",
-                       r < 0 ? strerror(errno) : "path too long");
-        taas_error_hint(err, "/proc must be mounted");
-        return -1;
-    }
-    out[r] = '\0';
-    return 0;
-}

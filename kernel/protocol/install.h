@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "error.h"
+#include "self_exe.h"
 
 typedef struct taas_install_opts {
     int user;                  /* --user: the user's Jupyter data directory */
@@ -29,8 +30,5 @@ int taas_install_dest(const taas_install_opts *o, char *out, size_t n, taas_erro
  * where[0..n). -1 with a TaasInstallError naming the file or directory that failed. */
 int taas_install(const taas_install_opts *o, const char *const *spec_dirs, const char *exe,
                  char *where, size_t n, taas_error *err);
-
-/* The absolute path of the running binary (/proc/self/exe). */
-int taas_self_exe(char *out, size_t n, taas_error *err);
 
 #endif

@@ -2,73 +2,31 @@
 checkpoints, a stopped job says where its last one is, fit(..., resume=PATH) goes on from it,
 and a rank that dies resumes from the last checkpoint by itself, up to max_restarts. In every
 case the final weights and the per-epoch checksums are byte for byte those of a run that was
-never disturbed.
-
-The jobs are held by the test, never by timing: taas-worker is reached through a wrapper (the
-kernel's TAAS_WORKER) that keeps loader worker 3 of the training loader from starting until
-the test opens its gate. Rank 1 trains item 3 at step 2 (items k = 2s + r), so a job with the
-gate shut trains step 1, checkpoints, and waits there for as long as the test likes."""
+never disturbed. The jobs are held by the test, never by timing (heldjob.py)."""
 
 import glob
 import hashlib
 import os
 import re
 import signal
-import stat
 import unittest
 
 import taastest
+from heldjob import FASHION, NET, SETUP, fit_call, gate, history, kernel_env, trainer_pids
 from taastest import result_text, stream_text
-
-FASHION = "/usr/share/datasets/fashion-mnist"
-# the test split (10,000 samples) as training data: 2 epochs of 50 steps on 2 ranks
-SETUP = """\
-transform = Compose([ToTensor(), Normalize((0.2860,), (0.3530,))])
-train = DataLoader(FashionMNIST(root='%s', train=False, transform=transform), batch_size=100, shuffle=True)
-test = DataLoader(FashionMNIST(root='%s', train=False, transform=transform), batch_size=1000)
-register(train)
-""" % (FASHION, FASHION)
-NET = ("Sequential(Conv2d(1, 8, 3), ReLU(), MaxPool2d(2), Dropout(0.25), Flatten(), Linear(1352, 32), "
-       "BatchNorm1d(32), ReLU(), Linear(32, 10), LogSoftmax(dim=1))")
-
-WRAPPER = """#!/bin/sh
-# the test's hold on loader worker 3: it starts once the gate is open
-case " $* " in
-  *" loader "*" --worker 3 "*) [ -e '%(dir)s/open' ] || read -r _ < '%(dir)s/gate' ;;
-esac
-exec '%(real)s' "$@"
-"""
 
 
 def fit_cell(name, extra="", pragma=True, every="1"):
-    return ("%s%s = %s\n"
-            "h_%s = fit(%s, train, epochs=2, loss=NLLLoss(), optimizer=Adam(lr=0.002), "
-            "scheduler=StepLR(step_size=1, gamma=0.5), validate=test, seed=11, checkpoint_every=%s%s)\n"
-            "save(%s, '%s.safetensors')"
-            % ("#pragma taas --gpus 2 --cpus 4\n" if pragma else "", name, NET, name, name, every, extra, name,
+    return ("%s%s = %s\n%s\nsave(%s, '%s.safetensors')"
+            % ("#pragma taas --gpus 2 --cpus 4\n" if pragma else "", name, NET, fit_call(name, extra, every), name,
                name))
-
-
-def trainer_pids(kernel_pid):
-    """The ranks of the kernel's job (other tests' jobs may run beside it)."""
-    return sorted(p for p, args in taastest.descendants(kernel_pid).items()
-                  if args.startswith(taastest.worker_binary()) and " trainer " in args)
 
 
 @unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
 class Resume(taastest.KernelCase):
     tmp_prefix = "taas-resume-"
 
-    @staticmethod
-    def kernel_env(tmp):
-        wrapper = os.path.join(tmp, "taas-worker")
-        with open(wrapper, "w") as f:
-            f.write(WRAPPER % {"dir": tmp, "real": taastest.worker_binary()})
-        os.chmod(wrapper, stat.S_IRWXU)
-        os.mkfifo(os.path.join(tmp, "gate"))
-        jobs = os.path.join(tmp, "jobs")
-        os.mkdir(jobs)
-        return {"TAAS_WORKER": wrapper, "TMPDIR": jobs}
+    kernel_env = staticmethod(kernel_env)
 
     @classmethod
     def setUpClass(cls):
@@ -82,11 +40,7 @@ class Resume(taastest.KernelCase):
 
     @classmethod
     def gate(cls, open_):
-        path = os.path.join(cls.tmp.name, "open")
-        if open_:
-            open(path, "w").close()
-        elif os.path.exists(path):
-            os.unlink(path)
+        gate(cls.tmp.name, open_)
 
     def setUp(self):
         self.gate(False)
@@ -101,8 +55,7 @@ class Resume(taastest.KernelCase):
         return lines[0].split("; ")[-1]
 
     def history(self, msgs):
-        """The History's rows without the times: epoch, train loss, val loss, val accuracy."""
-        return [row.split()[:4] for row in result_text(msgs).splitlines()[2:]]
+        return history(result_text(msgs))
 
     def same_as_undisturbed(self, name, msgs, history):
         """The run's checksums (msgs, its cell's) and History (history, a cell that shows it)

@@ -67,6 +67,7 @@ static void test_gpus_only_defaults(void **state) {
     assert_int_equal(P.gpus, 8);
     assert_int_equal(P.cpus, 1);
     assert_int_equal(P.units, 0);
+    assert_int_equal(P.detach, 0);
     assert_int_equal(P.has_config, 0);
     assert_int_equal(P.machines, 1);
     assert_int_equal(P.ranks_per_machine, 8);
@@ -86,6 +87,20 @@ static void test_all_flags_both_forms(void **state) {
     parse_ok("#pragma taas\t--gpus\t1   --units 9_223_372_036_854_775_807\nfit(net, train)");
     assert_int_equal(P.gpus, 1);
     assert_int_equal(P.units, 9223372036854775807LL);
+}
+
+static void test_detach_is_a_switch(void **state) {
+    (void)state;
+    parse_ok("#pragma taas --gpus 2 --detach\nfit(net, train)");
+    assert_int_equal(P.detach, 1);
+    assert_int_equal(P.gpus, 2);
+    parse_ok("#pragma taas --detach --gpus=2 --cpus 3  # keeps running\nfit(net, train)");
+    assert_int_equal(P.detach, 1);
+    assert_int_equal(P.cpus, 3);
+    parse_bad("#pragma taas --gpus 2 --detach=1", 1, 23, 10, "--detach takes no value", "write --detach alone");
+    parse_bad("#pragma taas --gpus 2 --detach --detach", 1, 32, 8, "--detach is given twice", "keep one --detach");
+    parse_bad("#pragma taas --gpus 2 --detatch", 1, 23, 9, "unknown flag '--detatch'", "did you mean --detach?");
+    parse_bad("#pragma taas --detach", 1, 1, 12, "#pragma taas needs --gpus N", "--detach (no value)");
 }
 
 static void test_with_config(void **state) {
@@ -383,6 +398,7 @@ int main(void) {
         cmocka_unit_test(test_gpus_not_multiple),
         cmocka_unit_test(test_config_without_gpus),
         cmocka_unit_test(test_directive_after_code),
+        cmocka_unit_test(test_detach_is_a_switch),
         cmocka_unit_test(test_traceback_caret),
         cmocka_unit_test(test_odd_bytes_in_messages),
     };
