@@ -428,6 +428,43 @@ class Faults(unittest.TestCase):
         self.assertEqual(summary(stream_text(msgs)), before)
         self.assertEqual(sha256(os.path.join(self.cwd, "out.safetensors")), weights)
 
+    def test_8_a_detached_job_outlives_its_kernel(self):
+        """Slurm: a --detach fit, held by the test, while its kernel shuts down; a fresh kernel
+        lists it with jobs() and attach() gives the undisturbed run's result and weights."""
+        self.k.execute(NET)
+        before = self.undisturbed("slurm", 3200)
+        weights = sha256(os.path.join(self.cwd, "out.safetensors"))
+        env = dict(kernel_env(), TAAS_JOBS_DIR=os.path.join(WORK, "detached"))
+        k = taastest.Kernel(env=env, cwd=self.cwd)
+        try:
+            reply, msgs = k.execute(SETUP, timeout=60)
+            self.assertEqual(reply["content"]["status"], "ok", msgs)
+            cell = pragma("slurm", 3200).replace("--units 3200\n", "--units 3200 --detach\n") + FIT
+            msg_id = k.send("shell", "execute_request", {"code": cell, "silent": False})
+            seen = []
+
+            def up():
+                seen.extend(k.iopub_now(msg_id, 0.05))
+                return "started: " in stream_text(seen)
+            self.assertTrue(taastest.wait_until(up, 120), stream_text(seen) + stream_text(seen, "stderr"))
+            held = self.hold(started(stream_text(seen))["rank 1"][0])
+        finally:
+            k.close()
+        k = taastest.Kernel(env=env, cwd=self.cwd)
+        try:
+            reply, msgs = k.execute("jobs()")
+            listed = taastest.result_text(msgs)
+            m = re.search(r"(job-\S+)\s+running\s", listed)
+            self.assertTrue(m, listed)
+            os.kill(held, signal.SIGCONT)
+            reply, msgs = k.execute(NET + "h = attach('%s', into=net)\nsave(net, 'detached.safetensors')" % m.group(1),
+                                    timeout=300)
+            self.assertEqual(reply["content"]["status"], "ok", stream_text(msgs, "stderr"))
+            self.assertEqual(summary(stream_text(msgs)), before)
+            self.assertEqual(sha256(os.path.join(self.cwd, "detached.safetensors")), weights)
+        finally:
+            k.close()
+
     def test_5_a_kernel_that_dies_takes_its_job(self):
         """SIGKILL to the kernel: on ssh the workers' connections end with it (a loader's stdin,
         mpirun's daemons); on Slurm the reaper cancels the allocation. Nothing of the job is
