@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int taas_write_all(int fd, const void *p, size_t n) {
@@ -22,6 +24,18 @@ int taas_write_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
+static void fsync_folder_of(const char *path) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    int dfd = open(slash ? (dir[0] ? dir : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+}
+
 int taas_write_file_atomic(const char *path, const void *p, size_t n) {
     char tmp[PATH_MAX + 8];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.part", path) >= sizeof tmp) {
@@ -33,20 +47,63 @@ int taas_write_file_atomic(const char *path, const void *p, size_t n) {
         int rc = close(fd);
         fd = -1;
         if (rc == 0 && rename(tmp, path) == 0) {
-            char dir[PATH_MAX];
-            snprintf(dir, sizeof dir, "%s", path);
-            char *slash = strrchr(dir, '/');
-            if (slash) *slash = '\0';
-            int dfd = open(slash ? (dir[0] ? dir : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (dfd >= 0) {
-                fsync(dfd);
-                close(dfd);
-            }
+            fsync_folder_of(path);
             return 0;
         }
     }
     int e = errno;
     if (fd >= 0) close(fd);
+    unlink(tmp);
+    errno = e;
+    return -1;
+}
+
+int taas_copy_file_atomic(const char *src, const char *dst) {
+    char tmp[PATH_MAX + 16];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.part-XXXXXX", dst) >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    /* non-blocking: a FIFO in src's place must not hold the caller */
+    int in = open(src, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (in < 0) return -1;
+    int bad = fstat(in, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (bad) {
+        close(in);
+        errno = bad;
+        return -1;
+    }
+    int out = mkostemp(tmp, O_CLOEXEC);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        errno = e;
+        return -1;
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    int rc = fchmod(out, 0666 & ~mask);
+    char buf[1 << 16];
+    for (int done = 0; rc == 0 && !done;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) rc = -1;
+        else if (n == 0) done = 1;
+        else rc = taas_write_all(out, buf, (size_t)n);
+    }
+    if (rc == 0) rc = fsync(out);
+    int e = errno;
+    close(in);
+    if (close(out) != 0 && rc == 0) {
+        rc = -1;
+        e = errno;
+    }
+    if (rc == 0 && rename(tmp, dst) == 0) {
+        fsync_folder_of(dst);
+        return 0;
+    }
+    if (rc == 0) e = errno;
     unlink(tmp);
     errno = e;
     return -1;

@@ -12,4 +12,10 @@ int taas_write_all(int fd, const void *p, size_t n);
  * with errno (path untouched, no .part left). */
 int taas_write_file_atomic(const char *path, const void *p, size_t n);
 
+/* Copies the regular file src to dst, all or nothing: into a new temporary file beside dst
+ * (never one that exists), fsync'ed and renamed over dst, which gets the mode a new file
+ * gets (0666 less the umask). Reads src whole before dst changes, so src == dst is safe.
+ * 0, or -1 with errno (EINVAL: src is not a regular file); dst untouched on failure. */
+int taas_copy_file_atomic(const char *src, const char *dst);
+
 #endif

@@ -50,7 +50,8 @@ static int ended(attach_wait *o, json_t *state, taas_error *err) {
             err->pos = o->pos;
             return -1;
         }
-        taas_weights_attach(o->model, weights);
+        taas_call_ctx cx = {.pos = o->pos, .err = err};
+        if (taas_weights_copy_in(&cx, o->model, weights)) return -1;
         kept = 1;
     }
     if (!strcmp(st, "done")) {

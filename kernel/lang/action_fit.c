@@ -21,17 +21,18 @@
 #include "worker.h"
 
 
-void taas_weights_replace(taas_value *model, char *path) {
+void taas_weights_replace(taas_value *model, char *path, int owned) {
     char *old = model->u.obj.weights;
+    int old_owned = model->u.obj.weights_owned;
     model->u.obj.weights = path;
-    /* the previous fit's job folder has no other user: only its model names it */
-    if (old && path && !strcmp(old, path)) free(old);
-    else taas_weights_drop(old);
+    model->u.obj.weights_owned = owned;
+    if (old && path && !strcmp(old, path)) free(old);  /* the same file, kept */
+    else taas_weights_drop(old, old_owned);
 }
 
-void taas_weights_attach(taas_value *model, const char *path) {
+void taas_weights_attach(taas_value *model, const char *path, int owned) {
     char *p = strdup(path);
-    if (p) taas_weights_replace(model, p);
+    if (p) taas_weights_replace(model, p, owned);
 }
 
 static int sys_fail(taas_call_ctx *cx, const char *what) {

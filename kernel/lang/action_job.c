@@ -45,14 +45,14 @@ static int job_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
     }
-    if (!o->evaluate) taas_weights_attach(o->model, o->weights);
+    if (!o->evaluate) taas_weights_attach(o->model, o->weights, 1);
     return 0;
 }
 
 static void job_free(taas_waiter *w) {
     job_wait *o = (job_wait *)w;
     if (o->job && !o->finished && taas_job_cancel(o->job, TAAS_JOB_STOP_GRACE_S, o->io) && !o->evaluate)
-        taas_weights_attach(o->model, o->weights);
+        taas_weights_attach(o->model, o->weights, 1);
     taas_job_free(o->job);
     if (!o->model->u.obj.weights || strcmp(o->model->u.obj.weights, o->weights) != 0) {
         unlink(o->weights);

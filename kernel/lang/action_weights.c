@@ -8,6 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fdio.h"
 
 #include "fit.h"
 #include "interp.h"
@@ -41,31 +45,43 @@ int taas_save_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_need_weights(cx, a[0])) return -1;
     const char *src = a[0]->u.obj.weights, *dst = a[1]->u.str.s;
     char q[300];
-    FILE *in = fopen(src, "rb");
-    FILE *o = in ? fopen(dst, "wb") : NULL;
-    if (!in || !o) {
-        taas_error_set(cx->err, "OSError", cx->pos, "save() cannot %s %s: %s", in ? "write" : "read",
-                       taas_utf8_clip(q, sizeof q, in ? dst : src, strlen(in ? dst : src), 200), strerror(errno));
-        taas_error_hint(cx->err, in ? "check that the folder exists and is writable"
-                                    : "the trained weights were removed from the temporary folder: fit again");
-        if (in) fclose(in);
+    taas_utf8_clip(q, sizeof q, dst, strlen(dst), 200);
+    struct stat st;
+    if (stat(dst, &st) == 0 && !S_ISREG(st.st_mode)) {  /* a FIFO would hold the kernel; a folder is no file */
+        taas_error_set(cx->err, "OSError", cx->pos, "save() writes a file, and %s is %s", q,
+                       S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file");
+        taas_error_hint(cx->err, "give the path of a file, e.g. 'net.safetensors'");
         return -1;
     }
-    char buf[65536];
-    size_t n;
-    int bad = 0;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, o) != n) bad = 1;
-    if (ferror(in)) bad = 1;
-    fclose(in);
-    if (fclose(o) != 0) bad = 1;
-    if (bad) {
-        taas_error_set(cx->err, "OSError", cx->pos, "save() could not write all of %s",
-                       taas_utf8_clip(q, sizeof q, dst, strlen(dst), 200));
-        taas_error_hint(cx->err, "the disk may be full");
+    if (taas_copy_file_atomic(src, dst) != 0) {
+        int e = errno;
+        if (access(src, R_OK) != 0) {
+            taas_error_set(cx->err, "OSError", cx->pos, "save() cannot read the trained weights: %s", strerror(errno));
+            taas_error_hint(cx->err, "they were removed from the temporary folder: fit again");
+            return -1;
+        }
+        taas_error_set(cx->err, "OSError", cx->pos, "save() cannot write %s: %s", q, strerror(e));
+        taas_error_hint(cx->err, e == ENOSPC || e == EDQUOT ? "the disk is full: free some space and save again"
+                                 : "check that the folder exists and is writable; %s is as it was", q);
         return -1;
     }
     *out = taas_none();
+    return 0;
+}
+
+int taas_weights_copy_in(taas_call_ctx *cx, taas_value *model, const char *path) {
+    char dir[PATH_MAX / 2], copy[PATH_MAX];
+    if (taas_job_folder(cx, dir, sizeof dir)) return -1;
+    snprintf(copy, sizeof copy, "%s/weights.safetensors", dir);
+    if (taas_copy_file_atomic(path, copy) != 0) {
+        char q[300];
+        taas_error_set(cx->err, "OSError", cx->pos, "cannot copy %s: %s",
+                       taas_utf8_clip(q, sizeof q, path, strlen(path), 200), strerror(errno));
+        taas_error_hint(cx->err, "the temporary folder ($TMPDIR or /tmp) must be writable with free space");
+        rmdir(dir);
+        return -1;
+    }
+    taas_weights_attach(model, copy, 1);
     return 0;
 }
 
@@ -75,13 +91,8 @@ int taas_load_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
         cx->err->pos = cx->pos;
         return -1;
     }
-    char *abs = realpath(path, NULL);
-    if (!abs) {
-        taas_error_set(cx->err, "OSError", cx->pos, "load() cannot resolve the path: %s", strerror(errno));
-        taas_error_hint(cx->err, "give a path to an existing file");
-        return -1;
-    }
-    taas_weights_replace(a[1], abs);
+    /* a copy of the model's own: the user's file may change or go, and save() may write it */
+    if (taas_weights_copy_in(cx, a[1], path)) return -1;
     *out = taas_none();
     return 0;
 }

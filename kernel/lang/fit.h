@@ -43,16 +43,19 @@ int taas_cancel_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
 
 /* A new, private job folder $TMPDIR/taas-job-XXXXXX; -1 with the error in cx. */
 int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n);
-/* Gives the model a copy of path as its weights (taas_weights_replace). */
-void taas_weights_attach(taas_value *model, const char *path);
+/* Gives the model a private copy of the weights file at path, in a job folder of its own
+ * (owned): the user's file may change or go. -1 with the error in cx. */
+int taas_weights_copy_in(taas_call_ctx *cx, taas_value *model, const char *path);
+/* Gives the model path as its weights (taas_weights_replace). */
+void taas_weights_attach(taas_value *model, const char *path, int owned);
 
 /* 0 when the call has the session (cx->interp); else -1 with a TaasInternalError. */
 int taas_need_session(taas_call_ctx *cx, const char *name);
 /* 0 when the model has weights; else -1 with "net has no trained weights yet ...". */
 int taas_need_weights(taas_call_ctx *cx, const taas_value *model);
 
-/* Gives the model the weights file path (malloc'd, taken); a file the model's previous fit
- * left in its job folder goes, with the folder. */
-void taas_weights_replace(taas_value *model, char *path);
+/* Gives the model the weights file path (malloc'd, taken), which it owns (owned: the file
+ * goes with the model) or not; a file it owned before goes, with its folder. */
+void taas_weights_replace(taas_value *model, char *path, int owned);
 
 #endif

@@ -106,13 +106,14 @@ taas_value *taas_ref(taas_value *v) {
     return v;
 }
 
-void taas_weights_drop(char *path) {
-    static const char tail[] = "/weights.safetensors";
-    size_t n = path ? strlen(path) : 0, t = sizeof tail - 1;
-    if (path && strstr(path, "/taas-job-") && n > t && !strcmp(path + n - t, tail)) {
+void taas_weights_drop(char *path, int owned) {
+    if (path && owned) {
         unlink(path);
-        path[n - t] = '\0';
-        rmdir(path);
+        char *slash = strrchr(path, '/');
+        if (slash && slash != path) {
+            *slash = '\0';
+            rmdir(path);
+        }
     }
     free(path);
 }
@@ -131,7 +132,7 @@ void taas_unref(taas_value *v) {
     case TAAS_V_OBJECT:
         for (size_t i = 0; i < v->u.obj.nargs; i++) taas_unref(v->u.obj.args[i]);
         free(v->u.obj.args);
-        taas_weights_drop(v->u.obj.weights);
+        taas_weights_drop(v->u.obj.weights, v->u.obj.weights_owned);
         break;
     case TAAS_V_RESULT:
         json_decref(v->u.res.data);

@@ -37,6 +37,8 @@ typedef struct taas_value {
             struct taas_value **args;   /* one per parameter of def, in table order */
             size_t nargs;
             char *weights;  /* a model's trained weights (safetensors path, malloc'd) or NULL */
+            int weights_owned;  /* the file is the model's own (a fit's job folder, load()'s
+                                   copy): it goes, with its folder, when the model lets go */
             int32_t sample[3];  /* a model's input sample once known (C, H, W; H = W = 0: C
                                    features); C == 0: not known yet */
         } obj;
@@ -66,11 +68,12 @@ taas_value *taas_result_new(const char *kind, json_t *data);
 
 taas_value *taas_ref(taas_value *v);
 void taas_unref(taas_value *v);
-/* Forgets a model's weights path (malloc'd, taken; may be NULL). A file a fit wrote into its
- * own job folder ($TMPDIR/taas-job-XXXXXX/weights.safetensors) is the model's alone: it goes,
- * with the folder (which stays only while something else is in it: a stopped job's
- * checkpoints). Any other path (load()'s) is the user's file and stays. */
-void taas_weights_drop(char *path);
+/* Forgets a model's weights path (malloc'd, taken; may be NULL). A file the model owns (a
+ * fit's job folder, load()'s private copy) goes, with its folder (which stays only while
+ * something else is in it: a stopped job's checkpoints). A file it does not own (a detached
+ * job's, in the jobs folder) stays. Ownership is the value's flag, never a guess from the
+ * path. */
+void taas_weights_drop(char *path, int owned);
 
 /* Python's notion of truth and equality, for the few places the language needs them. */
 int taas_value_truthy(const taas_value *v);

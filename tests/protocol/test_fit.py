@@ -199,6 +199,42 @@ class FitInTheNotebook(taastest.KernelCase):
         self.assertGreater(os.path.getsize(os.path.join(self.tmp.name, "after_stop.safetensors")), 200000)
         self.error("h8", "TaasNameError")
 
+    def test_9_save_and_load_never_lose_a_file(self):
+        """save() onto the file the model was loaded from keeps its bytes (issue 16, defect
+        10); load() takes a copy, so the user's file may change or go; a fit never deletes a
+        file it did not write, whatever its path looks like (defect 11); save() into a FIFO or
+        a folder is refused at once; a failed save leaves the old file as it was."""
+        self.ok("fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), units=640)\nsave(net, 'w.safetensors')")
+        w = os.path.join(self.tmp.name, "w.safetensors")
+        with open(w, "rb") as f:
+            original = f.read()
+        self.ok("w2 = %s\nload('w.safetensors', into=w2)\nsave(w2, 'w.safetensors')" % MLP)
+        with open(w, "rb") as f:
+            self.assertEqual(f.read(), original)
+        os.unlink(w)  # the model has its own copy
+        self.ok("save(w2, 'again.safetensors')")
+        with open(os.path.join(self.tmp.name, "again.safetensors"), "rb") as f:
+            self.assertEqual(f.read(), original)
+        # a user's file in a folder named like a job folder is the user's
+        lookalike = os.path.join(self.tmp.name, "taas-job-mine")
+        os.mkdir(lookalike)
+        with open(os.path.join(lookalike, "weights.safetensors"), "wb") as f:
+            f.write(original)
+        self.ok("w3 = %s\nload('taas-job-mine/weights.safetensors', into=w3)\n"
+                "fit(w3, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), units=640)\nw3 = None" % MLP)
+        with open(os.path.join(lookalike, "weights.safetensors"), "rb") as f:
+            self.assertEqual(f.read(), original)
+        os.mkfifo(os.path.join(self.tmp.name, "out.fifo"))
+        e = self.error("save(w2, 'out.fifo')", "OSError")
+        self.assertIn("save() writes a file, and out.fifo is a FIFO", e["evalue"])
+        e = self.error("save(w2, '.')", "OSError")
+        self.assertIn("is a folder", e["evalue"])
+        e = self.error("save(w2, 'no/such/folder/x.safetensors')", "OSError")
+        self.assertIn("save() cannot write no/such/folder/x.safetensors: No such file or directory", e["evalue"])
+        e = self.error("save(w2, '/proc/self/status')", "OSError")
+        self.assertRegex(e["evalue"], r"save\(\) cannot write /proc/self/status: \S")
+        self.assertNotIn("disk", taastest.traceback_text(e))
+
 
 @unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
 class JobFoldersGo(unittest.TestCase):
