@@ -199,11 +199,28 @@ static int in_range(const taas_param *p, const taas_value *v) {
     return 1;
 }
 
+/* Numbers of a value, itself or its items, are finite: 1e400 is inf and inf - inf nan, which
+ * no argument means (the worker would read them as "the default"). */
+static int all_finite(const taas_value *v) {
+    if (v->type == TAAS_V_FLOAT) return isfinite(v->u.f);
+    if (is_seq(v))
+        for (size_t i = 0; i < v->u.seq.n; i++)
+            if (!all_finite(v->u.seq.items[i])) return 0;
+    return 1;
+}
+
 static int check_arg(const taas_builtin *b, const taas_param *p, size_t position,
                      const taas_value *v, taas_srcpos pos, taas_error *err) {
     if (!type_ok(p, p->type, v)) return type_error(b, p, position, v, pos, err);
     char label[96];
     arg_label(p, position, label, sizeof label);
+    if (!all_finite(v)) {
+        char *got = taas_value_repr(v);
+        taas_error_set(err, "TaasValueError", pos, "%s() %s must be a finite number, got %s", b->name, label, got);
+        free(got);
+        taas_sig_hint(err, b, "a literal beyond about 1.8e308 is infinite (inf), as in Python; give a finite value");
+        return -1;
+    }
     const char *const *ch = taas_param_choices(p);
     if (ch && v->type == TAAS_V_STR) {
         size_t n = 0;

@@ -198,6 +198,16 @@ static void test_ranges(void **state) {
                  "Linear() argument 'out_features' must be >= 1, got 0", 2);
     expect_error(TU(&err, "Dropout", "1.5"), &err, "TaasValueError",
                  "Dropout() argument 'p' must be between 0 and 1, got 1.5", 1);
+    /* infinite numbers are never a default in disguise (issue 16, defect 12) */
+    expect_error(TU(&err, "SGD", "lr=1e400"), &err, "TaasValueError",
+                 "SGD() argument 'lr' must be a finite number, got inf", 1);
+    expect_hint(&err, "infinite");
+    expect_error(TU(&err, "StepLR", "step_size=1", "gamma=1e400"), &err, "TaasValueError",
+                 "StepLR() argument 'gamma' must be a finite number, got inf", 2);
+    expect_error(TU(&err, "Adam", "lr=-1e999"), &err, "TaasValueError",
+                 "Adam() argument 'lr' must be a finite number, got -inf", 1);
+    expect_error(TU(&err, "Normalize", "(0.5, 1e400)", "(0.5, 0.5)"), &err, "TaasValueError",
+                 "Normalize() argument 'mean' must be a finite number, got (0.5, inf)", 1);
     expect_error(TU(&err, "Dropout2d", "p=-0.1"), &err, "TaasValueError",
                  "Dropout2d() argument 'p' must be between 0 and 1, got -0.1", 1);
     expect_error(TU(&err, "BatchNorm2d", "0"), &err, "TaasValueError",
@@ -218,10 +228,10 @@ static void test_ranges(void **state) {
                  "RandomHorizontalFlip() argument 'p' must be between 0 and 1, got 2", 1);
     expect_error(TU(&err, "sleep", "86401"), &err, "TaasValueError",
                  "sleep() argument 'seconds' must be between 0 and 86400, got 86401", 1);
-    /* NaN is in no range */
+    /* NaN is no number an argument takes */
     taas_value *o[1] = {taas_float(NAN)};
     expect_error(TUO(&err, "Dropout", o, "$0"), &err, "TaasValueError",
-                 "Dropout() argument 'p' must be between 0 and 1, got nan", 1);
+                 "Dropout() argument 'p' must be a finite number, got nan", 1);
     taas_unref(o[0]);
     /* the bounds themselves are inside */
     taas_value *v = TU(&err, "Dropout", "1");
