@@ -1,6 +1,7 @@
 /* MNIST and FashionMNIST: the four IDX files (gzipped or not) in a folder or under a URL
  * prefix, read whole at open and kept in memory (47 MB for the training images), as
  * torchvision does. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,23 @@ static const char *hint_files(const char *type) {
                  "torchvision's <root>/MNIST/raw";
 }
 
+/* The most a gzipped IDX file may inflate to: what its header declares (unsigned bytes, 1 to
+ * 3 dimensions of at most 2^32 each, the header itself); a header that is no such IDX header
+ * gets its 16 bytes, enough for the checks to say what is wrong. */
+static size_t idx_declared(const unsigned char *head, size_t got) {
+    if (got < 8 || head[0] || head[1] || head[2] != 0x08 || head[3] < 1 || head[3] > 3) return 16;
+    size_t dims = head[3], header = 4 + 4 * dims, total = 1;
+    if (got < header) return 16;
+    for (size_t d = 0; d < dims; d++) {
+        size_t k = be32(head + 4 + 4 * d);
+        if (k && total > (SIZE_MAX - header) / k) return 16;  /* no machine holds it: the checks say so */
+        total *= k;
+    }
+    return header + total;
+}
+
 /* Fetches name from root (.gz first, then plain, then torchvision's <root>/<type>/raw) and
- * inflates it when it is gzip. */
+ * inflates it when it is gzip, no further than its header declares. */
 static int load(taas_fetcher *f, const char *type, const char *root, const char *name, const char *what,
                 idx_file *out, taas_error *err) {
     memset(out, 0, sizeof *out);
@@ -96,7 +112,9 @@ static int load(taas_fetcher *f, const char *type, const char *root, const char 
     out->p = out->blob.data;
     out->n = out->blob.len;
     if (taas_is_gzip(out->p, out->n)) {
-        if (taas_gunzip(out->p, out->n, out->url, &out->inflated, &out->n, err) != 0) {
+        unsigned char head[16];
+        size_t max = idx_declared(head, taas_gunzip_head(out->p, out->n, head, sizeof head));
+        if (taas_gunzip(out->p, out->n, out->url, max, &out->inflated, &out->n, err) != 0) {
             taas_fmt_prefix(err, "%s", type);
             idx_file_free(out);
             return -1;

@@ -54,10 +54,15 @@ int taas_fmt_not_found(const taas_error *err);
 /* 1 when p starts with the gzip magic bytes. */
 int taas_is_gzip(const unsigned char *p, size_t n);
 /* Inflates all gzip members of src into *out (malloc'd, caller frees with free; never
- * NULL on success) and *out_len. name is the file or URL for messages: "truncated gzip"
- * (the stream ends before its end marker), "corrupt gzip" (zlib's reason). */
-int taas_gunzip(const unsigned char *src, size_t n, const char *name, unsigned char **out, size_t *out_len,
-                taas_error *err);
+ * NULL on success) and *out_len, at most max_out bytes: a stream that would give more is a
+ * TaasDataError before more memory is taken (a gzip bomb). name is the file or URL for
+ * messages: "truncated gzip" (the stream ends before its end marker), "corrupt gzip"
+ * (zlib's reason). */
+int taas_gunzip(const unsigned char *src, size_t n, const char *name, size_t max_out, unsigned char **out,
+                size_t *out_len, taas_error *err);
+/* The first bytes src inflates to (at most n_head into head, which a format's header
+ * fills): how many came, 0 for a stream that is not gzip or is corrupt at once. */
+size_t taas_gunzip_head(const unsigned char *src, size_t n, unsigned char *head, size_t n_head);
 
 /* ---- tar (format_tar.c) ------------------------------------------------------------ */
 

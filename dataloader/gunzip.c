@@ -1,5 +1,6 @@
 /* gzip in memory through zlib. A stream that stops before its end marker is reported as
  * truncated (an interrupted download), not as a generic failure. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -21,8 +22,33 @@ static int truncated(const char *name, size_t got, taas_error *err) {
     return -1;
 }
 
-int taas_gunzip(const unsigned char *src, size_t n, const char *name, unsigned char **out, size_t *out_len,
-                taas_error *err) {
+size_t taas_gunzip_head(const unsigned char *src, size_t n, unsigned char *head, size_t n_head) {
+    if (!taas_is_gzip(src, n)) return 0;
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit2(&zs, 15 + 16) != Z_OK) return 0;
+    zs.next_in = (unsigned char *)src;
+    zs.avail_in = n > UINT32_MAX ? UINT32_MAX : (uInt)n;
+    zs.next_out = head;
+    zs.avail_out = (uInt)n_head;
+    int zr = Z_OK;
+    for (int k = 0; k < 64 && zs.avail_out > 0 && zr == Z_OK; k++) zr = inflate(&zs, Z_NO_FLUSH);
+    size_t got = n_head - zs.avail_out;
+    inflateEnd(&zs);
+    return got;
+}
+
+static int bomb(const char *name, size_t max_out, taas_error *err) {
+    taas_error_set(err, "TaasDataError", NOPOS,
+                   "%s: the gzip stream inflates to more than %zu bytes, more than its contents can hold "
+                   "(a gzip bomb, or not the file it claims to be); nothing more was inflated",
+                   name, max_out);
+    taas_error_hint(err, "the file is damaged or hostile: fetch it again from where it came from");
+    return -1;
+}
+
+int taas_gunzip(const unsigned char *src, size_t n, const char *name, size_t max_out, unsigned char **out,
+                size_t *out_len, taas_error *err) {
     *out = NULL;
     *out_len = 0;
     if (!taas_is_gzip(src, n)) {
@@ -37,6 +63,9 @@ int taas_gunzip(const unsigned char *src, size_t n, const char *name, unsigned c
         size_t isize = (size_t)t[0] | (size_t)t[1] << 8 | (size_t)t[2] << 16 | (size_t)t[3] << 24;
         if (isize > cap && isize < ((size_t)1 << 32)) cap = isize + 1;
     }
+    /* one byte past the limit tells a stream that goes on from one that ends there */
+    size_t limit = max_out < SIZE_MAX ? max_out + 1 : SIZE_MAX;
+    if (cap > limit) cap = limit;
     unsigned char *buf = malloc(cap);
     if (!buf) return taas_fmt_oom(err, "a gzip buffer");
     size_t len = 0, pos = 0;
@@ -51,8 +80,12 @@ int taas_gunzip(const unsigned char *src, size_t n, const char *name, unsigned c
         /* one gzip member; files may hold several back to back (gzip's multi-member format) */
         int zr;
         do {
+            if (len == limit) {
+                bomb(name, max_out, err);
+                goto done;
+            }
             if (len == cap) {
-                size_t ncap = cap * 2;
+                size_t ncap = cap * 2 > limit || cap * 2 < cap ? limit : cap * 2;
                 unsigned char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
                 if (!nb) {
                     taas_fmt_oom(err, "gzip output");
@@ -92,6 +125,10 @@ int taas_gunzip(const unsigned char *src, size_t n, const char *name, unsigned c
         /* another member follows, or trailing padding (ignored, as gzip does) */
         if (!taas_is_gzip(src + pos, n - pos)) break;
         inflateReset(&zs);
+    }
+    if (len > max_out) {
+        bomb(name, max_out, err);
+        goto done;
     }
     rc = 0;
 done:

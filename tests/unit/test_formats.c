@@ -167,6 +167,51 @@ static void test_idx_truncated_gzip(void **state) {
     taas_buf_free(&z);
 }
 
+/* A valid header for one 28x28 image, then 256 MiB of zeros: about 256 KB of gzip. Inflating
+ * stops past what the header declares (issue 16, defect 8). */
+static void test_idx_gzip_bomb(void **state) {
+    (void)state;
+    taas_buf head = TAAS_BUF_INIT, z = TAAS_BUF_INIT;
+    fx_be32(&head, 0x00000803u);
+    fx_be32(&head, 1);
+    fx_be32(&head, 28);
+    fx_be32(&head, 28);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    assert_int_equal(deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    static unsigned char zeros[1 << 16], chunk[1 << 16];
+    for (int i = 0; i <= 4096; i++) {
+        zs.next_in = i == 0 ? (unsigned char *)head.data : zeros;
+        zs.avail_in = i == 0 ? (uInt)head.len : (uInt)sizeof zeros;
+        do {
+            zs.next_out = chunk;
+            zs.avail_out = sizeof chunk;
+            deflate(&zs, i == 4096 ? Z_FINISH : Z_NO_FLUSH);
+            taas_buf_add(&z, (const char *)chunk, sizeof chunk - zs.avail_out);
+        } while (zs.avail_out == 0);
+    }
+    deflateEnd(&zs);
+    fx_write("bomb/t10k-images-idx3-ubyte.gz", z.data, z.len);
+    open_bad(vision("FashionMNIST", fx_path("bomb"), 0), "TaasDataError",
+             "t10k-images-idx3-ubyte.gz: the gzip stream inflates to more than 800 bytes", "a gzip bomb", NULL);
+    /* the limit is exact: 12 bytes inflate under a limit of 12, not of 11 */
+    taas_buf two = TAAS_BUF_INIT;
+    fx_gzip("hello, world", 12, &two);
+    unsigned char *out, first[4];
+    size_t n;
+    assert_int_equal(taas_gunzip((unsigned char *)two.data, two.len, "x.gz", 12, &out, &n, &E), 0);
+    assert_int_equal(n, 12);
+    free(out);
+    assert_int_equal(taas_gunzip((unsigned char *)two.data, two.len, "x.gz", 11, &out, &n, &E), -1);
+    assert_non_null(strstr(E.message, "more than 11 bytes"));
+    assert_int_equal(taas_gunzip_head((unsigned char *)two.data, two.len, first, sizeof first), 4);
+    assert_memory_equal(first, "hell", 4);
+    assert_int_equal(taas_gunzip_head((unsigned char *)"plain", 5, first, sizeof first), 0);
+    taas_buf_free(&two);
+    taas_buf_free(&head);
+    taas_buf_free(&z);
+}
+
 static void test_idx_truncated_and_long(void **state) {
     (void)state;
     taas_buf img = TAAS_BUF_INIT;
@@ -206,14 +251,14 @@ static void test_gunzip(void **state) {
     fx_gzip("world", 5, &z); /* two members back to back, as `cat a.gz b.gz` makes */
     unsigned char *out;
     size_t n;
-    assert_int_equal(taas_gunzip((unsigned char *)z.data, z.len, "two.gz", &out, &n, &E), 0);
+    assert_int_equal(taas_gunzip((unsigned char *)z.data, z.len, "two.gz", SIZE_MAX, &out, &n, &E), 0);
     assert_int_equal(n, 12);
     assert_memory_equal(out, "hello, world", 12);
     free(out);
     /* an empty file compresses to a member with no data */
     taas_buf e = TAAS_BUF_INIT;
     fx_gzip("", 0, &e);
-    assert_int_equal(taas_gunzip((unsigned char *)e.data, e.len, "empty.gz", &out, &n, &E), 0);
+    assert_int_equal(taas_gunzip((unsigned char *)e.data, e.len, "empty.gz", SIZE_MAX, &out, &n, &E), 0);
     assert_int_equal(n, 0);
     assert_non_null(out);
     free(out);
@@ -222,12 +267,12 @@ static void test_gunzip(void **state) {
     memcpy(bad, z.data, z.len);
     bad[10] = (char)0xff;
     bad[11] = (char)0xff;
-    assert_int_equal(taas_gunzip((unsigned char *)bad, z.len, "bad.gz", &out, &n, &E), -1);
+    assert_int_equal(taas_gunzip((unsigned char *)bad, z.len, "bad.gz", SIZE_MAX, &out, &n, &E), -1);
     assert_string_equal(E.ename, "TaasDataError");
     assert_non_null(strstr(E.message, "bad.gz: corrupt gzip at compressed byte"));
     assert_non_null(E.hint[0] ? E.hint : NULL);
     free(bad);
-    assert_int_equal(taas_gunzip((unsigned char *)"plain", 5, "plain.gz", &out, &n, &E), -1);
+    assert_int_equal(taas_gunzip((unsigned char *)"plain", 5, "plain.gz", SIZE_MAX, &out, &n, &E), -1);
     assert_non_null(strstr(E.message, "plain.gz: not a gzip file"));
     taas_buf_free(&z);
     taas_buf_free(&e);
@@ -500,6 +545,7 @@ int main(void) {
         cmocka_unit_test(test_idx_wrong_magic),
         cmocka_unit_test(test_idx_count_mismatch),
         cmocka_unit_test(test_idx_truncated_gzip),
+        cmocka_unit_test(test_idx_gzip_bomb),
         cmocka_unit_test(test_idx_truncated_and_long),
         cmocka_unit_test(test_idx_bad_label),
         cmocka_unit_test(test_gunzip),
