@@ -149,7 +149,7 @@ int taas_data_probe(taas_interp *in, const taas_value *dataset, const json_t **i
 
 int taas_data_len(taas_interp *in, const taas_value *v, int64_t *n, taas_error *err) {
     const taas_row *r = taas_row_of(v->u.obj.def);
-    if (r && r->size && r->size(v, n)) return 0;  /* the value knows: a standard split, a given length */
+    if (r && r->size && r->size(v, n)) return 0;  /* the value knows: a WebDataset's length= */
     const taas_value *ds = taas_data_dataset_of(v);
     const json_t *info;
     if (!ds || taas_data_probe(in, ds, &info, err)) return -1;

@@ -54,15 +54,6 @@ static int vision_check(const taas_row *r, taas_value **a, const taas_srcpos *w,
     return 0;
 }
 
-static int vision_size(const taas_value *v, int64_t *n) {
-    int train = taas_object_arg(v, "train")->u.b;
-    if (strcmp(v->u.obj.def->name, "CIFAR10") == 0)
-        *n = train ? 50000 : 10000;
-    else
-        *n = train ? 60000 : 10000;
-    return 1;
-}
-
 /* torchvision's _format_transform_repr: the first line after head, the rest under it. */
 static void transform_lines(taas_buf *out, const char *head, const taas_value *t) {
     char *s = taas_value_repr(t);
@@ -380,16 +371,16 @@ const taas_row taas_rows_data[] = {
     {DATASET("MNIST", VISION_P,
              "The MNIST handwritten digits: 28x28 grey images in 10 classes, 60000 for training "
              "and 10000 for testing. No Debian package ships it, so root is required."),
-     .check = vision_check, .repr = vision_repr, .size = vision_size},
+     .check = vision_check, .repr = vision_repr},
     {DATASET("FashionMNIST", VISION_P,
              "Zalando's Fashion-MNIST: 28x28 grey images of clothing in 10 classes, 60000 for "
              "training and 10000 for testing. root=None reads the files that Debian's "
              "dataset-fashion-mnist package installs in " FASHION_MNIST_ROOT "."),
-     .check = vision_check, .repr = vision_repr, .size = vision_size},
+     .check = vision_check, .repr = vision_repr},
     {DATASET("CIFAR10", VISION_P,
              "CIFAR-10: 32x32 colour images in 10 classes, 50000 for training and 10000 for "
              "testing. No Debian package ships it, so root is required."),
-     .check = vision_check, .repr = vision_repr, .size = vision_size},
+     .check = vision_check, .repr = vision_repr},
     {DATASET("NpyDataset", NPY_P,
              "taas-specific: images and labels from two NumPy .npy files, sample i being "
              "(images[i], labels[i]). Its size is known once the loaders read the files."),

@@ -277,9 +277,10 @@ class WithoutAWorker(unittest.TestCase):
                 self.assertEqual(err["evalue"], "cannot find taas-worker: it is neither next to "
                                  "taas-kernel (in %s) nor on PATH" % tmp.name)
                 self.assertIn("cmake --install", traceback_text(err))
-                # what needs no data still works
+                # what needs no data still works; a size is the files', which a worker reads
                 self.assertEqual(result_text(k.execute(
-                    "len(DataLoader(FashionMNIST(), batch_size=100))")[1]), "600")
+                    "len(DataLoader(WebDataset('s.tar', length=60000), batch_size=100))")[1]), "600")
+                self.assertEqual(error_of(k.execute("len(FashionMNIST())")[1])["ename"], "TaasWorkerError")
             finally:
                 k.close()
         finally:

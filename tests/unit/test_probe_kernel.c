@@ -217,8 +217,13 @@ static void test_len_of_every_dataset_kind(void **state) {
     pu_write_npy_pair(dir, "ten", 13, 4, 4);
     assert_string_equal(text_of(f, "len(ds)"), "13");
     assert_string_equal(text_of(f, "len(DataLoader(ds, batch_size=3))"), "5");
-    /* the standard splits are known without a worker */
-    assert_string_equal(text_of(f, "len(DataLoader(MNIST(root='/nonexistent'), batch_size=64))"), "938");
+    /* the standard splits too are what their files' headers say (issue 16, defect 13) */
+    assert_string_equal(text_of(f, "len(FashionMNIST(train=False))"), "10000");
+    assert_string_equal(text_of(f, "len(DataLoader(FashionMNIST(), batch_size=64))"), "938");
+    taas_run_state st = run(f, "len(MNIST(root='/nonexistent'))");
+    expect_error(f, st, "TaasIOError", "/nonexistent", 1);
+    st = run(f, "len(DataLoader(MNIST(root='/nonexistent'), batch_size=64))");
+    expect_error(f, st, "TaasIOError", "/nonexistent", 1);
 }
 
 static void test_probe_failure_is_the_cells_error(void **state) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "builtins_testutil.h"
+#include "utf8.h"
 #include "value.h"
 
 static void check_repr(taas_value *v, const char *want) {
@@ -367,10 +368,11 @@ static void test_transform_and_dataset_reprs(void **state) {
     /* torchvision does not indent a nested Compose's inner lines */
     check_repr(TUO(&err, "Compose", o, "[$2, $0]"),
                "Compose(\n    Compose(\n    ToTensor()\n    Normalize(mean=(0.286,), std=(0.353,))\n)\n    ToTensor()\n)");
+    /* without the files' headers the size is unknown (a root may hold a subset) */
     o[3] = TUO(&err, "FashionMNIST", o, "transform=$2");
     check_repr(taas_ref(o[3]),
                "Dataset FashionMNIST\n"
-               "    Number of datapoints: 60000\n"
+               "    Number of datapoints: unknown until the loaders read it\n"
                "    Root location: /usr/share/datasets/fashion-mnist\n"
                "    Split: Train\n"
                "    StandardTransform\n"
@@ -380,18 +382,18 @@ static void test_transform_and_dataset_reprs(void **state) {
                "           )");
     check_repr(TU(&err, "FashionMNIST", "train=False"),
                "Dataset FashionMNIST\n"
-               "    Number of datapoints: 10000\n"
+               "    Number of datapoints: unknown until the loaders read it\n"
                "    Root location: /usr/share/datasets/fashion-mnist\n"
                "    Split: Test");
     check_repr(TUO(&err, "datasets.MNIST", o, "'/data/mnist'", "transform=$0"),
                "Dataset MNIST\n"
-               "    Number of datapoints: 60000\n"
+               "    Number of datapoints: unknown until the loaders read it\n"
                "    Root location: /data/mnist\n"
                "    Split: Train\n"
                "    StandardTransform\n"
                "Transform: ToTensor()");
     check_repr(TU(&err, "CIFAR10", "root='c'", "train=False"),
-               "Dataset CIFAR10\n    Number of datapoints: 10000\n    Root location: c\n    Split: Test");
+               "Dataset CIFAR10\n    Number of datapoints: unknown until the loaders read it\n    Root location: c\n    Split: Test");
     check_repr(TU(&err, "NpyDataset", "'x.npy'", "'y.npy'"),
                "Dataset NpyDataset\n"
                "    Number of datapoints: unknown until the loaders read it\n"
@@ -406,15 +408,14 @@ static void test_transform_and_dataset_reprs(void **state) {
     check_repr(taas_ref(o[4]),
                "DataLoader(batch_size=64, shuffle=True, num_workers=0, drop_last=False, prefetch_factor=None)\n"
                "    Dataset FashionMNIST\n"
-               "        Number of datapoints: 60000\n"
+               "        Number of datapoints: unknown until the loaders read it\n"
                "        Root location: /usr/share/datasets/fashion-mnist\n"
                "        Split: Train\n"
                "        StandardTransform\n"
                "    Transform: Compose(\n"
                "                   ToTensor()\n"
                "                   Normalize(mean=(0.286,), std=(0.353,))\n"
-               "               )\n"
-               "    Batches per epoch: 938");
+               "               )");
     o[5] = TU(&err, "NpyDataset", "'x.npy'", "'y.npy'");
     check_repr(TUO(&err, "DataLoader", o, "$5", "num_workers=2", "prefetch_factor=4"),
                "DataLoader(batch_size=1, shuffle=False, num_workers=2, drop_last=False, prefetch_factor=4)\n"
@@ -535,6 +536,143 @@ static void test_mimebundle(void **state) {
     taas_unref(s);
 }
 
+/* [[...[x]...]]: n lists around x (taken). */
+static taas_value *nested(taas_value *x, size_t n, int tuple) {
+    for (size_t i = 0; i < n; i++) {
+        taas_value *v = tuple ? taas_tuple_new(1) : taas_list_new(1);
+        v->u.seq.items[0] = x;
+        x = v;
+    }
+    return x;
+}
+
+static const char CUT_NOTE[] = "... (repr cut at 1 MiB; the value is bigger)";
+
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+static void test_deep_values(void **state) {
+    (void)state;
+    /* v = [v] 200,000 times: repr, equality, spec and free once each took the stack */
+    taas_value *v = nested(taas_int(1), 200000, 0), *w = nested(taas_int(1), 200000, 0);
+    char want[512], *p = want;
+    for (int i = 0; i < TAAS_VALUE_MAX_DEPTH; i++) *p++ = '[';
+    p += sprintf(p, "[...]");
+    for (int i = 0; i < TAAS_VALUE_MAX_DEPTH; i++) *p++ = ']';
+    *p = '\0';
+    char *r = taas_value_repr(v);
+    assert_string_equal(r, want);   /* as Python shows a list that holds itself */
+    free(r);
+    r = taas_value_str(v);
+    assert_string_equal(r, want);
+    free(r);
+    assert_true(taas_value_equal(v, w));
+    taas_value *x = nested(taas_int(2), 200000, 0);
+    assert_false(taas_value_equal(v, x));  /* they differ at the very bottom */
+    taas_unref(x);
+    json_t *spec = taas_value_spec(v);     /* a plain container: null past the bound */
+    assert_true(json_is_array(spec));
+    json_decref(spec);
+    taas_unref(w);
+    taas_unref(v);
+    /* tuples and objects show their own ellipsis */
+    v = nested(taas_int(1), 150, 1);
+    r = taas_value_repr(v);
+    assert_non_null(strstr(r, "(((...),),),"));
+    free(r);
+    taas_unref(v);
+    taas_error err;
+    taas_value *o[2];
+    o[0] = TU0(&err, "ReLU");
+    for (int i = 0; i < 98; i++) {  /* a Sequential and its tuple of layers: two levels a time */
+        o[1] = TUO(&err, "Sequential", o, "$0");
+        if (!o[1]) break;
+        taas_unref(o[0]);
+        o[0] = o[1];
+    }
+    /* objects are bounded when made: the 50th Sequential would make 102 levels */
+    assert_null(o[1]);
+    assert_string_equal(err.ename, "TaasValueError");
+    assert_string_equal(err.message, "Sequential() nests too deeply: more than 100 levels of values");
+    assert_true(err.hint[0] != '\0');
+    assert_true(o[0]->u.obj.depth <= TAAS_VALUE_MAX_DEPTH);
+    r = taas_value_repr(o[0]);
+    assert_non_null(strstr(r, "Sequential(\n  (0): Sequential("));
+    free(r);
+    spec = taas_value_spec(o[0]);
+    assert_string_equal(json_string_value(json_object_get(spec, "type")), "Sequential");
+    json_decref(spec);
+    taas_unref(o[0]);
+}
+
+static void test_repr_is_capped(void **state) {
+    (void)state;
+    /* L = [s] * 1000000 with s of 2 MB: the repr stops at 1 MiB with a note */
+    size_t n = 3 * 700000;
+    char *big = malloc(n);
+    for (size_t i = 0; i < n; i += 3) memcpy(big + i, "\xe2\x82\xac", 3);  /* €: a cut must not split it */
+    taas_value *s = taas_str(big, n);
+    free(big);
+    taas_value *l = taas_list_new(1000000);
+    for (size_t i = 0; i < l->u.seq.n; i++) l->u.seq.items[i] = taas_ref(s);
+    char *r = taas_value_repr(l);
+    size_t len = strlen(r);
+    assert_true(len >= TAAS_REPR_MAX_BYTES && len < TAAS_REPR_MAX_BYTES + 100);
+    assert_true(ends_with(r, CUT_NOTE));
+    assert_true(taas_utf8_valid(r, len));
+    assert_int_equal(strncmp(r, "['\xe2\x82\xac\xe2\x82\xac", 8), 0);
+    free(r);
+    r = taas_value_str(s);  /* str of the string itself: its text, cut alike */
+    len = strlen(r);
+    assert_true(len <= TAAS_REPR_MAX_BYTES + 100 && ends_with(r, "... (str cut at 1 MiB; the value is bigger)"));
+    assert_true(taas_utf8_valid(r, len));
+    free(r);
+    /* a buffer already full (print's next value) gets nothing more, not a second note */
+    taas_buf b = TAAS_BUF_INIT;
+    taas_str_to(l, &b);
+    size_t first = b.len;
+    taas_str_to(l, &b);
+    assert_int_equal(b.len, first);
+    taas_buf_free(&b);
+    taas_unref(l);
+    taas_unref(s);
+    /* v1 = [v0, v0], ..., v40: 2^40 items as a tree, 41 values in memory */
+    taas_value *v = taas_list_new(1);
+    v->u.seq.items[0] = taas_int(7);
+    for (int i = 0; i < 40; i++) {
+        taas_value *d = taas_list_new(2);
+        d->u.seq.items[0] = v;
+        d->u.seq.items[1] = taas_ref(v);
+        v = d;
+    }
+    r = taas_value_repr(v);
+    assert_true(strlen(r) < TAAS_REPR_MAX_BYTES + 100 && ends_with(r, CUT_NOTE));
+    free(r);
+    json_t *mb = taas_value_mimebundle(v);  /* what a cell's result shows */
+    const char *text = json_string_value(json_object_get(mb, "text/plain"));
+    assert_non_null(text);
+    assert_true(ends_with(text, CUT_NOTE));
+    json_decref(mb);
+    /* a Sequential that holds another twice, and so on: refused before it gets too large */
+    taas_error err;
+    taas_value *o[2];
+    o[0] = TU0(&err, "ReLU");
+    int levels = 0;
+    for (; levels < 40; levels++) {
+        o[1] = TUO(&err, "Sequential", o, "$0", "$0");
+        if (!o[1]) break;
+        taas_unref(o[0]);
+        o[0] = o[1];
+    }
+    assert_true(levels > 10 && levels < 40);
+    assert_string_equal(err.ename, "TaasValueError");
+    assert_non_null(strstr(err.message, "Sequential() is too large: it holds more than"));
+    taas_unref(o[0]);
+    taas_unref(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_float_repr),
@@ -546,6 +684,8 @@ int main(void) {
         cmocka_unit_test(test_transform_and_dataset_reprs),
         cmocka_unit_test(test_spec),
         cmocka_unit_test(test_mimebundle),
+        cmocka_unit_test(test_deep_values),
+        cmocka_unit_test(test_repr_is_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
