@@ -119,7 +119,16 @@ static int read_labels(npy_ds *ds, taas_fetcher *f, const char *url, uint64_t *n
         taas_fmt_oom(err, "the labels");
         goto done;
     }
-    taas_npy_to_i64(&h, b.data + h.data_off, h.count, ds->labels);
+    long long beyond = taas_npy_to_i64(&h, b.data + h.data_off, h.count, ds->labels);
+    if (beyond >= 0) {
+        const unsigned char *p = (const unsigned char *)b.data + h.data_off + 8 * (size_t)beyond;
+        uint64_t v = 0;
+        for (int k = 7; k >= 0; k--) v = v << 8 | p[k];  /* little-endian: the parser refuses big */
+        taas_error_set(err, "TaasDataError", NOPOS, "%s: label %llu of sample %lld is beyond any class index", url,
+                       (unsigned long long)v, beyond);
+        taas_error_hint(err, "labels are class indices 0..C-1: numpy.save(path, labels.astype('int64'))");
+        goto done;
+    }
     *n = h.count;
     rc = 0;
 done:

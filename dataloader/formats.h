@@ -110,7 +110,9 @@ int taas_npy_parse(const unsigned char *p, size_t n, const char *name, taas_npy 
                    taas_error *err);
 /* count elements of h's dtype at src into dst (float32 or int64). */
 void taas_npy_to_f32(const taas_npy *h, const unsigned char *src, size_t count, float *dst);
-void taas_npy_to_i64(const taas_npy *h, const unsigned char *src, size_t count, int64_t *dst);
+/* The int64 form returns the index of the first uint64 element beyond INT64_MAX (which no
+ * int64 holds), or -1 when all fit. */
+long long taas_npy_to_i64(const taas_npy *h, const unsigned char *src, size_t count, int64_t *dst);
 /* A whole .npy file (a WebDataset member) as an image: (H, W) or (H, W, C). */
 int taas_npy_decode_image(const unsigned char *p, size_t n, const char *name, taas_image *img,
                           taas_error *err);

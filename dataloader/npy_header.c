@@ -230,7 +230,10 @@ void taas_npy_to_f32(const taas_npy *h, const unsigned char *src, size_t count, 
 }
 
 /* Integer dtypes only: labels of another kind are refused before this. */
-void taas_npy_to_i64(const taas_npy *h, const unsigned char *src, size_t count, int64_t *dst) {
+long long taas_npy_to_i64(const taas_npy *h, const unsigned char *src, size_t count, int64_t *dst) {
+    if (h->kind == 'u' && h->itemsize == 8)
+        for (size_t i = 0; i < count; i++)
+            if (ld_u64(src, i) > (uint64_t)INT64_MAX) return (long long)i;
     switch (h->kind << 8 | h->itemsize) {
     case 'u' << 8 | 1: for (size_t i = 0; i < count; i++) dst[i] = src[i]; break;
     case 'i' << 8 | 1: for (size_t i = 0; i < count; i++) dst[i] = (int8_t)src[i]; break;
@@ -242,6 +245,7 @@ void taas_npy_to_i64(const taas_npy *h, const unsigned char *src, size_t count, 
     case 'i' << 8 | 8: memcpy(dst, src, count * sizeof(int64_t)); break;
     default: memset(dst, 0, count * sizeof *dst); break;
     }
+    return -1;
 }
 
 int taas_npy_decode_image(const unsigned char *p, size_t n, const char *name, taas_image *img, taas_error *err) {

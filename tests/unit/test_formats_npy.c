@@ -175,6 +175,11 @@ static void test_label_dtypes(void **state) {
         }
         taas_dataset_free(d);
     }
+    /* a uint64 no int64 holds is no class index, never -1 (issue 16, defect 15) */
+    uint64_t huge[4] = {1, 2, UINT64_MAX, 4};
+    write_npy("lab/huge.npy", 1, "<u8", "False", "(4,)", huge, 32);
+    open_bad(npy_spec("lab/images.npy", "lab/huge.npy"), "TaasDataError",
+             "label 18446744073709551615 of sample 2 is beyond any class index", NULL);
 }
 
 /* ---- bad files --------------------------------------------------------------------- */
