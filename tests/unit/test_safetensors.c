@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "safetensors.h"
 
 /* The fixture's tensors, in gen_safetensors_ref.py's TENSORS order (k = index). */
@@ -244,6 +245,39 @@ static void test_missing_and_extra_keys(void **state) {
     assert_true(m.buf[0][0] == 0xAB); /* nothing was written into the model */
 }
 
+/* A file of 20,000 keys the model does not have: the message lists a few and counts the
+ * rest (issue 16, defect 15). */
+static void test_many_unexpected_keys_are_counted(void **state) {
+    (void)state;
+    enum { K = 20000 };
+    taas_buf h = TAAS_BUF_INIT;
+    taas_buf_puts(&h, "{");
+    for (int k = 0; k < K; k++)
+        taas_buf_printf(&h, "%s\"junk.%d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+                        k ? "," : "", k, 4 * k, 4 * k + 4);
+    taas_buf_puts(&h, "}");
+    char dir[] = "/tmp/taas-st-many-XXXXXX", p[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(p, sizeof p, "%s/many.safetensors", dir);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    uint64_t len = h.len;
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++) le[i] = (unsigned char)(len >> (8 * i));
+    static float zeros[K];
+    assert_int_equal(fwrite(le, 1, 8, f), 8);
+    assert_int_equal(fwrite(h.data, 1, h.len, f), h.len);
+    assert_int_equal(fwrite(zeros, sizeof *zeros, K, f), K);
+    assert_int_equal(fclose(f), 0);
+    taas_buf_free(&h);
+    model m;
+    model_init(&m, 0);
+    expect_read_error(p, m.t, NT, "unexpected keys 'junk.0', 'junk.1',", NULL);
+    expect_read_error(p, m.t, NT, "'junk.7' and 19992 more", NULL);
+    unlink(p);
+    rmdir(dir);
+}
+
 static void test_wrong_shape_and_dtype(void **state) {
     (void)state;
     static float rm[128];
@@ -404,6 +438,7 @@ int main(void) {
         cmocka_unit_test(test_read_python_fixtures),
         cmocka_unit_test(test_bytes_match_python),
         cmocka_unit_test(test_missing_and_extra_keys),
+        cmocka_unit_test(test_many_unexpected_keys_are_counted),
         cmocka_unit_test(test_wrong_shape_and_dtype),
         cmocka_unit_test(test_check_only),
         cmocka_unit_test(test_truncated),

@@ -339,20 +339,33 @@ static int skipped(const char *key, int checkpoint, const taas_st_tensor *t, siz
     return 1;
 }
 
-/* Missing and extra keys, each listed, in one message. */
+/* A message lists this many keys of a kind and counts the rest: a hostile file may have
+ * hundreds of thousands. */
+#define KEYS_LISTED 8
+
+static void list_key(taas_buf *b, size_t *count, const char *key) {
+    if (*count < KEYS_LISTED) taas_buf_printf(b, "%s'%s'", *count ? ", " : "", key);
+    ++*count;
+}
+
+static void list_end(taas_buf *b, size_t count) {
+    if (count > KEYS_LISTED) taas_buf_printf(b, " and %zu more", count - KEYS_LISTED);
+}
+
+/* Missing and extra keys, the first few of each listed, in one message. */
 static int check_keys(const char *path, const entry *es, size_t nes, int checkpoint,
                       const taas_st_tensor *t, size_t n, taas_error *err) {
     taas_buf missing = TAAS_BUF_INIT, extra = TAAS_BUF_INIT;
     size_t nmiss = 0, nextra = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!find_entry(es, nes, t[i].key))
-            taas_buf_printf(&missing, "%s'%s'", nmiss++ ? ", " : "", t[i].key);
-    }
+    for (size_t i = 0; i < n; i++)
+        if (!find_entry(es, nes, t[i].key)) list_key(&missing, &nmiss, t[i].key);
     for (size_t i = 0; i < nes; i++) {
         int found = 0;
         for (size_t j = 0; j < n && !found; j++) found = strcmp(t[j].key, es[i].key) == 0;
-        if (!found && !skipped(es[i].key, checkpoint, t, n)) taas_buf_printf(&extra, "%s'%s'", nextra++ ? ", " : "", es[i].key);
+        if (!found && !skipped(es[i].key, checkpoint, t, n)) list_key(&extra, &nextra, es[i].key);
     }
+    list_end(&missing, nmiss);
+    list_end(&extra, nextra);
     if (nmiss || nextra) {
         taas_error_set(err, "TaasValueError", NOPOS, "%s does not fit the model:%s%s%s%s%s", path,
                        nmiss ? " missing keys " : "", nmiss ? missing.data : "",
