@@ -79,8 +79,9 @@ static int help_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
             return -1;
         }
     } else {
-        taas_error_set(cx->err, "TaasTypeError", cx->pos, "help() has nothing to say about a %s value",
-                       taas_value_type_name(o));
+        const char *t = taas_value_type_name(o);
+        taas_error_set(cx->err, "TaasTypeError", cx->pos, "help() has nothing to say about %s %s value",
+                       strchr("aeiouAEIOU", t[0]) ? "an" : "a", t);
         taas_error_hint(cx->err, "give it a builtin or its name: help(Conv2d), help('Conv2d'), or help() for all");
         return -1;
     }

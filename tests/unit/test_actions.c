@@ -161,7 +161,7 @@ static void test_help(void **state) {
     assert_string_equal(f->err.hint, "help() lists every builtin");
     assert_null(ACT(f, "help", "42"));
     assert_string_equal(f->err.ename, "TaasTypeError");
-    assert_string_equal(f->err.message, "help() has nothing to say about a int value");
+    assert_string_equal(f->err.message, "help() has nothing to say about an int value");
     assert_non_null(strstr(f->err.hint, "help('Conv2d')"));
 }
 
