@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "clock.h"
 #include "engine.h"
 #include "role.h"
 #include "train_job.h"
@@ -383,7 +384,7 @@ static int checkpoint_wanted(const taas_fit *f) {
     if (f->coll->rank != 0 || f->ckpt_every < 0) return 0;
     if (f->ckpt_every > 0) return (f->steps + 1) % f->ckpt_every == 0;
     double wait = CKPT_SHARE * f->ckpt_cost;
-    return taas_job_now() - f->ckpt_last >= (wait > CKPT_MIN_S ? wait : CKPT_MIN_S);
+    return taas_now() - f->ckpt_last >= (wait > CKPT_MIN_S ? wait : CKPT_MIN_S);
 }
 
 /* A checkpoint at epoch e, step s of it. Every rank adds its share of the epoch's checksum;
@@ -394,7 +395,7 @@ static int take_checkpoint(taas_fit *f, long long e, long long s, double loss_su
     uint64_t sum = checksum;
     if (f->coll->sum_u64(f->coll, &sum, 1, err)) return -1;
     if (f->coll->rank != 0 || !f->cfg.checkpointed || !f->cfg.checkpoint_path) return 0;
-    double t = taas_job_now();
+    double t = taas_now();
     json_t *meta = checkpoint_meta(f, e, s, loss_sum, samples, sum);
     json_t *info = json_pack("{s:I, s:I, s:I}", "epoch", (json_int_t)e, "step", (json_int_t)s, "steps",
                              (json_int_t)f->steps);
@@ -410,7 +411,7 @@ static int take_checkpoint(taas_fit *f, long long e, long long s, double loss_su
     }
     json_decref(meta);
     json_decref(info);
-    f->ckpt_last = taas_job_now();
+    f->ckpt_last = taas_now();
     f->ckpt_cost = f->ckpt_last - t;
     f->ckpt_s += f->ckpt_cost;
     f->ckpt_n++;
@@ -423,7 +424,7 @@ static int take_checkpoint(taas_fit *f, long long e, long long s, double loss_su
 static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped, double *loss, double *total,
                 uint64_t *checksum, taas_error *err) {
     taas_batch *b = NULL;
-    double t = taas_job_now();
+    double t = taas_now();
     int stopped_waiting = f->ahead_stopped;
     if (f->ahead && f->ahead_epoch == (uint64_t)epoch && f->ahead_k == k) {
         b = f->ahead;  /* taken while the last step computed */
@@ -436,7 +437,7 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
     taas_batch_free(f->ahead);
     f->ahead = NULL;
     f->ahead_stopped = 0;
-    double t_batch = taas_job_now();
+    double t_batch = taas_now();
     f->wait_s += t_batch - t;
     if (f->steps == 0) f->first_wait_s = t_batch - t;
     double sums[4] = {0, 0, (f->cfg.stop && *f->cfg.stop) || stopped_waiting, checkpoint_wanted(f)};
@@ -475,7 +476,7 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
     f->steps++;
     if (f->engine->ops->update(f->engine, (float)((double)n / sums[0]), f->coll, &f->opt, (long)f->steps, err))
         return -1;
-    f->step_s += taas_job_now() - t_batch;
+    f->step_s += taas_now() - t_batch;
     if (f->has_sched && f->sc.kind == TAAS_SCHED_ONECYCLE) return sched_step(f, err);
     return 0;
 }
@@ -593,10 +594,10 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
     }
     emit(f, start);
     *step_at = f->steps;
-    f->ckpt_last = taas_job_now();
+    f->ckpt_last = taas_now();
     for (long long e = f->epoch0; e < f->epochs && !taas_sampler_done(f->train.sampler, (uint64_t)e); e++) {
         int first = e == f->epoch0;
-        double loss_sum = first ? f->loss0 : 0, samples = first ? f->samples0 : 0, t0 = taas_job_now(), last_line = 0,
+        double loss_sum = first ? f->loss0 : 0, samples = first ? f->samples0 : 0, t0 = taas_now(), last_line = 0,
                wait0 = f->wait_s;
         uint64_t checksum = first && r == 0 ? f->checksum0 : 0, s;
         for (s = first ? (uint64_t)f->step0 : 0; s < f->train.steps; s++) {
@@ -619,7 +620,7 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
             }
             loss_sum += loss * n_all;
             samples += n_all;
-            double now = taas_job_now();
+            double now = taas_now();
             if (now - last_line >= 0.2) {  /* at most ~5 step lines a second */
                 last_line = now;
                 json_t *j = json_object();
@@ -634,7 +635,7 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
             }
         }
         *step_at = f->steps;
-        if (end_epoch(f, e, s, loss_sum, samples, taas_job_now() - t0, checksum, err)) return -1;
+        if (end_epoch(f, e, s, loss_sum, samples, taas_now() - t0, checksum, err)) return -1;
         /* the next epoch's start, when there is one; a checkpoint due at the last step waits
          * for the epoch's end, so that it holds the epoch's validation and history line */
         int more = e + 1 < f->epochs && !taas_sampler_done(f->train.sampler, (uint64_t)e + 1);

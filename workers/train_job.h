@@ -118,6 +118,5 @@ json_t *taas_job_read(const char *path, taas_error *err);
 void taas_job_report(const taas_error *err, long long step);
 /* One compact progress line on stdout, flushed; steals j. */
 int taas_job_emit(json_t *j);
-double taas_job_now(void);
 
 #endif

@@ -4,18 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "role.h"
 #include "train_job.h"
 
 static const taas_srcpos NOPOS = {0, 0};
-
-double taas_job_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int taas_job_emit(json_t *j) {
     int rc = taas_cli_print_json(stdout, j);
