@@ -1,6 +1,9 @@
 """A running cell is a state of the kernel's event loop, not a blocking call: control
 requests and the heartbeat are served while `sleep(...)` runs, both kinds of interrupt end
-the cell promptly, SIGINT when idle is harmless, and shutdown leaves no process behind."""
+the cell promptly, SIGINT when idle is harmless, and shutdown leaves no process behind.
+Nothing here depends on the machine's speed: the cells sleep for HELD seconds, longer than
+any test waits, so a cell that ended was interrupted, and an answer that came while it
+still ran was served during the sleep."""
 
 import os
 import signal
@@ -32,6 +35,12 @@ def heartbeat_rtt(url, payload=b"ping", timeout=1.0):
         ctx.destroy(linger=0)
 
 
+# a sleep no test waits out: its end can only be the interrupt's (or shutdown's)
+HELD = 600
+# how long a test waits for what the kernel must do at once (generous: a loaded machine)
+PROMPT = 30
+
+
 def hb_url(k):
     info = k.connection_info()
     return "%s://%s:%d" % (info["transport"], info["ip"], info["hb_port"])
@@ -50,7 +59,7 @@ class WhileACellRuns(unittest.TestCase):
         msg_id = self.k.send("shell", "execute_request",
                              {"code": "sleep(%s)" % seconds, "silent": False})
         # the cell has started once execute_input is out
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + PROMPT
         while time.monotonic() < deadline:
             self.k.drain(0.05)
             got = self.k._pending["iopub"].get(msg_id, [])
@@ -58,10 +67,16 @@ class WhileACellRuns(unittest.TestCase):
                 return msg_id
         self.fail("sleep cell did not start")
 
-    def assert_interrupted_then_next_runs(self, msg_id, t_interrupt):
-        reply = self.k.reply(msg_id, timeout=5)
-        elapsed = time.monotonic() - t_interrupt
-        self.assertLess(elapsed, 1.0, "the cell took %.2f s to end after the interrupt" % elapsed)
+    def still_running(self, msg_id):
+        """The cell has not replied yet."""
+        try:
+            self.k.reply(msg_id, timeout=0.05)
+        except TimeoutError:
+            return True
+        return False
+
+    def assert_interrupted_then_next_runs(self, msg_id):
+        reply = self.k.reply(msg_id, timeout=PROMPT)  # a HELD sleep ends only by the interrupt
         self.assertEqual(reply["content"]["status"], "error")
         self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
         err = taastest.error_of(self.k.iopub(msg_id))
@@ -71,26 +86,22 @@ class WhileACellRuns(unittest.TestCase):
         self.assertEqual(result_text(msgs), "42")
 
     def test_control_and_heartbeat_answered_during_sleep(self):
-        msg_id = self.start_sleep(10)
-        t0 = time.monotonic()
+        msg_id = self.start_sleep(HELD)
         info_id = self.k.send("control", "kernel_info_request")
-        reply = self.k.reply(info_id, "control", timeout=2)
-        took = time.monotonic() - t0
+        reply = self.k.reply(info_id, "control", timeout=PROMPT)
         self.assertEqual(reply["content"]["status"], "ok")
-        self.assertLess(took, 0.5, "kernel_info on control took %.2f s during sleep" % took)
         for _ in range(3):
-            rtt = heartbeat_rtt(hb_url(self.k))
+            rtt = heartbeat_rtt(hb_url(self.k), timeout=PROMPT)
             self.assertIsNotNone(rtt, "no heartbeat echo while a cell runs")
-            self.assertLess(rtt, 0.5)
-        t_int = time.monotonic()
+        self.assertTrue(self.still_running(msg_id), "answered only after the cell")
         self.k.km.interrupt_kernel()
-        self.assert_interrupted_then_next_runs(msg_id, t_int)
+        self.assert_interrupted_then_next_runs(msg_id)
 
     def test_shell_requests_wait_for_the_running_cell(self):
         msg_id = self.start_sleep(0.5)
         second = self.k.send("shell", "execute_request", {"code": "'second'", "silent": False})
-        first_reply = self.k.reply(msg_id, timeout=5)
-        second_reply = self.k.reply(second, timeout=5)
+        first_reply = self.k.reply(msg_id, timeout=PROMPT)
+        second_reply = self.k.reply(second, timeout=PROMPT)
         self.assertEqual(first_reply["content"]["status"], "ok")
         self.assertEqual(second_reply["content"]["status"], "ok")
         self.assertEqual(second_reply["content"]["execution_count"],
@@ -99,19 +110,17 @@ class WhileACellRuns(unittest.TestCase):
 
     def test_interrupt_by_signal_during_sleep(self):
         self.assertEqual(self.k.km.kernel_spec.interrupt_mode, "signal")
-        msg_id = self.start_sleep(30)
-        t_int = time.monotonic()
+        msg_id = self.start_sleep(HELD)
         self.k.km.interrupt_kernel()
-        self.assert_interrupted_then_next_runs(msg_id, t_int)
+        self.assert_interrupted_then_next_runs(msg_id)
 
     def test_interrupt_request_on_control_during_sleep(self):
-        msg_id = self.start_sleep(30)
-        t_int = time.monotonic()
+        msg_id = self.start_sleep(HELD)
         int_id = self.k.send("control", "interrupt_request")
-        reply = self.k.reply(int_id, "control", timeout=2)
+        reply = self.k.reply(int_id, "control", timeout=PROMPT)
         self.assertEqual(reply["msg_type"], "interrupt_reply")
         self.assertEqual(reply["content"]["status"], "ok")
-        self.assert_interrupted_then_next_runs(msg_id, t_int)
+        self.assert_interrupted_then_next_runs(msg_id)
 
     def test_interrupt_when_idle_is_harmless(self):
         for how in ("sigint", "kill_group", "message"):
@@ -139,12 +148,12 @@ class InterruptModeMessage(unittest.TestCase):
         k = taastest.Kernel(kernel_name=taastest.KERNEL_NAME_MSG_INTERRUPT)
         try:
             self.assertEqual(k.km.kernel_spec.interrupt_mode, "message")
-            msg_id = k.send("shell", "execute_request", {"code": "sleep(30)", "silent": False})
-            time.sleep(0.3)
-            t_int = time.monotonic()
+            msg_id = k.send("shell", "execute_request", {"code": "sleep(%d)" % HELD, "silent": False})
+            started = []
+            self.assertTrue(taastest.wait_until(lambda: started.extend(k.iopub_now(msg_id, 0.05)) or any(
+                m["msg_type"] == "execute_input" for m in started), PROMPT), "the cell did not start")
             k.km.interrupt_kernel()
-            reply = k.reply(msg_id, timeout=5)
-            self.assertLess(time.monotonic() - t_int, 1.0)
+            reply = k.reply(msg_id, timeout=PROMPT)
             self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
             reply, msgs = k.execute("1 + 1")
             self.assertEqual(result_text(msgs), "2")
@@ -178,14 +187,11 @@ class Shutdown(unittest.TestCase):
     def test_shutdown_while_a_cell_sleeps(self):
         k = taastest.Kernel()
         try:
-            k.send("shell", "execute_request", {"code": "sleep(30)", "silent": False})
-            time.sleep(0.3)
-            t0 = time.monotonic()
+            k.send("shell", "execute_request", {"code": "sleep(%d)" % HELD, "silent": False})
             msg_id = k.send("control", "shutdown_request", {"restart": False})
-            reply = k.reply(msg_id, "control", timeout=2)
+            reply = k.reply(msg_id, "control", timeout=PROMPT)
             self.assertEqual(reply["content"]["status"], "ok")
-            self.assertEqual(k.km.provisioner.process.wait(5), 0)
-            self.assertLess(time.monotonic() - t0, 2.0)
+            self.assertEqual(k.km.provisioner.process.wait(PROMPT), 0)  # not after the HELD sleep
         finally:
             k.close()
         self.assertNotIn(k.pid, taastest.taas_processes())
