@@ -201,12 +201,19 @@ static int in_range(const taas_param *p, const taas_value *v) {
 
 /* Numbers of a value, itself or its items, are finite: 1e400 is inf and inf - inf nan, which
  * no argument means (the worker would read them as "the default"). */
-static int all_finite(const taas_value *v) {
+static int finite_at(const taas_value *v, int level, size_t *budget) {
     if (v->type == TAAS_V_FLOAT) return isfinite(v->u.f);
-    if (is_seq(v))
-        for (size_t i = 0; i < v->u.seq.n; i++)
-            if (!all_finite(v->u.seq.items[i])) return 0;
+    /* bounded as objects are (taas_object_check_size): print(v) of v = [v] nested 200,000
+     * deep, or shared 2^40 times, must take neither the stack nor forever */
+    if (!is_seq(v) || level > TAAS_VALUE_MAX_DEPTH) return 1;
+    for (size_t i = 0; i < v->u.seq.n && *budget; i++, (*budget)--)
+        if (!finite_at(v->u.seq.items[i], level + 1, budget)) return 0;
     return 1;
+}
+
+static int all_finite(const taas_value *v) {
+    size_t budget = TAAS_VALUE_MAX_NODES;
+    return finite_at(v, 1, &budget);
 }
 
 static int check_arg(const taas_builtin *b, const taas_param *p, size_t position,
@@ -244,7 +251,10 @@ static int check_arg(const taas_builtin *b, const taas_param *p, size_t position
         char lo[64], hi[64], bound[160];
         taas_fmt_number(p->min, lo, sizeof lo);
         taas_fmt_number(p->max, hi, sizeof hi);
-        if (isinf(p->max))
+        /* a size's upper bound (2^31 - 1, 2^24) is no news to someone who wrote 0 */
+        taas_param floor_only = *p;
+        floor_only.max = INFINITY;
+        if (isinf(p->max) || (p->max >= 1 << 24 && !in_range(&floor_only, v)))
             snprintf(bound, sizeof bound, ">= %s", lo);
         else if (isinf(p->min))
             snprintf(bound, sizeof bound, "<= %s", hi);
@@ -454,7 +464,11 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
         *out = taas_object_new(b, slots, np);
         free(slots); /* the object owns the arguments now */
         slots = NULL;
-        rc = 0;
+        rc = taas_object_check_size(*out, cx->pos, err);  /* keeps every walk over objects bounded */
+        if (rc) {
+            taas_unref(*out);
+            *out = NULL;
+        }
     }
 done:
     if (slots)

@@ -10,7 +10,7 @@ typedef struct parser {
     const char *src;
     const taas_token *t;
     size_t n, i;
-    int nest;  /* recursion of factor/power/brackets */
+    int nest;  /* recursion depth of the descent: brackets, calls, unary signs, ** */
     taas_error *err;
 } parser;
 
@@ -77,6 +77,17 @@ static taas_expr *bounded(parser *p, taas_expr *e) {
 }
 
 static int max_depth(int a, int b) { return a > b ? a : b; }
+
+/* Every recursion of the descent (brackets, calls, unary signs, the right side of **)
+ * counts here on the way down, so no cell can take the stack; the caller undoes it with
+ * p->nest-- after the recursive call. */
+static int too_deep(parser *p, const taas_token *at) {
+    if (++p->nest <= TAAS_MAX_EXPR_DEPTH) return 0;
+    p->nest--;
+    fail_tok(p, at, "split it into several assignments",
+             "expression is nested too deeply (more than %d levels)", TAAS_MAX_EXPR_DEPTH);
+    return 1;
+}
 
 /* The token before the current one, when it is an operator or bracket worth naming. */
 static const char *after_what(const parser *p) {
@@ -248,10 +259,7 @@ static taas_expr *parse_atom(parser *p) {
         return e;
     case TAAS_T_LPAR:
     case TAAS_T_LSQB:
-        if (++p->nest > TAAS_MAX_EXPR_DEPTH) {
-            fail_tok(p, t, "split it into several assignments", "expression is nested too deeply");
-            return NULL;
-        }
+        if (too_deep(p, t)) return NULL;
         e = parse_bracketed(p, t->kind == TAAS_T_LPAR ? TAAS_E_TUPLE : TAAS_E_LIST,
                             t->kind == TAAS_T_LPAR ? TAAS_T_RPAR : TAAS_T_RSQB);
         p->nest--;
@@ -328,10 +336,7 @@ static taas_expr *parse_call(parser *p, taas_expr *callee) {
     call->off = callee->off;
     call->u.call.callee = callee;
     call->depth = callee->depth + 1;
-    if (++p->nest > TAAS_MAX_EXPR_DEPTH) {
-        fail_tok(p, tok(p), "split it into several assignments", "expression is nested too deeply");
-        goto bad;
-    }
+    if (too_deep(p, tok(p))) goto bad;
     p->i++;  /* ( */
     int seen_keyword = 0;
     while (kind(p) != TAAS_T_RPAR) {
@@ -407,8 +412,13 @@ static taas_expr *parse_power(parser *p) {
     taas_expr *base = parse_primary(p);
     if (!base || kind(p) != TAAS_T_DSTAR) return base;
     const taas_token *op = tok(p);
+    if (too_deep(p, op)) {
+        taas_expr_free(base);
+        return NULL;
+    }
     p->i++;
     taas_expr *exp = parse_factor(p);  /* right associative, and 2 ** -1 is allowed */
+    p->nest--;
     if (!exp) {
         taas_expr_free(base);
         return NULL;
@@ -419,10 +429,7 @@ static taas_expr *parse_power(parser *p) {
 static taas_expr *parse_factor(parser *p) {
     if (kind(p) != TAAS_T_PLUS && kind(p) != TAAS_T_MINUS) return parse_power(p);
     const taas_token *op = tok(p);
-    if (++p->nest > TAAS_MAX_EXPR_DEPTH) {
-        fail_tok(p, op, "split it into several assignments", "expression is nested too deeply");
-        return NULL;
-    }
+    if (too_deep(p, op)) return NULL;
     p->i++;
     taas_expr *operand = parse_factor(p);
     p->nest--;

@@ -10,6 +10,23 @@
 #include "result.h"
 #include "value.h"
 
+/* One repr at a time per thread; row hooks call back into taas_repr_to and
+ * taas_value_repr, so the bounds live here rather than in every signature.
+ *   depth: containers and objects open now (past TAAS_VALUE_MAX_DEPTH: [...]);
+ *   cut:   the outermost repr left something out: every repr inside it stops at once,
+ *          even into a buffer of its own, so v = [v, v] forty times costs 1 MiB, not 2^40. */
+static _Thread_local struct {
+    int depth;
+    int cut;
+} rs;
+
+/* Nothing more goes into out: the cap of one repr's text (see TAAS_REPR_MAX_BYTES). */
+static int full(const taas_buf *out) {
+    if (rs.cut || out->len < TAAS_REPR_MAX_BYTES) return rs.cut;
+    rs.cut = 1;
+    return 1;
+}
+
 /* Decodes one valid UTF-8 sequence (values are always valid UTF-8). */
 static unsigned decode(const unsigned char *s, size_t len) {
     if (len == 1) return s[0];
@@ -37,6 +54,7 @@ static void repr_string(const char *s, size_t len, taas_buf *out) {
     taas_buf_putc(out, q);
     size_t i = 0;
     while (i < len) {
+        if (full(out)) return;
         size_t l = taas_utf8_seqlen(s + i);
         if (i + l > len) l = len - i;
         unsigned cp = decode((const unsigned char *)s + i, l);
@@ -98,7 +116,7 @@ void taas_repr_params(const taas_value *v, taas_buf *out) {
     }
 }
 
-void taas_repr_to(const taas_value *v, taas_buf *out) {
+static void repr_value(const taas_value *v, taas_buf *out) {
     char num[64];
     if (!v) {
         taas_buf_puts(out, "None");
@@ -117,7 +135,12 @@ void taas_repr_to(const taas_value *v, taas_buf *out) {
     case TAAS_V_LIST: {
         int tuple = v->type == TAAS_V_TUPLE;
         taas_buf_putc(out, tuple ? '(' : '[');
+        if (rs.depth > TAAS_VALUE_MAX_DEPTH) {  /* as Python shows a list inside itself */
+            taas_buf_puts(out, tuple ? "...)" : "...]");
+            break;
+        }
         for (size_t i = 0; i < v->u.seq.n; i++) {
+            if (full(out)) return;
             if (i) taas_buf_puts(out, ", ");
             taas_repr_to(v->u.seq.items[i], out);
         }
@@ -125,7 +148,12 @@ void taas_repr_to(const taas_value *v, taas_buf *out) {
         taas_buf_putc(out, tuple ? ')' : ']');
         break;
     }
-    case TAAS_V_OBJECT: repr_object(v, out); break;
+    case TAAS_V_OBJECT:
+        if (rs.depth > TAAS_VALUE_MAX_DEPTH)
+            taas_buf_printf(out, "%s(...)", v->u.obj.def->name);
+        else
+            repr_object(v, out);
+        break;
     case TAAS_V_BUILTIN:
         if (v->u.fn->kind == TAAS_K_ACTION)
             taas_buf_printf(out, "<built-in function %s>", v->u.fn->name);
@@ -136,11 +164,43 @@ void taas_repr_to(const taas_value *v, taas_buf *out) {
     }
 }
 
+/* The one way into a repr or str: bounds its depth and its text (a cell's result, print,
+ * display and every row hook come through here). The outermost call ends a text it cut
+ * with a note; one that finds its buffer full already (print's next value) adds nothing. */
+static void text_to(const taas_value *v, taas_buf *out, int str) {
+    int outer = rs.depth == 0;
+    if (outer) {
+        if (out->len >= TAAS_REPR_MAX_BYTES) return;
+        rs.cut = 0;
+    }
+    if (!full(out)) {
+        rs.depth++;
+        if (str && v && v->type == TAAS_V_STR) {
+            size_t n = v->u.str.len, room = TAAS_REPR_MAX_BYTES - out->len;
+            if (n > room) {  /* cut at a code point, so the text stays valid UTF-8 */
+                n = room;
+                while (n > 0 && ((unsigned char)v->u.str.s[n] & 0xC0) == 0x80) n--;
+                rs.cut = 1;
+            }
+            taas_buf_add(out, v->u.str.s, n);
+        } else {
+            repr_value(v, out);
+        }
+        rs.depth--;
+    }
+    if (outer && rs.cut) {
+        taas_buf_printf(out, "... (%s cut at %zu MiB; the value is bigger)",
+                        str && v && v->type == TAAS_V_STR ? "str" : "repr", TAAS_REPR_MAX_BYTES >> 20);
+        rs.cut = 0;
+    }
+}
+
+void taas_repr_to(const taas_value *v, taas_buf *out) {
+    text_to(v, out, 0);
+}
+
 void taas_str_to(const taas_value *v, taas_buf *out) {
-    if (v && v->type == TAAS_V_STR)
-        taas_buf_add(out, v->u.str.s, v->u.str.len);
-    else
-        taas_repr_to(v, out);
+    text_to(v, out, 1);
 }
 
 char *taas_value_repr(const taas_value *v) {

@@ -16,8 +16,10 @@ static json_t *real_of(const taas_value *v) {
     return isfinite(x) ? json_real(x) : json_null(); /* JSON has no inf or nan */
 }
 
+static json_t *spec_at(const taas_value *v, int level);
+
 /* A parameter's value as the workers read it. */
-static json_t *param_spec(const taas_param *p, const taas_value *v) {
+static json_t *param_spec(const taas_param *p, const taas_value *v, int level) {
     if (v->type == TAAS_V_NONE) return json_null();
     switch (p->type) {
     case TAAS_P_FLOAT:
@@ -44,11 +46,13 @@ static json_t *param_spec(const taas_param *p, const taas_value *v) {
     default:
         break;
     }
-    return taas_value_spec(v);
+    return spec_at(v, level);
 }
 
-json_t *taas_value_spec(const taas_value *v) {
-    if (!v) return json_null();
+/* level: how deep v is. Objects are bounded when made (taas_object_check_size); the bound
+ * here keeps a plain container passed in directly from taking the stack. */
+static json_t *spec_at(const taas_value *v, int level) {
+    if (!v || level > TAAS_VALUE_MAX_DEPTH) return json_null();
     switch (v->type) {
     case TAAS_V_NONE: return json_null();
     case TAAS_V_BOOL: return json_boolean(v->u.b);
@@ -58,7 +62,7 @@ json_t *taas_value_spec(const taas_value *v) {
     case TAAS_V_TUPLE:
     case TAAS_V_LIST: {
         json_t *a = json_array();
-        for (size_t i = 0; i < v->u.seq.n; i++) json_array_append_new(a, taas_value_spec(v->u.seq.items[i]));
+        for (size_t i = 0; i < v->u.seq.n; i++) json_array_append_new(a, spec_at(v->u.seq.items[i], level + 1));
         return a;
     }
     case TAAS_V_OBJECT: {
@@ -66,7 +70,7 @@ json_t *taas_value_spec(const taas_value *v) {
         json_t *o = json_object();
         json_object_set_new(o, "type", json_string(b->name));
         for (size_t i = 0; i < v->u.obj.nargs && b->params[i].name; i++)
-            json_object_set_new(o, b->params[i].name, param_spec(&b->params[i], v->u.obj.args[i]));
+            json_object_set_new(o, b->params[i].name, param_spec(&b->params[i], v->u.obj.args[i], level + 1));
         return o;
     }
     case TAAS_V_BUILTIN: {
@@ -77,6 +81,10 @@ json_t *taas_value_spec(const taas_value *v) {
     case TAAS_V_RESULT: return json_deep_copy(v->u.res.data);
     }
     return json_null();
+}
+
+json_t *taas_value_spec(const taas_value *v) {
+    return spec_at(v, 1);
 }
 
 /* ---- mime bundle ----------------------------------------------------------------- */

@@ -85,13 +85,53 @@ taas_value *taas_builtin_value(const struct taas_builtin *fn) {
     return v;
 }
 
+/* Adds v, at `level` of a tree (the root is 1), to its height and size. Objects bring
+ * what they measured when made; containers are walked, but never past the bounds, so a
+ * deep or widely shared list costs at most about TAAS_VALUE_MAX_NODES steps. */
+static void measure(const taas_value *v, int level, int *depth, size_t *nodes) {
+    if (!v || *nodes > TAAS_VALUE_MAX_NODES || *depth > TAAS_VALUE_MAX_DEPTH) return;
+    if (v->type == TAAS_V_OBJECT) {
+        if (level - 1 + v->u.obj.depth > *depth) *depth = level - 1 + v->u.obj.depth;
+        *nodes += v->u.obj.nodes;
+        return;
+    }
+    (*nodes)++;
+    if (level > *depth) *depth = level;
+    if (v->type == TAAS_V_TUPLE || v->type == TAAS_V_LIST)
+        for (size_t i = 0; i < v->u.seq.n; i++) measure(v->u.seq.items[i], level + 1, depth, nodes);
+}
+
 taas_value *taas_object_new(const struct taas_builtin *def, taas_value **args, size_t nargs) {
     taas_value *v = alloc(TAAS_V_OBJECT);
     v->u.obj.def = def;
     v->u.obj.args = xcalloc(nargs, sizeof *v->u.obj.args);
     if (nargs) memcpy(v->u.obj.args, args, nargs * sizeof *args);
     v->u.obj.nargs = nargs;
+    int depth = 1;
+    size_t nodes = 1;
+    for (size_t i = 0; i < nargs; i++) measure(args[i], 2, &depth, &nodes);
+    /* saturated, so that objects made of refused ones cannot overflow the counts */
+    v->u.obj.depth = depth > TAAS_VALUE_MAX_DEPTH ? TAAS_VALUE_MAX_DEPTH + 1 : depth;
+    v->u.obj.nodes = nodes > TAAS_VALUE_MAX_NODES ? TAAS_VALUE_MAX_NODES + 1 : nodes;
     return v;
+}
+
+int taas_object_check_size(const taas_value *obj, taas_srcpos pos, taas_error *err) {
+    if (!obj || obj->type != TAAS_V_OBJECT) return 0;
+    const char *name = obj->u.obj.def->name;
+    if (obj->u.obj.depth > TAAS_VALUE_MAX_DEPTH) {
+        taas_error_set(err, "TaasValueError", pos, "%s() nests too deeply: more than %d levels of values",
+                       name, TAAS_VALUE_MAX_DEPTH);
+        taas_error_hint(err, "build it from fewer nested objects; a model is one Sequential of layers");
+        return -1;
+    }
+    if (obj->u.obj.nodes > TAAS_VALUE_MAX_NODES) {
+        taas_error_set(err, "TaasValueError", pos, "%s() is too large: it holds more than %zu values", name,
+                       TAAS_VALUE_MAX_NODES);
+        taas_error_hint(err, "an object counts every value of the objects it holds, once for each time it holds them");
+        return -1;
+    }
+    return 0;
 }
 
 taas_value *taas_result_new(const char *kind, json_t *data) {
@@ -118,29 +158,71 @@ void taas_weights_drop(char *path, int owned) {
     free(path);
 }
 
+/* A stack of values, on the C stack while it is small. */
+typedef struct vstack {
+    const taas_value **v;
+    size_t n, cap;
+    const taas_value *local[64];
+} vstack;
+
+static void vstack_init(vstack *s) {
+    s->v = s->local;
+    s->n = 0;
+    s->cap = sizeof s->local / sizeof s->local[0];
+}
+
+static void vstack_push(vstack *s, const taas_value *v) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap * 2;
+        const taas_value **d = s->v == s->local ? malloc(cap * sizeof *d) : realloc(s->v, cap * sizeof *d);
+        if (!d) abort();  /* as in xcalloc */
+        if (s->v == s->local) memcpy(d, s->local, sizeof s->local);
+        s->v = d;
+        s->cap = cap;
+    }
+    s->v[s->n++] = v;
+}
+
+static void vstack_free(vstack *s) {
+    if (s->v != s->local) free(s->v);
+}
+
+/* Drops the reference a dying value held; the item dies too when it was the last. */
+static void release(vstack *dead, taas_value *v) {
+    if (v && --v->refs == 0) vstack_push(dead, v);
+}
+
 void taas_unref(taas_value *v) {
     if (!v || --v->refs > 0) return;
-    switch (v->type) {
-    case TAAS_V_STR:
-        free(v->u.str.s);
-        break;
-    case TAAS_V_TUPLE:
-    case TAAS_V_LIST:
-        for (size_t i = 0; i < v->u.seq.n; i++) taas_unref(v->u.seq.items[i]);
-        free(v->u.seq.items);
-        break;
-    case TAAS_V_OBJECT:
-        for (size_t i = 0; i < v->u.obj.nargs; i++) taas_unref(v->u.obj.args[i]);
-        free(v->u.obj.args);
-        taas_weights_drop(v->u.obj.weights, v->u.obj.weights_owned);
-        break;
-    case TAAS_V_RESULT:
-        json_decref(v->u.res.data);
-        break;
-    default:
-        break;
+    /* a worklist, not recursion: v = [v] a million times must not take the stack */
+    vstack dead;
+    vstack_init(&dead);
+    vstack_push(&dead, v);
+    while (dead.n) {
+        taas_value *d = (taas_value *)dead.v[--dead.n];
+        switch (d->type) {
+        case TAAS_V_STR:
+            free(d->u.str.s);
+            break;
+        case TAAS_V_TUPLE:
+        case TAAS_V_LIST:
+            for (size_t i = 0; i < d->u.seq.n; i++) release(&dead, d->u.seq.items[i]);
+            free(d->u.seq.items);
+            break;
+        case TAAS_V_OBJECT:
+            for (size_t i = 0; i < d->u.obj.nargs; i++) release(&dead, d->u.obj.args[i]);
+            free(d->u.obj.args);
+            taas_weights_drop(d->u.obj.weights, d->u.obj.weights_owned);
+            break;
+        case TAAS_V_RESULT:
+            json_decref(d->u.res.data);
+            break;
+        default:
+            break;
+        }
+        free(d);
     }
-    free(v);
+    vstack_free(&dead);
 }
 
 int taas_value_is_number(const taas_value *v) {
@@ -190,35 +272,52 @@ static int is_numeric(const taas_value *v) {
     return v->type == TAAS_V_BOOL || v->type == TAAS_V_INT || v->type == TAAS_V_FLOAT;
 }
 
-int taas_value_equal(const taas_value *a, const taas_value *b) {
-    if (a == b) return 1;
-    if (!a || !b) return 0;
+/* One pair, not looking into items: -1 unequal, 0 equal, 1 equal so far (two sequences of
+ * one length, or two objects of one builtin: their items still to compare). */
+static int equal_here(const taas_value *a, const taas_value *b) {
+    if (a == b) return 0;
+    if (!a || !b) return -1;
     if (is_numeric(a) && is_numeric(b)) {
         if (a->type != TAAS_V_FLOAT && b->type != TAAS_V_FLOAT)
-            return (a->type == TAAS_V_INT ? a->u.i : a->u.b) ==
-                   (b->type == TAAS_V_INT ? b->u.i : b->u.b);
-        return taas_value_number(a) == taas_value_number(b);
+            return (a->type == TAAS_V_INT ? a->u.i : a->u.b) == (b->type == TAAS_V_INT ? b->u.i : b->u.b) ? 0 : -1;
+        return taas_value_number(a) == taas_value_number(b) ? 0 : -1;
     }
-    if (a->type != b->type) return 0;
+    if (a->type != b->type) return -1;
     switch (a->type) {
-    case TAAS_V_NONE: return 1;
+    case TAAS_V_NONE: return 0;
     case TAAS_V_STR:
-        return a->u.str.len == b->u.str.len && memcmp(a->u.str.s, b->u.str.s, a->u.str.len) == 0;
+        return a->u.str.len == b->u.str.len && memcmp(a->u.str.s, b->u.str.s, a->u.str.len) == 0 ? 0 : -1;
     case TAAS_V_TUPLE:
-    case TAAS_V_LIST:
-        if (a->u.seq.n != b->u.seq.n) return 0;
-        for (size_t i = 0; i < a->u.seq.n; i++)
-            if (!taas_value_equal(a->u.seq.items[i], b->u.seq.items[i])) return 0;
-        return 1;
-    case TAAS_V_OBJECT:
-        if (a->u.obj.def != b->u.obj.def || a->u.obj.nargs != b->u.obj.nargs) return 0;
-        for (size_t i = 0; i < a->u.obj.nargs; i++)
-            if (!taas_value_equal(a->u.obj.args[i], b->u.obj.args[i])) return 0;
-        return 1;
-    case TAAS_V_BUILTIN: return a->u.fn == b->u.fn;
-    case TAAS_V_RESULT: return a->u.res.kind == b->u.res.kind && json_equal(a->u.res.data, b->u.res.data);
-    default: return 0;
+    case TAAS_V_LIST: return a->u.seq.n == b->u.seq.n ? 1 : -1;
+    case TAAS_V_OBJECT: return a->u.obj.def == b->u.obj.def && a->u.obj.nargs == b->u.obj.nargs ? 1 : -1;
+    case TAAS_V_BUILTIN: return a->u.fn == b->u.fn ? 0 : -1;
+    case TAAS_V_RESULT:
+        return a->u.res.kind == b->u.res.kind && json_equal(a->u.res.data, b->u.res.data) ? 0 : -1;
+    default: return -1;
     }
+}
+
+int taas_value_equal(const taas_value *a, const taas_value *b) {
+    /* pairs still to compare on a stack of their own, as taas_unref: any depth is fine */
+    vstack todo;
+    vstack_init(&todo);
+    vstack_push(&todo, a);
+    vstack_push(&todo, b);
+    int equal = 1;
+    while (equal && todo.n) {
+        const taas_value *y = todo.v[--todo.n], *x = todo.v[--todo.n];
+        int r = equal_here(x, y);
+        if (r < 0) equal = 0;
+        if (r <= 0) continue;
+        int seq = x->type != TAAS_V_OBJECT;
+        size_t n = seq ? x->u.seq.n : x->u.obj.nargs;
+        for (size_t i = n; i-- > 0;) {  /* pushed backwards, so compared in order */
+            vstack_push(&todo, seq ? x->u.seq.items[i] : x->u.obj.args[i]);
+            vstack_push(&todo, seq ? y->u.seq.items[i] : y->u.obj.args[i]);
+        }
+    }
+    vstack_free(&todo);
+    return equal;
 }
 
 taas_value *taas_object_arg(const taas_value *obj, const char *param) {

@@ -8,6 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
+
+/* Walks over values are bounded: a cell can nest lists through variables (v = [v]) or
+ * share them (v = [v, v]) far past what any recursion or output may follow. */
+#define TAAS_VALUE_MAX_DEPTH 100                   /* repr shows deeper containers as [...] */
+#define TAAS_VALUE_MAX_NODES ((size_t)1 << 22)    /* values in an object's spec, as a tree */
+#define TAAS_REPR_MAX_BYTES ((size_t)1 << 20)     /* text of one repr / str, then an elision note */
+
 struct taas_builtin;
 
 typedef enum taas_vtype {
@@ -41,6 +49,9 @@ typedef struct taas_value {
                                    copy): it goes, with its folder, when the model lets go */
             int32_t sample[3];  /* a model's input sample once known (C, H, W; H = W = 0: C
                                    features); C == 0: not known yet */
+            int depth;     /* height of the object as a tree of values (1: no arguments) */
+            size_t nodes;  /* values in that tree, shared ones counted each time (as the
+                              spec writes them); both saturate past their bound */
         } obj;
         const struct taas_builtin *fn;
         struct {
@@ -60,13 +71,18 @@ taas_value *taas_str0(const char *s);
 taas_value *taas_tuple_new(size_t n);
 taas_value *taas_list_new(size_t n);
 taas_value *taas_builtin_value(const struct taas_builtin *fn);
-/* Takes ownership of args[0..nargs). */
+/* Takes ownership of args[0..nargs). Measures the object (u.obj.depth, u.obj.nodes). */
 taas_value *taas_object_new(const struct taas_builtin *def, taas_value **args, size_t nargs);
+/* 0, or -1 with a TaasValueError at pos when the object nests deeper than
+ * TAAS_VALUE_MAX_DEPTH or holds more than TAAS_VALUE_MAX_NODES values: every object is
+ * checked when it is made, so walks over objects (spec, summary) stay bounded. */
+int taas_object_check_size(const taas_value *obj, taas_srcpos pos, taas_error *err);
 
 /* Takes the reference to data; kind is a static string (result.c knows the kinds). */
 taas_value *taas_result_new(const char *kind, json_t *data);
 
 taas_value *taas_ref(taas_value *v);
+/* Drops a reference; what it frees is released without recursion, however deep. */
 void taas_unref(taas_value *v);
 /* Forgets a model's weights path (malloc'd, taken; may be NULL). A file the model owns (a
  * fit's job folder, load()'s private copy) goes, with its folder (which stays only while
@@ -77,6 +93,7 @@ void taas_weights_drop(char *path, int owned);
 
 /* Python's notion of truth and equality, for the few places the language needs them. */
 int taas_value_truthy(const taas_value *v);
+/* Walks with a stack of its own, so any depth is fine; time grows with the smaller value. */
 int taas_value_equal(const taas_value *a, const taas_value *b);
 
 /* Argument of an object by parameter name (borrowed), NULL when there is none. */
@@ -87,9 +104,11 @@ taas_value *taas_object_arg(const taas_value *obj, const char *param);
 const char *taas_value_type_name(const taas_value *v);
 
 /* repr() as Python/PyTorch prints it: 'a', 1e-05, (3, 3), Conv2d(1, 32, kernel_size=(3, 3),
- * stride=(1, 1)), Sequential listed by index. malloc'd. */
+ * stride=(1, 1)), Sequential listed by index. malloc'd. Bounded: containers deeper than
+ * TAAS_VALUE_MAX_DEPTH show as [...] / (...) / Name(...), and the text stops at
+ * TAAS_REPR_MAX_BYTES with a note "... (repr cut at 1 MiB; the value is bigger)". */
 char *taas_value_repr(const taas_value *v);
-/* str(): like repr, but a string is itself (what print shows). malloc'd. */
+/* str(): like repr, but a string is itself (what print shows). malloc'd; bounded alike. */
 char *taas_value_str(const taas_value *v);
 /* Python's float repr: shortest string that reads back to the same double. */
 void taas_float_repr(double f, char *out, size_t n);
@@ -100,7 +119,8 @@ json_t *taas_value_mimebundle(const taas_value *v);
 
 /* The JSON spec the workers receive: {"type": "Conv2d", "in_channels": 1, ...} with
  * every parameter present (defaults filled). Plain values map to JSON scalars/arrays.
- * New reference. */
+ * New reference. Objects are bounded when made (taas_object_check_size); a plain
+ * container deeper than TAAS_VALUE_MAX_DEPTH writes null there rather than recurse. */
 json_t *taas_value_spec(const taas_value *v);
 
 #endif
