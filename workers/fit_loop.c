@@ -9,6 +9,7 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "engine.h"
@@ -210,7 +211,7 @@ static int setup(taas_fit *f, taas_error *err) {
         taas_error_hint(err, "run evaluate jobs with taas-worker evaluate");
         return -1;
     }
-    if (taas_job_int(job, "the job spec", "epochs", 1, 1, 1000000, &f->epochs, err) ||
+    if (taas_job_int(job, "the job spec", "epochs", 1, 1, TAAS_MAX_EPOCHS, &f->epochs, err) ||
         taas_job_int(job, "the job spec", "units", 0, 0, INT64_MAX, &f->units, err) ||
         taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &f->seed, err) ||
         taas_job_loss_parse(json_object_get(job, "loss"), &f->loss, err) ||

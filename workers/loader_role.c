@@ -10,6 +10,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "bounds.h"
 #include "jobctl.h"
 #include "offload.h"
 #include "role.h"
@@ -46,7 +47,7 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
     volatile int *stop = taas_ctl_client_stop_flag(*ctl);
 
     long long epochs, units, seed;
-    if (taas_job_int(job, "the job spec", "epochs", 1, 1, 1000000, &epochs, err) ||
+    if (taas_job_int(job, "the job spec", "epochs", 1, 1, TAAS_MAX_EPOCHS, &epochs, err) ||
         taas_job_int(job, "the job spec", "units", 0, 0, INT64_MAX, &units, err) ||
         taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err))
         return -1;

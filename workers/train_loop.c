@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "safetensors.h"
 #include "train_job.h"
 
@@ -12,8 +13,8 @@ static const taas_srcpos NOPOS = {0, 0};
 int taas_job_pipeline_cfg(const json_t *spec, const taas_job_loader *l, uint64_t seed, taas_pipeline_cfg *pc,
                           taas_error *err) {
     long long workers, prefetch;
-    if (taas_job_int(spec, "DataLoader", "num_workers", 0, 0, 256, &workers, err) ||
-        taas_job_int(spec, "DataLoader", "prefetch_factor", 2, 1, 1024, &prefetch, err))
+    if (taas_job_int(spec, "DataLoader", "num_workers", 0, 0, TAAS_MAX_LOADER_THREADS, &workers, err) ||
+        taas_job_int(spec, "DataLoader", "prefetch_factor", 2, 1, TAAS_MAX_PREFETCH, &prefetch, err))
         return -1;
     memset(pc, 0, sizeof *pc);
     pc->dataset = l->dataset;
@@ -99,7 +100,7 @@ int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, 
     const json_t *dspec = json_object_get(spec, "dataset");
     long long bs;
     uint64_t size;
-    if (taas_job_int(spec, "DataLoader", "batch_size", 1, 1, 1 << 24, &bs, err)) return -1;
+    if (taas_job_int(spec, "DataLoader", "batch_size", 1, 1, TAAS_MAX_BATCH_SIZE, &bs, err)) return -1;
     if (rank && !rank->pipeline && rank->facts) {
         /* the loader workers read the data: a rank needs only its size and shape */
         if (known_facts(rank->facts, what, l, &size, err)) goto fail;

@@ -74,6 +74,13 @@ static int check_model(taas_call_ctx *cx, taas_value *model, const taas_value *l
         cx->err->pos = cx->pos;
         return -1;
     }
+    /* a fit without a pragma trains on this machine: a model bigger than its memory is
+     * refused before a worker allocates it (a pragma's ranks check on their machines) */
+    if (!taas_interp_pragma(cx->interp) && taas_model_plan_check_memory(&plan, cx->err)) {
+        taas_model_plan_free(&plan);
+        cx->err->pos = cx->pos;
+        return -1;
+    }
     /* the model has seen its input: its summary shows shapes and memory from now on */
     model->u.obj.sample[0] = plan.in_shape.d[0];
     model->u.obj.sample[1] = plan.in_shape.rank == 3 ? plan.in_shape.d[1] : 0;

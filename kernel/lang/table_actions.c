@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "clock.h"
 #include "dataview.h"
 #include "fit.h"
@@ -245,7 +246,7 @@ static int unregister_action(taas_call_ctx *cx, taas_value **a, taas_value **out
 static const taas_param FIT_P[] = {
     {"model", TAAS_P_LAYER, NULL, 0, TAAS_NO_RANGE, "the Sequential to train; it keeps the trained weights"},
     {"loader", TAAS_P_LOADER, NULL, 0, TAAS_NO_RANGE, "the training DataLoader"},
-    {"epochs", TAAS_P_INT, "1", 0, TAAS_AT_LEAST(1), "passes over the training data"},
+    {"epochs", TAAS_P_INT, "1", 0, TAAS_BETWEEN(1, TAAS_MAX_EPOCHS), "passes over the training data"},
     {"loss", TAAS_P_LOSS, NULL, 0, TAAS_NO_RANGE, "NLLLoss() after LogSoftmax, or CrossEntropyLoss()"},
     {"optimizer", TAAS_P_OPTIMIZER, NULL, 0, TAAS_NO_RANGE, "e.g. SGD(lr=0.1) or Adadelta(lr=1.0)"},
     {"scheduler", TAAS_P_SCHEDULER, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "a learning rate schedule, stepped once per epoch"},
@@ -297,7 +298,7 @@ static const taas_param CANCEL_P[] = {
 
 static const taas_param SUMMARY_P[] = {
     {"model", TAAS_P_LAYER, NULL, 0, TAAS_NO_RANGE, "a Sequential"},
-    {"input_size", TAAS_P_INT_SEQ, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1),
+    {"input_size", TAAS_P_INT_SEQ, "None", TAAS_PF_NONE_OK, TAAS_BETWEEN(1, TAAS_MAX_DIM),
      "(C, H, W) or (N, C, H, W) for images, (F,) or (N, F) for features; None: the input the model has seen"},
     END,
 };

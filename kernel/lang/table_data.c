@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "dataview.h"
 #include "rows.h"
 
@@ -222,7 +223,7 @@ static int normalize_check(const taas_row *r, taas_value **a, const taas_srcpos 
 }
 
 static const taas_param RANDOM_CROP_P[] = {
-    {"size", TAAS_P_INT_PAIR, NULL, TAAS_PF_PAIR, TAAS_AT_LEAST(1), "output size (h, w); an int means a square"},
+    {"size", TAAS_P_INT_PAIR, NULL, TAAS_PF_PAIR, TAAS_BETWEEN(1, TAAS_MAX_SIDE), "output size (h, w); an int means a square"},
     {"padding", TAAS_P_ANY, "None", TAAS_PF_NONE_OK | TAAS_PX(TAAS_PX_CROP_PADDING), TAAS_AT_LEAST(0), "padding added to the borders first: all, (left/right, top/bottom) or (left, top, right, bottom)"},
     {"pad_if_needed", TAAS_P_BOOL, "False", TAAS_PF_HIDE, TAAS_NO_RANGE, "pad an image smaller than size"},
     {"fill", TAAS_P_ANY, "0", TAAS_PF_HIDE | TAAS_PX(TAAS_PX_FILL), TAAS_NO_RANGE, "pixel value of constant padding, or one per channel"},
@@ -236,9 +237,9 @@ static const taas_param FLIP_P[] = {
 };
 
 static const taas_param RESIZE_P[] = {
-    {"size", TAAS_P_INT_PAIR, NULL, 0, TAAS_AT_LEAST(1), "(h, w), or an int: the smaller edge, keeping the aspect ratio"},
+    {"size", TAAS_P_INT_PAIR, NULL, 0, TAAS_BETWEEN(1, TAAS_MAX_SIDE), "(h, w), or an int: the smaller edge, keeping the aspect ratio"},
     {"interpolation", TAAS_P_STR, "'bilinear'", TAAS_PF_BARE | TAAS_PX(TAAS_PX_INTERP), TAAS_NO_RANGE, "resampling filter"},
-    {"max_size", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "cap on the longer edge (only with an int size)"},
+    {"max_size", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_BETWEEN(1, TAAS_MAX_SIDE), "cap on the longer edge (only with an int size)"},
     {"antialias", TAAS_P_BOOL, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "antialias when downsampling (None: as torchvision 0.14, off for tensors)"},
     END,
 };
@@ -262,7 +263,7 @@ static int resize_check(const taas_row *r, taas_value **a, const taas_srcpos *w,
 }
 
 static const taas_param CENTER_CROP_P[] = {
-    {"size", TAAS_P_INT_PAIR, NULL, TAAS_PF_PAIR, TAAS_AT_LEAST(1), "output size (h, w); an int means a square"},
+    {"size", TAAS_P_INT_PAIR, NULL, TAAS_PF_PAIR, TAAS_BETWEEN(1, TAAS_MAX_SIDE), "output size (h, w); an int means a square"},
     END,
 };
 
@@ -290,11 +291,11 @@ static int compose_size(const taas_value *v, int64_t *n) {
 
 static const taas_param LOADER_P[] = {
     {"dataset", TAAS_P_DATASET, NULL, TAAS_PF_HIDE, TAAS_NO_RANGE, "the dataset to draw samples from"},
-    {"batch_size", TAAS_P_INT, "1", 0, TAAS_AT_LEAST(1), "samples per batch (per rank, as in DistributedDataParallel)"},
+    {"batch_size", TAAS_P_INT, "1", 0, TAAS_BETWEEN(1, TAAS_MAX_BATCH_SIZE), "samples per batch (per rank, as in DistributedDataParallel)"},
     {"shuffle", TAAS_P_BOOL, "False", 0, TAAS_NO_RANGE, "draw a new permutation every epoch (seeded, so runs repeat)"},
-    {"num_workers", TAAS_P_INT, "0", TAAS_PF_KWONLY, TAAS_BETWEEN(0, 256), "threads that prepare batches when the loader is not registered"},
+    {"num_workers", TAAS_P_INT, "0", TAAS_PF_KWONLY, TAAS_BETWEEN(0, TAAS_MAX_LOADER_THREADS), "threads that prepare batches when the loader is not registered"},
     {"drop_last", TAAS_P_BOOL, "False", TAAS_PF_KWONLY, TAAS_NO_RANGE, "drop the last batch when it is smaller than batch_size"},
-    {"prefetch_factor", TAAS_P_INT, "None", TAAS_PF_KWONLY | TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "batches prepared ahead per worker (needs num_workers > 0); None = 2"},
+    {"prefetch_factor", TAAS_P_INT, "None", TAAS_PF_KWONLY | TAAS_PF_NONE_OK, TAAS_BETWEEN(1, TAAS_MAX_PREFETCH), "batches prepared ahead per worker (needs num_workers > 0); None = 2"},
     END,
 };
 

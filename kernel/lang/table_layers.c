@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "rows.h"
 
 #define END {0}
@@ -24,14 +25,14 @@ static int64_t pair_at(const taas_value *v, size_t k) {
 /* ---- Linear ---------------------------------------------------------------------- */
 
 static const taas_param LINEAR_P[] = {
-    {"in_features", TAAS_P_INT, NULL, 0, TAAS_AT_LEAST(1), "size of each input sample (the last dimension)"},
-    {"out_features", TAAS_P_INT, NULL, 0, TAAS_AT_LEAST(1), "size of each output sample"},
+    {"in_features", TAAS_P_INT, NULL, 0, TAAS_BETWEEN(1, TAAS_MAX_DIM), "size of each input sample (the last dimension)"},
+    {"out_features", TAAS_P_INT, NULL, 0, TAAS_BETWEEN(1, TAAS_MAX_DIM), "size of each output sample"},
     {"bias", TAAS_P_BOOL, "True", 0, TAAS_NO_RANGE, "learn an additive bias"},
     END,
 };
 
 static const taas_param LAZY_LINEAR_P[] = {
-    {"out_features", TAAS_P_INT, NULL, 0, TAAS_AT_LEAST(1), "size of each output sample"},
+    {"out_features", TAAS_P_INT, NULL, 0, TAAS_BETWEEN(1, TAAS_MAX_DIM), "size of each output sample"},
     {"bias", TAAS_P_BOOL, "True", 0, TAAS_NO_RANGE, "learn an additive bias"},
     END,
 };
@@ -58,25 +59,25 @@ static void lazy_linear_repr(const taas_value *v, taas_buf *out) {
 /* ---- Conv2d ---------------------------------------------------------------------- */
 
 #define CONV_TAIL                                                                           \
-    {"kernel_size", TAAS_P_INT_PAIR, NULL, TAAS_PF_PAIR, TAAS_AT_LEAST(1), "size of the convolving kernel"}, \
-    {"stride", TAAS_P_INT_PAIR, "1", TAAS_PF_PAIR, TAAS_AT_LEAST(1), "stride of the convolution"},         \
+    {"kernel_size", TAAS_P_INT_PAIR, NULL, TAAS_PF_PAIR, TAAS_BETWEEN(1, TAAS_MAX_DIM), "size of the convolving kernel"}, \
+    {"stride", TAAS_P_INT_PAIR, "1", TAAS_PF_PAIR, TAAS_BETWEEN(1, TAAS_MAX_DIM), "stride of the convolution"},         \
     {"padding", TAAS_P_ANY, "0", TAAS_PF_PAIR | TAAS_PF_SHOW_SET | TAAS_PF_BARE | TAAS_PX(TAAS_PX_CONV_PADDING), \
      TAAS_AT_LEAST(0), "zeros (or padding_mode) added to both sides; 'same' keeps the size (stride 1 only)"},   \
-    {"dilation", TAAS_P_INT_PAIR, "1", TAAS_PF_PAIR | TAAS_PF_SHOW_SET, TAAS_AT_LEAST(1), "spacing between kernel elements"}, \
-    {"groups", TAAS_P_INT, "1", TAAS_PF_SHOW_SET, TAAS_AT_LEAST(1), "blocked connections from input to output channels"}, \
+    {"dilation", TAAS_P_INT_PAIR, "1", TAAS_PF_PAIR | TAAS_PF_SHOW_SET, TAAS_BETWEEN(1, TAAS_MAX_DIM), "spacing between kernel elements"}, \
+    {"groups", TAAS_P_INT, "1", TAAS_PF_SHOW_SET, TAAS_BETWEEN(1, TAAS_MAX_DIM), "blocked connections from input to output channels"}, \
     {"bias", TAAS_P_BOOL, "True", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "learn an additive bias per output channel"}, \
     {"padding_mode", TAAS_P_STR, "'zeros'", TAAS_PF_SHOW_SET | TAAS_PF_BARE | TAAS_PX(TAAS_PX_CONV_PADMODE), \
      TAAS_NO_RANGE, "how the border is padded"},                                            \
     END
 
 static const taas_param CONV2D_P[] = {
-    {"in_channels", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_AT_LEAST(1), "channels of the input image"},
-    {"out_channels", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_AT_LEAST(1), "channels produced by the convolution"},
+    {"in_channels", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_BETWEEN(1, TAAS_MAX_DIM), "channels of the input image"},
+    {"out_channels", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_BETWEEN(1, TAAS_MAX_DIM), "channels produced by the convolution"},
     CONV_TAIL,
 };
 
 static const taas_param LAZY_CONV2D_P[] = {
-    {"out_channels", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_AT_LEAST(1), "channels produced by the convolution"},
+    {"out_channels", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_BETWEEN(1, TAAS_MAX_DIM), "channels produced by the convolution"},
     CONV_TAIL,
 };
 
@@ -124,22 +125,22 @@ static void lazy_conv_repr(const taas_value *v, taas_buf *out) {
 /* ---- pooling --------------------------------------------------------------------- */
 
 static const taas_param MAXPOOL_P[] = {
-    {"kernel_size", TAAS_P_INT_PAIR, NULL, TAAS_PF_SPEC_PAIR, TAAS_AT_LEAST(1), "size of the window to take the maximum over"},
-    {"stride", TAAS_P_INT_PAIR, "None", TAAS_PF_NONE_OK | TAAS_PF_SPEC_PAIR, TAAS_AT_LEAST(1), "stride of the window; None means kernel_size"},
-    {"padding", TAAS_P_INT_PAIR, "0", TAAS_PF_SPEC_PAIR, TAAS_AT_LEAST(0), "implicit -inf padding on both sides, at most half the kernel"},
-    {"dilation", TAAS_P_INT_PAIR, "1", TAAS_PF_SPEC_PAIR, TAAS_AT_LEAST(1), "spacing between elements of the window"},
+    {"kernel_size", TAAS_P_INT_PAIR, NULL, TAAS_PF_SPEC_PAIR, TAAS_BETWEEN(1, TAAS_MAX_DIM), "size of the window to take the maximum over"},
+    {"stride", TAAS_P_INT_PAIR, "None", TAAS_PF_NONE_OK | TAAS_PF_SPEC_PAIR, TAAS_BETWEEN(1, TAAS_MAX_DIM), "stride of the window; None means kernel_size"},
+    {"padding", TAAS_P_INT_PAIR, "0", TAAS_PF_SPEC_PAIR, TAAS_BETWEEN(0, TAAS_MAX_DIM), "implicit -inf padding on both sides, at most half the kernel"},
+    {"dilation", TAAS_P_INT_PAIR, "1", TAAS_PF_SPEC_PAIR, TAAS_BETWEEN(1, TAAS_MAX_DIM), "spacing between elements of the window"},
     {"return_indices", TAAS_P_BOOL, "False", TAAS_PF_HIDE, TAAS_NO_RANGE, "must stay False: a layer in a Sequential passes on one tensor"},
     {"ceil_mode", TAAS_P_BOOL, "False", 0, TAAS_NO_RANGE, "use ceil instead of floor for the output size"},
     END,
 };
 
 static const taas_param AVGPOOL_P[] = {
-    {"kernel_size", TAAS_P_INT_PAIR, NULL, TAAS_PF_SPEC_PAIR, TAAS_AT_LEAST(1), "size of the window to average over"},
-    {"stride", TAAS_P_INT_PAIR, "None", TAAS_PF_NONE_OK | TAAS_PF_SPEC_PAIR, TAAS_AT_LEAST(1), "stride of the window; None means kernel_size"},
-    {"padding", TAAS_P_INT_PAIR, "0", TAAS_PF_SPEC_PAIR, TAAS_AT_LEAST(0), "implicit zero padding on both sides, at most half the kernel"},
+    {"kernel_size", TAAS_P_INT_PAIR, NULL, TAAS_PF_SPEC_PAIR, TAAS_BETWEEN(1, TAAS_MAX_DIM), "size of the window to average over"},
+    {"stride", TAAS_P_INT_PAIR, "None", TAAS_PF_NONE_OK | TAAS_PF_SPEC_PAIR, TAAS_BETWEEN(1, TAAS_MAX_DIM), "stride of the window; None means kernel_size"},
+    {"padding", TAAS_P_INT_PAIR, "0", TAAS_PF_SPEC_PAIR, TAAS_BETWEEN(0, TAAS_MAX_DIM), "implicit zero padding on both sides, at most half the kernel"},
     {"ceil_mode", TAAS_P_BOOL, "False", TAAS_PF_HIDE, TAAS_NO_RANGE, "use ceil instead of floor for the output size"},
     {"count_include_pad", TAAS_P_BOOL, "True", TAAS_PF_HIDE, TAAS_NO_RANGE, "count the zero padding in the average"},
-    {"divisor_override", TAAS_P_INT, "None", TAAS_PF_NONE_OK | TAAS_PF_HIDE, TAAS_AT_LEAST(1), "divide by this instead of the window size"},
+    {"divisor_override", TAAS_P_INT, "None", TAAS_PF_NONE_OK | TAAS_PF_HIDE, TAAS_BETWEEN(1, TAAS_MAX_DIM), "divide by this instead of the window size"},
     END,
 };
 
@@ -197,7 +198,7 @@ static const taas_param DROPOUT_P[] = {
 };
 
 static const taas_param BATCHNORM_P[] = {
-    {"num_features", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_AT_LEAST(1), "channels (C) of the input"},
+    {"num_features", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_BETWEEN(1, TAAS_MAX_DIM), "channels (C) of the input"},
     {"eps", TAAS_P_FLOAT, "1e-05", 0, TAAS_AT_LEAST(0), "added to the variance for numerical stability"},
     {"momentum", TAAS_P_FLOAT, "0.1", TAAS_PF_NONE_OK, TAAS_BETWEEN(0, 1), "weight of the new batch in the running statistics; None = cumulative average"},
     {"affine", TAAS_P_BOOL, "True", 0, TAAS_NO_RANGE, "learn a scale and a shift per channel"},

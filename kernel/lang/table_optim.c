@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "rows.h"
 
 #define END {0}
@@ -124,7 +125,7 @@ static const taas_param COSINE_P[] = {
 static const taas_param ONECYCLE_P[] = {
     {"max_lr", TAAS_P_FLOAT, NULL, 0, TAAS_AT_LEAST(0), "the peak learning rate"},
     {"total_steps", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "steps in the cycle; None = epochs * steps_per_epoch"},
-    {"epochs", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "None = fit()'s epochs"},
+    {"epochs", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_BETWEEN(1, TAAS_MAX_EPOCHS), "None = fit()'s epochs"},
     {"steps_per_epoch", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "None = the training loader's batches per epoch"},
     {"pct_start", TAAS_P_FLOAT, "0.3", 0, TAAS_BETWEEN(0, 1), "share of the cycle spent increasing the learning rate"},
     {"anneal_strategy", TAAS_P_STR, "'cos'", TAAS_PX(TAAS_PX_ANNEAL), TAAS_NO_RANGE, "shape of the annealing"},

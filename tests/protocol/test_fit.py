@@ -190,12 +190,32 @@ class FitInTheNotebook(taastest.KernelCase):
         view = taastest.last_display(msgs)
         self.assertIn('data-state="stopped"', view["text/html"])
         # how far it got depends on the machine's speed: any number of epochs
-        self.assertRegex(view["text/plain"], r"\nstopped after [0-9.]+ s: \d+ epochs?, [0-9,]+ steps[^\n]*; the "
+        self.assertRegex(view["text/plain"], r"\nstopped after [0-9.]+ s: \d+ epochs?, [0-9,]+ steps?[^\n]*; the "
                                              r"trained weights are in stopped$")
         # the model keeps the weights of its last completed step; h was never bound
         self.ok("save(stopped, 'after_stop.safetensors')")
         self.assertGreater(os.path.getsize(os.path.join(self.tmp.name, "after_stop.safetensors")), 200000)
         self.error("h8", "TaasNameError")
+
+    def test_91_sizes_past_the_limits_are_refused_at_the_cell(self):
+        """Limits the worker has are the table's, named at the cell (issue 16, item 14), and a
+        model bigger than the machine's memory is a TaasMemoryError before anything is
+        allocated (item 3); the session goes on."""
+        e = self.error("fit(net, train, epochs=10**7, loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasValueError")
+        self.assertIn("fit() argument 'epochs' must be between 1 and 1000000, got 10000000", e["evalue"])
+        e = self.error("DataLoader(FashionMNIST(), batch_size=10**8)", "TaasValueError")
+        self.assertIn("DataLoader() argument 'batch_size' must be between 1 and 16777216", e["evalue"])
+        e = self.error("Linear(784, 3 * 10**9)", "TaasValueError")
+        self.assertIn("Linear() argument 'out_features' must be between 1 and 2147483647", e["evalue"])
+        e = self.error("summary(net, input_size=(1, 4 * 10**9, 4 * 10**9))", "TaasValueError")
+        self.assertIn("summary() argument 'input_size' must be between 1 and 2147483647", e["evalue"])
+        e = self.error("huge = Sequential(Flatten(), Linear(784, 10**9), LogSoftmax(dim=1))\n"
+                       "fit(huge, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), units=64)", "TaasMemoryError")
+        self.assertRegex(e["evalue"], r"the model needs [0-9.]+ GiB for its parameters and their gradients, more "
+                                      r"than this machine's memory \([0-9.]+ GiB\)")
+        self.assertIn("1.weight, holds 784000000000 numbers", taastest.traceback_text(e))
+        self.assertFalse(taastest.worker_pids(self.k.pid))
+        self.assertEqual(result_text(self.ok("1 + 1")), "2")
 
     def test_9_save_and_load_never_lose_a_file(self):
         """save() onto the file the model was loaded from keeps its bytes (issue 16, defect

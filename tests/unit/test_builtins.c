@@ -215,7 +215,7 @@ static void test_help_text(void **state) {
     assert_non_null(strstr(brief, "nn.Conv2d, a layer."));
     assert_non_null(strstr(brief, "A 2-D convolution"));
     assert_null(strstr(brief, "Parameters:"));
-    assert_non_null(strstr(full, "Parameters:\n  in_channels: int, >= 1; required\n      channels of the input image\n"));
+    assert_non_null(strstr(full, "Parameters:\n  in_channels: int, 1 to 2147483647; required\n      channels of the input image\n"));
     assert_non_null(strstr(full, "  padding_mode: 'zeros', 'reflect', 'replicate' or 'circular'; default 'zeros'\n"));
     assert_non_null(strstr(full, "  padding: int, (int, int), 'valid' or 'same', >= 0; default 0\n"));
     free(brief);
@@ -262,7 +262,7 @@ static void test_overview_and_markdown(void **state) {
     const char *sections[] = {"## Datasets", "## Transforms", "## Data loading", "## Layers", "## Losses",
                               "## Optimizers", "## Learning-rate schedulers", "## Actions", NULL};
     for (size_t i = 0; sections[i]; i++) assert_non_null(strstr(md, sections[i]));
-    assert_non_null(strstr(md, "| `kernel_size` | int or (int, int) | required | >= 1 | size of the convolving kernel |"));
+    assert_non_null(strstr(md, "| `kernel_size` | int or (int, int) | required | 1 to 2147483647 | size of the convolving kernel |"));
     assert_non_null(strstr(md, "| `p` | float | `0.5` | 0 to 1 | probability of an element to be zeroed |"));
     assert_non_null(strstr(md, "| `num_workers` | int | `0`, keyword only | 0 to 256 |"));
     assert_non_null(strstr(md, "| `*layers` | a layer (nn.Module) | (any number) |"));

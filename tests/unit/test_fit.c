@@ -253,7 +253,7 @@ static void test_bad_arguments(void **state) {
         {"fit(net, train, epochs='x', loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasTypeError",
          "fit() argument 'epochs' must be int, not str"},
         {"fit(net, train, epochs=0, loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasValueError",
-         "fit() argument 'epochs' must be >= 1, got 0"},
+         "fit() argument 'epochs' must be between 1 and 1000000, got 0"},
         {"fit(net, train, los=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasTypeError",
          "fit() got an unexpected keyword argument 'los'"},
         {"fit(net, train, loss=SGD(lr=0.1), optimizer=NLLLoss())", "TaasTypeError",

@@ -37,6 +37,10 @@ taas_model *taas_model_new(const json_t *spec, int c, int h, int w, uint64_t see
     }
     taas_model_plan plan;
     if (taas_model_plan_build(&plan, spec, c, h, w, err)) return NULL;
+    if (taas_model_plan_check_memory(&plan, err)) {  /* before anything is allocated */
+        taas_model_plan_free(&plan);
+        return NULL;
+    }
     taas_model *m = calloc(1, sizeof *m);
     if (!m) {
         taas_model_plan_free(&plan);

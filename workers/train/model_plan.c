@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "bounds.h"
 #include "layers.h"
 #include "safetensors.h"
 
@@ -28,7 +30,7 @@ static void shape_str(char *buf, size_t len, const taas_act_shape *s) {
 
 static size_t shape_numel(const taas_act_shape *s) {
     size_t n = 1;
-    for (int i = 0; i < s->rank; i++) n *= (size_t)s->d[i];
+    for (int i = 0; i < s->rank; i++) n = taas_size_mul(n, (size_t)s->d[i]);
     return n;
 }
 
@@ -311,6 +313,10 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
         return 0;
     }
     case TAAS_L_FLATTEN:
+        if (shape_numel(&in) > (size_t)TAAS_MAX_DIM) {
+            snprintf(d, sizeof d, "would give more than %d features from %s %s", TAAS_MAX_DIM, is, src);
+            return spec_err(e, i, L->name, d, "make the input smaller first (a pooling or strided layer)");
+        }
         L->out.rank = 1;
         L->out.d[0] = (int)shape_numel(&in);
         return 0;
@@ -337,7 +343,7 @@ static int add_entry(taas_model_plan *m, int layer, const char *what, taas_tenso
     snprintf(t->key, sizeof t->key, "%d.%s", layer, what);
     t->ndim = ndim;
     t->numel = 1;
-    for (int k = 0; k < ndim; k++) { t->shape[k] = shape[k]; t->numel *= (size_t)shape[k]; }
+    for (int k = 0; k < ndim; k++) { t->shape[k] = shape[k]; t->numel = taas_size_mul(t->numel, (size_t)shape[k]); }
     t->dtype = home == TAAS_T_COUNTER ? "I64" : "F32";
     t->home = home;
     t->offset = off;
@@ -352,21 +358,22 @@ static void layout(taas_model_plan *m) {
             int64_t ws[2] = {L->lin_out, L->lin_in}, bs[1] = {L->lin_out};
             L->w_off = m->nparams;
             add_entry(m, i, "weight", TAAS_T_PARAM, m->nparams, 2, ws);
-            m->nparams += (size_t)L->lin_out * (size_t)L->lin_in;
+            m->nparams = taas_size_add(m->nparams, taas_size_mul((size_t)L->lin_out, (size_t)L->lin_in));
             if (L->has_b) {
                 L->b_off = m->nparams;
                 add_entry(m, i, "bias", TAAS_T_PARAM, m->nparams, 1, bs);
-                m->nparams += (size_t)L->lin_out;
+                m->nparams = taas_size_add(m->nparams, (size_t)L->lin_out);
             }
         } else if (L->kind == TAAS_L_CONV2D) {
             int64_t ws[4] = {L->oc, L->in.d[0], L->kh, L->kw}, bs[1] = {L->oc};
             L->w_off = m->nparams;
             add_entry(m, i, "weight", TAAS_T_PARAM, m->nparams, 4, ws);
-            m->nparams += (size_t)L->oc * (size_t)L->in.d[0] * (size_t)L->kh * (size_t)L->kw;
+            m->nparams = taas_size_add(m->nparams, taas_size_mul(taas_size_mul((size_t)L->oc, (size_t)L->in.d[0]),
+                                                                 taas_size_mul((size_t)L->kh, (size_t)L->kw)));
             if (L->has_b) {
                 L->b_off = m->nparams;
                 add_entry(m, i, "bias", TAAS_T_PARAM, m->nparams, 1, bs);
-                m->nparams += (size_t)L->oc;
+                m->nparams = taas_size_add(m->nparams, (size_t)L->oc);
             }
         } else if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D) {
             int64_t cs[1] = {L->in.d[0]};
@@ -375,12 +382,12 @@ static void layout(taas_model_plan *m) {
             add_entry(m, i, "weight", TAAS_T_PARAM, m->nparams, 1, cs);
             L->b_off = m->nparams + c;
             add_entry(m, i, "bias", TAAS_T_PARAM, m->nparams + c, 1, cs);
-            m->nparams += 2 * c;
+            m->nparams = taas_size_add(m->nparams, taas_size_mul(2, c));
             L->rm_off = m->nstats;
             add_entry(m, i, "running_mean", TAAS_T_STAT, m->nstats, 1, cs);
             L->rv_off = m->nstats + c;
             add_entry(m, i, "running_var", TAAS_T_STAT, m->nstats + c, 1, cs);
-            m->nstats += 2 * c;
+            m->nstats = taas_size_add(m->nstats, taas_size_mul(2, c));
             L->counter = m->ncounters;
             add_entry(m, i, "num_batches_tracked", TAAS_T_COUNTER, (size_t)m->ncounters++, 0, cs);
         }
@@ -474,4 +481,23 @@ taas_st_tensor *taas_param_table_tensors(const taas_param_entry *table, size_t n
                                              : (void *)(counters + e->offset);
     }
     return t;
+}
+
+int taas_model_plan_check_memory(const taas_model_plan *p, taas_error *err) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t have = pages > 0 && page > 0 ? taas_size_mul((size_t)pages, (size_t)page) : SIZE_MAX;
+    /* the parameters, their gradients and the statistics: what the model allocates first */
+    size_t need = taas_size_mul(taas_size_add(taas_size_mul(p->nparams, 2), p->nstats), sizeof(float));
+    if (need <= have) return 0;
+    const taas_param_entry *big = NULL;
+    for (size_t i = 0; i < p->ntable; i++)
+        if (!big || p->table[i].numel > big->numel) big = &p->table[i];
+    char n[32];
+    if (need == SIZE_MAX) snprintf(n, sizeof n, "more than 16 EiB");
+    else snprintf(n, sizeof n, "%.1f GiB", (double)need / (1u << 30));
+    taas_error_set(err, "TaasMemoryError", nowhere, "the model needs %s for its parameters and their gradients, "
+                   "more than this machine's memory (%.1f GiB)", n, (double)have / (1u << 30));
+    if (big) taas_error_hint(err, "make the layers smaller: the largest tensor, %s, holds %zu numbers", big->key,
+                             big->numel);
+    return -1;
 }

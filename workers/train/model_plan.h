@@ -72,6 +72,9 @@ typedef struct taas_model_plan {
 int taas_model_plan_build(taas_model_plan *p, const json_t *sequential_spec, int c, int h, int w,
                           taas_error *err);
 void taas_model_plan_free(taas_model_plan *p);
+/* The model's parameters, gradients and statistics fit this machine's memory: 0, or -1
+ * with a TaasMemoryError naming what they need, what there is and the largest tensor. */
+int taas_model_plan_check_memory(const taas_model_plan *p, taas_error *err);
 
 /* The table as safetensors tensors (malloc'd, n rows; NULL when out of memory), each
  * pointing into the buffers (params, stats, counters), or with data NULL when the buffers

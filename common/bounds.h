@@ -1,0 +1,32 @@
+/* The sizes taas takes, in one place: the builtin table (kernel/lang) checks a cell's
+ * arguments against them, naming the argument, and the worker checks the job spec against
+ * the same numbers. And the one way to compute a size from untrusted numbers: saturating
+ * arithmetic, so that an overflow is a size too big for any machine, never a small one. */
+#ifndef TAAS_BOUNDS_H
+#define TAAS_BOUNDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TAAS_MAX_EPOCHS 1000000
+#define TAAS_MAX_BATCH_SIZE (1 << 24)
+#define TAAS_MAX_PREFETCH 1024
+#define TAAS_MAX_LOADER_THREADS 256
+/* a layer's sizes (features, channels, kernel) and an input's: the planner's int */
+#define TAAS_MAX_DIM INT32_MAX
+/* an image's side, as the decoders take it */
+#define TAAS_MAX_SIDE 65536
+
+/* a * b, or SIZE_MAX when it does not fit */
+static inline size_t taas_size_mul(size_t a, size_t b) {
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+/* a + b, or SIZE_MAX when it does not fit */
+static inline size_t taas_size_add(size_t a, size_t b) {
+    size_t r;
+    return __builtin_add_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+#endif
