@@ -165,12 +165,20 @@ static int float_binop(taas_op op, double a, double b, taas_value **out, taas_er
 
 static size_t seq_len(const taas_value *v) { return v->type == TAAS_V_STR ? v->u.str.len : v->u.seq.n; }
 
-/* a + b for two sequences of one type, or a repeated n times (b == NULL). */
-static taas_value *seq_build(const taas_value *a, const taas_value *b, int64_t n) {
+/* a + b for two sequences of one type, or a repeated n times (b == NULL); NULL with a
+ * TaasMemoryError when the session has no room for it. */
+static taas_value *seq_build(const taas_value *a, const taas_value *b, int64_t n, taas_error *err) {
     size_t la = seq_len(a), lb = b ? seq_len(b) : 0, total = b ? la + lb : la * (size_t)n;
+    char what[32];
+    snprintf(what, sizeof what, "the %s", taas_value_type_name(a));
+    if (taas_value_reserve(a->type == TAAS_V_STR ? total + 1 : total * sizeof(taas_value *), what, err)) return NULL;
     if (a->type == TAAS_V_STR) {
         char *s = malloc(total + 1);
-        if (!s) abort();
+        if (!s) {
+            taas_error_set(err, "TaasMemoryError", NOWHERE, "out of memory making a str of %zu bytes", total);
+            taas_error_hint(err, "drop values you no longer need (x = None), or build a smaller one");
+            return NULL;
+        }
         if (b) {
             memcpy(s, a->u.str.s, la);
             memcpy(s + la, b->u.str.s, lb);
@@ -216,8 +224,8 @@ int taas_eval_binop(taas_op op, const taas_value *a, const taas_value *b, taas_v
     if (is_num(a) && is_num(b)) return float_binop(op, float_of(a), float_of(b), out, err);
     if (op == TAAS_OP_ADD && is_seq(a) && a->type == b->type) {
         if (seq_len(a) + seq_len(b) > (a->type == TAAS_V_STR ? MAX_STR_BYTES : MAX_REPEAT_ITEMS)) return too_large(a, err);
-        *out = seq_build(a, b, 0);
-        return 0;
+        *out = seq_build(a, b, 0, err);
+        return *out ? 0 : -1;
     }
     if (op == TAAS_OP_MUL && ((is_seq(a) && is_int(b)) || (is_int(a) && is_seq(b)))) {
         const taas_value *s = is_seq(a) ? a : b;
@@ -225,8 +233,8 @@ int taas_eval_binop(taas_op op, const taas_value *a, const taas_value *b, taas_v
         if (n < 0) n = 0;
         size_t limit = s->type == TAAS_V_STR ? MAX_STR_BYTES : MAX_REPEAT_ITEMS;
         if (seq_len(s) && (uint64_t)n > limit / seq_len(s)) return too_large(s, err);
-        *out = seq_build(s, NULL, seq_len(s) ? n : 0);
-        return 0;
+        *out = seq_build(s, NULL, seq_len(s) ? n : 0, err);
+        return *out ? 0 : -1;
     }
     return unsupported(op, a, b, err);
 }

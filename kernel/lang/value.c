@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include "bounds.h"
 #include "builtins.h"
 #include "rows.h"
 #include "utf8.h"
@@ -51,12 +53,39 @@ taas_value *taas_float(double f) {
     return v;
 }
 
+/* Bytes the session's strings and sequences hold: what taas_value_reserve weighs. */
+static size_t held;
+
+static size_t budget(void) {
+    const char *env = getenv("TAAS_VALUE_MEMORY");  /* bytes: a smaller budget (the tests') */
+    char *end;
+    unsigned long long e = env && *env ? strtoull(env, &end, 10) : 0;
+    if (e > 0 && !*end) return (size_t)e;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t b = pages > 0 && page > 0 ? taas_size_mul((size_t)pages, (size_t)page) / 2 : (size_t)1 << 32;
+    struct rlimit as;  /* an address-space limit (ulimit -v) is the memory there is */
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && as.rlim_cur / 2 < b)
+        b = (size_t)(as.rlim_cur / 2);
+    return b;
+}
+
+int taas_value_reserve(size_t bytes, const char *what, taas_error *err) {
+    if (bytes <= budget() && held <= budget() - bytes) return 0;
+    taas_error_set(err, "TaasMemoryError", (taas_srcpos){0, 0}, "%s would take %.1f MiB, and the session's values "
+                   "already hold %.1f MiB of the %.1f MiB the kernel keeps for them", what,
+                   (double)bytes / (1 << 20), (double)held / (1 << 20), (double)budget() / (1 << 20));
+    taas_error_hint(err, "drop values you no longer need (x = None), or build smaller ones; the kernel keeps "
+                         "half this machine's memory (or half its address-space limit) for the session's values");
+    return -1;
+}
+
 taas_value *taas_str(const char *s, size_t len) {
     taas_value *v = alloc(TAAS_V_STR);
     size_t n = 0;
     v->u.str.s = taas_utf8_sanitize(s ? s : "", s ? len : 0, &n);
     if (!v->u.str.s) abort();
     v->u.str.len = n;
+    held += n + 1;
     return v;
 }
 
@@ -68,6 +97,7 @@ static taas_value *seq_new(taas_vtype t, size_t n) {
     taas_value *v = alloc(t);
     v->u.seq.items = xcalloc(n, sizeof *v->u.seq.items);
     v->u.seq.n = n;
+    held += n * sizeof *v->u.seq.items;
     return v;
 }
 
@@ -202,10 +232,12 @@ void taas_unref(taas_value *v) {
         taas_value *d = (taas_value *)dead.v[--dead.n];
         switch (d->type) {
         case TAAS_V_STR:
+            held -= d->u.str.len + 1;
             free(d->u.str.s);
             break;
         case TAAS_V_TUPLE:
         case TAAS_V_LIST:
+            held -= d->u.seq.n * sizeof *d->u.seq.items;
             for (size_t i = 0; i < d->u.seq.n; i++) release(&dead, d->u.seq.items[i]);
             free(d->u.seq.items);
             break;

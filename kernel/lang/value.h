@@ -66,6 +66,10 @@ taas_value *taas_bool(int b);
 taas_value *taas_int(int64_t i);
 taas_value *taas_float(double f);
 taas_value *taas_str(const char *s, size_t len);   /* copies; sanitizes invalid UTF-8 */
+/* Room for bytes more of strings and sequences in the session (half the machine's memory,
+ * or of its address-space limit): 0, or -1 with a TaasMemoryError naming what (e.g. "the
+ * str") would have taken it. The values made are counted by their constructors. */
+int taas_value_reserve(size_t bytes, const char *what, taas_error *err);
 taas_value *taas_str0(const char *s);
 /* An empty tuple or list of n slots; the caller fills u.seq.items[i] (each owned). */
 taas_value *taas_tuple_new(size_t n);

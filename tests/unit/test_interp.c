@@ -431,13 +431,37 @@ static void test_hostile_cells_big_output(void **state) {
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
+/* Values summing to more memory than the session keeps for them (each one small enough): a
+ * TaasMemoryError in that cell, never abort(); the session's variables survive and what the
+ * failed cell made is given back (issue 16, defect 4). TAAS_VALUE_MEMORY stands for a
+ * machine with 256 MiB to spare. */
+static void test_hostile_cells_memory(void **state) {
+    (void)state;
+    setenv("TAAS_VALUE_MEMORY", "268435456", 1);
+    assert_null(run_done("a = 'x' * 4194303"));
+    taas_buf code = TAAS_BUF_INIT;
+    taas_buf_puts(&code, "L = [");
+    for (int i = 0; i < 120; i++) taas_buf_printf(&code, "%sa + '%d'", i ? ", " : "", i % 10);
+    taas_buf_puts(&code, "]");
+    run_error(code.data, "TaasMemoryError", "the str would take 4.0 MiB, and the session's values already hold");
+    taas_buf_free(&code);
+    run_error("'y' * 2**40", "TaasValueError", "too large");
+    char *r = run_done("len(a)");
+    assert_string_equal(r, "4194303");
+    free(r);
+    run_error("L", "TaasNameError", "'L' is not defined");
+    /* 180 MB more fit: the failed cell's 240 MB of strings went */
+    assert_null(run_done("b = ['x' * 60000000, 'y' * 60000000, 'z' * 60000000]\nb = 0\na = 0"));
+    unsetenv("TAAS_VALUE_MEMORY");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_result_of_the_last_expression), T(test_errors_stop_the_cell),
         T(test_invalid_utf8_never_breaks_a_cell), T(test_sleep_waits_and_resumes), T(test_interrupt),
         T(test_a_new_cell_drops_a_waiting_one), T(test_pragma_plan), T(test_pragma_errors),
         T(test_loaders), T(test_is_complete), T(test_hostile_cells_deep_code),
-        T(test_hostile_cells_deep_values), T(test_hostile_cells_big_output),
+        T(test_hostile_cells_deep_values), T(test_hostile_cells_big_output), T(test_hostile_cells_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
