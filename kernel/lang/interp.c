@@ -189,6 +189,17 @@ taas_run_state taas_interp_run(taas_interp *in, const char *code, const taas_io 
         taas_error_set(err, "MemoryError", (taas_srcpos){0, 0}, "out of memory while reading the cell");
         return TAAS_RUN_ERROR;
     }
+    /* a lone CR ends a line, as in Python (old Mac files); CR LF is one line end */
+    char *w = in->code;
+    for (const char *r = in->code; *r; r++) {
+        if (*r != '\r') {
+            *w++ = *r;
+            continue;
+        }
+        *w++ = '\n';
+        if (r[1] == '\n') r++;
+    }
+    *w = '\0';
     in->io = io ? io : &NULL_IO;
     if (taas_pragma_parse(in->code, &in->pragma, err)) return fail(in, err);
     if (taas_parse(in->code, &in->prog, err)) return fail(in, err);

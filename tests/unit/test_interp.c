@@ -455,6 +455,19 @@ static void test_hostile_cells_memory(void **state) {
     unsetenv("TAAS_VALUE_MEMORY");
 }
 
+/* Line ends as Python reads them: LF, CR LF, and a lone CR (issue 16, defect 15). */
+static void test_cr_line_ends(void **state) {
+    (void)state;
+    char *r = run_done("x = 1\ry = 2\rx + y");
+    assert_string_equal(r, "3");
+    free(r);
+    r = run_done("x = 40\r\ny = 2\r\nx + y\r\n");
+    assert_string_equal(r, "42");
+    free(r);
+    taas_error e = run_error("x = 1\ry = = 2", "TaasSyntaxError", "expected an expression");
+    assert_int_equal(e.pos.line, 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_result_of_the_last_expression), T(test_errors_stop_the_cell),
@@ -462,6 +475,7 @@ int main(void) {
         T(test_a_new_cell_drops_a_waiting_one), T(test_pragma_plan), T(test_pragma_errors),
         T(test_loaders), T(test_is_complete), T(test_hostile_cells_deep_code),
         T(test_hostile_cells_deep_values), T(test_hostile_cells_big_output), T(test_hostile_cells_memory),
+        T(test_cr_line_ends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
