@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "batch.h"
+#include "errnames.h"
 
 #define BATCH_MAGIC "TAASBT01"
 #define ALIGN 64
@@ -94,20 +95,20 @@ int taas_batch_view(const void *buf, size_t len, taas_batch *out, taas_error *er
     taas_srcpos nowhere = {0, 0};
     wire_header h;
     if (!buf || len < sizeof h) {
-        taas_error_set(err, "TaasValueError", nowhere, "a batch of %zu bytes is shorter than its %zu-byte header",
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere, "a batch of %zu bytes is shorter than its %zu-byte header",
                        len, sizeof h);
         taas_error_hint(err, "the message was cut: check the sender and the transport");
         return -1;
     }
     memcpy(&h, buf, sizeof h);
     if (memcmp(h.magic, BATCH_MAGIC, 8) != 0) {
-        taas_error_set(err, "TaasValueError", nowhere, "not a batch: the header does not start with " BATCH_MAGIC);
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere, "not a batch: the header does not start with " BATCH_MAGIC);
         taas_error_hint(err, "loader and trainer must run the same taas version");
         return -1;
     }
     size_t img = 0, lab = 0, idx = 0, want = layout(h.n, h.c, h.h, h.w, &img, &lab, &idx);
     if (!want || want != len || h.images_off != img || h.labels_off != lab || h.indices_off != idx) {
-        taas_error_set(err, "TaasValueError", nowhere,
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere,
                        "a batch of %u samples of %ux%ux%u should be %zu bytes with arrays at %zu, %zu, %zu, "
                        "but is %zu bytes with them at %llu, %llu, %llu", h.n, h.c, h.h, h.w, want, img, lab, idx,
                        len, (unsigned long long)h.images_off, (unsigned long long)h.labels_off,
@@ -116,7 +117,7 @@ int taas_batch_view(const void *buf, size_t len, taas_batch *out, taas_error *er
         return -1;
     }
     if ((uintptr_t)buf % 8 != 0) {
-        taas_error_set(err, "TaasValueError", nowhere, "a batch buffer must be 8-byte aligned to be read in place");
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere, "a batch buffer must be 8-byte aligned to be read in place");
         taas_error_hint(err, "copy the message into an aligned buffer first");
         return -1;
     }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errnames.h"
 #include "fetch.h"
 #include "utf8.h"
 
@@ -55,7 +56,7 @@ static char *dupn(const char *s, size_t n) {
 }
 
 static int oom(ctx *c) {
-    taas_error_set(c->err, "TaasMemoryError", (taas_srcpos){0, 0},
+    taas_error_set(c->err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0},
                    "out of memory expanding a shard pattern");
     taas_error_hint(c->err, "use fewer shards");
     return -1;
@@ -63,7 +64,7 @@ static int oom(ctx *c) {
 
 static int too_many(ctx *c, unsigned long long n) {
     char q[200];
-    taas_error_set(c->err, "TaasValueError", (taas_srcpos){0, 0},
+    taas_error_set(c->err, TAAS_ERR_VALUE, (taas_srcpos){0, 0},
                    "'%s' expands to %s%llu names; at most %d are allowed",
                    taas_utf8_clip(q, sizeof q, c->pattern, strlen(c->pattern), 120),
                    n > MAX_NAMES ? "more than " : "", n > MAX_NAMES ? (unsigned long long)MAX_NAMES : n,
@@ -236,7 +237,7 @@ static int literal(ctx *c, strv *acc, const char *s, size_t n) {
 
 static int unbalanced(ctx *c, const char *what, size_t at) {
     char q[200];
-    taas_error_set(c->err, "TaasValueError", (taas_srcpos){0, 0}, "%s at position %zu in '%s'",
+    taas_error_set(c->err, TAAS_ERR_VALUE, (taas_srcpos){0, 0}, "%s at position %zu in '%s'",
                    what, at + 1, taas_utf8_clip(q, sizeof q, c->pattern, strlen(c->pattern), 120));
     taas_error_hint(c->err, "braces must pair up, as in shards-{0000..0099}.tar or {train,val}.tar; "
                             "write \\{ or \\} for a literal brace");
@@ -363,7 +364,7 @@ char **taas_brace_expand(const char *pat, taas_error *err) {
     }
     if (all.n == 0) {
         char q[200];
-        taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0}, "no names in '%s'",
+        taas_error_set(err, TAAS_ERR_VALUE, (taas_srcpos){0, 0}, "no names in '%s'",
                        taas_utf8_clip(q, sizeof q, s, n, 120));
         taas_error_hint(err, "give one or more paths or URLs, e.g. shards-{0000..0099}.tar");
         return NULL;

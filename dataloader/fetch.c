@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errnames.h"
 #include "fetch_priv.h"
 #include "utf8.h"
 
@@ -117,7 +118,7 @@ static int check_env(taas_error *err) {
         taas_fetch_opts scratch;
         if (!v || !*v || env_apply(i, v, &scratch) == 0) continue;
         char q[160];
-        taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0},
+        taas_error_set(err, TAAS_ERR_VALUE, (taas_srcpos){0, 0},
                        "environment variable %s='%s' is not valid", ENV_OPTS[i].name,
                        taas_utf8_clip(q, sizeof q, v, strlen(v), 40));
         taas_error_hint(err, "set %s to %s, or unset it for the default", ENV_OPTS[i].name,
@@ -150,7 +151,7 @@ static int check_opts(const taas_fetch_opts *o, taas_error *err) {
         snprintf(val, sizeof val, "%g", o->low_speed_timeout_s);
     }
     if (!what) return 0;
-    taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0},
+    taas_error_set(err, TAAS_ERR_VALUE, (taas_srcpos){0, 0},
                    "fetch option %s is out of range: %s", what, val);
     taas_error_hint(err, "start from taas_fetch_opts_default() and change only what you need");
     return -1;
@@ -192,14 +193,14 @@ taas_fetcher *taas_fetcher_new(const taas_fetch_opts *o, taas_error *err) {
     }
     if (check_env(err) || check_opts(o, err)) return NULL;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        taas_error_set(err, "TaasIOError", (taas_srcpos){0, 0}, "libcurl failed to start");
+        taas_error_set(err, TAAS_ERR_IO, (taas_srcpos){0, 0}, "libcurl failed to start");
         taas_error_hint(err, "check the libcurl installation (libcurl4)");
         return NULL;
     }
     taas_fetcher *f = calloc(1, sizeof *f);
     if (!f) {
         curl_global_cleanup();
-        taas_error_set(err, "TaasMemoryError", (taas_srcpos){0, 0}, "out of memory");
+        taas_error_set(err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0}, "out of memory");
         return NULL;
     }
     f->o = *o;
@@ -223,7 +224,7 @@ taas_fetcher *taas_fetcher_new(const taas_fetch_opts *o, taas_error *err) {
         curl_share_setopt(f->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
         curl_share_setopt(f->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
         curl_share_setopt(f->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
-        taas_error_set(err, "TaasIOError", (taas_srcpos){0, 0},
+        taas_error_set(err, TAAS_ERR_IO, (taas_srcpos){0, 0},
                        "libcurl cannot share connections between threads");
         taas_error_hint(err, "taas needs libcurl 7.57 or newer (Debian 12 has 7.88)");
         taas_fetcher_free(f);
@@ -318,7 +319,7 @@ static int hexval(int c) {
 
 static int bad_url(const char *url, const char *why, const char *hint, taas_error *err) {
     char q[400];
-    taas_error_set(err, "TaasIOError", (taas_srcpos){0, 0}, "%s: %s", fetch_quote(q, sizeof q, url),
+    taas_error_set(err, TAAS_ERR_IO, (taas_srcpos){0, 0}, "%s: %s", fetch_quote(q, sizeof q, url),
                    why);
     taas_error_hint(err, "%s", hint);
     return -1;
@@ -328,7 +329,7 @@ static int bad_url(const char *url, const char *why, const char *hint, taas_erro
 static int classify_url(const char *url, char **path, taas_error *err) {
     *path = NULL;
     if (!url || !*url) {
-        taas_error_set(err, "TaasIOError", (taas_srcpos){0, 0}, "empty path or URL");
+        taas_error_set(err, TAAS_ERR_IO, (taas_srcpos){0, 0}, "empty path or URL");
         taas_error_hint(err, "name a file, a file://, http(s):// or s3://bucket/key URL");
         return -1;
     }
@@ -381,7 +382,7 @@ static int classify_url(const char *url, char **path, taas_error *err) {
 
 static int local_error(const char *url, const char *what, int e, taas_error *err) {
     char q[400], cwd[PATH_MAX];
-    taas_error_set(err, "TaasIOError", (taas_srcpos){0, 0}, "cannot %s %s: %s", what,
+    taas_error_set(err, TAAS_ERR_IO, (taas_srcpos){0, 0}, "cannot %s %s: %s", what,
                    fetch_quote(q, sizeof q, url), strerror(e));
     if (e == ENOENT || e == ENOTDIR) {
         if (url[0] != '/' && strncasecmp(url, "file:", 5) && getcwd(cwd, sizeof cwd))
@@ -417,7 +418,7 @@ static int local_open(const char *url, const char *path, struct stat *st, taas_e
 static int short_read(const char *url, uint64_t off, uint64_t len, uint64_t have,
                       taas_error *err) {
     char q[400];
-    taas_error_set(err, "TaasIOError", (taas_srcpos){0, 0},
+    taas_error_set(err, TAAS_ERR_IO, (taas_srcpos){0, 0},
                    "short read from %s: asked for bytes %llu to %llu, the object has %llu bytes",
                    fetch_quote(q, sizeof q, url), (unsigned long long)off,
                    (unsigned long long)(off + len), (unsigned long long)have);
@@ -456,7 +457,7 @@ static int local_fetch(taas_fetcher *f, const char *url, const char *path, taas_
     if (!out->data) {
         close(fd);
         char q[400];
-        taas_error_set(err, "TaasMemoryError", (taas_srcpos){0, 0},
+        taas_error_set(err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0},
                        "out of memory reading %s (%zu bytes)", fetch_quote(q, sizeof q, url), n);
         taas_error_hint(err, "use fewer decode threads or smaller files");
         return -1;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errnames.h"
 #include "fetch_priv.h"
 #include "utf8.h"
 
@@ -130,7 +131,7 @@ int fetch_cache_open(taas_fetcher *f, taas_error *err) {
     if (!e && access(dir, W_OK | X_OK) < 0) e = errno;
     if (!e) return 0;
     char q[400];
-    taas_error_set(err, "TaasIOError", (taas_srcpos){0, 0}, "cannot use the cache folder %s: %s",
+    taas_error_set(err, TAAS_ERR_IO, (taas_srcpos){0, 0}, "cannot use the cache folder %s: %s",
                    taas_utf8_clip(q, sizeof q, dir, strlen(dir), 300), strerror(e));
     taas_error_hint(err, "set TAAS_CACHE_DIR to a folder this user can write, or to an empty "
                          "value to turn the cache off");
@@ -171,7 +172,7 @@ int fetch_cache_read(taas_fetcher *f, const char *key, const char *validator, ui
     out->data = malloc(sz ? (size_t)sz : 1);
     if (!out->data) {
         char q[400];
-        taas_error_set(err, "TaasMemoryError", (taas_srcpos){0, 0},
+        taas_error_set(err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0},
                        "out of memory reading the cached copy of %s",
                        taas_utf8_clip(q, sizeof q, key, strlen(key), 300));
         taas_error_hint(err, "use smaller files or fewer decode threads");

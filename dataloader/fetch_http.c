@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errnames.h"
 #include "fetch_priv.h"
 #include "utf8.h"
 
@@ -26,7 +27,7 @@ int fetch_target_init(taas_fetcher *f, fetch_target *t, const char *url, taas_er
     t->cache_key = strdup(url);
     if (!t->http_url || !t->cache_key) {
         fetch_target_free(t);
-        taas_error_set(err, "TaasMemoryError", (taas_srcpos){0, 0}, "out of memory");
+        taas_error_set(err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0}, "out of memory");
         return -1;
     }
     return 0;
@@ -229,7 +230,7 @@ CURL *fetch_handle_get(taas_fetcher *f, taas_error *err) {
     if (f->npool > 0) h = f->pool[--f->npool];
     pthread_mutex_unlock(&f->pool_lock);
     if (!h) h = curl_easy_init();
-    if (!h) taas_error_set(err, "TaasMemoryError", (taas_srcpos){0, 0}, "libcurl: out of memory");
+    if (!h) taas_error_set(err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0}, "libcurl: out of memory");
     return h;
 }
 
@@ -296,7 +297,7 @@ int fetch_handle_setup(taas_fetcher *f, CURL *h, const fetch_target *t, int head
 #undef SET
     if (c != CURLE_OK) {
         char q[400];
-        taas_error_set(err, "TaasIOError", (taas_srcpos){0, 0}, "%s: libcurl refused an option: %s",
+        taas_error_set(err, TAAS_ERR_IO, (taas_srcpos){0, 0}, "%s: libcurl refused an option: %s",
                        fetch_quote(q, sizeof q, t->url), curl_easy_strerror(c));
         taas_error_hint(err, "taas needs libcurl 7.85 or newer with HTTP and AWS SigV4 support");
         return -1;
@@ -404,21 +405,21 @@ int fetch_fail(taas_fetcher *f, const fetch_target *t, const char *method, CURLc
         char detail[400] = "";
         if (t->s3) s3_error_detail(r, detail, sizeof detail);
         if (r->status == 416 && r->range_unsatisfied) {
-            taas_error_set(err, "TaasIOError", nowhere,
+            taas_error_set(err, TAAS_ERR_IO, nowhere,
                            "%s %s: %ld %s: the range asked for is beyond the end of the object "
                            "(%llu bytes)",
                            method, q, r->status, r->reason, (unsigned long long)r->range_total);
             taas_error_hint(err, "the object is shorter than expected: it may be truncated");
             return -1;
         }
-        taas_error_set(err, "TaasIOError", nowhere, "%s %s: %ld%s%s%s%s%s%s", method, q, r->status,
+        taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: %ld%s%s%s%s%s%s", method, q, r->status,
                        r->reason[0] ? " " : "", r->reason, detail[0] ? " (" : "", detail,
                        detail[0] ? ")" : "", tries);
         status_hint(t, r->status, f, err);
         return -1;
     }
     if (r->overflow) {
-        taas_error_set(err, "TaasIOError", nowhere,
+        taas_error_set(err, TAAS_ERR_IO, nowhere,
                        "%s %s: the server sent more than the %zu bytes asked for (HTTP %ld: it "
                        "ignored the Range header)",
                        method, q, r->dst_cap, r->status);
@@ -427,7 +428,7 @@ int fetch_fail(taas_fetcher *f, const fetch_target *t, const char *method, CURLc
         return -1;
     }
     if (r->alloc_failed) {
-        taas_error_set(err, "TaasMemoryError", nowhere, "%s %s: out of memory after %zu bytes",
+        taas_error_set(err, TAAS_ERR_MEMORY, nowhere, "%s %s: out of memory after %zu bytes",
                        method, q, r->len);
         taas_error_hint(err, "the object does not fit in memory: use smaller files or fewer "
                              "decode threads");
@@ -440,22 +441,22 @@ int fetch_fail(taas_fetcher *f, const fetch_target *t, const char *method, CURLc
     switch (rc) {
     case CURLE_COULDNT_CONNECT:
         if (oserr == ECONNREFUSED) {
-            taas_error_set(err, "TaasIOError", nowhere, "%s %s: connection refused by %s%s",
+            taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: connection refused by %s%s",
                            method, q, hp, tries);
             taas_error_hint(err, "nothing is listening at %s: check the host and port, and that "
                                  "the server is running", hp);
         } else {
-            taas_error_set(err, "TaasIOError", nowhere, "%s %s: cannot connect to %s: %s%s",
+            taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: cannot connect to %s: %s%s",
                            method, q, hp, detail, tries);
             taas_error_hint(err, "check the address and the network between here and %s", hp);
         }
         break;
     case CURLE_COULDNT_RESOLVE_HOST:
-        taas_error_set(err, "TaasIOError", nowhere, "%s %s: unknown host: %s", method, q, detail);
+        taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: unknown host: %s", method, q, detail);
         taas_error_hint(err, "check the host name in the URL");
         break;
     case CURLE_OPERATION_TIMEDOUT:
-        taas_error_set(err, "TaasIOError", nowhere, "%s %s: timed out: %s%s", method, q, detail,
+        taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: timed out: %s%s", method, q, detail,
                        tries);
         if (strstr(detail, "too slow"))
             taas_error_hint(err, "the server at %s stalls or does not answer: check it, or raise "
@@ -470,33 +471,33 @@ int fetch_fail(taas_fetcher *f, const fetch_target *t, const char *method, CURLc
     case CURLE_SEND_ERROR:
     case CURLE_GOT_NOTHING:
     case CURLE_PARTIAL_FILE:
-        taas_error_set(err, "TaasIOError", nowhere, "%s %s: the connection broke: %s%s", method, q,
+        taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: the connection broke: %s%s", method, q,
                        detail, tries);
         taas_error_hint(err, "the server at %s closed or reset the connection: check the server "
                              "and the network", hp);
         break;
     case CURLE_URL_MALFORMAT:
-        taas_error_set(err, "TaasIOError", nowhere, "%s %s: malformed URL: %s", method, q, detail);
+        taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: malformed URL: %s", method, q, detail);
         taas_error_hint(err, "write http(s)://host[:port]/path and percent-encode spaces and "
                              "special characters");
         break;
     case CURLE_UNSUPPORTED_PROTOCOL:
-        taas_error_set(err, "TaasIOError", nowhere, "%s %s: %s", method, q, detail);
+        taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: %s", method, q, detail);
         taas_error_hint(err, "only http:// and https:// can be fetched (redirects included)");
         break;
     case CURLE_TOO_MANY_REDIRECTS:
-        taas_error_set(err, "TaasIOError", nowhere, "%s %s: too many redirects", method, q);
+        taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: too many redirects", method, q);
         taas_error_hint(err, "use the final URL");
         break;
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_SSL_CACERT_BADFILE:
-        taas_error_set(err, "TaasIOError", nowhere, "%s %s: TLS failed: %s", method, q, detail);
+        taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: TLS failed: %s", method, q, detail);
         taas_error_hint(err, "the server's certificate is not trusted here: install its CA "
                              "(update-ca-certificates) or use the right host name");
         break;
     default:
-        taas_error_set(err, "TaasIOError", nowhere, "%s %s: %s%s", method, q, detail, tries);
+        taas_error_set(err, TAAS_ERR_IO, nowhere, "%s %s: %s%s", method, q, detail, tries);
         taas_error_hint(err, "check the URL and the server");
         break;
     }
@@ -567,7 +568,7 @@ int fetch_http_info(taas_fetcher *f, const fetch_target *t, taas_object_info *ou
     fetch_resp_free(&r);
     if (rc) return -1;
     char q[400];
-    taas_error_set(err, "TaasIOError", (taas_srcpos){0, 0},
+    taas_error_set(err, TAAS_ERR_IO, (taas_srcpos){0, 0},
                    "HEAD %s: the server does not say how big the object is", fetch_quote(q, sizeof q, t->url));
     taas_error_hint(err, "serve the data from a server that sends Content-Length (nginx, S3, "
                          "most web servers)");

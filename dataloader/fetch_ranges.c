@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "errnames.h"
 #include "fetch_priv.h"
 
 #define PART_MAX ((uint64_t)64 << 20)
@@ -39,7 +40,7 @@ typedef struct job {
 
 static int oom(job *j) {
     char q[400];
-    taas_error_set(j->err, "TaasMemoryError", (taas_srcpos){0, 0}, "out of memory fetching %s",
+    taas_error_set(j->err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0}, "out of memory fetching %s",
                    fetch_quote(q, sizeof q, j->t->url));
     taas_error_hint(j->err, "the object does not fit in memory: use smaller files or fewer "
                             "decode threads");
@@ -76,7 +77,7 @@ static int split(job *j, uint64_t off, uint64_t len) {
 
 static int changed(job *j) {
     char q[400];
-    taas_error_set(j->err, "TaasIOError", (taas_srcpos){0, 0},
+    taas_error_set(j->err, TAAS_ERR_IO, (taas_srcpos){0, 0},
                    "GET %s: the object changed while it was being read",
                    fetch_quote(q, sizeof q, j->t->url));
     taas_error_hint(j->err, "something rewrote it during the download: run again once it is "
@@ -131,14 +132,14 @@ static int wrong_range(job *j, part *p) {
     char q[400];
     const fetch_resp *r = &p->r;
     if (r->has_range && r->range_first == p->off && r->range_total <= p->off + p->len) {
-        taas_error_set(j->err, "TaasIOError", (taas_srcpos){0, 0},
+        taas_error_set(j->err, TAAS_ERR_IO, (taas_srcpos){0, 0},
                        "short read from %s: asked for bytes %llu to %llu, the object has %llu "
                        "bytes",
                        fetch_quote(q, sizeof q, j->t->url), (unsigned long long)p->off,
                        (unsigned long long)(p->off + p->len), (unsigned long long)r->range_total);
         taas_error_hint(j->err, "the object is shorter than expected: it may be truncated");
     } else if (r->has_range) {
-        taas_error_set(j->err, "TaasIOError", (taas_srcpos){0, 0},
+        taas_error_set(j->err, TAAS_ERR_IO, (taas_srcpos){0, 0},
                        "GET %s: asked for bytes %llu-%llu, the server answered with bytes "
                        "%llu-%llu",
                        fetch_quote(q, sizeof q, j->t->url), (unsigned long long)p->off,
@@ -147,7 +148,7 @@ static int wrong_range(job *j, part *p) {
         taas_error_hint(j->err, "serve the data from a server that supports range requests "
                                 "(nginx, S3, most web servers)");
     } else {
-        taas_error_set(j->err, "TaasIOError", (taas_srcpos){0, 0},
+        taas_error_set(j->err, TAAS_ERR_IO, (taas_srcpos){0, 0},
                        "GET %s: asked for bytes %llu-%llu, the server answered HTTP %ld without "
                        "a Content-Range",
                        fetch_quote(q, sizeof q, j->t->url), (unsigned long long)p->off,
@@ -225,7 +226,7 @@ static int run(job *j) {
         CURLMcode mc = curl_multi_perform(m, &still);
         if (mc != CURLM_OK) {
             char q[400];
-            taas_error_set(j->err, "TaasIOError", (taas_srcpos){0, 0}, "GET %s: libcurl: %s",
+            taas_error_set(j->err, TAAS_ERR_IO, (taas_srcpos){0, 0}, "GET %s: libcurl: %s",
                            fetch_quote(q, sizeof q, j->t->url), curl_multi_strerror(mc));
             taas_error_hint(j->err, "this is a libcurl failure: try again");
             goto out;

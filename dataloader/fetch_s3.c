@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errnames.h"
 #include "fetch_priv.h"
 #include "utf8.h"
 
@@ -15,7 +16,7 @@
 
 static int s3_error(const char *url, const char *why, const char *hint, taas_error *err) {
     char q[400];
-    taas_error_set(err, "TaasIOError", (taas_srcpos){0, 0}, "%s: %s", fetch_quote(q, sizeof q, url),
+    taas_error_set(err, TAAS_ERR_IO, (taas_srcpos){0, 0}, "%s: %s", fetch_quote(q, sizeof q, url),
                    why);
     taas_error_hint(err, "%s", hint);
     return -1;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errnames.h"
 #include "formats.h"
 #include "utf8.h"
 
@@ -27,7 +28,7 @@ void taas_tar_iter_free(taas_tar_iter *it) {
 }
 
 static int corrupt(taas_tar_iter *it, size_t at, const char *what, taas_error *err) {
-    taas_error_set(err, "TaasDataError", NOPOS, "%s: corrupt tar archive at byte %zu: %s", it->archive, at, what);
+    taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: corrupt tar archive at byte %zu: %s", it->archive, at, what);
     taas_error_hint(err, "the shard is damaged or is not a tar file: check it with tar -tvf");
     return -1;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "errnames.h"
 #include "formats.h"
 
 static const taas_srcpos NOPOS = {0, 0};
@@ -14,7 +15,7 @@ int taas_is_gzip(const unsigned char *p, size_t n) {
 }
 
 static int truncated(const char *name, size_t got, taas_error *err) {
-    taas_error_set(err, "TaasDataError", NOPOS,
+    taas_error_set(err, TAAS_ERR_DATA, NOPOS,
                    "%s: truncated gzip: the compressed data ends before the end of the stream (%zu bytes "
                    "decompressed so far)",
                    name, got);
@@ -39,7 +40,7 @@ size_t taas_gunzip_head(const unsigned char *src, size_t n, unsigned char *head,
 }
 
 static int bomb(const char *name, size_t max_out, taas_error *err) {
-    taas_error_set(err, "TaasDataError", NOPOS,
+    taas_error_set(err, TAAS_ERR_DATA, NOPOS,
                    "%s: the gzip stream inflates to more than %zu bytes, more than its contents can hold "
                    "(a gzip bomb, or not the file it claims to be); nothing more was inflated",
                    name, max_out);
@@ -52,16 +53,19 @@ int taas_gunzip(const unsigned char *src, size_t n, const char *name, size_t max
     *out = NULL;
     *out_len = 0;
     if (!taas_is_gzip(src, n)) {
-        taas_error_set(err, "TaasDataError", NOPOS, "%s: not a gzip file (it does not start with 1f 8b)", name);
+        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: not a gzip file (it does not start with 1f 8b)", name);
         taas_error_hint(err, "give the uncompressed file a name without .gz, or compress it with gzip");
         return -1;
     }
-    /* the last member's trailer holds its size mod 2^32: a good first guess */
+    /* the last member's trailer holds its size mod 2^32: a good first guess, but only a
+     * guess — four bytes of a hostile file must not allocate 4 GB up front. deflate gives
+     * at most 1032 bytes per byte of input, so a true trailer is never above that. */
     size_t cap = 1 << 16;
     if (n >= 18) {
         const unsigned char *t = src + n - 4;
         size_t isize = (size_t)t[0] | (size_t)t[1] << 8 | (size_t)t[2] << 16 | (size_t)t[3] << 24;
-        if (isize > cap && isize < ((size_t)1 << 32)) cap = isize + 1;
+        size_t most = n <= SIZE_MAX / 1032 ? n * 1032 : SIZE_MAX;
+        if (isize > cap && isize < ((size_t)1 << 32) && isize <= most) cap = isize + 1;
     }
     /* one byte past the limit tells a stream that goes on from one that ends there */
     size_t limit = max_out < SIZE_MAX ? max_out + 1 : SIZE_MAX;
@@ -108,7 +112,7 @@ int taas_gunzip(const unsigned char *src, size_t n, const char *name, size_t max
                 goto done;
             }
             if (zr == Z_DATA_ERROR || zr == Z_NEED_DICT || zr == Z_STREAM_ERROR) {
-                taas_error_set(err, "TaasDataError", NOPOS, "%s: corrupt gzip at compressed byte %zu: %s", name, pos,
+                taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: corrupt gzip at compressed byte %zu: %s", name, pos,
                                zs.msg ? zs.msg : "invalid data");
                 taas_error_hint(err, "the file is damaged: fetch it again, or check it with gzip -t");
                 goto done;

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "errnames.h"
 #include "rng.h"
 #include "sampler.h"
 
@@ -30,22 +31,22 @@ struct taas_sampler {
 taas_sampler *taas_sampler_new(const taas_sampler_cfg *cfg, taas_error *err) {
     taas_srcpos nowhere = {0, 0};
     if (cfg->size == 0) {
-        taas_error_set(err, "TaasValueError", nowhere, "the dataset has no samples, so there is nothing to batch");
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere, "the dataset has no samples, so there is nothing to batch");
         taas_error_hint(err, "check the dataset's files (root, images, urls)");
         return NULL;
     }
     if (cfg->batch == 0) {
-        taas_error_set(err, "TaasValueError", nowhere, "batch_size must be at least 1, got 0");
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere, "batch_size must be at least 1, got 0");
         taas_error_hint(err, "give DataLoader(..., batch_size=64) for example");
         return NULL;
     }
     if (cfg->world == 0) {
-        taas_error_set(err, "TaasValueError", nowhere, "the number of ranks must be at least 1, got 0");
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere, "the number of ranks must be at least 1, got 0");
         taas_error_hint(err, "use world = 1 without offloaded training");
         return NULL;
     }
     if (cfg->shuffle && cfg->size > (uint64_t)UINT32_MAX + 1) {
-        taas_error_set(err, "TaasValueError", nowhere,
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere,
                        "shuffle=True supports at most 4294967296 samples, the dataset has %llu",
                        (unsigned long long)cfg->size);
         taas_error_hint(err, "split the dataset, or use shuffle=False");
@@ -54,7 +55,7 @@ taas_sampler *taas_sampler_new(const taas_sampler_cfg *cfg, taas_error *err) {
     uint64_t span = (uint64_t)cfg->batch * cfg->world; /* samples per step; < 2^64 */
     uint64_t steps = cfg->drop_last ? cfg->size / span : cfg->size / span + (cfg->size % span != 0);
     if (steps == 0) {
-        taas_error_set(err, "TaasValueError", nowhere,
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere,
                        "drop_last=True leaves no batch: %llu samples are fewer than one step of "
                        "batch_size %u x %u rank%s = %llu",
                        (unsigned long long)cfg->size, cfg->batch, cfg->world, cfg->world == 1 ? "" : "s",
@@ -64,7 +65,7 @@ taas_sampler *taas_sampler_new(const taas_sampler_cfg *cfg, taas_error *err) {
     }
     taas_sampler *s = calloc(1, sizeof *s);
     if (!s) {
-        taas_error_set(err, "TaasMemoryError", nowhere, "out of memory making the sampler");
+        taas_error_set(err, TAAS_ERR_MEMORY, nowhere, "out of memory making the sampler");
         return NULL;
     }
     s->cfg = *cfg;
@@ -76,7 +77,7 @@ taas_sampler *taas_sampler_new(const taas_sampler_cfg *cfg, taas_error *err) {
         s->cache[i].perm = malloc(cfg->size * sizeof(uint32_t));
         if (!s->cache[i].perm) {
             taas_sampler_free(s);
-            taas_error_set(err, "TaasMemoryError", nowhere,
+            taas_error_set(err, TAAS_ERR_MEMORY, nowhere,
                            "out of memory for the permutations of %llu samples",
                            (unsigned long long)cfg->size);
             return NULL;

@@ -7,6 +7,7 @@
 #include "builtins.h"
 #include "connection.h"
 #include "detached.h"
+#include "errnames.h"
 #include "install.h"
 #include "kernel.h"
 #include "log.h"
@@ -19,6 +20,7 @@ static const char USAGE[] =
     "usage: taas-kernel -f CONNECTION_FILE\n"
     "       taas-kernel install [--user | --prefix DIR] [--name NAME] [--display-name TEXT]\n"
     "       taas-kernel --doc\n"
+    "       taas-kernel --errors\n"
     "       taas-kernel --run-job DIR\n"
     "       taas-kernel --version\n"
     "       taas-kernel --help\n";
@@ -32,6 +34,7 @@ static const char HELP[] =
     "      --name NAME      kernel name (default: taas)\n"
     "      --display-name TEXT  name shown in menus (default: taas)\n"
     "  --doc                print the language reference (docs/language.md) in Markdown\n"
+    "  --errors             print the error names and what they mean (docs/errors.md)\n"
     "  --run-job DIR        coordinate the detached job in DIR (a kernel starts it this way)\n"
     "  --version            print the version\n"
     "  --help               print this help\n\n"
@@ -109,6 +112,10 @@ int main(int argc, char **argv) {
         }
         fputs(md, stdout);
         free(md);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    if (argc == 2 && strcmp(a, "--errors") == 0) {
+        taas_error_names_markdown(stdout);
         return fflush(stdout) == 0 ? 0 : 1;
     }
     if (strcmp(a, "--run-job") == 0) {

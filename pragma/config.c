@@ -8,11 +8,12 @@
 
 #include "buf.h"
 #include "config_file.h"
+#include "errnames.h"
 #include "pragma.h"
 #include "suggest.h"
 #include "utf8.h"
 
-#define PRAGMA_ERROR "TaasPragmaError"
+#define PRAGMA_ERROR TAAS_ERR_PRAGMA
 #define ENTRY_KEYS "\"gpus\" (GPUs per machine, 0 to 4096; 0 for a loader machine), " \
                    "\"cpus\" (CPU cores per machine, 1 to 65536) and optionally \"description\", " \
                    "and for Slurm \"partition\", \"constraint\" and \"gres\" (where the machines are)"

@@ -7,9 +7,10 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "errnames.h"
 #include "error.h"
 
-#define TAAS_CONFIG_ERROR "TaasConfigError"
+#define TAAS_CONFIG_ERROR TAAS_ERR_CONFIG
 #define TAAS_CONFIG_MAX_GPUS 4096
 #define TAAS_CONFIG_MAX_CPUS 65536
 #define TAAS_CONFIG_FILE_FORMAT \

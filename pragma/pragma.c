@@ -10,11 +10,12 @@
 #include <strings.h>
 
 #include "buf.h"
+#include "errnames.h"
 #include "pragma.h"
 #include "suggest.h"
 #include "utf8.h"
 
-#define PRAGMA_ERROR "TaasPragmaError"
+#define PRAGMA_ERROR TAAS_ERR_PRAGMA
 #define SYNOPSIS "#pragma taas --gpus N [--cpus M] [--units U] [--detach]"
 #define FLAGS_HELP "#pragma taas takes --gpus N (1 to 4096, required), --cpus M (1 to 8, default 1), " \
                    "--units U (samples, at least 1; default: no limit) and --detach (no value)"

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "errnames.h"
 #include "role.h"
 #include "suggest.h"
 #include "train_job.h"
@@ -90,7 +91,7 @@ int main(int argc, char **argv) {
     char q[64];
     taas_error err;
     taas_error_clear(&err);
-    taas_error_set(&err, "TaasUsageError", (taas_srcpos){0, 0}, "unknown role '%s'",
+    taas_error_set(&err, TAAS_ERR_USAGE, (taas_srcpos){0, 0}, "unknown role '%s'",
                    taas_utf8_clip(q, sizeof q, role, strlen(role), 40));
     if (s >= 0)
         taas_error_hint(&err, "did you mean '%s'? taas-worker --help lists the roles", names[s]);

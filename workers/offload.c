@@ -12,8 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "jobctl.h"
+#include "errnames.h"
 #include "fdio.h"
+#include "jobctl.h"
 #include "role.h"
 
 static const taas_srcpos NOPOS = {0, 0};
@@ -24,7 +25,7 @@ static const taas_srcpos NOPOS = {0, 0};
 #define LEAVE_TIMEOUT_S 10.0
 
 static int bad(taas_error *err, const char *what) {
-    taas_error_set(err, "TaasValueError", NOPOS, "the job spec's \"offload\" section %s", what);
+    taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec's \"offload\" section %s", what);
     taas_error_hint(err, "taas-worker trainer and loader run the specs taas-kernel sends them (docs/jobspec.md); "
                          "install the kernel and the workers together");
     return -1;
@@ -100,7 +101,7 @@ int taas_offload_bind(const taas_offload *o, const char *control, char *out, siz
     int v6 = 0;
     int bad_endpoint = endpoint_host(control, host, sizeof host) != 0;
     if (bad_endpoint)
-        taas_error_set(err, "TaasOffloadError", NOPOS, "the control endpoint %s is not tcp://HOST:PORT", control);
+        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "the control endpoint %s is not tcp://HOST:PORT", control);
     if (bad_endpoint || taas_zsock_route(host, addr, sizeof addr, &v6, err)) {
         taas_error_prefix(err, "a rank cannot choose its data plane's address: ");
         taas_error_hint(err, "the hosts of the job must reach the kernel's address; set \"kernel_address\" in the "
@@ -123,7 +124,7 @@ static int keep_weights(taas_joined *j, const void *blob, size_t n, taas_error *
         json_object_set_new(j->spec, "weights", json_string(j->weights));
         return 0;
     }
-    taas_error_set(err, "TaasIOError", NOPOS, "cannot keep the model's weights in %s: %s", j->weights,
+    taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot keep the model's weights in %s: %s", j->weights,
                    strerror(errno));
     taas_error_hint(err, "the worker's temporary folder ($TMPDIR or /tmp on its host) must be writable with free "
                          "space");
@@ -167,7 +168,7 @@ static int read_keys_file(const char *path, char *out, size_t n, taas_error *err
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
         int e = errno;
         if (fd >= 0) close(fd);
-        taas_error_set(err, "TaasSecurityError", NOPOS, "the job's keys file %s %s", path,
+        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "the job's keys file %s %s", path,
                        fd < 0 ? strerror(e) : "is not a file of this user's that only it can read");
         taas_error_hint(err, "the kernel writes it (mode 0600) before it starts the ranks; run the cell again");
         return -1;
@@ -190,16 +191,16 @@ static int read_keys_munge(char *out, size_t n, taas_error *err) {
         cred = getenv(name);
     }
     if (!cred || !cred[0]) {
-        taas_error_set(err, "TaasSecurityError", NOPOS, "$TAAS_JOB_MUNGE is not set: the job's keys did not come");
+        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "$TAAS_JOB_MUNGE is not set: the job's keys did not come");
         taas_error_hint(err, "the kernel starts the workers of a Slurm job with it; run the cell again");
         return -1;
     }
     int in[2], outp[2];
-    if (pipe2(in, O_CLOEXEC) < 0) return taas_error_set(err, "TaasIOError", NOPOS, "pipe: %s", strerror(errno));
+    if (pipe2(in, O_CLOEXEC) < 0) return taas_error_set(err, TAAS_ERR_IO, NOPOS, "pipe: %s", strerror(errno));
     if (pipe2(outp, O_CLOEXEC) < 0) {
         close(in[0]);
         close(in[1]);
-        return taas_error_set(err, "TaasIOError", NOPOS, "pipe: %s", strerror(errno));
+        return taas_error_set(err, TAAS_ERR_IO, NOPOS, "pipe: %s", strerror(errno));
     }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -226,7 +227,7 @@ static int read_keys_munge(char *out, size_t n, taas_error *err) {
     int st = 0;
     if (rc == 0) waitpid(pid, &st, 0);
     if (rc != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        taas_error_set(err, "TaasSecurityError", NOPOS, "cannot open the job's keys with unmunge: %s",
+        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "cannot open the job's keys with unmunge: %s",
                        rc ? strerror(rc) : "munged refused the credential (another user's, expired, or another "
                                            "cluster's key)");
         taas_error_hint(err, "every host of the Slurm cluster needs munge (apt-get install munge) with the "
@@ -304,7 +305,7 @@ void taas_offload_report(taas_ctl_client *c, const taas_error *err, long long st
         return;
     }
     json_t *b = taas_ctl_body("error");
-    json_object_set_new(b, "ename", taas_cli_text(err->ename[0] ? err->ename : "TaasError"));
+    json_object_set_new(b, "ename", taas_cli_text(err->ename[0] ? err->ename : TAAS_ERR_INTERNAL));
     json_object_set_new(b, "message", taas_cli_text(err->message));
     json_object_set_new(b, "hint", taas_cli_text(err->hint));
     json_object_set_new(b, "step", step > 0 ? json_integer(step) : json_null());

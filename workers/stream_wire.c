@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "errnames.h"
 #include "stream_wire.h"
 
 static const taas_srcpos NOWHERE = {0, 0};
@@ -31,7 +32,7 @@ taas_batch *taas_stream_wire_adopt(zmq_msg_t *m, taas_error *err) {
         taas_batch *b = copy ? malloc(sizeof *b) : NULL;
         if (b) memcpy(copy, zmq_msg_data(m), len);
         if (!b || taas_batch_view(copy, len, b, err)) {
-            if (!b) taas_error_set(err, "TaasMemoryError", NOWHERE, "out of memory for a batch of %zu bytes", len);
+            if (!b) taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory for a batch of %zu bytes", len);
             free(copy);
             free(b);
             return NULL;
@@ -40,7 +41,7 @@ taas_batch *taas_stream_wire_adopt(zmq_msg_t *m, taas_error *err) {
     }
     received *h = malloc(sizeof *h);
     if (!h) {
-        taas_error_set(err, "TaasMemoryError", NOWHERE, "out of memory receiving a batch");
+        taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory receiving a batch");
         return NULL;
     }
     zmq_msg_init(&h->msg);

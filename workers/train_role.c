@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "errnames.h"
 #include "fit_loop.h"
 #include "role.h"
 #include "train_job.h"
@@ -30,7 +31,7 @@ static void emit_line(void *ctx, json_t *line) {
 static int run(const json_t *job, long long *step, taas_error *err) {
     const char *out = json_string_value(json_object_get(job, "out"));
     if (!out || !*out) {
-        taas_error_set(err, "TaasValueError", NOPOS, "the job spec has no \"out\" path for the trained weights");
+        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec has no \"out\" path for the trained weights");
         taas_error_hint(err, "give \"out\": \"PATH.safetensors\"");
         return -1;
     }
@@ -69,7 +70,7 @@ int taas_role_train(int argc, char **argv) {
         return TAAS_EXIT_OK;
     }
     if (!spec_path) {
-        taas_error_set(&err, "TaasUsageError", NOPOS, "train: --spec is required");
+        taas_error_set(&err, TAAS_ERR_USAGE, NOPOS, "train: --spec is required");
         taas_error_hint(&err, "give --spec FILE, or --spec - to read the job spec from stdin");
         taas_job_report(&err, -1);
         return TAAS_EXIT_USAGE;

@@ -13,6 +13,7 @@
 
 #include "backend_procs.h"
 #include "buf.h"
+#include "errnames.h"
 #include "worker.h"
 
 static const taas_srcpos NOPOS = {0, 0};
@@ -36,7 +37,7 @@ int taas_gpu_list(json_t **gpus, taas_error *err) {
     taas_buf_free(&out);
     if (!json_is_array(json_object_get(j, "gpus"))) {
         json_decref(j);
-        taas_error_set(err, "TaasOffloadError", NOPOS, "taas-worker gpus did not answer with the machine's GPUs");
+        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "taas-worker gpus did not answer with the machine's GPUs");
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
     }
@@ -53,7 +54,7 @@ static int online_cpus(void) {
 /* This machine holds one machine's worth of ranks, on its GPUs or its CPU. */
 static int check_machine(taas_job *j, const taas_pragma *pr, const taas_io *io, taas_error *err) {
     if (pr->machines > 1) {
-        taas_error_set(err, "TaasOffloadError", (taas_srcpos){pr->line, 1},
+        taas_error_set(err, TAAS_ERR_OFFLOAD, (taas_srcpos){pr->line, 1},
                        "--gpus %d with %s (%d GPUs a machine) needs %d machines, but the local backend runs "
                        "on this machine only", pr->gpus, pr->config.name, pr->config.gpus_per_machine, pr->machines);
         taas_error_hint(err, "ask for at most %d GPUs here (--gpus %d), or configure a cluster (docs/cluster.md)",
@@ -65,7 +66,7 @@ static int check_machine(taas_job *j, const taas_pragma *pr, const taas_io *io, 
     int gpus = (int)json_array_size(list);
     if (gpus > 0 && gpus < pr->gpus) {
         json_decref(list);
-        taas_error_set(err, "TaasOffloadError", (taas_srcpos){pr->line, 1},
+        taas_error_set(err, TAAS_ERR_OFFLOAD, (taas_srcpos){pr->line, 1},
                        "--gpus %d asks for more GPUs than this machine has (%d)", pr->gpus, gpus);
         taas_error_hint(err, "use --gpus %d or fewer", gpus);
         return -1;
@@ -91,7 +92,7 @@ static int check_machine(taas_job *j, const taas_pragma *pr, const taas_io *io, 
 
 static int local_plan(taas_job *j, const taas_io *io, taas_error *err) {
     local_state *st = calloc(1, sizeof *st);
-    if (!st) return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory planning the job");
+    if (!st) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory planning the job");
     j->be_state = st;
     int cores = online_cpus();
     j->threads = cores / j->world > 1 ? cores / j->world : 1;
@@ -100,7 +101,7 @@ static int local_plan(taas_job *j, const taas_io *io, taas_error *err) {
     if (strlen(j->dir) + sizeof "/data-65535" > sizeof sa.sun_path ||
         (size_t)snprintf(j->bind, sizeof j->bind, "ipc://%s/control", j->dir) >= sizeof j->bind ||
         (size_t)snprintf(j->rank_bind, sizeof j->rank_bind, "ipc://%s/data-", j->dir) >= sizeof j->rank_bind) {
-        taas_error_set(err, "TaasOffloadError", NOPOS, "the job folder %s is too long a path for the job's local "
+        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "the job folder %s is too long a path for the job's local "
                        "sockets (at most %zu bytes)", j->dir, sizeof sa.sun_path - sizeof "/data-65535");
         taas_error_hint(err, "set TMPDIR to a shorter folder before starting Jupyter");
         return -1;
@@ -142,7 +143,7 @@ static int local_launch_ranks(taas_job *j, taas_error *err) {
 static int local_launch_loader(taas_job *j, job_loader *l, taas_error *err) {
     local_state *st = j->be_state;
     if (!st->procs.loaders && !(st->procs.loaders = calloc((size_t)j->nloaders, sizeof *st->procs.loaders)))
-        return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory starting a loader");
+        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting a loader");
     int i = (int)(l - j->loaders);
     char s[16], w[16], g[16], what[80];
     snprintf(s, sizeof s, "%d", l->stream);

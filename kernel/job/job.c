@@ -13,9 +13,10 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "errnames.h"
 #include "fdio.h"
-#include "jobctl.h"
 #include "job_priv.h"
+#include "jobctl.h"
 
 static const taas_srcpos NOPOS = {0, 0};
 
@@ -143,7 +144,7 @@ static void send_spec(taas_job *j, const char *peer, int rank, const job_loader 
  * synced, so that path is the old file or the whole new one. 0, or -1 with errno. */
 static int write_weights(taas_job *j, const void *blob, size_t n) {
     if (taas_write_file_atomic(j->weights, blob, n) == 0) return 0;
-    fail(j, "TaasOffloadError", "the temporary folder ($TMPDIR or /tmp) must be writable with free space",
+    fail(j, TAAS_ERR_OFFLOAD, "the temporary folder ($TMPDIR or /tmp) must be writable with free space",
          "cannot write the trained weights to %s: %s", j->weights, strerror(errno));
     return -1;
 }
@@ -197,7 +198,7 @@ static void on_error_msg(taas_job *j, const char *peer, int r, const json_t *b) 
     const char *hint = json_string_value(json_object_get(b, "hint"));
     /* a sum that failed because another rank is gone: that rank's death, which mpirun or
      * srun reports next (the ranks' end always follows), is the cause, and it may resume */
-    if (r >= 0 && ename && !strcmp(ename, "TaasCollectiveError")) return;
+    if (r >= 0 && ename && !strcmp(ename, TAAS_ERR_COLLECTIVE)) return;
     char who[96];
     job_loader *l = loader_of(j, peer);
     if (r >= 0) {
@@ -209,10 +210,10 @@ static void on_error_msg(taas_job *j, const char *peer, int r, const json_t *b) 
     }
     /* a training error (a nan loss) reads best as it is; the others say where they happened */
     int first = !j->failed;
-    if (r == 0 || (r > 0 && !j->failed && ename && !strcmp(ename, "TaasValueError") && msg && strstr(msg, "loss is")))
-        fail(j, ename ? ename : "TaasWorkerError", hint, "%s", msg ? msg : "a worker failed");
+    if (r == 0 || (r > 0 && !j->failed && ename && !strcmp(ename, TAAS_ERR_VALUE) && msg && strstr(msg, "loss is")))
+        fail(j, ename ? ename : TAAS_ERR_WORKER, hint, "%s", msg ? msg : "a worker failed");
     else
-        fail(j, ename ? ename : "TaasWorkerError", hint, "%s: %s", who, msg ? msg : "failed");
+        fail(j, ename ? ename : TAAS_ERR_WORKER, hint, "%s: %s", who, msg ? msg : "failed");
     if (first && r < 0) j->failed_by_loader = 1;
 }
 
@@ -284,7 +285,7 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         j->done = json_incref(m->body);
         if (j->evaluate) return;  /* the loss and accuracy are all of it */
         if (m->blob && m->blob_len) j->have_weights = write_weights(j, m->blob, m->blob_len) == 0;
-        else fail(j, "TaasOffloadError", "taas-worker and taas-kernel may come from different versions",
+        else fail(j, TAAS_ERR_OFFLOAD, "taas-worker and taas-kernel may come from different versions",
                   "rank 0 ended without sending the trained weights");
     } else if (!strcmp(t, "checkpoint") && r == 0 && !j->evaluate) {
         on_checkpoint(j, b, m->blob, m->blob_len);
@@ -314,7 +315,7 @@ void taas_job_ranks_ended(taas_job *j, int ok, const char *how) {
     serve_control(j, j->io);  /* rank 0's last messages may still be queued */
     if (ok && j->done) return;
     if (ok) {
-        fail(j, "TaasWorkerError", "taas-worker and taas-kernel may come from different versions",
+        fail(j, TAAS_ERR_WORKER, "taas-worker and taas-kernel may come from different versions",
              "the ranks ended before rank 0 sent its result");
         return;
     }
@@ -330,12 +331,12 @@ void taas_job_ranks_ended(taas_job *j, int ok, const char *how) {
         return;
     }
     if (!j->failed && j->max_restarts > 0 && j->restarts >= j->max_restarts) {
-        fail(j, "TaasWorkerError", NULL, "%s, after %d restart%s: the job stops", how, j->restarts,
+        fail(j, TAAS_ERR_WORKER, NULL, "%s, after %d restart%s: the job stops", how, j->restarts,
              j->restarts == 1 ? "" : "s");
         taas_error_hint(&j->failure, "fit()'s max_restarts=%d says how often a job resumes; see why the rank died "
                         "and run the cell again", j->max_restarts);
     }
-    fail(j, "TaasWorkerError", "the other ranks were stopped with it; run the cell again", "%s", how);
+    fail(j, TAAS_ERR_WORKER, "the other ranks were stopped with it; run the cell again", "%s", how);
 }
 
 static int launch_all(taas_job *j, long long epoch, long long step, taas_error *err);
@@ -389,7 +390,7 @@ void taas_job_loader_ended(taas_job *j, job_loader *l, int ok, const char *how) 
     char who[96], line[400];
     taas_job_loader_label(j, l, who, sizeof who);
     if (l->gen + 1 >= TAAS_JOB_MAX_GENERATIONS) {
-        fail(j, "TaasWorkerError", "see the lines it printed above; fix the data source and run the cell again",
+        fail(j, TAAS_ERR_WORKER, "see the lines it printed above; fix the data source and run the cell again",
              "%s (pid %d on %s) ended with %s, %d times: the job stops", who, (int)l->pid, l->host[0] ? l->host : "?",
              how, l->gen + 1);
         return;
@@ -413,7 +414,7 @@ void taas_job_loader_ended(taas_job *j, job_loader *l, int ok, const char *how) 
 taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error *err) {
     taas_job *j = calloc(1, sizeof *j);
     if (!j) {
-        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory starting the job");
+        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting the job");
         return NULL;
     }
     j->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -434,7 +435,7 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
     j->nloaders = j->nstreams * j->cpus;
     j->loaders = calloc((size_t)(j->nloaders ? j->nloaders : 1), sizeof *j->loaders);
     if (!j->ranks || !j->loaders) {
-        taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory starting the job");
+        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting the job");
         goto fail;
     }
     for (int i = 0; i < j->nloaders; i++) {
@@ -515,7 +516,7 @@ int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
     if (j->restart_due && !j->failed && !j->cancelled) restart(j, io);
     heartbeats(j);
     if (!j->failed && j->nready < j->world && taas_now() > j->hello_deadline)
-        fail(j, "TaasOffloadError", "see the lines the launcher printed above",
+        fail(j, TAAS_ERR_OFFLOAD, "see the lines the launcher printed above",
              "only %d of %d ranks started within %g s", j->nready, j->world, j->start_timeout);
     if (taas_job_view_due(j) > 0 && taas_now() >= taas_job_view_due(j)) taas_job_view(j, io, 1);
     int rc = 1;

@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "dataview.h"
 #include "detached.h"
+#include "errnames.h"
 #include "fit.h"
 #include "modelview.h"
 #include "pragma.h"
@@ -57,7 +58,7 @@ static int ended(attach_wait *o, json_t *state, taas_error *err) {
     if (!strcmp(st, "done")) {
         o->base.result = taas_result_of_fit(done);
         if (o->base.result) return 0;
-        taas_error_set(err, "TaasJobError", o->pos, "job %s ended without a History in its state", o->id);
+        taas_error_set(err, TAAS_ERR_JOB, o->pos, "job %s ended without a History in its state", o->id);
         taas_error_hint(err, "its folder %s may come from another version of taas", o->dir);
         return -1;
     }
@@ -71,13 +72,13 @@ static int ended(attach_wait *o, json_t *state, taas_error *err) {
     }
     const char *ckpt = json_string_value(json_object_get(state, "checkpoint"));
     if (!strcmp(st, "cancelled")) {
-        taas_error_set(err, "TaasJobError", o->pos, "job %s was cancelled%s", o->id,
+        taas_error_set(err, TAAS_ERR_JOB, o->pos, "job %s was cancelled%s", o->id,
                        kept ? "" : " before it had trained a step");
         if (kept) taas_error_hint(err, "%s has the weights of its last completed step", o->model_name);
         else if (!o->model && weights) taas_error_hint(err, "attach('%s', into=net) gives net its last weights", o->id);
         return -1;
     }
-    taas_error_set(err, "TaasJobError", o->pos, "job %s lost its coordinator (pid %lld): it was killed, or its "
+    taas_error_set(err, TAAS_ERR_JOB, o->pos, "job %s lost its coordinator (pid %lld): it was killed, or its "
                    "machine restarted", o->id, (long long)json_integer_value(json_object_get(state, "pid")));
     if (ckpt) taas_error_hint(err, "its last checkpoint is %s: fit(..., resume='%s') goes on from it", ckpt, ckpt);
     else taas_error_hint(err, "it had no checkpoint yet: run its cell again");
@@ -91,7 +92,7 @@ static int attach_poll(taas_waiter *w, const taas_io *io, int expired, taas_erro
     if (taas_follow_poll(o->follow, o->quiet ? &QUIET : io, &state) == 1) {
         if (o->give_up > 0 && expired && taas_now() >= o->give_up) {
             o->finished = 1;
-            taas_error_set(err, "TaasJobError", o->pos, "job %s did not stop within %.0f s", o->id, CANCEL_WAIT_S);
+            taas_error_set(err, TAAS_ERR_JOB, o->pos, "job %s did not stop within %.0f s", o->id, CANCEL_WAIT_S);
             taas_error_hint(err, "its coordinator may hang: see %s/coordinator.log; its pid is in %s/state.json",
                             o->dir, o->dir);
             return -1;
@@ -135,7 +136,7 @@ static void attach_free(taas_waiter *w) {
 /* The cell waits on the job in dir: shown (through the cell's io) unless quiet. */
 static int wait_on(taas_call_ctx *cx, const char *dir, taas_value *model, int quiet) {
     attach_wait *o = calloc(1, sizeof *o);
-    if (!o) return taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory following the job");
+    if (!o) return taas_error_set(cx->err, TAAS_ERR_MEMORY, cx->pos, "out of memory following the job");
     snprintf(o->dir, sizeof o->dir, "%s", dir);
     const char *slash = strrchr(dir, '/');
     snprintf(o->id, sizeof o->id, "%s", slash ? slash + 1 : dir);
@@ -202,7 +203,7 @@ int taas_attach_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     char dir[PATH_MAX];
     if (taas_need_session(cx, "attach") || find(cx, a[0], dir, sizeof dir)) return -1;
     if (a[1]->type != TAAS_V_NONE && !taas_value_is(a[1], "Sequential")) {
-        taas_error_set(cx->err, "TaasTypeError", cx->pos, "attach() into= takes the Sequential that gets the job's "
+        taas_error_set(cx->err, TAAS_ERR_TYPE, cx->pos, "attach() into= takes the Sequential that gets the job's "
                        "weights, not %s", taas_value_type_name(a[1]));
         taas_error_hint(cx->err, "attach('%s', into=net) with net = the model the job trains", a[0]->u.str.s);
         return -1;

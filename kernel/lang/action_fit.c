@@ -14,6 +14,7 @@
 #include "checkpoint.h"
 #include "clock.h"
 #include "dataview.h"
+#include "errnames.h"
 #include "fit.h"
 #include "modelview.h"
 #include "result.h"
@@ -36,7 +37,7 @@ void taas_weights_attach(taas_value *model, const char *path, int owned) {
 }
 
 static int sys_fail(taas_call_ctx *cx, const char *what) {
-    taas_error_set(cx->err, "TaasWorkerError", cx->pos, "cannot prepare the job: %s: %s", what, strerror(errno));
+    taas_error_set(cx->err, TAAS_ERR_WORKER, cx->pos, "cannot prepare the job: %s: %s", what, strerror(errno));
     taas_error_hint(cx->err, "the temporary folder ($TMPDIR or /tmp) must be writable with free space");
     return -1;
 }
@@ -50,7 +51,7 @@ int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n) {
 
 int taas_need_session(taas_call_ctx *cx, const char *name) {
     if (cx->interp) return 0;
-    taas_error_set(cx->err, "TaasInternalError", cx->pos, "%s() needs the session, which is not there", name);
+    taas_error_set(cx->err, TAAS_ERR_INTERNAL, cx->pos, "%s() needs the session, which is not there", name);
     taas_error_hint(cx->err, "this is a bug in taas; please report it");
     return -1;
 }
@@ -95,7 +96,7 @@ static int check_model(taas_call_ctx *cx, taas_value *model, const taas_value *l
     if (!classifier || !outputs || taas_data_probe(cx->interp, ds, &info, cx->err)) return 0;
     long long classes = (long long)json_integer_value(json_object_get(info, "num_classes"));
     if (classes <= outputs) return 0;
-    taas_error_set(cx->err, "TaasValueError", cx->pos, "the model gives %d output%s per sample, but %s has %lld classes",
+    taas_error_set(cx->err, TAAS_ERR_VALUE, cx->pos, "the model gives %d output%s per sample, but %s has %lld classes",
                    outputs, outputs == 1 ? "" : "s", ds->u.obj.def->name, classes);
     taas_error_hint(cx->err, "make the last layer give one output per class, e.g. Linear(128, %lld)", classes);
     return -1;
@@ -132,7 +133,7 @@ static json_t *resume_from(taas_call_ctx *cx, const taas_value *model, const cha
     json_t *meta = taas_checkpoint_meta(path, cx->err);
     char *abs = meta ? realpath(path, NULL) : NULL;
     if (!meta || !abs) {
-        if (meta) taas_error_set(cx->err, "OSError", cx->pos, "fit() resume: cannot resolve %s: %s", path,
+        if (meta) taas_error_set(cx->err, TAAS_ERR_IO, cx->pos, "fit() resume: cannot resolve %s: %s", path,
                                  strerror(errno));
         json_decref(meta);
         cx->err->pos = cx->pos;

@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "dataview.h"
 #include "detached.h"
+#include "errnames.h"
 #include "fit.h"
 #include "job.h"
 #include "result.h"
@@ -40,7 +41,7 @@ static int job_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
     const json_t *done = taas_job_done(o->job);
     o->base.result = o->evaluate ? taas_result_of_evaluate(done) : taas_result_of_fit(done);
     if (!o->base.result) {
-        taas_error_set(err, "TaasWorkerError", (taas_srcpos){0, 0}, "rank 0 ended with a \"done\" message that "
+        taas_error_set(err, TAAS_ERR_WORKER, (taas_srcpos){0, 0}, "rank 0 ended with a \"done\" message that "
                        "lacks the %s", o->evaluate ? "loss and accuracy" : "history");
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
@@ -89,7 +90,7 @@ static int start_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *jo
     job_wait *o = calloc(1, sizeof *o);
     if (!o || (detach ? taas_detached_folder(o->dir, sizeof o->dir, cx->err) && placed(cx)
                       : taas_job_folder(cx, o->dir, sizeof o->dir))) {
-        if (!o) taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory starting the job");
+        if (!o) taas_error_set(cx->err, TAAS_ERR_MEMORY, cx->pos, "out of memory starting the job");
         free(o);
         json_decref(job);
         return -1;

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "dataview.h"
+#include "errnames.h"
 #include "rows.h"
 #include "utf8.h"
 #include "worker.h"
@@ -48,7 +49,7 @@ static int show_output(show_wait *s, const taas_io *io, taas_error *err) {
     if (png->len < sizeof SIG || memcmp(png->data, SIG, sizeof SIG) != 0 || !text) {
         char q[200];
         taas_utf8_clip(q, sizeof q, line ? line : "", line ? strlen(line) : 0, 120);
-        taas_error_set(err, "TaasWorkerError", (taas_srcpos){0, 0},
+        taas_error_set(err, TAAS_ERR_WORKER, (taas_srcpos){0, 0},
                        "taas-worker show ended without a PNG and its description (it wrote %zu bytes; "
                        "stderr: %s)", png->len, q);
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
@@ -60,7 +61,7 @@ static int show_output(show_wait *s, const taas_io *io, taas_error *err) {
     if (!b64) {
         json_decref(side);
         free(line);
-        return taas_error_set(err, "MemoryError", (taas_srcpos){0, 0}, "out of memory for show()'s picture");
+        return taas_error_set(err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0}, "out of memory for show()'s picture");
     }
     json_t *data = json_object();
     json_object_set_new(data, "image/png", json_string(b64));
@@ -80,7 +81,7 @@ static int show_poll(taas_waiter *w, const taas_io *io, int expired, taas_error 
     if (r == 1) return show_output(s, io, err);
     s->base.fd = taas_child_fd(s->child);
     if (!expired) return 1;
-    taas_error_set(err, "TaasTimeoutError", (taas_srcpos){0, 0},
+    taas_error_set(err, TAAS_ERR_TIMEOUT, (taas_srcpos){0, 0},
                    "show() of %s took longer than %g s: taas-worker show was stopped", s->name, s->timeout);
     taas_error_hint(err, "the dataset's storage may be slow or unreachable: check the path or URL; for slow "
                          "storage raise TAAS_SHOW_TIMEOUT (seconds) in the kernel's environment");
@@ -89,7 +90,7 @@ static int show_poll(taas_waiter *w, const taas_io *io, int expired, taas_error 
 
 int taas_show_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     if (taas_data_dataset_of(a[0])) return 0;
-    taas_error_set(err, "TaasTypeError", w[0], "show() needs a dataset or a DataLoader, not %s",
+    taas_error_set(err, TAAS_ERR_TYPE, w[0], "show() needs a dataset or a DataLoader, not %s",
                    taas_value_type_name(a[0]));
     taas_sig_hint(err, &r->b, "e.g. show(FashionMNIST(train=False), n=16)");
     return -1;
@@ -97,7 +98,7 @@ int taas_show_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taa
 
 int taas_show_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (!cx->interp) {
-        taas_error_set(cx->err, "TaasInternalError", cx->pos, "show() needs the session, which is not there");
+        taas_error_set(cx->err, TAAS_ERR_INTERNAL, cx->pos, "show() needs the session, which is not there");
         taas_error_hint(cx->err, "this is a bug in taas; please report it");
         return -1;
     }
@@ -117,7 +118,7 @@ int taas_show_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (!text || !s) {
         free(text);
         free(s);
-        return taas_error_set(cx->err, "MemoryError", cx->pos, "out of memory in show()");
+        return taas_error_set(cx->err, TAAS_ERR_MEMORY, cx->pos, "out of memory in show()");
     }
     s->child = taas_child_start("show", args, text, strlen(text), cx->err);
     free(text);

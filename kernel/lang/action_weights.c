@@ -13,6 +13,7 @@
 
 #include "fdio.h"
 
+#include "errnames.h"
 #include "fit.h"
 #include "interp.h"
 #include "modelview.h"
@@ -20,7 +21,7 @@
 
 int taas_fit_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     if (taas_value_is(a[0], "Sequential")) return 0;
-    taas_error_set(err, "TaasTypeError", w[0], "%s() trains and evaluates a Sequential, not %s", r->b.name,
+    taas_error_set(err, TAAS_ERR_TYPE, w[0], "%s() trains and evaluates a Sequential, not %s", r->b.name,
                    taas_value_type_name(a[0]));
     taas_sig_hint(err, &r->b, "put the layers in a Sequential: net = Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))");
     return -1;
@@ -29,7 +30,7 @@ int taas_fit_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas
 int taas_need_weights(taas_call_ctx *cx, const taas_value *model) {
     if (model->u.obj.weights) return 0;
     const char *name = cx->interp ? taas_interp_name_of(cx->interp, model) : NULL;
-    taas_error_set(cx->err, "TaasValueError", cx->pos, "%s has no trained weights yet: fit it first, or load weights",
+    taas_error_set(cx->err, TAAS_ERR_VALUE, cx->pos, "%s has no trained weights yet: fit it first, or load weights",
                    name ? name : "the model");
     taas_error_hint(cx->err, "fit(net, loader, loss=NLLLoss(), optimizer=SGD(lr=0.1)) trains it; "
                              "load('net.safetensors', into=net) attaches saved weights");
@@ -48,7 +49,7 @@ int taas_save_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     taas_utf8_clip(q, sizeof q, dst, strlen(dst), 200);
     struct stat st;
     if (stat(dst, &st) == 0 && !S_ISREG(st.st_mode)) {  /* a FIFO would hold the kernel; a folder is no file */
-        taas_error_set(cx->err, "OSError", cx->pos, "save() writes a file, and %s is %s", q,
+        taas_error_set(cx->err, TAAS_ERR_IO, cx->pos, "save() writes a file, and %s is %s", q,
                        S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file");
         taas_error_hint(cx->err, "give the path of a file, e.g. 'net.safetensors'");
         return -1;
@@ -56,11 +57,11 @@ int taas_save_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_copy_file_atomic(src, dst) != 0) {
         int e = errno;
         if (access(src, R_OK) != 0) {
-            taas_error_set(cx->err, "OSError", cx->pos, "save() cannot read the trained weights: %s", strerror(errno));
+            taas_error_set(cx->err, TAAS_ERR_IO, cx->pos, "save() cannot read the trained weights: %s", strerror(errno));
             taas_error_hint(cx->err, "they were removed from the temporary folder: fit again");
             return -1;
         }
-        taas_error_set(cx->err, "OSError", cx->pos, "save() cannot write %s: %s", q, strerror(e));
+        taas_error_set(cx->err, TAAS_ERR_IO, cx->pos, "save() cannot write %s: %s", q, strerror(e));
         taas_error_hint(cx->err, e == ENOSPC || e == EDQUOT ? "the disk is full: free some space and save again"
                                  : "check that the folder exists and is writable; %s is as it was", q);
         return -1;
@@ -75,7 +76,7 @@ int taas_weights_copy_in(taas_call_ctx *cx, taas_value *model, const char *path)
     snprintf(copy, sizeof copy, "%s/weights.safetensors", dir);
     if (taas_copy_file_atomic(path, copy) != 0) {
         char q[300];
-        taas_error_set(cx->err, "OSError", cx->pos, "cannot copy %s: %s",
+        taas_error_set(cx->err, TAAS_ERR_IO, cx->pos, "cannot copy %s: %s",
                        taas_utf8_clip(q, sizeof q, path, strlen(path), 200), strerror(errno));
         taas_error_hint(cx->err, "the temporary folder ($TMPDIR or /tmp) must be writable with free space");
         rmdir(dir);

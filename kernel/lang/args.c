@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "errnames.h"
 #include "rows.h"
 #include "suggest.h"
 
@@ -175,7 +176,7 @@ static int type_error(const taas_builtin *b, const taas_param *p, size_t positio
     taas_param_type_text(p, &t);
     char label[96];
     arg_label(p, position, label, sizeof label);
-    taas_error_set(err, "TaasTypeError", pos, "%s() %s must be %s, not %s", b->name, label,
+    taas_error_set(err, TAAS_ERR_TYPE, pos, "%s() %s must be %s, not %s", b->name, label,
                    t.data, taas_value_type_name(v));
     taas_buf_free(&t);
     int k = wanted_kind(p->type);
@@ -223,7 +224,7 @@ static int check_arg(const taas_builtin *b, const taas_param *p, size_t position
     arg_label(p, position, label, sizeof label);
     if (!all_finite(v)) {
         char *got = taas_value_repr(v);
-        taas_error_set(err, "TaasValueError", pos, "%s() %s must be a finite number, got %s", b->name, label, got);
+        taas_error_set(err, TAAS_ERR_VALUE, pos, "%s() %s must be a finite number, got %s", b->name, label, got);
         free(got);
         taas_sig_hint(err, b, "a literal beyond about 1.8e308 is infinite (inf), as in Python; give a finite value");
         return -1;
@@ -237,7 +238,7 @@ static int check_arg(const taas_builtin *b, const taas_param *p, size_t position
         taas_buf t = TAAS_BUF_INIT;
         choices_text(ch, &t);
         char *got = taas_value_repr(v);
-        taas_error_set(err, "TaasValueError", pos, "%s() %s must be %s, got %s", b->name, label,
+        taas_error_set(err, TAAS_ERR_VALUE, pos, "%s() %s must be %s, got %s", b->name, label,
                        t.data, got);
         free(got);
         taas_buf_free(&t);
@@ -261,7 +262,7 @@ static int check_arg(const taas_builtin *b, const taas_param *p, size_t position
         else
             snprintf(bound, sizeof bound, "between %s and %s", lo, hi);
         char *got = taas_value_repr(v);
-        taas_error_set(err, "TaasValueError", pos, "%s() %s must be %s, got %s", b->name, label,
+        taas_error_set(err, TAAS_ERR_VALUE, pos, "%s() %s must be %s, got %s", b->name, label,
                        bound, got);
         free(got);
         taas_sig_hint(err, b, NULL);
@@ -282,7 +283,7 @@ static int misplaced_first(const taas_builtin *b, const taas_arg *args, size_t n
     if (nargs == 0 || args[0].keyword) return 0;
     const taas_value *v = args[0].value;
     if (b->kind == TAAS_K_OPTIMIZER && kind_is(v, TAAS_K_LAYER)) {
-        taas_error_set(err, "TaasTypeError", args[0].pos,
+        taas_error_set(err, TAAS_ERR_TYPE, args[0].pos,
                        "%s() takes no model or parameters: fit() hands the model's parameters "
                        "to the optimizer", b->name);
         char lead[160];
@@ -292,7 +293,7 @@ static int misplaced_first(const taas_builtin *b, const taas_arg *args, size_t n
         return -1;
     }
     if (b->kind == TAAS_K_SCHEDULER && kind_is(v, TAAS_K_OPTIMIZER)) {
-        taas_error_set(err, "TaasTypeError", args[0].pos,
+        taas_error_set(err, TAAS_ERR_TYPE, args[0].pos,
                        "%s() takes no optimizer: fit() hands its optimizer to the scheduler",
                        b->name);
         char lead[160];
@@ -308,11 +309,11 @@ static int misplaced_first(const taas_builtin *b, const taas_arg *args, size_t n
 static int too_many(const taas_builtin *b, size_t max, size_t min, size_t given,
                     taas_srcpos pos, taas_error *err) {
     if (min == max)
-        taas_error_set(err, "TaasTypeError", pos,
+        taas_error_set(err, TAAS_ERR_TYPE, pos,
                        "%s() takes %zu positional argument%s but %zu %s given", b->name, max,
                        max == 1 ? "" : "s", given, given == 1 ? "was" : "were");
     else
-        taas_error_set(err, "TaasTypeError", pos,
+        taas_error_set(err, TAAS_ERR_TYPE, pos,
                        "%s() takes from %zu to %zu positional arguments but %zu were given",
                        b->name, min, max, given);
     taas_sig_hint(err, b, NULL);
@@ -333,7 +334,7 @@ static int missing(const taas_builtin *b, taas_value **slots, size_t np, taas_sr
         taas_buf_printf(&names, "'%s'", b->params[i].name);
         k++;
     }
-    taas_error_set(err, "TaasTypeError", pos, "%s() missing %zu required argument%s: %s",
+    taas_error_set(err, TAAS_ERR_TYPE, pos, "%s() missing %zu required argument%s: %s",
                    b->name, n, n == 1 ? "" : "s", names.data);
     taas_buf_free(&names);
     taas_sig_hint(err, b, NULL);
@@ -341,7 +342,7 @@ static int missing(const taas_builtin *b, taas_value **slots, size_t np, taas_sr
 }
 
 static int unknown_keyword(const taas_builtin *b, const taas_arg *a, taas_error *err) {
-    taas_error_set(err, "TaasTypeError", a->pos, "%s() got an unexpected keyword argument '%s'",
+    taas_error_set(err, TAAS_ERR_TYPE, a->pos, "%s() got an unexpected keyword argument '%s'",
                    b->name, a->keyword);
     size_t np = taas_param_count(b);
     const char **names = calloc(np + 1, sizeof *names);
@@ -390,7 +391,7 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
         const taas_arg *a = &args[k];
         if (!a->keyword) {
             if (seen_kw) {
-                taas_error_set(err, "TaasSyntaxError", a->pos,
+                taas_error_set(err, TAAS_ERR_SYNTAX, a->pos,
                                "positional argument follows keyword argument");
                 taas_sig_hint(err, b, "put the positional arguments first");
                 goto done;
@@ -414,7 +415,7 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
             goto done;
         }
         if (slots[i]) {
-            taas_error_set(err, "TaasTypeError", a->pos,
+            taas_error_set(err, TAAS_ERR_TYPE, a->pos,
                            "%s() got multiple values for argument '%s'", b->name, a->keyword);
             char lead[160];
             snprintf(lead, sizeof lead, "'%s' is already given as the %d%s positional argument",
@@ -443,7 +444,7 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
             slots[i] = taas_param_default(p);
             where[i] = cx->pos;
             if (!slots[i]) {
-                taas_error_set(err, "TaasInternalError", cx->pos,
+                taas_error_set(err, TAAS_ERR_INTERNAL, cx->pos,
                                "%s(): the table's default for '%s' (%s) cannot be read",
                                b->name, p->name, p->dflt);
                 taas_error_hint(err, "this is a bug in taas; please report it");
@@ -456,7 +457,7 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
 
     if (b->kind == TAAS_K_ACTION) {
         if (!b->action) {
-            taas_error_set(err, "TaasInternalError", cx->pos, "%s() has no action", b->name);
+            taas_error_set(err, TAAS_ERR_INTERNAL, cx->pos, "%s() has no action", b->name);
             goto done;
         }
         rc = b->action(cx, slots, out);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "errnames.h"
 #include "rows.h"
 #include "utf8.h"
 #include "worker.h"
@@ -91,7 +92,7 @@ static int check_answer(const json_t *info, const char *text, taas_error *err) {
         return 0;
     char q[200];
     taas_utf8_clip(q, sizeof q, text ? text : "", text ? strlen(text) : 0, 150);
-    taas_error_set(err, "TaasWorkerError", NOPOS, "taas-worker probe gave an answer without a size: %s", q);
+    taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "taas-worker probe gave an answer without a size: %s", q);
     taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
     return -1;
 }
@@ -105,7 +106,7 @@ int taas_data_probe(taas_interp *in, const taas_value *dataset, const json_t **i
     json_decref(spec);
     if (!key || !c) {
         free(key);
-        return taas_error_set(err, "MemoryError", NOPOS, "out of memory while probing a dataset");
+        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory while probing a dataset");
     }
     for (size_t i = 0; i < c->n; i++) {
         if (strcmp(c->e[i].key, key) != 0) continue;

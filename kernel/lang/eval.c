@@ -1,4 +1,5 @@
 #include "eval.h"
+#include "errnames.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,13 +30,13 @@ static int is_seq(const taas_value *v) {
 }
 
 static int div_zero(taas_error *err, const char *what) {
-    taas_error_set(err, "TaasValueError", NOWHERE, "division by zero");
+    taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "division by zero");
     taas_error_hint(err, "the right operand of %s is 0", what);
     return -1;
 }
 
 static int overflow(taas_error *err, taas_op op, int64_t a, int64_t b) {
-    taas_error_set(err, "TaasValueError", NOWHERE, "integer overflow: %lld %s %lld does not fit in 64 bits",
+    taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "integer overflow: %lld %s %lld does not fit in 64 bits",
                    (long long)a, taas_op_text(op), (long long)b);
     taas_error_hint(err, "taas integers are 64-bit; use a float for larger numbers, e.g. 1.0 * x");
     return -1;
@@ -86,7 +87,7 @@ static int int_binop(taas_op op, int64_t a, int64_t b, taas_value **out, taas_er
     case TAAS_OP_POW:
         if (b < 0) {
             if (a == 0) {
-                taas_error_set(err, "TaasValueError", NOWHERE, "division by zero: 0 cannot be raised to a negative power");
+                taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "division by zero: 0 cannot be raised to a negative power");
                 taas_error_hint(err, "the base of ** is 0 and the exponent is negative");
                 return -1;
             }
@@ -140,18 +141,18 @@ static int float_binop(taas_op op, double a, double b, taas_value **out, taas_er
             break;
         }
         if (a == 0 && b < 0) {
-            taas_error_set(err, "TaasValueError", NOWHERE, "division by zero: 0.0 cannot be raised to a negative power");
+            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "division by zero: 0.0 cannot be raised to a negative power");
             taas_error_hint(err, "the base of ** is 0 and the exponent is negative");
             return -1;
         }
         if (a < 0 && isfinite(b) && b != floor(b)) {
-            taas_error_set(err, "TaasValueError", NOWHERE, "a negative number cannot be raised to a fractional power");
+            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "a negative number cannot be raised to a fractional power");
             taas_error_hint(err, "the result would be a complex number, which taas does not have");
             return -1;
         }
         r = pow(a, b);
         if (isinf(r) && isfinite(a) && isfinite(b)) {
-            taas_error_set(err, "TaasValueError", NOWHERE, "float overflow: the result of ** is too large");
+            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "float overflow: the result of ** is too large");
             taas_error_hint(err, "the largest float is about 1.8e308");
             return -1;
         }
@@ -175,7 +176,7 @@ static taas_value *seq_build(const taas_value *a, const taas_value *b, int64_t n
     if (a->type == TAAS_V_STR) {
         char *s = malloc(total + 1);
         if (!s) {
-            taas_error_set(err, "TaasMemoryError", NOWHERE, "out of memory making a str of %zu bytes", total);
+            taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory making a str of %zu bytes", total);
             taas_error_hint(err, "drop values you no longer need (x = None), or build a smaller one");
             return NULL;
         }
@@ -199,7 +200,7 @@ static taas_value *seq_build(const taas_value *a, const taas_value *b, int64_t n
 }
 
 static int unsupported(taas_op op, const taas_value *a, const taas_value *b, taas_error *err) {
-    taas_error_set(err, "TaasTypeError", NOWHERE, "unsupported operand types for %s: '%s' and '%s'",
+    taas_error_set(err, TAAS_ERR_TYPE, NOWHERE, "unsupported operand types for %s: '%s' and '%s'",
                    taas_op_text(op), taas_value_type_name(a), taas_value_type_name(b));
     if (op == TAAS_OP_ADD && (a->type == TAAS_V_STR || b->type == TAAS_V_STR))
         taas_error_hint(err, "+ joins two strings; to show text and a number, pass both to print: print(\"n =\", n)");
@@ -213,7 +214,7 @@ static int unsupported(taas_op op, const taas_value *a, const taas_value *b, taa
 }
 
 static int too_large(const taas_value *seq, taas_error *err) {
-    taas_error_set(err, "TaasValueError", NOWHERE, "the %s would be too large", taas_value_type_name(seq));
+    taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "the %s would be too large", taas_value_type_name(seq));
     taas_error_hint(err, "taas keeps strings under 64 MiB and tuples and lists under %u items", MAX_REPEAT_ITEMS);
     return -1;
 }
@@ -244,7 +245,7 @@ int taas_eval_unary(taas_op op, const taas_value *a, taas_value **out, taas_erro
     if (is_int(a)) {
         int64_t i = int_of(a);
         if (op == TAAS_OP_NEG && i == INT64_MIN) {
-            taas_error_set(err, "TaasValueError", NOWHERE, "integer overflow: -(%lld) does not fit in 64 bits", (long long)i);
+            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "integer overflow: -(%lld) does not fit in 64 bits", (long long)i);
             taas_error_hint(err, "taas integers are 64-bit; use a float for larger numbers");
             return -1;
         }
@@ -255,7 +256,7 @@ int taas_eval_unary(taas_op op, const taas_value *a, taas_value **out, taas_erro
         *out = taas_float(op == TAAS_OP_NEG ? -a->u.f : a->u.f);
         return 0;
     }
-    taas_error_set(err, "TaasTypeError", NOWHERE, "bad operand type for unary %s: '%s'", taas_op_text(op),
+    taas_error_set(err, TAAS_ERR_TYPE, NOWHERE, "bad operand type for unary %s: '%s'", taas_op_text(op),
                    taas_value_type_name(a));
     taas_error_hint(err, "unary %s works on numbers (int and float)", taas_op_text(op));
     return -1;
@@ -277,7 +278,7 @@ static const taas_builtin *module_example(const char *name) {
 
 static int name_error(const taas_eval_env *env, const taas_expr *e, taas_error *err) {
     const char *name = e->u.str.s;
-    taas_error_set(err, "TaasNameError", e->pos, "name '%s' is not defined", name);
+    taas_error_set(err, TAAS_ERR_NAME, e->pos, "name '%s' is not defined", name);
     err->width = taas_span_width(env->src, e->pos, e->end);
     static const char *const keywords[] = {"True", "False", "None", NULL};
     const char **extra = taas_scope_names(env->scope, keywords);
@@ -316,7 +317,7 @@ static int resolve(const taas_eval_env *env, const taas_expr *e, taas_value **ou
         snprintf(first, sizeof first, "%.*s", (int)(dot - name), name);
         taas_value *base = taas_scope_get(env->scope, first);
         if (base) {
-            taas_error_set(err, "TaasTypeError", e->pos, "'%s' object has no attribute '%s'",
+            taas_error_set(err, TAAS_ERR_TYPE, e->pos, "'%s' object has no attribute '%s'",
                            taas_value_type_name(base), dot + 1);
             err->width = taas_span_width(env->src, e->pos, e->end);
             taas_error_hint(err, "taas has no attribute access: only module prefixes are dotted, as in nn.Conv2d");
@@ -341,7 +342,7 @@ static int eval(const taas_eval_env *env, const taas_expr *e, int top, taas_valu
                 taas_error *err);
 
 static int wait_misplaced(const taas_eval_env *env, const taas_expr *call, const taas_builtin *b, taas_error *err) {
-    taas_error_set(err, "TaasSyntaxError", call->pos,
+    taas_error_set(err, TAAS_ERR_SYNTAX, call->pos,
                    "%s() waits, so it must be a whole statement or the whole right side of an assignment",
                    b->name);
     err->width = taas_span_width(env->src, call->pos, call->end);
@@ -352,7 +353,7 @@ static int wait_misplaced(const taas_eval_env *env, const taas_expr *call, const
 /* Widens the caret of an error the builtin table placed at the call or an argument. */
 static void place_call_error(const taas_eval_env *env, const taas_expr *call, taas_error *err) {
     if (!taas_error_is_set(err)) {
-        taas_error_set(err, "TaasInternalError", call->pos, "the call failed without saying why");
+        taas_error_set(err, TAAS_ERR_INTERNAL, call->pos, "the call failed without saying why");
         taas_error_hint(err, "this is a bug in taas; please report it");
     }
     if (err->pos.line == 0 ||
@@ -373,7 +374,7 @@ static int eval_call(const taas_eval_env *env, const taas_expr *e, int top, taas
     taas_value *fn = NULL;
     if (eval(env, callee, 0, &fn, NULL, err)) return -1;
     if (fn->type != TAAS_V_BUILTIN) {
-        taas_error_set(err, "TaasTypeError", callee->pos, "'%s' object is not callable", taas_value_type_name(fn));
+        taas_error_set(err, TAAS_ERR_TYPE, callee->pos, "'%s' object is not callable", taas_value_type_name(fn));
         err->width = taas_span_width(env->src, callee->pos, callee->end);
         taas_error_hint(err, "only builtins can be called, such as Linear(...) or print(...)");
         taas_unref(fn);
@@ -451,7 +452,7 @@ static int eval(const taas_eval_env *env, const taas_expr *e, int top, taas_valu
         return rc;
     }
     }
-    return taas_error_set(err, "TaasInternalError", e->pos, "unknown expression kind %d", (int)e->kind);
+    return taas_error_set(err, TAAS_ERR_INTERNAL, e->pos, "unknown expression kind %d", (int)e->kind);
 }
 
 int taas_eval_expr(const taas_eval_env *env, const taas_expr *e, taas_value **out, taas_error *err) {
@@ -466,7 +467,7 @@ int taas_eval_stmt(const taas_eval_env *env, const taas_stmt *s, taas_value **va
     if (eval(env, s->value, 1, &v, wait_until, err)) return -1;
     if (s->kind == TAAS_S_ASSIGN && *wait_until < 0 && taas_scope_set(env->scope, s->target, v)) {
         taas_unref(v);
-        return taas_error_set(err, "MemoryError", s->pos, "out of memory while assigning '%s'", s->target);
+        return taas_error_set(err, TAAS_ERR_MEMORY, s->pos, "out of memory while assigning '%s'", s->target);
     }
     *value = v;
     return 0;

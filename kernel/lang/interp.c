@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "complete.h"
 #include "dataview.h"
+#include "errnames.h"
 #include "eval.h"
 #include "lexer.h"
 #include "parser.h"
@@ -164,7 +165,7 @@ static int check_pragma_cell(taas_interp *in, const taas_pragma *pr, taas_error 
     for (size_t k = 0; k < in->prog.n && !has_fit; k++)
         has_fit = taas_expr_walk(in->prog.stmts[k].value, is_fit_call, NULL);
     if (has_fit) return 0;
-    taas_error_set(err, "TaasPragmaError", at, "a #pragma taas cell trains a model: it needs a fit(...) call");
+    taas_error_set(err, TAAS_ERR_PRAGMA, at, "a #pragma taas cell trains a model: it needs a fit(...) call");
     err->width = line_width(in->code, pr->line);
     taas_error_hint(err, "add fit(model, loader, epochs=...) below the #pragma line, or remove the "
                          "#pragma line to run the cell in the notebook");
@@ -186,7 +187,7 @@ taas_run_state taas_interp_run(taas_interp *in, const char *code, const taas_io 
     size_t n = strlen(code);
     in->code = taas_utf8_valid(code, n) ? strdup(code) : taas_utf8_sanitize(code, n, NULL);
     if (!in->code) {
-        taas_error_set(err, "MemoryError", (taas_srcpos){0, 0}, "out of memory while reading the cell");
+        taas_error_set(err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0}, "out of memory while reading the cell");
         return TAAS_RUN_ERROR;
     }
     /* a lone CR ends a line, as in Python (old Mac files); CR LF is one line end */
@@ -222,7 +223,7 @@ static int end_wait(taas_interp *in, const taas_stmt *s, taas_value *v, json_t *
     in->pending = NULL;
     int rc = 0;
     if (v && s->kind == TAAS_S_ASSIGN && taas_scope_set(in->scope, s->target, v)) {
-        rc = taas_error_set(err, "MemoryError", s->pos, "out of memory while assigning '%s'", s->target);
+        rc = taas_error_set(err, TAAS_ERR_MEMORY, s->pos, "out of memory while assigning '%s'", s->target);
     } else if (v && s->kind == TAAS_S_EXPR && in->next == in->prog.n && v->type != TAAS_V_NONE &&
                !(*result = taas_data_mimebundle(in, v, err))) {
         place_stmt(in, s, err);
@@ -238,7 +239,7 @@ taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *
     if (!in->active) return TAAS_RUN_DONE;
     const taas_stmt *s = &in->prog.stmts[in->next - 1];
     if (in->interrupted) {
-        taas_error_set(err, "KeyboardInterrupt", s->pos, "interrupted");
+        taas_error_set(err, TAAS_ERR_INTERRUPT, s->pos, "interrupted");
         err->width = taas_span_width(in->code, s->pos, s->value->end);
         if (in->next < in->prog.n)
             taas_error_hint(err, "the statements after line %d did not run; variables assigned before it "

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "errnames.h"
 #include "utf8.h"
 
 /* Python refuses deeper bracket nesting too; it also bounds the parser's recursion. */
@@ -58,7 +59,7 @@ static int fail(lexer *lx, taas_srcpos pos, int width, const char *hint, const c
 static int fail(lexer *lx, taas_srcpos pos, int width, const char *hint, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    taas_error_vset(lx->err, "TaasSyntaxError", pos, fmt, ap);
+    taas_error_vset(lx->err, TAAS_ERR_SYNTAX, pos, fmt, ap);
     va_end(ap);
     lx->err->width = width > 0 ? width : 1;
     if (hint) taas_error_hint(lx->err, "%s", hint);

@@ -1,4 +1,5 @@
 #include "parser.h"
+#include "errnames.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@ static int fail(parser *p, taas_srcpos pos, int width, const char *hint, const c
 static int fail(parser *p, taas_srcpos pos, int width, const char *hint, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    taas_error_vset(p->err, "TaasSyntaxError", pos, fmt, ap);
+    taas_error_vset(p->err, TAAS_ERR_SYNTAX, pos, fmt, ap);
     va_end(ap);
     p->err->width = width > 0 ? width : 1;
     if (hint) taas_error_hint(p->err, "%s", hint);
@@ -43,7 +44,7 @@ static int fail_tok(parser *p, const taas_token *t, const char *hint, const char
 static int fail_tok(parser *p, const taas_token *t, const char *hint, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    taas_error_vset(p->err, "TaasSyntaxError", t->pos, fmt, ap);
+    taas_error_vset(p->err, TAAS_ERR_SYNTAX, t->pos, fmt, ap);
     va_end(ap);
     p->err->width = span(p, t->pos, t->end);
     if (hint) taas_error_hint(p->err, "%s", hint);

@@ -6,6 +6,7 @@
 
 #include "buf.h"
 #include "builtins.h"
+#include "errnames.h"
 
 typedef struct var {
     char *name;
@@ -134,7 +135,7 @@ static int is_loader(const taas_value *v) {
 
 static int not_a_loader(const taas_value *v, const char *fn, taas_error *err) {
     taas_srcpos nowhere = {0, 0};
-    taas_error_set(err, "TaasTypeError", nowhere, "%s() takes a DataLoader, not '%s'", fn,
+    taas_error_set(err, TAAS_ERR_TYPE, nowhere, "%s() takes a DataLoader, not '%s'", fn,
                    taas_value_type_name(v));
     taas_error_hint(err, "wrap the dataset in a loader first: %s(DataLoader(data, batch_size=64))", fn);
     return -1;
@@ -185,7 +186,7 @@ int taas_scope_register(taas_scope *s, taas_value *v, taas_error *err) {
     return 0;
 oom:
     free(copy);
-    taas_error_set(err, "MemoryError", (taas_srcpos){0, 0}, "out of memory while registering a loader");
+    taas_error_set(err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0}, "out of memory while registering a loader");
     return -1;
 }
 
@@ -195,9 +196,9 @@ int taas_scope_unregister(taas_scope *s, taas_value *v, taas_error *err) {
     if (i < 0) {
         const char *name = taas_scope_name_of(s, v);
         if (name)
-            taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0}, "loader '%s' is not registered", name);
+            taas_error_set(err, TAAS_ERR_VALUE, (taas_srcpos){0, 0}, "loader '%s' is not registered", name);
         else
-            taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0}, "this DataLoader is not registered");
+            taas_error_set(err, TAAS_ERR_VALUE, (taas_srcpos){0, 0}, "this DataLoader is not registered");
         taas_buf b = TAAS_BUF_INIT;
         for (size_t k = 0; k < s->nloaders; k++) {
             const char *ln = taas_scope_loader_name(s, k);

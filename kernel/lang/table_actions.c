@@ -8,6 +8,7 @@
 #include "bounds.h"
 #include "clock.h"
 #include "dataview.h"
+#include "errnames.h"
 #include "fit.h"
 #include "interp.h"
 #include "modelview.h"
@@ -17,7 +18,7 @@
 #define END {0}
 
 static int no_io(taas_call_ctx *cx, const char *name) {
-    taas_error_set(cx->err, "TaasInternalError", cx->pos, "%s() has no output to write to here", name);
+    taas_error_set(cx->err, TAAS_ERR_INTERNAL, cx->pos, "%s() has no output to write to here", name);
     taas_error_hint(cx->err, "this is a bug in taas; please report it");
     return -1;
 }
@@ -71,7 +72,7 @@ static int help_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     } else if (o->type == TAAS_V_STR) {
         b = taas_builtin_find(o->u.str.s);
         if (!b) {
-            taas_error_set(cx->err, "TaasNameError", cx->pos, "help(): no builtin is named '%s'", o->u.str.s);
+            taas_error_set(cx->err, TAAS_ERR_NAME, cx->pos, "help(): no builtin is named '%s'", o->u.str.s);
             char sug[128];
             if (taas_builtin_suggest(o->u.str.s, NULL, sug, sizeof sug))
                 taas_error_hint(cx->err, "did you mean '%s'? help() lists every builtin", sug);
@@ -81,7 +82,7 @@ static int help_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
         }
     } else {
         const char *t = taas_value_type_name(o);
-        taas_error_set(cx->err, "TaasTypeError", cx->pos, "help() has nothing to say about %s %s value",
+        taas_error_set(cx->err, TAAS_ERR_TYPE, cx->pos, "help() has nothing to say about %s %s value",
                        strchr("aeiouAEIOU", t[0]) ? "an" : "a", t);
         taas_error_hint(cx->err, "give it a builtin or its name: help(Conv2d), help('Conv2d'), or help() for all");
         return -1;
@@ -107,7 +108,7 @@ static const taas_param DISPLAY_P[] = {
 static int display_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     (void)r;
     if (a[2]->u.b && a[1]->type == TAAS_V_NONE) {
-        taas_error_set(err, "TaasValueError", w[2], "display() update=True needs a display_id");
+        taas_error_set(err, TAAS_ERR_VALUE, w[2], "display() update=True needs a display_id");
         taas_error_hint(err, "name the output when you first show it, display(x, display_id='status'), "
                              "then update it with display(y, display_id='status', update=True)");
         return -1;
@@ -181,20 +182,20 @@ static int len_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
             return 0;
         }
         if (!r || !r->size) {
-            taas_error_set(cx->err, "TaasTypeError", cx->pos, "object of type '%s' has no len()",
+            taas_error_set(cx->err, TAAS_ERR_TYPE, cx->pos, "object of type '%s' has no len()",
                            taas_value_type_name(o));
             taas_error_hint(cx->err, "len() works on str, tuple, list, Sequential, Compose, datasets and DataLoader");
             return -1;
         }
         known = r->size(o, &n);
     } else {
-        taas_error_set(cx->err, "TaasTypeError", cx->pos, "object of type '%s' has no len()", taas_value_type_name(o));
+        taas_error_set(cx->err, TAAS_ERR_TYPE, cx->pos, "object of type '%s' has no len()", taas_value_type_name(o));
         taas_error_hint(cx->err, "len() works on str, tuple, list, Sequential, Compose, datasets and DataLoader");
         return -1;
     }
     if (!known) {
         int loader = taas_value_kind(o) == TAAS_K_LOADER;
-        taas_error_set(cx->err, "TaasTypeError", cx->pos, "len() of this %s is not known before its data is read",
+        taas_error_set(cx->err, TAAS_ERR_TYPE, cx->pos, "len() of this %s is not known before its data is read",
                        taas_value_type_name(o));
         taas_error_hint(cx->err, "%s", loader ? "its dataset's size is unknown: give WebDataset a length=..., "
                                                 "or use a dataset of known size"
@@ -310,7 +311,7 @@ static int summary_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (in->type != TAAS_V_NONE) {
         size_t n = in->u.seq.n;
         if (n < 1 || n > 4) {
-            taas_error_set(cx->err, "TaasValueError", cx->pos, "summary() input_size has %zu sizes; it takes 1 to 4",
+            taas_error_set(cx->err, TAAS_ERR_VALUE, cx->pos, "summary() input_size has %zu sizes; it takes 1 to 4",
                            n);
             taas_error_hint(cx->err, "give (C, H, W) or (N, C, H, W) for images, (F,) or (N, F) for features");
             return -1;

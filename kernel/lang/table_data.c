@@ -7,6 +7,7 @@
 
 #include "bounds.h"
 #include "dataview.h"
+#include "errnames.h"
 #include "rows.h"
 
 #define END {0}
@@ -28,7 +29,7 @@ static const taas_param VISION_P[] = {
 static int vision_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     int fashion = strcmp(r->b.name, "FashionMNIST") == 0;
     if (a[4]->u.b) {
-        taas_error_set(err, "TaasValueError", w[4], "%s() download=True: taas never downloads data", r->b.name);
+        taas_error_set(err, TAAS_ERR_VALUE, w[4], "%s() download=True: taas never downloads data", r->b.name);
         taas_sig_hint(err, &r->b, fashion ? "install it with apt-get install dataset-fashion-mnist and leave root=None, "
                                    "or copy the files to a folder and give root='...'"
                                  : "copy the dataset's files to a folder the loaders can read and give root='...'");
@@ -36,7 +37,7 @@ static int vision_check(const taas_row *r, taas_value **a, const taas_srcpos *w,
     }
     if (a[3]->type != TAAS_V_NONE) {
         /* the loaders apply transforms to images; a label goes into the batch as it is */
-        taas_error_set(err, "TaasValueError", w[3], "%s() target_transform is not supported: "
+        taas_error_set(err, TAAS_ERR_VALUE, w[3], "%s() target_transform is not supported: "
                        "taas transforms act on images, labels are used as they are", r->b.name);
         taas_sig_hint(err, &r->b, "leave target_transform=None");
         return -1;
@@ -47,7 +48,7 @@ static int vision_check(const taas_row *r, taas_value **a, const taas_srcpos *w,
             a[0] = taas_str0(FASHION_MNIST_ROOT);
             return 0;
         }
-        taas_error_set(err, "TaasValueError", w[0], "%s() needs root: no Debian package ships %s", r->b.name,
+        taas_error_set(err, TAAS_ERR_VALUE, w[0], "%s() needs root: no Debian package ships %s", r->b.name,
                        r->b.name);
         taas_sig_hint(err, &r->b, "copy the dataset's files to a folder the loaders can read and give root='...'");
         return -1;
@@ -207,14 +208,14 @@ static size_t seq_len(const taas_value *v) {
 static int normalize_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     size_t nm = seq_len(a[0]), ns = seq_len(a[1]);
     if (nm != ns && nm != 1 && ns != 1) {
-        taas_error_set(err, "TaasValueError", w[1], "Normalize() mean has %zu values but std has %zu", nm, ns);
+        taas_error_set(err, TAAS_ERR_VALUE, w[1], "Normalize() mean has %zu values but std has %zu", nm, ns);
         taas_sig_hint(err, &r->b, "give one value per channel in both, e.g. Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))");
         return -1;
     }
     for (size_t i = 0; i < ns; i++) {
         const taas_value *x = a[1]->type == TAAS_V_TUPLE || a[1]->type == TAAS_V_LIST ? a[1]->u.seq.items[i] : a[1];
         if (taas_value_number(x) == 0) {
-            taas_error_set(err, "TaasValueError", w[1], "Normalize() std has a zero, which would divide by zero");
+            taas_error_set(err, TAAS_ERR_VALUE, w[1], "Normalize() std has a zero, which would divide by zero");
             taas_sig_hint(err, &r->b, "give each channel's standard deviation (> 0)");
             return -1;
         }
@@ -247,13 +248,13 @@ static const taas_param RESIZE_P[] = {
 static int resize_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     if (a[2]->type == TAAS_V_NONE) return 0;
     if (a[0]->type != TAAS_V_INT) {
-        taas_error_set(err, "TaasValueError", w[2],
+        taas_error_set(err, TAAS_ERR_VALUE, w[2],
                        "Resize() max_size is only allowed when size is an int (the smaller edge)");
         taas_sig_hint(err, &r->b, "give size as an int, or leave max_size=None");
         return -1;
     }
     if (a[2]->u.i <= a[0]->u.i) {
-        taas_error_set(err, "TaasValueError", w[2],
+        taas_error_set(err, TAAS_ERR_VALUE, w[2],
                        "Resize() max_size = %lld must be strictly greater than the requested size "
                        "for the smaller edge size = %lld", (long long)a[2]->u.i, (long long)a[0]->u.i);
         taas_sig_hint(err, &r->b, NULL);
@@ -301,7 +302,7 @@ static const taas_param LOADER_P[] = {
 
 static int loader_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     if (a[5]->type != TAAS_V_NONE && a[3]->u.i == 0) {
-        taas_error_set(err, "TaasValueError", w[5],
+        taas_error_set(err, TAAS_ERR_VALUE, w[5],
                        "DataLoader() prefetch_factor can only be given with num_workers > 0");
         taas_sig_hint(err, &r->b, "set num_workers=2 (for example), or leave prefetch_factor=None");
         return -1;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bounds.h"
+#include "errnames.h"
 #include "rows.h"
 
 #define END {0}
@@ -86,13 +87,13 @@ static int conv_check(const taas_row *r, taas_value **a, const taas_srcpos *w, t
     int o = lazy ? 0 : 1; /* index of out_channels */
     int64_t groups = iarg(a, o + 5);
     if (!lazy && iarg(a, 0) % groups) {
-        taas_error_set(err, "TaasValueError", w[o + 5], "%s() in_channels (%lld) must be divisible by groups (%lld)",
+        taas_error_set(err, TAAS_ERR_VALUE, w[o + 5], "%s() in_channels (%lld) must be divisible by groups (%lld)",
                        r->b.name, (long long)iarg(a, 0), (long long)groups);
         taas_sig_hint(err, &r->b, NULL);
         return -1;
     }
     if (iarg(a, o) % groups) {
-        taas_error_set(err, "TaasValueError", w[o + 5], "%s() out_channels (%lld) must be divisible by groups (%lld)",
+        taas_error_set(err, TAAS_ERR_VALUE, w[o + 5], "%s() out_channels (%lld) must be divisible by groups (%lld)",
                        r->b.name, (long long)iarg(a, o), (long long)groups);
         taas_sig_hint(err, &r->b, NULL);
         return -1;
@@ -100,7 +101,7 @@ static int conv_check(const taas_row *r, taas_value **a, const taas_srcpos *w, t
     const taas_value *pad = a[o + 3], *stride = a[o + 2];
     if (pad->type == TAAS_V_STR && strcmp(pad->u.str.s, "same") == 0 &&
         (pair_at(stride, 0) != 1 || pair_at(stride, 1) != 1)) {
-        taas_error_set(err, "TaasValueError", w[o + 3],
+        taas_error_set(err, TAAS_ERR_VALUE, w[o + 3],
                        "%s() padding='same' is not supported for strided convolutions", r->b.name);
         taas_error_hint(err, "use stride=1 with padding='same', or give the padding as a number");
         return -1;
@@ -151,7 +152,7 @@ static int pool_check(const taas_row *r, taas_value **a, const taas_srcpos *w, t
         a[1] = taas_ref(a[0]);
     }
     if (max && a[4]->u.b) {
-        taas_error_set(err, "TaasValueError", w[4], "MaxPool2d() return_indices=True is not supported");
+        taas_error_set(err, TAAS_ERR_VALUE, w[4], "MaxPool2d() return_indices=True is not supported");
         taas_error_hint(err, "a layer in a Sequential passes one tensor to the next; leave return_indices=False");
         return -1;
     }
@@ -160,7 +161,7 @@ static int pool_check(const taas_row *r, taas_value **a, const taas_srcpos *w, t
         int64_t dil = max ? pair_at(a[3], k) : 1;
         int64_t eff = (ks - 1) * dil + 1;
         if (pad * 2 > eff) {
-            taas_error_set(err, "TaasValueError", w[2],
+            taas_error_set(err, TAAS_ERR_VALUE, w[2],
                            "%s() padding should be at most half of the kernel size, but got padding=%lld, "
                            "kernel_size=%lld%s", r->b.name, (long long)pad, (long long)ks,
                            max && dil != 1 ? " (dilated)" : "");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bounds.h"
+#include "errnames.h"
 #include "rows.h"
 
 #define END {0}
@@ -49,7 +50,7 @@ static const taas_param SGD_P[] = {
 
 static int sgd_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     if (a[4]->u.b && (taas_value_number(a[1]) <= 0 || taas_value_number(a[2]) != 0)) {
-        taas_error_set(err, "TaasValueError", w[4], "SGD() nesterov=True requires a momentum and zero dampening");
+        taas_error_set(err, TAAS_ERR_VALUE, w[4], "SGD() nesterov=True requires a momentum and zero dampening");
         taas_sig_hint(err, &r->b, "give momentum=0.9 (for example) and leave dampening=0");
         return -1;
     }
@@ -72,7 +73,7 @@ static int adam_check(const taas_row *r, taas_value **a, const taas_srcpos *w, t
         if (b >= 1) {
             char num[64];
             taas_float_repr(b, num, sizeof num);
-            taas_error_set(err, "TaasValueError", w[1], "%s() betas[%zu] must be below 1, got %s", r->b.name, i, num);
+            taas_error_set(err, TAAS_ERR_VALUE, w[1], "%s() betas[%zu] must be below 1, got %s", r->b.name, i, num);
             taas_sig_hint(err, &r->b, "the defaults are betas=(0.9, 0.999)");
             return -1;
         }
@@ -141,12 +142,12 @@ static const taas_param ONECYCLE_P[] = {
 static int onecycle_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     for (int i = 9; i <= 10; i++)
         if (taas_value_number(a[i]) <= 0) {
-            taas_error_set(err, "TaasValueError", w[i], "OneCycleLR() %s must be > 0", r->b.params[i].name);
+            taas_error_set(err, TAAS_ERR_VALUE, w[i], "OneCycleLR() %s must be > 0", r->b.params[i].name);
             taas_sig_hint(err, &r->b, NULL);
             return -1;
         }
     if (taas_value_number(a[7]) > taas_value_number(a[8])) {
-        taas_error_set(err, "TaasValueError", w[7], "OneCycleLR() base_momentum must not exceed max_momentum");
+        taas_error_set(err, TAAS_ERR_VALUE, w[7], "OneCycleLR() base_momentum must not exceed max_momentum");
         taas_sig_hint(err, &r->b, NULL);
         return -1;
     }

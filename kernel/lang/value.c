@@ -14,6 +14,7 @@
 
 #include "bounds.h"
 #include "builtins.h"
+#include "errnames.h"
 #include "rows.h"
 #include "utf8.h"
 
@@ -71,7 +72,7 @@ static size_t budget(void) {
 
 int taas_value_reserve(size_t bytes, const char *what, taas_error *err) {
     if (bytes <= budget() && held <= budget() - bytes) return 0;
-    taas_error_set(err, "TaasMemoryError", (taas_srcpos){0, 0}, "%s would take %.1f MiB, and the session's values "
+    taas_error_set(err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0}, "%s would take %.1f MiB, and the session's values "
                    "already hold %.1f MiB of the %.1f MiB the kernel keeps for them", what,
                    (double)bytes / (1 << 20), (double)held / (1 << 20), (double)budget() / (1 << 20));
     taas_error_hint(err, "drop values you no longer need (x = None), or build smaller ones; the kernel keeps "
@@ -150,13 +151,13 @@ int taas_object_check_size(const taas_value *obj, taas_srcpos pos, taas_error *e
     if (!obj || obj->type != TAAS_V_OBJECT) return 0;
     const char *name = obj->u.obj.def->name;
     if (obj->u.obj.depth > TAAS_VALUE_MAX_DEPTH) {
-        taas_error_set(err, "TaasValueError", pos, "%s() nests too deeply: more than %d levels of values",
+        taas_error_set(err, TAAS_ERR_VALUE, pos, "%s() nests too deeply: more than %d levels of values",
                        name, TAAS_VALUE_MAX_DEPTH);
         taas_error_hint(err, "build it from fewer nested objects; a model is one Sequential of layers");
         return -1;
     }
     if (obj->u.obj.nodes > TAAS_VALUE_MAX_NODES) {
-        taas_error_set(err, "TaasValueError", pos, "%s() is too large: it holds more than %zu values", name,
+        taas_error_set(err, TAAS_ERR_VALUE, pos, "%s() is too large: it holds more than %zu values", name,
                        TAAS_VALUE_MAX_NODES);
         taas_error_hint(err, "an object counts every value of the objects it holds, once for each time it holds them");
         return -1;

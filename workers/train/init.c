@@ -1,6 +1,7 @@
 /* PyTorch default initialisation (torch.nn.Linear/Conv2d reset_parameters). */
 #include <math.h>
 #include "init.h"
+#include "errnames.h"
 
 void taas_init_uniform(float *w, size_t n, float bound, taas_init_rng *rng) {
     for (size_t i = 0; i < n; i++)
@@ -10,7 +11,7 @@ void taas_init_uniform(float *w, size_t n, float bound, taas_init_rng *rng) {
 
 static int fan_in_error(int fan_in, const char *what, taas_error *e) {
     taas_srcpos nowhere = {0, 0};
-    taas_error_set(e, "TaasValueError", nowhere,
+    taas_error_set(e, TAAS_ERR_VALUE, nowhere,
                    "%s: cannot initialise a layer with fan_in %d (no inputs)", what, fan_in);
     taas_error_hint(e, "in_channels/in_features and the kernel size must be at least 1");
     return -1;

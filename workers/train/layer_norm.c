@@ -1,6 +1,7 @@
 /* BatchNorm1d (N, C) and BatchNorm2d (N, C, H, W), as one (N, C, HW) routine. Statistics
  * are accumulated in double so large batches do not lose precision. */
 #include <math.h>
+#include "errnames.h"
 #include "layers.h"
 
 int taas_batchnorm_forward_train(float *y, float *mean, float *invstd, float *running_mean,
@@ -10,7 +11,7 @@ int taas_batchnorm_forward_train(float *y, float *mean, float *invstd, float *ru
     size_t m = (size_t)n * hw;
     if (m < 2) {
         taas_srcpos nowhere = {0, 0};
-        taas_error_set(e, "TaasValueError", nowhere,
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere,
                        "BatchNorm: expected more than 1 value per channel when training, got "
                        "input of %d x %d x %d", n, c, hw);
         taas_error_hint(e, "use a batch size of at least 2 (drop_last=True avoids a final "

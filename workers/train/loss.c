@@ -1,20 +1,21 @@
 /* Losses, mean reduction, the arithmetic PyTorch's CPU kernels do (sums in double where
  * that only makes the result closer to the exact value). */
 #include "loss.h"
+#include "errnames.h"
 
 #include <math.h>
 
 static int check_targets(const int64_t *target, int n, int c, const char *what, taas_error *err) {
     taas_srcpos nopos = {0, 0};
     if (n <= 0 || c <= 0) {
-        taas_error_set(err, "TaasValueError", nopos, "%s: got a batch of %d samples with %d classes",
+        taas_error_set(err, TAAS_ERR_VALUE, nopos, "%s: got a batch of %d samples with %d classes",
                        what, n, c);
         taas_error_hint(err, "the input must be (N, C) with N >= 1 and C >= 1");
         return -1;
     }
     for (int i = 0; i < n; i++) {
         if (target[i] < 0 || target[i] >= c) {
-            taas_error_set(err, "TaasValueError", nopos,
+            taas_error_set(err, TAAS_ERR_VALUE, nopos,
                            "%s: target %lld of sample %d is out of range for %d classes", what,
                            (long long)target[i], i, c);
             taas_error_hint(err, "class labels must be integers in [0, %d); check the dataset's "
@@ -43,7 +44,7 @@ void taas_nll_loss_backward(float *dlogp, const int64_t *target, int n, int c, f
 int taas_cross_entropy_forward(float *loss, float *probs, const float *logits, const int64_t *target,
                                int n, int c, float label_smoothing, taas_error *err) {
     if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f)) {
-        taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0},
+        taas_error_set(err, TAAS_ERR_VALUE, (taas_srcpos){0, 0},
                        "CrossEntropyLoss: label_smoothing=%g is outside [0, 1]",
                        (double)label_smoothing);
         taas_error_hint(err, "use a value such as 0.1; 0 means no smoothing");

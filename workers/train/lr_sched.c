@@ -2,6 +2,7 @@
  * (StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR) and OneCycleLR's closed form, all
  * in double as Python does. */
 #include "lr_sched.h"
+#include "errnames.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@ void taas_sched_config_default(taas_sched_config *cfg, taas_sched_kind kind) {
 
 static int bad(taas_error *err, const char *sched, const char *arg, const char *got,
                const char *hint) {
-    taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0}, "%s: %s %s", sched, arg, got);
+    taas_error_set(err, TAAS_ERR_VALUE, (taas_srcpos){0, 0}, "%s: %s %s", sched, arg, got);
     taas_error_hint(err, "%s", hint);
     return -1;
 }
@@ -121,7 +122,7 @@ int taas_sched_step(taas_sched *s, taas_error *err) {
     case TAAS_SCHED_ONECYCLE:
         if (e > c->total_steps) {
             s->last_epoch--;
-            taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0},
+            taas_error_set(err, TAAS_ERR_VALUE, (taas_srcpos){0, 0},
                            "OneCycleLR: tried to step %ld times; total_steps is %ld", e, c->total_steps);
             taas_error_hint(err, "total_steps must cover every batch of every epoch: pass "
                                  "epochs * batches per epoch");

@@ -2,6 +2,7 @@
  * Two layers cost no pass of their own: Flatten (its output is its input's memory) and a
  * ReLU right after a Conv2d, which the convolution applies to each sample while it is in
  * cache (taas_conv2d_relu_*); the ReLU's output is then the convolution's buffer. */
+#include "errnames.h"
 #include "model.h"
 
 #include <omp.h>
@@ -113,7 +114,7 @@ static int alloc_work(taas_model *m, int n, taas_error *e) {
     return 0;
 oom:
     free_work(m);
-    taas_error_set(e, "TaasMemoryError", nowhere, "out of memory for the activations of a batch of %d", n);
+    taas_error_set(e, TAAS_ERR_MEMORY, nowhere, "out of memory for the activations of a batch of %d", n);
     taas_error_hint(e, "use a smaller batch_size");
     return -1;
 }
@@ -121,7 +122,7 @@ oom:
 int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t step, const float **out,
                        taas_error *e) {
     if (n < 1) {
-        taas_error_set(e, "TaasValueError", nowhere, "model forward with a batch of %d samples", n);
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere, "model forward with a batch of %d samples", n);
         taas_error_hint(e, "give a batch of at least one sample");
         return -1;
     }
@@ -184,7 +185,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
                     char msg[sizeof e->message], hint[sizeof e->hint];
                     memcpy(msg, e->message, sizeof msg);
                     memcpy(hint, e->hint, sizeof hint);
-                    taas_error_set(e, "TaasValueError", nowhere, "layer %d (%s): %s", i, L->name, msg);
+                    taas_error_set(e, TAAS_ERR_VALUE, nowhere, "layer %d (%s): %s", i, L->name, msg);
                     taas_error_hint(e, "%s", hint[0] ? hint : "train with batches of at least 2 samples (drop_last=True)");
                     return -1;
                 }
@@ -210,7 +211,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
 
 int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
     if (!m->batch) {
-        taas_error_set(e, "TaasValueError", nowhere, "model backward before any forward");
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere, "model backward before any forward");
         taas_error_hint(e, "run taas_model_forward on the batch first");
         return -1;
     }

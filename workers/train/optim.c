@@ -6,6 +6,7 @@
 
 #include <math.h>
 
+#include "errnames.h"
 #include "simd.h"
 
 void taas_optim_config_default(taas_optim_config *cfg, taas_optim_kind kind) {
@@ -32,7 +33,7 @@ const char *taas_optim_name(taas_optim_kind kind) {
 
 static int bad(taas_error *err, const taas_optim_config *cfg, const char *what, double v,
                const char *hint) {
-    taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0}, "%s: invalid %s %g",
+    taas_error_set(err, TAAS_ERR_VALUE, (taas_srcpos){0, 0}, "%s: invalid %s %g",
                    taas_optim_name(cfg->kind), what, v);
     taas_error_hint(err, "%s", hint);
     return -1;
@@ -46,7 +47,7 @@ int taas_optim_config_check(const taas_optim_config *cfg, taas_error *err) {
     if ((k == TAAS_OPTIM_SGD || k == TAAS_OPTIM_RMSPROP) && !(cfg->momentum >= 0.0))
         return bad(err, cfg, "momentum", cfg->momentum, "momentum must be >= 0, e.g. momentum=0.9");
     if (k == TAAS_OPTIM_SGD && cfg->nesterov && (cfg->momentum <= 0.0 || cfg->dampening != 0.0)) {
-        taas_error_set(err, "TaasValueError", (taas_srcpos){0, 0},
+        taas_error_set(err, TAAS_ERR_VALUE, (taas_srcpos){0, 0},
                        "SGD: nesterov=True needs momentum > 0 and dampening = 0 (got momentum=%g, "
                        "dampening=%g)", cfg->momentum, cfg->dampening);
         taas_error_hint(err, "set momentum (e.g. 0.9) and leave dampening at 0, or drop nesterov");

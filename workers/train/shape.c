@@ -1,6 +1,7 @@
 /* The shape rules of the layers: output sizes and the checks PyTorch makes before it
  * computes. Apart from the arithmetic (no BLAS, no OpenMP) so that the kernel can plan a
  * model, and find its shape errors, without loading the training core. */
+#include "errnames.h"
 #include "layers.h"
 
 int taas_conv2d_out_h(const taas_conv2d_shape *s) { return (s->h + 2 * s->ph - s->kh) / s->sh + 1; }
@@ -10,7 +11,7 @@ int taas_conv2d_check(const taas_conv2d_shape *s, taas_error *e) {
     taas_srcpos nowhere = {0, 0};
     if (s->n <= 0 || s->c <= 0 || s->h <= 0 || s->w <= 0 || s->oc <= 0 || s->kh <= 0 ||
         s->kw <= 0 || s->sh <= 0 || s->sw <= 0 || s->ph < 0 || s->pw < 0) {
-        taas_error_set(e, "TaasValueError", nowhere,
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere,
                        "Conv2d: sizes must be positive (input %dx%dx%dx%d, out_channels %d, "
                        "kernel %dx%d, stride %dx%d) and padding non-negative (%dx%d)",
                        s->n, s->c, s->h, s->w, s->oc, s->kh, s->kw, s->sh, s->sw, s->ph, s->pw);
@@ -18,7 +19,7 @@ int taas_conv2d_check(const taas_conv2d_shape *s, taas_error *e) {
         return -1;
     }
     if (s->h + 2 * s->ph < s->kh || s->w + 2 * s->pw < s->kw) {
-        taas_error_set(e, "TaasValueError", nowhere,
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere,
                        "Conv2d: kernel %dx%d is larger than the padded input %dx%d",
                        s->kh, s->kw, s->h + 2 * s->ph, s->w + 2 * s->pw);
         taas_error_hint(e, "use a smaller kernel_size, more padding, or a larger input");
@@ -34,7 +35,7 @@ int taas_pool2d_check(const taas_pool2d_shape *s, taas_error *e) {
     taas_srcpos nowhere = {0, 0};
     if (s->n <= 0 || s->c <= 0 || s->h <= 0 || s->w <= 0 || s->kh <= 0 || s->kw <= 0 ||
         s->sh <= 0 || s->sw <= 0 || s->ph < 0 || s->pw < 0) {
-        taas_error_set(e, "TaasValueError", nowhere,
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere,
                        "pooling: sizes must be positive (input %dx%dx%dx%d, kernel %dx%d, "
                        "stride %dx%d) and padding non-negative (%dx%d)",
                        s->n, s->c, s->h, s->w, s->kh, s->kw, s->sh, s->sw, s->ph, s->pw);
@@ -42,14 +43,14 @@ int taas_pool2d_check(const taas_pool2d_shape *s, taas_error *e) {
         return -1;
     }
     if (2 * s->ph > s->kh || 2 * s->pw > s->kw) {
-        taas_error_set(e, "TaasValueError", nowhere,
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere,
                        "pooling: padding %dx%d is more than half the kernel %dx%d",
                        s->ph, s->pw, s->kh, s->kw);
         taas_error_hint(e, "use padding <= kernel_size // 2, as PyTorch requires");
         return -1;
     }
     if (s->h + 2 * s->ph < s->kh || s->w + 2 * s->pw < s->kw) {
-        taas_error_set(e, "TaasValueError", nowhere,
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere,
                        "pooling: kernel %dx%d is larger than the padded input %dx%d",
                        s->kh, s->kw, s->h + 2 * s->ph, s->w + 2 * s->pw);
         taas_error_hint(e, "use a smaller kernel_size or pool earlier in the network");
@@ -61,7 +62,7 @@ int taas_pool2d_check(const taas_pool2d_shape *s, taas_error *e) {
 int taas_dropout_check(float p, taas_error *e) {
     if (!(p >= 0.0f && p <= 1.0f)) {
         taas_srcpos nowhere = {0, 0};
-        taas_error_set(e, "TaasValueError", nowhere,
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere,
                        "Dropout: probability p=%g is outside [0, 1]", (double)p);
         taas_error_hint(e, "p is the chance of zeroing an element, e.g. Dropout(0.5)");
         return -1;

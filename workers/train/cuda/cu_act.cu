@@ -5,6 +5,7 @@
 #include "ctr_rng.h"  /* the CPU's Dropout mask, bit for bit (test_cuda_layers checks it) */
 #include "cu_kern.cuh"
 #include "cu_layers.h"
+#include "errnames.h"
 
 __global__ static void act_fwd(taas_cu_act kind, float *y, const float *x, size_t n, float slope) {
     TAAS_CU_LOOP(i, n) {
@@ -128,7 +129,7 @@ extern "C" int taas_cu_check_code(taas_cu *cu, taas_error *err) {
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cu->device);
     cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cu->device);
     taas_srcpos nowhere = {0, 0};
-    taas_error_set(err, "TaasDeviceError", nowhere, "this build of taas has no GPU code for %s (compute capability "
+    taas_error_set(err, TAAS_ERR_DEVICE, nowhere, "this build of taas has no GPU code for %s (compute capability "
                    "%d.%d): %s", cu->name, major, minor, cudaGetErrorString(rc));
     taas_error_hint(err, "rebuild with -DCMAKE_CUDA_ARCHITECTURES=%d%d (or native), or train on the CPU", major, minor);
     return -1;

@@ -6,6 +6,7 @@
 // whole chunk in its inner dimension and the input gradient one sgemm and a col2im gather.
 #include "cu_kern.cuh"
 #include "cu_layers.h"
+#include "errnames.h"
 
 // Scratch floats the model gives a convolution: col and T together (256 MiB).
 static const size_t SCRATCH_BUDGET = (size_t)64 << 20;
@@ -109,13 +110,13 @@ static int checked_chunk(const taas_conv2d_shape *s, const conv_dims &d, size_t 
     taas_srcpos nowhere = {0, 0};
     int cn = chunk(s, d, room);
     if (cn < 1) {
-        taas_error_set(err, "TaasInternalError", nowhere, "Conv2d: %zu floats of scratch hold no sample's %zu", room,
+        taas_error_set(err, TAAS_ERR_INTERNAL, nowhere, "Conv2d: %zu floats of scratch hold no sample's %zu", room,
                        (d.k + (size_t)s->oc) * d.p);
         taas_error_hint(err, "this is a bug in taas; please report it");
         return 0;
     }
     if ((size_t)cn * d.p > 0x7fffffff || d.k > 0x7fffffff) {
-        taas_error_set(err, "TaasValueError", nowhere,
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere,
                        "Conv2d: a %dx%d output of %zu rows per position is too large for cuBLAS's int sizes",
                        d.oh, d.ow, d.k);
         taas_error_hint(err, "use smaller images or fewer channels");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cu_layers.h"
+#include "errnames.h"
 
 static const taas_srcpos NOPOS = {0, 0};
 
@@ -106,7 +107,7 @@ static int reserve(taas_cu_model *dm, int n, taas_error *err) {
     if (!o_act || !o_aux || !o_arg || !dm->own || !dm->acts || !dm->aux || !dm->argmax) {
         free(o_act), free(o_aux), free(o_arg);
         free_work(dm);
-        return taas_error_set(err, "TaasMemoryError", NOPOS, "out of memory for the model's layout");
+        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the model's layout");
     }
     /* SIZE_MAX: no buffer of that kind for the layer */
     for (int i = 0; i <= nl; i++) o_act[i] = SIZE_MAX;
@@ -213,7 +214,7 @@ int taas_cu_model_forward(taas_cu_model *dm, const float *x, int n, int train, u
                           const float **out, taas_error *err) {
     taas_model *m = dm->m;
     if (n < 1 || nrun < 0 || nrun > m->nlayers) {
-        taas_error_set(err, "TaasValueError", NOPOS, "model forward with a batch of %d samples through %d layers", n,
+        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "model forward with a batch of %d samples through %d layers", n,
                        nrun);
         taas_error_hint(err, "give a batch of at least one sample");
         return -1;
@@ -286,7 +287,7 @@ static int backward_layer(taas_cu_model *dm, int i, float *dx, const float *dy, 
 
 int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err) {
     if (!dm->n) {
-        taas_error_set(err, "TaasValueError", NOPOS, "model backward before any forward");
+        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "model backward before any forward");
         taas_error_hint(err, "run taas_cu_model_forward on the batch first");
         return -1;
     }

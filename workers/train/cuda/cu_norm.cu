@@ -4,6 +4,7 @@
 
 #include "cu_kern.cuh"
 #include "cu_layers.h"
+#include "errnames.h"
 
 #define AT(i, k) ((((size_t)(i)) * c + ch) * hw + (k))
 
@@ -107,7 +108,7 @@ extern "C" int taas_cu_batchnorm_forward_train(taas_cu *cu, float *y, float *mea
                                                float momentum, float eps, taas_error *err) {
     if ((size_t)n * hw < 2) {  // the CPU's words (layer_norm.c), as PyTorch refuses it
         taas_srcpos nowhere = {0, 0};
-        taas_error_set(err, "TaasValueError", nowhere,
+        taas_error_set(err, TAAS_ERR_VALUE, nowhere,
                        "BatchNorm: expected more than 1 value per channel when training, got input of %d x %d x %d",
                        n, c, hw);
         taas_error_hint(err, "use a batch size of at least 2 (drop_last=True avoids a final batch of 1), or put "
