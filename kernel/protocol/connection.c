@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errnames.h"
 #include "utf8.h"
 
-#define ENAME "TaasConnectionError"
+#define ENAME TAAS_ERR_CONNECTION
 /* Connection files are a few hundred bytes; anything this large is not one. */
 #define MAX_FILE_BYTES (1 << 20)
 
@@ -17,8 +18,6 @@ static const char HINT_FORMAT[] =
     "\"ip\": \"127.0.0.1\", \"shell_port\": 53794, \"iopub_port\": 53795, \"stdin_port\": "
     "53796, \"control_port\": 53797, \"hb_port\": 53798, \"key\": \"...\", "
     "\"signature_scheme\": \"hmac-sha256\"}";
-
-static const taas_srcpos NOPOS = {0, 0};
 
 /* Printable form of a user-supplied string for a message: valid UTF-8, bounded. */
 static void quote(char *out, size_t n, const char *s) {
@@ -44,12 +43,12 @@ static int get_port(json_t *root, const char *name, const char *origin, int *out
                     taas_error *err) {
     json_t *v = json_object_get(root, name);
     if (!v) {
-        taas_error_set(err, ENAME, NOPOS, "connection file '%s' has no \"%s\"", origin, name);
+        taas_error_set(err, ENAME, TAAS_NOPOS, "connection file '%s' has no \"%s\"", origin, name);
         taas_error_hint(err, "%s", HINT_FORMAT);
         return -1;
     }
     if (!json_is_integer(v)) {
-        taas_error_set(err, ENAME, NOPOS,
+        taas_error_set(err, ENAME, TAAS_NOPOS,
                        "\"%s\" in connection file '%s' is %s; it must be a port number", name,
                        origin, json_kind(v));
         taas_error_hint(err, "write the port as a JSON integer from 1 to 65535, e.g. \"%s\": 53794",
@@ -58,7 +57,7 @@ static int get_port(json_t *root, const char *name, const char *origin, int *out
     }
     json_int_t p = json_integer_value(v);
     if (p < 1 || p > 65535) {
-        taas_error_set(err, ENAME, NOPOS,
+        taas_error_set(err, ENAME, TAAS_NOPOS,
                        "\"%s\" in connection file '%s' is %lld, which is not a port number",
                        name, origin, (long long)p);
         taas_error_hint(err, "use a port from 1 to 65535 (taas-kernel does not pick random "
@@ -75,7 +74,7 @@ static int get_string(json_t *root, const char *name, const char *origin, const 
     json_t *v = json_object_get(root, name);
     if (!v) return 0;
     if (!json_is_string(v)) {
-        taas_error_set(err, ENAME, NOPOS, "\"%s\" in connection file '%s' is %s; it must be a string",
+        taas_error_set(err, ENAME, TAAS_NOPOS, "\"%s\" in connection file '%s' is %s; it must be a string",
                        name, origin, json_kind(v));
         taas_error_hint(err, "%s", HINT_FORMAT);
         return -1;
@@ -98,13 +97,13 @@ static int check_fields(json_t *root, const char *origin, taas_connection *c, ta
 
     if (strcmp(transport, "tcp") != 0 && strcmp(transport, "ipc") != 0) {
         quote(q, sizeof q, transport);
-        taas_error_set(err, ENAME, NOPOS,
+        taas_error_set(err, ENAME, TAAS_NOPOS,
                        "transport \"%s\" in connection file '%s' is not supported", q, origin);
         taas_error_hint(err, "use \"transport\": \"tcp\" (the default) or \"ipc\"");
         return -1;
     }
     if (ip[0] == '\0' || strlen(ip) >= sizeof c->ip) {
-        taas_error_set(err, ENAME, NOPOS, "\"ip\" in connection file '%s' is %s", origin,
+        taas_error_set(err, ENAME, TAAS_NOPOS, "\"ip\" in connection file '%s' is %s", origin,
                        ip[0] ? "too long" : "empty");
         taas_error_hint(err, "give the address to listen on, e.g. \"ip\": \"127.0.0.1\"");
         return -1;
@@ -113,7 +112,7 @@ static int check_fields(json_t *root, const char *origin, taas_connection *c, ta
      * mean accepting messages we cannot authenticate. */
     if (strcmp(scheme, "hmac-sha256") != 0) {
         quote(q, sizeof q, scheme);
-        taas_error_set(err, ENAME, NOPOS,
+        taas_error_set(err, ENAME, TAAS_NOPOS,
                        "signature_scheme \"%s\" in connection file '%s' is not supported: "
                        "taas-kernel signs and verifies messages with hmac-sha256 only",
                        q, origin);
@@ -131,7 +130,7 @@ static int check_fields(json_t *root, const char *origin, taas_connection *c, ta
     for (int i = 0; i < 5; i++)
         for (int j = i + 1; j < 5; j++)
             if (*ports[i] == *ports[j]) {
-                taas_error_set(err, ENAME, NOPOS,
+                taas_error_set(err, ENAME, TAAS_NOPOS,
                                "\"%s\" and \"%s\" in connection file '%s' are both %d",
                                names[i], names[j], origin, *ports[i]);
                 taas_error_hint(err, "every channel needs a port of its own");
@@ -143,7 +142,7 @@ static int check_fields(json_t *root, const char *origin, taas_connection *c, ta
     snprintf(c->signature_scheme, sizeof c->signature_scheme, "%s", scheme);
     c->key = malloc(key_len + 1);
     if (!c->key) {
-        taas_error_set(err, ENAME, NOPOS, "out of memory reading connection file '%s'", origin);
+        taas_error_set(err, ENAME, TAAS_NOPOS, "out of memory reading connection file '%s'", origin);
         return -1;
     }
     memcpy(c->key, key, key_len);
@@ -159,14 +158,14 @@ taas_connection *taas_connection_parse(const char *text, size_t len, const char 
     if (!root) {
         char why[sizeof jerr.text];
         quote(why, sizeof why, jerr.text);
-        taas_error_set(err, ENAME, NOPOS,
+        taas_error_set(err, ENAME, TAAS_NOPOS,
                        "connection file '%s' is not valid JSON: %s (line %d, column %d)", origin,
                        why, jerr.line, jerr.column);
         taas_error_hint(err, "%s", HINT_FORMAT);
         return NULL;
     }
     if (!json_is_object(root)) {
-        taas_error_set(err, ENAME, NOPOS, "connection file '%s' holds %s, not a JSON object",
+        taas_error_set(err, ENAME, TAAS_NOPOS, "connection file '%s' holds %s, not a JSON object",
                        origin, json_kind(root));
         taas_error_hint(err, "%s", HINT_FORMAT);
         json_decref(root);
@@ -175,7 +174,7 @@ taas_connection *taas_connection_parse(const char *text, size_t len, const char 
     taas_connection *c = calloc(1, sizeof *c);
     if (!c) {
         json_decref(root);
-        taas_error_set(err, ENAME, NOPOS, "out of memory reading connection file '%s'", origin);
+        taas_error_set(err, ENAME, TAAS_NOPOS, "out of memory reading connection file '%s'", origin);
         return NULL;
     }
     int rc = check_fields(root, origin, c, err);
@@ -191,7 +190,7 @@ taas_connection *taas_connection_load(const char *path, taas_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
-        taas_error_set(err, ENAME, NOPOS, "cannot read connection file '%s': %s", path,
+        taas_error_set(err, ENAME, TAAS_NOPOS, "cannot read connection file '%s': %s", path,
                        strerror(e));
         taas_error_hint(err, "start the kernel through Jupyter (e.g. jupyter console "
                              "--kernel taas), which writes this file and passes it with -f");
@@ -204,7 +203,7 @@ taas_connection *taas_connection_load(const char *path, taas_error *err) {
     fclose(f);
     if (!text || rerr) {
         free(text);
-        taas_error_set(err, ENAME, NOPOS, "cannot read connection file '%s': %s", path,
+        taas_error_set(err, ENAME, TAAS_NOPOS, "cannot read connection file '%s': %s", path,
                        text ? strerror(rerr) : "out of memory");
         taas_error_hint(err, "pass the path of the connection file Jupyter wrote (a regular "
                              "file), with -f");
@@ -212,7 +211,7 @@ taas_connection *taas_connection_load(const char *path, taas_error *err) {
     }
     if (n > MAX_FILE_BYTES) {
         free(text);
-        taas_error_set(err, ENAME, NOPOS,
+        taas_error_set(err, ENAME, TAAS_NOPOS,
                        "connection file '%s' is larger than 1 MiB, so it is not a connection file",
                        path);
         taas_error_hint(err, "%s", HINT_FORMAT);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errnames.h"
 #include "kernel_priv.h"
 #include "log.h"
 
@@ -112,7 +113,7 @@ static void finish_ok(taas_kernel *k, taas_exec *x, json_t *result) {
 
 static void finish_error(taas_kernel *k, taas_exec *x, taas_error *err) {
     if (!taas_error_is_set(err)) {
-        taas_error_set(err, "TaasInternalError", (taas_srcpos){0, 0},
+        taas_error_set(err, TAAS_ERR_INTERNAL, (taas_srcpos){0, 0},
                        "the cell failed without an error message");
         taas_error_hint(err, "this is a bug in taas-kernel; please report the cell that did it");
     }
@@ -169,7 +170,7 @@ void taas_execute_request(taas_kernel *k, void *sock, taas_msg *msg) {
         const char *why = code ? "out of memory" : "execute_request: the content has no \"code\" string";
         taas_log("bad request: %s", why);
         taas_kernel_reply(k, sock, msg, "execute_reply",
-                          taas_error_reply_content("TaasProtocolError", why));
+                          taas_error_reply_content(TAAS_ERR_PROTOCOL, why));
         taas_kernel_status(k, "idle", msg->header);
         taas_msg_free(msg);
         exec_free(x);

@@ -4,10 +4,11 @@
 #include <string.h>
 
 #include "cursor.h"
+#include "errnames.h"
 #include "kernel_priv.h"
 #include "log.h"
 
-#define PROTO_ERROR "TaasProtocolError"
+#define PROTO_ERROR TAAS_ERR_PROTOCOL
 
 /* Returns 1 when the handler took msg (and will send its idle status itself). */
 typedef int (*handler_fn)(taas_kernel *k, void *sock, taas_msg *msg);
@@ -17,15 +18,58 @@ static const char BANNER[] =
     "Cells use Python's expression syntax with PyTorch's names (nn.Conv2d, DataLoader, "
     "fit, ...).\nhelp(name) describes a builtin; Tab completes; Shift-Tab inspects.";
 
-/* A request whose content lacks a field it needs is answered with an error reply. */
-static void bad_request(taas_kernel *k, void *sock, const taas_msg *msg, const char *what) {
-    char reply_type[128], evalue[256];
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n > m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* A request that cannot be served (a field missing or out of range, undecodable): "<msg_type>:
+ * what" in the matching *_reply with status error. A message that is not a request has no
+ * reply, so it is only logged. */
+static void error_reply(taas_kernel *k, void *sock, const taas_msg *msg, const char *what) {
     const char *t = msg->msg_type;
-    size_t base = strlen(t) > 8 ? strlen(t) - 8 : 0;   /* strip "_request" */
-    snprintf(reply_type, sizeof reply_type, "%.*s_reply", (int)base, t);
+    char evalue[640];
     snprintf(evalue, sizeof evalue, "%.80s: %s", t, what);
     taas_log("bad request: %s", evalue);
-    taas_kernel_reply(k, sock, msg, reply_type, taas_error_reply_content(PROTO_ERROR, evalue));
+    if (!ends_with(t, "_request")) return;
+    char reply_type[128];
+    snprintf(reply_type, sizeof reply_type, "%.*s_reply", (int)(strlen(t) - 8), t);
+    json_t *c = taas_error_reply_content(PROTO_ERROR, evalue);
+    /* the spec has execution_count in every execute_reply; nothing ran, so it stays */
+    if (strcmp(t, "execute_request") == 0)
+        json_object_set_new(c, "execution_count", json_integer(k->execution_count));
+    taas_kernel_reply(k, sock, msg, reply_type, c);
+}
+
+/* A number as short as it reads back: 1e+30 -> "1e30". */
+static void format_number(double v, char *out, size_t size) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(out, size, "%.*g", prec, v);
+        if (strtod(out, NULL) == v) break;
+    }
+    char *e = strchr(out, 'e');
+    if (!e) return;
+    char *from = e + 1, *to = e + 1;
+    if (*from == '+') from++;
+    else if (*from == '-') *to++ = *from++;
+    while (*from == '0' && from[1]) from++;
+    memmove(to, from, strlen(from) + 1);
+}
+
+/* A numeric member that is to become a 64-bit integer: 0 when it can (or is missing or
+ * not a number), -1 after an error reply when it is out of range. jansson gives a real for
+ * an integer literal beyond 64 bits (wire.c), so that it gets here to be named. */
+static int check_range(taas_kernel *k, void *sock, const taas_msg *msg, const char *key) {
+    const json_t *v = json_object_get(msg->content, key);
+    if (!json_is_real(v)) return 0;
+    double x = json_real_value(v);
+    if (x >= -9223372036854775808.0 && x < 9223372036854775808.0) return 0;
+    char num[40], what[160];
+    format_number(x, num, sizeof num);
+    snprintf(what, sizeof what, "%s %s is out of range: it must be an integer from -2^63 to "
+             "2^63-1", key, num);
+    error_reply(k, sock, msg, what);
+    return -1;
 }
 
 static int h_kernel_info(taas_kernel *k, void *sock, taas_msg *msg) {
@@ -42,7 +86,7 @@ static int h_kernel_info(taas_kernel *k, void *sock, taas_msg *msg) {
 static int h_is_complete(taas_kernel *k, void *sock, taas_msg *msg) {
     const char *code = taas_json_get_str(msg->content, "code", NULL);
     if (!code) {
-        bad_request(k, sock, msg, "the content has no \"code\" string");
+        error_reply(k, sock, msg, "the content has no \"code\" string");
         return 0;
     }
     const char *status = taas_interp_is_complete(k->interp, code);
@@ -57,9 +101,10 @@ static int h_is_complete(taas_kernel *k, void *sock, taas_msg *msg) {
 static int h_complete(taas_kernel *k, void *sock, taas_msg *msg) {
     const char *code = taas_json_get_str(msg->content, "code", NULL);
     if (!code) {
-        bad_request(k, sock, msg, "the content has no \"code\" string");
+        error_reply(k, sock, msg, "the content has no \"code\" string");
         return 0;
     }
+    if (check_range(k, sock, msg, "cursor_pos")) return 0;
     size_t len = strlen(code);
     size_t cursor = taas_cursor_to_byte(code, json_object_get(msg->content, "cursor_pos"));
     size_t start = cursor, end = cursor;
@@ -81,9 +126,10 @@ static int h_complete(taas_kernel *k, void *sock, taas_msg *msg) {
 static int h_inspect(taas_kernel *k, void *sock, taas_msg *msg) {
     const char *code = taas_json_get_str(msg->content, "code", NULL);
     if (!code) {
-        bad_request(k, sock, msg, "the content has no \"code\" string");
+        error_reply(k, sock, msg, "the content has no \"code\" string");
         return 0;
     }
+    if (check_range(k, sock, msg, "cursor_pos")) return 0;
     size_t cursor = taas_cursor_to_byte(code, json_object_get(msg->content, "cursor_pos"));
     json_t *dl = json_object_get(msg->content, "detail_level");
     int detail = json_is_integer(dl) && json_integer_value(dl) > 0 ? 1 : 0;
@@ -98,7 +144,8 @@ static int h_inspect(taas_kernel *k, void *sock, taas_msg *msg) {
     return 0;
 }
 
-/* An integer member; dflt when missing or null. Numbers with a fraction are truncated. */
+/* An integer member; dflt when missing or null. Numbers with a fraction are truncated;
+ * check_range has refused those beyond a long. */
 static long get_long(const json_t *obj, const char *key, long dflt) {
     const json_t *v = json_object_get(obj, key);
     if (json_is_integer(v)) return (long)json_integer_value(v);
@@ -107,6 +154,9 @@ static long get_long(const json_t *obj, const char *key, long dflt) {
 }
 
 static int h_history(taas_kernel *k, void *sock, taas_msg *msg) {
+    static const char *const NUMBERS[] = {"n", "session", "start", "stop"};
+    for (size_t i = 0; i < sizeof NUMBERS / sizeof NUMBERS[0]; i++)
+        if (check_range(k, sock, msg, NUMBERS[i])) return 0;
     const json_t *c = msg->content;
     const char *type = taas_json_get_str(c, "hist_access_type", "tail");
     int output = taas_json_get_bool(c, "output", 0);
@@ -122,7 +172,7 @@ static int h_history(taas_kernel *k, void *sock, taas_msg *msg) {
                                    get_long(c, "n", -1), taas_json_get_bool(c, "unique", 0),
                                    output);
     } else {
-        bad_request(k, sock, msg, "hist_access_type must be \"tail\", \"range\" or \"search\"");
+        error_reply(k, sock, msg, "hist_access_type must be \"tail\", \"range\" or \"search\"");
         return 0;
     }
     taas_kernel_reply(k, sock, msg, "history_reply",
@@ -218,11 +268,6 @@ static const struct route {
     {"interrupt_request", h_interrupt, BOTH},
 };
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n > m && strcmp(s + n - m, suffix) == 0;
-}
-
 void taas_kernel_dispatch(taas_kernel *k, void *sock, taas_channel ch, taas_msg *msg) {
     const char *chname = ch == TAAS_CH_SHELL ? "shell" : "control";
     taas_kernel_status(k, "busy", msg->header);
@@ -230,18 +275,20 @@ void taas_kernel_dispatch(taas_kernel *k, void *sock, taas_channel ch, taas_msg 
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0] && !r; i++)
         if (strcmp(ROUTES[i].msg_type, msg->msg_type) == 0) r = &ROUTES[i];
     int kept = 0;
-    if (r && (r->channels & ch)) {
+    if (msg->undecodable) {
+        /* signed, so its sender is known and waits: told why, never acted on */
+        error_reply(k, sock, msg, msg->undecodable);
+    } else if (r && (r->channels & ch)) {
         kept = r->fn(k, sock, msg);
     } else if (r) {
         char what[128];
         snprintf(what, sizeof what, "it is served on the shell channel, not on %s", chname);
-        bad_request(k, sock, msg, what);
+        error_reply(k, sock, msg, what);
     } else {
         taas_log("unknown message type '%.80s' on %s", msg->msg_type, chname);
         if (ends_with(msg->msg_type, "_request")) {
-            char evalue[160];
+            char reply_type[128], evalue[160];
             snprintf(evalue, sizeof evalue, "unknown message type '%.80s'", msg->msg_type);
-            char reply_type[128];
             snprintf(reply_type, sizeof reply_type, "%.*s_reply",
                      (int)(strlen(msg->msg_type) - 8), msg->msg_type);
             taas_kernel_reply(k, sock, msg, reply_type,

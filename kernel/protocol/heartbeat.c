@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <zmq.h>
 
+#include "errnames.h"
 #include "log.h"
 #include "zsock.h"
 
@@ -63,7 +64,7 @@ static void *echo_loop(void *arg) {
 
 static taas_heartbeat *fail(taas_heartbeat *hb, taas_error *err, const char *what,
                             const char *endpoint) {
-    taas_error_set(err, "TaasConnectionError", (taas_srcpos){0, 0},
+    taas_error_set(err, TAAS_ERR_CONNECTION, (taas_srcpos){0, 0},
                    "cannot %s the heartbeat socket on %s: %s", what, endpoint,
                    zmq_strerror(errno));
     taas_error_hint(err, "another process may hold the port; let Jupyter start the kernel "
@@ -78,7 +79,7 @@ static taas_heartbeat *fail(taas_heartbeat *hb, taas_error *err, const char *wha
 taas_heartbeat *taas_heartbeat_new(void *zctx, const char *endpoint, taas_error *err) {
     taas_heartbeat *hb = calloc(1, sizeof *hb);
     if (!hb) {
-        taas_error_set(err, "TaasConnectionError", (taas_srcpos){0, 0}, "out of memory");
+        taas_error_set(err, TAAS_ERR_CONNECTION, (taas_srcpos){0, 0}, "out of memory");
         return NULL;
     }
     char pipe_ep[64];

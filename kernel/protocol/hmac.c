@@ -5,6 +5,7 @@
  * CURVE), while loading libcrypto and activating its providers made up 1.6 to 3.4 MiB of the
  * kernel's resident memory, more than the whole budget the kernel has (bench/RESULTS.md). */
 #include "hmac.h"
+#include "errnames.h"
 
 #include <sodium.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@ taas_signer *taas_signer_new(const void *key, size_t key_len, taas_error *err) {
     taas_signer *s = calloc(1, sizeof *s);
     if (!s || sodium_init() < 0) {
         free(s);
-        taas_error_set(err, "TaasCryptoError", (taas_srcpos){0, 0},
+        taas_error_set(err, TAAS_ERR_SECURITY, (taas_srcpos){0, 0},
                        "cannot set up HMAC-SHA256 for message signing (libsodium)");
         taas_error_hint(err, "check the libsodium installation (libsodium23)");
         return NULL;

@@ -8,13 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "errnames.h"
 #include "utf8.h"
 #include "wire.h"
 
-#define USAGE "TaasUsageError"
-#define ENAME "TaasInstallError"
+#define USAGE TAAS_ERR_USAGE
+#define ENAME TAAS_ERR_INSTALL
 
-static const taas_srcpos NOPOS = {0, 0};
 static const char USAGE_HINT[] =
     "usage: taas-kernel install [--user | --prefix DIR] [--name NAME] [--display-name TEXT]";
 static const char *const FILES[3] = {"kernel.json", "logo-32x32.png", "logo-64x64.png"};
@@ -44,7 +44,7 @@ static int option(int argc, char **argv, int *i, const char *opt, const char **v
     } else if (*i + 1 < argc) {
         *val = argv[++*i];
     } else {
-        taas_error_set(err, USAGE, NOPOS, "%s needs a value", opt);
+        taas_error_set(err, USAGE, TAAS_NOPOS, "%s needs a value", opt);
         taas_error_hint(err, "%s", USAGE_HINT);
         *bad = 1;
     }
@@ -62,7 +62,7 @@ int taas_install_parse(int argc, char **argv, taas_install_opts *o, taas_error *
         } else if (option(argc, argv, &i, "--prefix", &v, err, &bad)) {
             if (bad) return -1;
             if (!*v) {
-                taas_error_set(err, USAGE, NOPOS, "--prefix needs a directory, not \"\"");
+                taas_error_set(err, USAGE, TAAS_NOPOS, "--prefix needs a directory, not \"\"");
                 taas_error_hint(err, "%s", USAGE_HINT);
                 return -1;
             }
@@ -75,21 +75,21 @@ int taas_install_parse(int argc, char **argv, taas_install_opts *o, taas_error *
             o->display_name = v;
         } else {
             char *a = clean(argv[i]);
-            taas_error_set(err, USAGE, NOPOS, "unknown option '%s' for install", a ? a : "?");
+            taas_error_set(err, USAGE, TAAS_NOPOS, "unknown option '%s' for install", a ? a : "?");
             free(a);
             taas_error_hint(err, "%s", USAGE_HINT);
             return -1;
         }
     }
     if (o->user && o->prefix) {
-        taas_error_set(err, USAGE, NOPOS, "--user and --prefix cannot be used together");
+        taas_error_set(err, USAGE, TAAS_NOPOS, "--user and --prefix cannot be used together");
         taas_error_hint(err, "--user installs for you alone, --prefix DIR under DIR/share/jupyter; "
                              "choose one");
         return -1;
     }
     if (!valid_name(o->name)) {
         char *a = clean(o->name);
-        taas_error_set(err, USAGE, NOPOS, "kernel name '%s' is not allowed", a ? a : "?");
+        taas_error_set(err, USAGE, TAAS_NOPOS, "kernel name '%s' is not allowed", a ? a : "?");
         free(a);
         taas_error_hint(err, "Jupyter kernel names use only letters, digits, '.', '_' and '-'");
         return -1;
@@ -109,7 +109,7 @@ int taas_install_dest(const taas_install_opts *o, char *out, size_t n, taas_erro
         else if (home && *home)
             w = snprintf(out, n, "%s/.local/share/jupyter/kernels/%s", home, o->name);
         else {
-            taas_error_set(err, ENAME, NOPOS, "--user: HOME is not set, so there is no user "
+            taas_error_set(err, ENAME, TAAS_NOPOS, "--user: HOME is not set, so there is no user "
                                               "Jupyter directory");
             taas_error_hint(err, "set HOME or JUPYTER_DATA_DIR, or use --prefix DIR");
             return -1;
@@ -119,7 +119,7 @@ int taas_install_dest(const taas_install_opts *o, char *out, size_t n, taas_erro
                      o->name);
     }
     if (w < 0 || (size_t)w >= n) {
-        taas_error_set(err, ENAME, NOPOS, "the kernelspec directory's path is too long");
+        taas_error_set(err, ENAME, TAAS_NOPOS, "the kernelspec directory's path is too long");
         taas_error_hint(err, "use a shorter --prefix");
         return -1;
     }
@@ -128,7 +128,7 @@ int taas_install_dest(const taas_install_opts *o, char *out, size_t n, taas_erro
 
 static int io_error(taas_error *err, const char *what, const char *path, int e) {
     char *p = clean(path);
-    taas_error_set(err, ENAME, NOPOS, "cannot %s '%s': %s", what, p ? p : "?", strerror(e));
+    taas_error_set(err, ENAME, TAAS_NOPOS, "cannot %s '%s': %s", what, p ? p : "?", strerror(e));
     free(p);
     if (e == EACCES || e == EPERM || e == EROFS)
         taas_error_hint(err, "use --user to install for yourself, or --prefix DIR, or run as "
@@ -214,7 +214,7 @@ static int write_kernel_json(const char *src, const char *dst, const taas_instal
     json_t *argv = json_object_get(spec, "argv");
     if (!json_is_object(spec) || !json_is_array(argv) || json_array_size(argv) == 0) {
         char *p = clean(src);
-        taas_error_set(err, ENAME, NOPOS, "'%s' is not a kernelspec (a JSON object with an "
+        taas_error_set(err, ENAME, TAAS_NOPOS, "'%s' is not a kernelspec (a JSON object with an "
                                           "\"argv\" list)%s%s", p ? p : "?",
                        spec ? "" : ": ", spec ? "" : jerr.text);
         free(p);
@@ -234,7 +234,7 @@ int taas_install(const taas_install_opts *o, const char *const *spec_dirs, const
                  char *where, size_t n, taas_error *err) {
     const char *src = find_spec(spec_dirs);
     if (!src) {
-        taas_error_set(err, ENAME, NOPOS, "cannot find the kernelspec files (kernel.json, "
+        taas_error_set(err, ENAME, TAAS_NOPOS, "cannot find the kernelspec files (kernel.json, "
                                           "logo-32x32.png, logo-64x64.png)%s%s",
                        spec_dirs && spec_dirs[0] ? " in " : "",
                        spec_dirs && spec_dirs[0] ? spec_dirs[0] : "");

@@ -11,10 +11,11 @@
 #include <zmq.h>
 
 #include "clock.h"
+#include "errnames.h"
 #include "log.h"
 #include "zsock.h"
 
-#define ENAME "TaasConnectionError"
+#define ENAME TAAS_ERR_CONNECTION
 /* How long closing sockets waits for the last replies to leave (ms). */
 #define LINGER_MS 1000
 
@@ -65,10 +66,12 @@ static int bind_channel(taas_kernel *k, const taas_connection *c, void **sock, i
         taas_error_hint(err, "use a shorter \"ip\" in the connection file");
         return -1;
     }
-    /* plain: Jupyter signs every message with the connection file's key; a client that
-     * reconnects with the same identity takes over its route */
     char what[32];
     snprintf(what, sizeof what, "the %s channel's", name);
+    /* plain: Jupyter signs every message with the connection file's key; a client that
+     * reconnects with the same identity takes over its route. A message over
+     * TAAS_WIRE_MAX_BYTES is read and answered with an error; only a frame over 1 GiB makes
+     * ZeroMQ drop its peer (TAAS_WIRE_ZMQ_MAXMSGSIZE). */
     taas_zsock_cfg zc = {.type = type, .what = what, .linger_ms = LINGER_MS, .sndhwm = -1, .rcvhwm = -1,
                          .maxmsg = TAAS_WIRE_ZMQ_MAXMSGSIZE, .flags = type == ZMQ_ROUTER ? TAAS_ZSOCK_HANDOVER : 0};
     *sock = taas_zsock_bind(k->zctx, &zc, ep, NULL, 0, err);
@@ -141,7 +144,7 @@ taas_kernel *taas_kernel_new(const taas_connection *c, taas_error *err) {
     k->history = taas_history_new();
     k->interp = taas_interp_new();
     if (!k->history || !k->interp) {
-        taas_error_set(err, "TaasInternalError", (taas_srcpos){0, 0},
+        taas_error_set(err, TAAS_ERR_INTERNAL, (taas_srcpos){0, 0},
                        "cannot create the interpreter (out of memory)");
         goto fail;
     }
@@ -200,7 +203,8 @@ static void handle_signals(taas_kernel *k) {
 static int receive(taas_kernel *k, void *sock, taas_channel ch, taas_msg **msg) {
     taas_error err;
     taas_error_clear(&err);
-    int rc = taas_wire_recv(sock, taas_session_signer(k->session), msg, &err);
+    int rc = taas_wire_recv(sock, taas_session_signer(k->session),
+                            taas_session_digests(k->session), msg, &err);
     if (rc < 0)
         taas_log("dropped a message on %s: %s", ch == TAAS_CH_SHELL ? "shell" : "control",
                  err.message);
@@ -274,7 +278,7 @@ int taas_kernel_run(taas_kernel *k, taas_error *err) {
         long timeout = k->running ? wait_ms(k) : -1;
         if (zmq_poll(items, n, timeout) < 0) {
             if (errno == EINTR) continue;
-            taas_error_set(err, "TaasInternalError", (taas_srcpos){0, 0},
+            taas_error_set(err, TAAS_ERR_INTERNAL, (taas_srcpos){0, 0},
                            "polling the kernel's sockets failed: %s", zmq_strerror(errno));
             return -1;
         }

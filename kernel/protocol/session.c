@@ -8,13 +8,15 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "errnames.h"
 #include "log.h"
 #include "utf8.h"
 
-#define ENAME "TaasProtocolError"
+#define ENAME TAAS_ERR_PROTOCOL
 
 struct taas_session {
     taas_signer *signer;
+    taas_digests *seen;   /* signatures received, to refuse replays */
     char id[37];
     char *username;
 };
@@ -71,11 +73,12 @@ taas_session *taas_session_new(const void *key, size_t key_len, taas_error *err)
         free(s);
         return NULL;
     }
+    s->seen = taas_digests_new(TAAS_DIGESTS_MAX);
     taas_uuid4(s->id);
     const char *user = getenv("USER");
     if (!user || !*user) user = "taas";
     s->username = taas_utf8_sanitize(user, strlen(user), NULL);
-    if (!s->username) {
+    if (!s->username || !s->seen) {
         taas_session_free(s);
         taas_error_set(err, ENAME, (taas_srcpos){0, 0}, "out of memory");
         return NULL;
@@ -86,12 +89,17 @@ taas_session *taas_session_new(const void *key, size_t key_len, taas_error *err)
 void taas_session_free(taas_session *s) {
     if (!s) return;
     taas_signer_free(s->signer);
+    taas_digests_free(s->seen);
     free(s->username);
     free(s);
 }
 
 taas_signer *taas_session_signer(taas_session *s) {
     return s->signer;
+}
+
+taas_digests *taas_session_digests(taas_session *s) {
+    return s->seen;
 }
 
 const char *taas_session_id(const taas_session *s) {

@@ -1,5 +1,6 @@
 /* The kernel's side of a Jupyter session (jupyter_client's Session): its id, the user
- * name and the signer, and the building and sending of signed messages. */
+ * name, the signer and the digest history, and the building and sending of signed
+ * messages. */
 #ifndef TAAS_SESSION_H
 #define TAAS_SESSION_H
 
@@ -19,6 +20,8 @@ typedef struct taas_session taas_session;
 taas_session *taas_session_new(const void *key, size_t key_len, taas_error *err);
 void taas_session_free(taas_session *s);
 taas_signer *taas_session_signer(taas_session *s);
+/* The signatures received so far (jupyter_client's digest_history), for taas_wire_recv. */
+taas_digests *taas_session_digests(taas_session *s);
 const char *taas_session_id(const taas_session *s);
 
 /* Random (version 4) UUID, "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx", into out[37]. */

@@ -1,8 +1,10 @@
 """Bad input from a real client: raw pyzmq sockets send what jupyter_client never would.
-A message that is unsigned, badly signed, truncated, not JSON or too large is dropped and
-never executed; every bad message's code is `print("EXECUTED")`, and after each one a
-normal signed execute must still work. A bad connection file is refused at start with a
-message that names the problem."""
+A message that is unsigned, badly signed, truncated or without a usable header is dropped;
+a signed one whose other frames are not JSON objects, or that is too large, is answered
+with an error reply. Neither is ever executed: every bad message's code is
+`print("EXECUTED")`, and after each one a normal signed execute must still work. A bad
+connection file is refused at start with a message that names the problem. (More hostile
+signed messages, and replays: test_hostile_messages.py.)"""
 
 import hashlib
 import hmac
@@ -146,21 +148,36 @@ class BadMessages(unittest.TestCase):
 
     def test_not_json(self):
         parts = self.good_parts()
-        cases = {
-            "content": parts[:3] + [b"{not json: print(\"EXECUTED\")"],
+        # no header to answer: dropped
+        dropped = {
             "header": [b"\xff\xfe not json"] + parts[1:],
             "header is a list": [b"[1, 2]"] + parts[1:],
-            "content is a string": parts[:3] + [json.dumps(BAD_CODE).encode()],
             "header without msg_type": [self.raw.session.pack(
                 {"msg_id": "x1", "session": "s", "username": "u", "version": "5.3"})] + parts[1:],
             "msg_type not a string": [self.raw.session.pack(
                 {"msg_id": "x2", "session": "s", "username": "u", "version": "5.3",
                  "msg_type": 5})] + parts[1:],
-            "empty content frame": parts[:3] + [b""],
         }
-        for name, p in cases.items():
+        for name, p in dropped.items():
             with self.subTest(case=name):
                 self.assert_no_reply(self.send_bad(self.signed(p)))
+        # signed, with a header: an error reply says why
+        answered = {
+            "content": parts[:3] + [b"{not json: print(\"EXECUTED\")"],
+            "content is a string": parts[:3] + [json.dumps(BAD_CODE).encode()],
+            "empty content frame": parts[:3] + [b""],
+        }
+        for name, p in answered.items():
+            with self.subTest(case=name):
+                self.assert_error_reply(self.send_bad(self.signed(p)), "the content frame")
+
+    def assert_error_reply(self, before, *words):
+        self.assertEqual([m["msg_type"] for m in before], ["execute_reply"])
+        c = before[0]["content"]
+        self.assertEqual(c["status"], "error")
+        self.assertEqual(c["ename"], "TaasProtocolError")
+        for w in words:
+            self.assertIn(w, c["evalue"])
 
     def test_invalid_utf8_in_code_is_answered(self):
         raw = self.raw
@@ -187,13 +204,13 @@ class BadMessages(unittest.TestCase):
         code = BAD_CODE + "  # " + "x" * (limit + 1024)
         t0 = time.monotonic()
         before = self.send_bad(self.signed(self.good_parts(content=execute_content(code))))
-        self.assert_no_reply(before)
+        self.assert_error_reply(before, "the kernel takes at most 64 MiB")
         self.assertLess(time.monotonic() - t0, 20)
 
     def test_too_many_frames(self):
         parts = self.good_parts()
         frames = self.signed(parts) + [b"buffer"] * 2000
-        self.assert_no_reply(self.send_bad(frames))
+        self.assert_error_reply(self.send_bad(frames), "the kernel takes at most 1024")
 
     def test_unknown_msg_type(self):
         raw = self.raw

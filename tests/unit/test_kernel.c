@@ -115,7 +115,7 @@ static taas_msg *recv_msg(fixture *f, void *sock, int timeout_ms) {
     if (zmq_poll(&it, 1, timeout_ms) != 1) fail_msg("no message within %d ms", timeout_ms);
     taas_msg *m;
     taas_error err;
-    assert_int_equal(taas_wire_recv(sock, taas_session_signer(f->s), &m, &err), 0);
+    assert_int_equal(taas_wire_recv(sock, taas_session_signer(f->s), NULL, &m, &err), 0);
     return m;
 }
 
