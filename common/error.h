@@ -12,6 +12,9 @@ typedef struct taas_srcpos {
     int col;
 } taas_srcpos;
 
+/* An error tied to no place in a cell (a file, a worker, the network). */
+#define TAAS_NOPOS ((taas_srcpos){0, 0})
+
 typedef struct taas_error {
     char ename[48];         /* TaasSyntaxError, TaasTypeError, TaasNameError, TaasValueError, ... */
     char message[1024];     /* evalue: what is wrong */

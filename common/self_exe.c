@@ -5,12 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
-static const taas_srcpos NOPOS = {0, 0};
-
 int taas_self_exe(char *out, size_t n, taas_error *err) {
     ssize_t r = readlink("/proc/self/exe", out, n - 1);
     if (r < 0 || (size_t)r >= n - 1) {
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot find the path of taas-kernel itself: %s",
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot find the path of taas-kernel itself: %s",
                        r < 0 ? strerror(errno) : "path too long");
         taas_error_hint(err, "/proc must be mounted");
         return -1;

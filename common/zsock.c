@@ -17,8 +17,6 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static const taas_srcpos NOPOS = {0, 0};
-
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define ZAP_DOMAIN "taas"
 
@@ -26,7 +24,7 @@ int taas_zkeys_new(taas_zkeys *k, taas_error *err) {
     unsigned char pub[crypto_box_PUBLICKEYBYTES], sec[crypto_box_SECRETKEYBYTES];
     _Static_assert(crypto_box_PUBLICKEYBYTES == 32 && crypto_box_SECRETKEYBYTES == 32, "CURVE keys are 32 bytes");
     if (sodium_init() < 0) {
-        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "libsodium cannot start, so the job's keys cannot be made");
+        taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "libsodium cannot start, so the job's keys cannot be made");
         taas_error_hint(err, "the system's random source may be missing (/dev/urandom)");
         return -1;
     }
@@ -59,7 +57,7 @@ int taas_zkeys_parse(const char *text, const char *from, taas_zkeys *k, taas_err
     sodium_memzero(raw, sizeof raw);
     if (ok) return 0;
     memset(k, 0, sizeof *k);
-    taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "%s does not hold a job's keys (four Z85 keys, %d characters; "
+    taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "%s does not hold a job's keys (four Z85 keys, %d characters; "
                    "it has %zu)", from, TAAS_ZKEYS_TEXT, n);
     taas_error_hint(err, "the kernel starts the workers of a job with its keys; a worker cannot join a job without "
                          "them");
@@ -153,7 +151,7 @@ static int start_handler(taas_zsec *s, taas_error *err) {
     if (s->rep) zmq_setsockopt(s->rep, ZMQ_LINGER, &zero, sizeof zero);
     if (!s->rep || !s->stop_rx || !s->stop_tx || zmq_bind(s->rep, ZAP_ENDPOINT) < 0 ||
         zmq_bind(s->stop_rx, pipe_ep) < 0 || zmq_connect(s->stop_tx, pipe_ep) < 0) {
-        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "cannot start the job's authentication handler: %s",
+        taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "cannot start the job's authentication handler: %s",
                        zmq_strerror(errno));
         taas_error_hint(err, "the process may be out of file descriptors; a context has one handler at most");
         close_all(s);
@@ -166,7 +164,7 @@ static int start_handler(taas_zsec *s, taas_error *err) {
     int rc = pthread_create(&s->thread, NULL, zap_loop, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
-        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "cannot start the job's authentication thread: %s",
+        taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "cannot start the job's authentication thread: %s",
                        strerror(rc));
         taas_error_hint(err, "the process may be out of threads or memory");
         close_all(s);
@@ -178,14 +176,14 @@ static int start_handler(taas_zsec *s, taas_error *err) {
 
 taas_zsec *taas_zsec_new(void *zctx, const taas_zkeys *keys, int server, taas_error *err) {
     if (!zmq_has("curve")) {
-        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "this libzmq has no CURVE security, which a job across "
+        taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "this libzmq has no CURVE security, which a job across "
                        "machines needs");
         taas_error_hint(err, "install Debian's libzmq5 (built with libsodium)");
         return NULL;
     }
     taas_zsec *s = calloc(1, sizeof *s);
     if (!s) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the job's security");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the job's security");
         return NULL;
     }
     s->keys = *keys;
@@ -193,7 +191,7 @@ taas_zsec *taas_zsec_new(void *zctx, const taas_zkeys *keys, int server, taas_er
     s->zctx = zctx;
     if (!zmq_z85_decode(s->client_key, s->keys.client_public)) {
         free(s);
-        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "the job's client key is not a Z85 key");
+        taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "the job's client key is not a Z85 key");
         taas_error_hint(err, "this is a bug in taas; please report it");
         return NULL;
     }
@@ -250,19 +248,19 @@ static int setup(void *sock, const taas_zsock_cfg *c, int server) {
 void *taas_zsock_new(void *zctx, const taas_zsock_cfg *c, int server, taas_error *err) {
     const char *what = c->what ? c->what : "a";
     if (c->sec && server && !c->sec->server) {
-        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "%s socket would listen with a client's keys", what);
+        taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "%s socket would listen with a client's keys", what);
         taas_error_hint(err, "this is a bug in taas; please report it");
         return NULL;
     }
     void *sock = zctx ? zmq_socket(zctx, c->type) : NULL;
     if (!sock) {
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot create %s socket: %s", what,
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot create %s socket: %s", what,
                        zctx ? zmq_strerror(errno) : "no ZeroMQ context");
         taas_error_hint(err, "the process may be out of file descriptors or memory");
         return NULL;
     }
     if (!setup(sock, c, server)) {
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot set up %s socket: %s", what, zmq_strerror(errno));
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot set up %s socket: %s", what, zmq_strerror(errno));
         taas_error_hint(err, "this libzmq lacks an option taas needs: install libzmq 4.3 or later");
         zmq_close(sock);
         return NULL;
@@ -277,7 +275,7 @@ void *taas_zsock_bind(void *zctx, const taas_zsock_cfg *c, const char *endpoint,
     int one = 1;
     if (strchr(endpoint, '[')) zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one);
     if (zmq_bind(sock, endpoint) < 0) {
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot bind %s socket to %s: %s", c->what ? c->what : "a",
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot bind %s socket to %s: %s", c->what ? c->what : "a",
                        endpoint, zmq_strerror(errno));
         taas_error_hint(err, "the address must belong to this machine and the port be free (or *)");
         zmq_close(sock);
@@ -285,7 +283,7 @@ void *taas_zsock_bind(void *zctx, const taas_zsock_cfg *c, const char *endpoint,
     }
     size_t len = n;
     if (bound && zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, bound, &len) < 0) {
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot read the address of %s socket: %s",
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot read the address of %s socket: %s",
                        c->what ? c->what : "a", zmq_strerror(errno));
         taas_error_hint(err, "the address may be too long");
         zmq_close(sock);
@@ -300,7 +298,7 @@ void *taas_zsock_connect(void *zctx, const taas_zsock_cfg *c, const char *endpoi
     int one = 1;
     if (strchr(endpoint, '[')) zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one);
     if (zmq_connect(sock, endpoint) < 0) {
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot connect %s socket to %s: %s", c->what ? c->what : "a",
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot connect %s socket to %s: %s", c->what ? c->what : "a",
                        endpoint, zmq_strerror(errno));
         taas_error_hint(err, "the address comes from the job; a worker of another version may read it differently");
         zmq_close(sock);
@@ -327,7 +325,7 @@ int taas_zsock_route(const char *host, char *addr, size_t n, int *v6, taas_error
     if (fd >= 0) close(fd);
     if (ai) freeaddrinfo(ai);
     if (addr[0]) return 0;
-    taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "no route from this machine to %s: %s", host,
+    taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "no route from this machine to %s: %s", host,
                    rc ? gai_strerror(rc) : strerror(e));
     taas_error_hint(err, "check the address, or that this machine is on the hosts' network");
     return -1;

@@ -8,8 +8,6 @@
 #include "formats.h"
 #include "utf8.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 typedef int (*open_fn)(taas_dataset *, const json_t *, taas_fetcher *, taas_error *);
 
 static const struct {
@@ -27,14 +25,14 @@ static const struct {
 taas_dataset *taas_dataset_open(const json_t *spec, taas_fetcher *f, taas_error *err) {
     taas_error_clear(err);
     if (!json_is_object(spec)) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "a dataset spec must be a JSON object, not %s",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "a dataset spec must be a JSON object, not %s",
                        spec ? (json_is_array(spec) ? "an array" : "a scalar") : "nothing");
         taas_error_hint(err, "build it with taas_value_spec from a dataset value such as FashionMNIST()");
         return NULL;
     }
     const char *type = taas_fmt_spec_str(spec, "type");
     if (!type) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the dataset spec has no \"type\"");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the dataset spec has no \"type\"");
         taas_error_hint(err, "a dataset spec names its dataset: {\"type\": \"FashionMNIST\", ...}");
         return NULL;
     }
@@ -42,14 +40,14 @@ taas_dataset *taas_dataset_open(const json_t *spec, taas_fetcher *f, taas_error 
     while (i < N_FORMATS && strcmp(FORMATS[i].type, type) != 0) i++;
     if (i == N_FORMATS) {
         char q[64];
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "unknown dataset type '%s'",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "unknown dataset type '%s'",
                        taas_utf8_clip(q, sizeof q, type, strlen(type), 40));
         taas_error_hint(err, "the loaders read MNIST, FashionMNIST, CIFAR10, NpyDataset and WebDataset");
         return NULL;
     }
     const json_t *tt = json_object_get(spec, "target_transform");
     if (tt && !json_is_null(tt)) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: target_transform is not supported by the loaders",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: target_transform is not supported by the loaders",
                        type);
         taas_error_hint(err, "leave target_transform=None: labels reach the model as the dataset stores them");
         return NULL;
@@ -81,7 +79,7 @@ int taas_dataset_get(taas_dataset *d, size_t index, taas_image *img, int64_t *la
     memset(img, 0, sizeof *img);
     *label = 0;
     if (index >= d->info.size) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "sample %zu is out of range: %s has %zu samples (%s)", index,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "sample %zu is out of range: %s has %zu samples (%s)", index,
                        d->info.type, d->info.size, d->info.source);
         taas_error_hint(err, "sample indices go from 0 to len(dataset) - 1");
         return -1;
@@ -153,7 +151,7 @@ int taas_fmt_not_found(const taas_error *err) {
 }
 
 int taas_fmt_oom(taas_error *err, const char *what) {
-    taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory while allocating %s", what);
+    taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory while allocating %s", what);
     taas_error_hint(err, "free memory on the loader's machine, or use a smaller dataset");
     return -1;
 }

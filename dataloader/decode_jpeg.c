@@ -13,8 +13,6 @@
 #include "errnames.h"
 #include "formats.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 #define MAX_PIXELS ((size_t)1 << 28)
 
 typedef struct jerr {
@@ -41,7 +39,7 @@ static void on_message(j_common_ptr cinfo, int level) {
 }
 
 static int corrupt(taas_error *err, const char *why) {
-    taas_error_set(err, TAAS_ERR_DATA, NOPOS, "corrupt JPEG: %s", why);
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "corrupt JPEG: %s", why);
     taas_error_hint(err, "the image is damaged or is not a JPEG: check it with an image viewer, or rewrite it");
     return -1;
 }

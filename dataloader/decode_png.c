@@ -10,8 +10,6 @@
 #include "errnames.h"
 #include "formats.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* Bigger images than this are refused before allocating (a corrupt header can claim 2^31). */
 #define MAX_PIXELS ((size_t)1 << 28)
 
@@ -44,9 +42,9 @@ static void on_read(png_structp png, png_bytep out, png_size_t len) {
 
 static int corrupt(taas_error *err, const char *why, const char *warning) {
     if (warning && warning[0])
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "corrupt PNG: %s (%s)", why, warning);
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "corrupt PNG: %s (%s)", why, warning);
     else
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "corrupt PNG: %s", why);
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "corrupt PNG: %s", why);
     taas_error_hint(err, "the image is damaged or is not a PNG: check it with an image viewer, or rewrite it");
     return -1;
 }

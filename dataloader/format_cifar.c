@@ -8,8 +8,6 @@
 #include "errnames.h"
 #include "formats.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 #define SIDE 32
 #define PLANE (SIDE * SIDE)
 #define RECORD (1 + 3 * PLANE)
@@ -77,7 +75,7 @@ static const taas_format_ops CIFAR_OPS = {cifar_get, cifar_free};
 /* Checks one batch's bytes and adds it as the next segment. */
 static int add_batch(cifar_ds *ds, const char *where, const unsigned char *p, size_t len, taas_error *err) {
     if (len == 0 || len % RECORD != 0) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                        "CIFAR10: %s is truncated or not a CIFAR-10 batch: %zu bytes is not a whole number of "
                        "%d-byte records",
                        where, len, RECORD);
@@ -88,7 +86,7 @@ static int add_batch(cifar_ds *ds, const char *where, const unsigned char *p, si
     size_t n = len / RECORD;
     for (size_t i = 0; i < n; i++) {
         if (p[i * RECORD] >= N_CLASSES) {
-            taas_error_set(err, TAAS_ERR_DATA, NOPOS, "CIFAR10: %s: record %zu has label %u, outside the 10 classes",
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "CIFAR10: %s: record %zu has label %u, outside the 10 classes",
                            where, i, p[i * RECORD]);
             taas_error_hint(err, "use the CIFAR-10 binary version; CIFAR-100's files have two label bytes");
             return -1;
@@ -225,7 +223,7 @@ static int from_archive(cifar_ds *ds, taas_fetcher *f, const char *url, int trai
     rc = r < 0 ? -1 : 0;
     for (int i = 0; rc == 0 && i < nb; i++) {
         if (!found[i]) {
-            taas_error_set(err, TAAS_ERR_DATA, NOPOS, "CIFAR10: %s has no %s", url, names[i]);
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "CIFAR10: %s has no %s", url, names[i]);
             taas_error_hint(err, "%s", HINT);
             rc = -1;
             break;
@@ -253,7 +251,7 @@ static int from_archive(cifar_ds *ds, taas_fetcher *f, const char *url, int trai
 int taas_format_cifar_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err) {
     const char *root = taas_fmt_spec_str(spec, "root");
     if (!root || !root[0]) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "CIFAR10 needs root: the folder or URL prefix of its files");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "CIFAR10 needs root: the folder or URL prefix of its files");
         taas_error_hint(err, "%s", HINT);
         return -1;
     }
@@ -280,7 +278,7 @@ int taas_format_cifar_open(taas_dataset *d, const json_t *spec, taas_fetcher *f,
                 if (rc != 0 && missing) {
                     /* neither is there: say both where we looked */
                     taas_error e2 = *err;
-                    taas_error_set(err, folder_err.ename, NOPOS, "CIFAR10: found neither %s/ nor %s in %s (%s; %s)",
+                    taas_error_set(err, folder_err.ename, TAAS_NOPOS, "CIFAR10: found neither %s/ nor %s in %s (%s; %s)",
                                    DIR_NAME, TGZ_NAME, root, folder_err.message, e2.message);
                     taas_error_hint(err, "%s", HINT);
                 }

@@ -9,8 +9,6 @@
 #include "errnames.h"
 #include "formats.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 #define IDX_IMAGES_MAGIC 0x00000803u
 #define IDX_LABELS_MAGIC 0x00000801u
 #define N_CLASSES 10
@@ -128,7 +126,7 @@ static int load(taas_fetcher *f, const char *type, const char *root, const char 
 }
 
 static int bad_magic(const char *type, const idx_file *x, uint32_t magic, uint32_t want, taas_error *err) {
-    taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                    "%s: %s: wrong IDX magic 0x%08x, expected 0x%08x (%s)", type, x->url, magic, want,
                    want == IDX_IMAGES_MAGIC ? "IDX images: unsigned bytes in 3 dimensions"
                                             : "IDX labels: unsigned bytes in 1 dimension");
@@ -143,11 +141,11 @@ static int bad_magic(const char *type, const idx_file *x, uint32_t magic, uint32
 static int bad_length(const char *type, const idx_file *x, const char *what, size_t want, size_t got,
                       taas_error *err) {
     if (got < want)
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                        "%s: %s is truncated: its header promises %s of %zu bytes, but only %zu bytes follow", type,
                        x->url, what, want, got);
     else
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                        "%s: %s is longer than its header says: %s of %zu bytes, then %zu bytes more", type, x->url,
                        what, want, got - want);
     taas_error_hint(err, "the file is damaged or was cut short: fetch it again");
@@ -159,14 +157,14 @@ static int check_images(const char *type, idx_ds *ds, taas_error *err) {
     /* the magic first: a wrong file is more likely than a cut one */
     if (x->n >= 4 && be32(x->p) != IDX_IMAGES_MAGIC) return bad_magic(type, x, be32(x->p), IDX_IMAGES_MAGIC, err);
     if (x->n < 16) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: %s is truncated: %zu bytes, too short for an IDX header",
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: %s is truncated: %zu bytes, too short for an IDX header",
                        type, x->url, x->n);
         taas_error_hint(err, "the file is damaged or was cut short: fetch it again");
         return -1;
     }
     uint32_t n = be32(x->p + 4), h = be32(x->p + 8), w = be32(x->p + 12);
     if (h == 0 || w == 0 || h > 65536 || w > 65536 || n == 0) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: %s: its header gives %u images of %ux%u pixels", type,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: %s: its header gives %u images of %ux%u pixels", type,
                        x->url, n, h, w);
         taas_error_hint(err, "an IDX images file holds N > 0 images of H x W pixels (28 x 28 for MNIST)");
         return -1;
@@ -186,7 +184,7 @@ static int check_labels(const char *type, idx_ds *ds, const idx_file *x, taas_er
     /* the magic first: a wrong file is more likely than a cut one */
     if (x->n >= 4 && be32(x->p) != IDX_LABELS_MAGIC) return bad_magic(type, x, be32(x->p), IDX_LABELS_MAGIC, err);
     if (x->n < 8) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: %s is truncated: %zu bytes, too short for an IDX header",
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: %s is truncated: %zu bytes, too short for an IDX header",
                        type, x->url, x->n);
         taas_error_hint(err, "the file is damaged or was cut short: fetch it again");
         return -1;
@@ -196,7 +194,7 @@ static int check_labels(const char *type, idx_ds *ds, const idx_file *x, taas_er
     snprintf(what, sizeof what, "%u labels", n);
     if (x->n - 8 != n) return bad_length(type, x, what, n, x->n - 8, err);
     if (n != ds->n) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                        "%s: image/label count mismatch: %s has %zu images but %s has %u labels", type,
                        ds->images.url, ds->n, x->url, n);
         taas_error_hint(err, "the two files must belong to the same split (train- or t10k-): check root's files");
@@ -204,7 +202,7 @@ static int check_labels(const char *type, idx_ds *ds, const idx_file *x, taas_er
     }
     for (uint32_t i = 0; i < n; i++) {
         if (x->p[8 + i] >= N_CLASSES) {
-            taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: %s: label %u of sample %u is outside the %d classes 0..%d",
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: %s: label %u of sample %u is outside the %d classes 0..%d",
                            type, x->url, x->p[8 + i], i, N_CLASSES, N_CLASSES - 1);
             taas_error_hint(err, "the labels file is damaged or is not an MNIST labels file");
             return -1;
@@ -244,7 +242,7 @@ int taas_format_idx_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, t
     const char *type = d->info.type;
     const char *root = taas_fmt_spec_str(spec, "root");
     if (!root || !root[0]) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s needs root: the folder or URL prefix of its IDX files",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s needs root: the folder or URL prefix of its IDX files",
                        type);
         taas_error_hint(err, "%s", hint_files(type));
         return -1;

@@ -11,8 +11,6 @@
 #include "errnames.h"
 #include "formats.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 #define NPY_IN_MEMORY ((uint64_t)1 << 30)
 #define LIMIT_ENV "TAAS_NPY_MEMORY_LIMIT"
 #define NPY_HEAD_GUESS 4096
@@ -81,7 +79,7 @@ static void npy_free(void *impl) {
 static const taas_format_ops NPY_OPS = {npy_get, npy_free};
 
 static int truncated(const char *url, uint64_t have, uint64_t want, taas_error *err) {
-    taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                    "%s is truncated: its header promises %llu bytes of data, but the file has %llu", url,
                    (unsigned long long)want, (unsigned long long)have);
     taas_error_hint(err, "the file was cut short: write or fetch it again");
@@ -96,7 +94,7 @@ static int read_labels(npy_ds *ds, taas_fetcher *f, const char *url, uint64_t *n
     int rc = -1;
     if (taas_npy_parse(b.data, b.len, url, &h, NULL, err) != 0) goto done;
     if (h.kind == 'f') {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: labels must be integers, not dtype '%s'", url, h.descr);
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: labels must be integers, not dtype '%s'", url, h.descr);
         taas_error_hint(err, "save integer class indices: numpy.save(path, labels.astype('int64'))");
         goto done;
     }
@@ -106,7 +104,7 @@ static int read_labels(npy_ds *ds, taas_fetcher *f, const char *url, uint64_t *n
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%llu", i ? ", " : "",
                      (unsigned long long)h.shape[i]);
         snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s)", h.ndim == 1 ? "," : "");
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: labels must have shape (N,), not %s", url, shape);
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: labels must have shape (N,), not %s", url, shape);
         taas_error_hint(err, "%s", HINT);
         goto done;
     }
@@ -125,7 +123,7 @@ static int read_labels(npy_ds *ds, taas_fetcher *f, const char *url, uint64_t *n
         const unsigned char *p = (const unsigned char *)b.data + h.data_off + 8 * (size_t)beyond;
         uint64_t v = 0;
         for (int k = 7; k >= 0; k--) v = v << 8 | p[k];  /* little-endian: the parser refuses big */
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: label %llu of sample %lld is beyond any class index", url,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: label %llu of sample %lld is beyond any class index", url,
                        (unsigned long long)v, beyond);
         taas_error_hint(err, "labels are class indices 0..C-1: numpy.save(path, labels.astype('int64'))");
         goto done;
@@ -157,7 +155,7 @@ static int memory_limit(uint64_t *out, taas_error *err) {
     if (errno || end == v || *end || v[0] == '-' || (shift && n > (UINT64_MAX >> shift))) {
         char q[48];
         snprintf(q, sizeof q, "%.40s", v);
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s='%s' is not a size in bytes", LIMIT_ENV, q);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s='%s' is not a size in bytes", LIMIT_ENV, q);
         taas_error_hint(err, "give a whole number of bytes with an optional K, M or G suffix, e.g. %s=512M", LIMIT_ENV);
         return -1;
     }
@@ -198,14 +196,14 @@ static int read_images(npy_ds *ds, taas_fetcher *f, taas_error *err) {
     }
     taas_npy *h = &ds->h;
     if (h->ndim != 3 && h->ndim != 4) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                        "%s: images must have shape (N, H, W) or (N, H, W, C), not %d dimensions", ds->url, h->ndim);
         taas_error_hint(err, "%s", HINT);
         return -1;
     }
     for (int i = 1; i < h->ndim; i++) {
         if (h->shape[i] == 0 || h->shape[i] > 65536) {
-            taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: image dimension %d is %llu; it must be 1..65536", ds->url,
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: image dimension %d is %llu; it must be 1..65536", ds->url,
                            i, (unsigned long long)h->shape[i]);
             taas_error_hint(err, "%s", HINT);
             return -1;
@@ -224,7 +222,7 @@ static int read_images(npy_ds *ds, taas_fetcher *f, taas_error *err) {
 int taas_format_npy_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err) {
     const char *images = taas_fmt_spec_str(spec, "images"), *labels = taas_fmt_spec_str(spec, "labels");
     if (!images || !labels || !images[0] || !labels[0]) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "NpyDataset needs images and labels: the paths of two .npy files");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "NpyDataset needs images and labels: the paths of two .npy files");
         taas_error_hint(err, "%s", HINT);
         return -1;
     }
@@ -246,13 +244,13 @@ int taas_format_npy_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, t
         goto fail;
     }
     if (ds->h.shape[0] != nlab) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "NpyDataset: %s has %llu images but %s has %llu labels", images,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "NpyDataset: %s has %llu images but %s has %llu labels", images,
                        (unsigned long long)ds->h.shape[0], labels, (unsigned long long)nlab);
         taas_error_hint(err, "images[i] goes with labels[i]: both arrays need the same first dimension");
         goto fail;
     }
     if (nlab == 0) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "NpyDataset: %s holds no samples (its first dimension is 0)", images);
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "NpyDataset: %s holds no samples (its first dimension is 0)", images);
         taas_error_hint(err, "%s", HINT);
         goto fail;
     }

@@ -9,8 +9,6 @@
 #include "formats.h"
 #include "utf8.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 #define BLOCK 512
 
 void taas_tar_iter_init(taas_tar_iter *it, const unsigned char *data, size_t len, const char *archive) {
@@ -28,7 +26,7 @@ void taas_tar_iter_free(taas_tar_iter *it) {
 }
 
 static int corrupt(taas_tar_iter *it, size_t at, const char *what, taas_error *err) {
-    taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: corrupt tar archive at byte %zu: %s", it->archive, at, what);
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: corrupt tar archive at byte %zu: %s", it->archive, at, what);
     taas_error_hint(err, "the shard is damaged or is not a tar file: check it with tar -tvf");
     return -1;
 }

@@ -14,8 +14,6 @@
 #include "formats.h"
 #include "utf8.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 #define MAX_KEYS 16
 #define INDEX_THREADS 4
 #define MAX_LABEL_BYTES 1024
@@ -64,7 +62,7 @@ static int split_keys(const char *spec, const char *param, keys *out, taas_error
         size_t n = strcspn(p, ";, ");
         if (n == 0) break;
         if (n >= sizeof out->k[0] || out->n == MAX_KEYS) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "WebDataset: %s names too many or too long extensions", param);
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "WebDataset: %s names too many or too long extensions", param);
             taas_error_hint(err, "give up to %d extensions separated by ';', e.g. %s='jpg;jpeg;png'", MAX_KEYS, param);
             return -1;
         }
@@ -74,7 +72,7 @@ static int split_keys(const char *spec, const char *param, keys *out, taas_error
         p += n;
     }
     if (out->n == 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "WebDataset: %s names no extension", param);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "WebDataset: %s names no extension", param);
         taas_error_hint(err, "give the extensions separated by ';', e.g. image_key='jpg;jpeg;png', label_key='cls'");
         return -1;
     }
@@ -100,7 +98,7 @@ static int expand_urls(const json_t *urls, wds_ds *ds, taas_error *err) {
     for (size_t i = 0; i < n; i++) {
         const json_t *u = json_is_array(urls) ? json_array_get(urls, i) : urls;
         if (!json_is_string(u)) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "WebDataset: urls[%zu] is not a string", i);
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "WebDataset: urls[%zu] is not a string", i);
             taas_error_hint(err, "urls is a path or URL, a brace pattern such as 'train-{0000..0099}.tar', or a "
                                  "list of them");
             return -1;
@@ -123,12 +121,12 @@ static int expand_urls(const json_t *urls, wds_ds *ds, taas_error *err) {
         taas_strv_free(v);
     }
     if (ds->nurls == 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "WebDataset: urls names no shard");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "WebDataset: urls names no shard");
         taas_error_hint(err, "give the shards' paths or URLs, e.g. urls='data/train-{0000..0099}.tar'");
         return -1;
     }
     if (ds->nurls > UINT32_MAX) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "WebDataset: urls names %zu shards; at most %u", ds->nurls,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "WebDataset: urls names %zu shards; at most %u", ds->nurls,
                        UINT32_MAX);
         taas_error_hint(err, "pack the samples into fewer, larger shards");
         return -1;
@@ -185,7 +183,7 @@ static int group_error(shard_ctx *c, const group *g, const char *what, taas_erro
     char il[200], ll[200];
     list_keys(&c->ds->image, il, sizeof il);
     list_keys(&c->ds->label, ll, sizeof ll);
-    taas_error_set(err, TAAS_ERR_DATA, NOPOS, "WebDataset: %s: sample '%s' %s (its members: %s)", c->url, g->key,
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "WebDataset: %s: sample '%s' %s (its members: %s)", c->url, g->key,
                    what, g->seen[0] ? g->seen : "none");
     taas_error_hint(err,
                     "every sample needs an image (%s) and a label (%s) whose names share the part before the "
@@ -367,7 +365,7 @@ static int index_all(wds_ds *ds, taas_error *err) {
         total += idx[i].n;
     }
     if (rc == 0 && total == 0) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "WebDataset: the %zu shard%s starting with %s hold no samples",
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "WebDataset: the %zu shard%s starting with %s hold no samples",
                        ds->nurls, ds->nurls == 1 ? "" : "s", ds->urls[0]);
         taas_error_hint(err, "a shard is a tar file of samples such as 000001.png + 000001.cls: check urls");
         rc = -1;
@@ -411,7 +409,7 @@ static int number_classes(wds_ds *ds, taas_error *err) {
         size_t a = 0, b = 0;
         while (!ds->s[a].named) a++;
         while (ds->s[b].named) b++;
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                        "WebDataset: the labels mix integers and class names: %s is labelled '%s' but %s is "
                        "labelled %lld",
                        ds->names.data + ds->s[a].name, ds->labels.data + ds->s[a].label, ds->names.data + ds->s[b].name,
@@ -454,7 +452,7 @@ static int wds_get(void *impl, size_t index, taas_image *img, int64_t *label, ta
         } else if (n >= 6 && memcmp(buf, "\x93NUMPY", 6) == 0) {
             rc = taas_npy_decode_image(buf, n, member, img, err);
         } else {
-            taas_error_set(err, TAAS_ERR_DATA, NOPOS, "not a PNG, JPEG or .npy image (%zu bytes)", n);
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "not a PNG, JPEG or .npy image (%zu bytes)", n);
             taas_error_hint(err, "image_key picks the image member of each sample: PNG, JPEG or .npy files");
             rc = -1;
         }
@@ -496,7 +494,7 @@ int taas_format_webdataset_open(taas_dataset *d, const json_t *spec, taas_fetche
         number_classes(ds, err) != 0)
         goto fail;
     if (json_is_integer(length) && (json_int_t)ds->n != json_integer_value(length)) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "WebDataset: length=%lld, but the %zu shard%s hold %zu samples",
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "WebDataset: length=%lld, but the %zu shard%s hold %zu samples",
                        (long long)json_integer_value(length), ds->nurls, ds->nurls == 1 ? "" : "s", ds->n);
         taas_error_hint(err, "set length=%zu, or leave it None to take the count from the shards", ds->n);
         goto fail;

@@ -8,14 +8,12 @@
 #include "errnames.h"
 #include "formats.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 int taas_is_gzip(const unsigned char *p, size_t n) {
     return n >= 2 && p[0] == 0x1f && p[1] == 0x8b;
 }
 
 static int truncated(const char *name, size_t got, taas_error *err) {
-    taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                    "%s: truncated gzip: the compressed data ends before the end of the stream (%zu bytes "
                    "decompressed so far)",
                    name, got);
@@ -40,7 +38,7 @@ size_t taas_gunzip_head(const unsigned char *src, size_t n, unsigned char *head,
 }
 
 static int bomb(const char *name, size_t max_out, taas_error *err) {
-    taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                    "%s: the gzip stream inflates to more than %zu bytes, more than its contents can hold "
                    "(a gzip bomb, or not the file it claims to be); nothing more was inflated",
                    name, max_out);
@@ -53,7 +51,7 @@ int taas_gunzip(const unsigned char *src, size_t n, const char *name, size_t max
     *out = NULL;
     *out_len = 0;
     if (!taas_is_gzip(src, n)) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: not a gzip file (it does not start with 1f 8b)", name);
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: not a gzip file (it does not start with 1f 8b)", name);
         taas_error_hint(err, "give the uncompressed file a name without .gz, or compress it with gzip");
         return -1;
     }
@@ -112,7 +110,7 @@ int taas_gunzip(const unsigned char *src, size_t n, const char *name, size_t max
                 goto done;
             }
             if (zr == Z_DATA_ERROR || zr == Z_NEED_DICT || zr == Z_STREAM_ERROR) {
-                taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: corrupt gzip at compressed byte %zu: %s", name, pos,
+                taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: corrupt gzip at compressed byte %zu: %s", name, pos,
                                zs.msg ? zs.msg : "invalid data");
                 taas_error_hint(err, "the file is damaged: fetch it again, or check it with gzip -t");
                 goto done;

@@ -8,12 +8,10 @@
 #include "formats.h"
 #include "utf8.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 #define SUPPORTED "u1, u2, u4, u8, i1, i2, i4, i8, f4, f8 (little-endian or single-byte: '<' or '|')"
 
 static int bad_header(const char *name, const char *what, taas_error *err) {
-    taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: not a valid .npy file: %s", name, what);
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: not a valid .npy file: %s", name, what);
     taas_error_hint(err, "write the array with numpy.save(path, array)");
     return -1;
 }
@@ -93,7 +91,7 @@ static int dtype_of(const char *descr, const char *name, taas_npy *h, taas_error
                     : kind == 'f'              ? (size == 4 || size == 8)
                                                : 0;
         if (known && descr[0] == '>' && size > 1) {
-            taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: big-endian dtype '%s' is not supported (supported: %s)",
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: big-endian dtype '%s' is not supported (supported: %s)",
                            name, q, SUPPORTED);
             taas_error_hint(err, "save a little-endian copy: numpy.save(path, array.astype(array.dtype.newbyteorder('<')))");
             return -1;
@@ -104,7 +102,7 @@ static int dtype_of(const char *descr, const char *name, taas_npy *h, taas_error
             return 0;
         }
     }
-    taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: unsupported dtype '%s' (supported: %s)", name, q, SUPPORTED);
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: unsupported dtype '%s' (supported: %s)", name, q, SUPPORTED);
     taas_error_hint(err, "convert the array before saving it, e.g. numpy.save(path, array.astype('float32'))");
     return -1;
 }
@@ -157,7 +155,7 @@ int taas_npy_parse(const unsigned char *p, size_t n, const char *name, taas_npy 
         if (strcmp(key, "descr") == 0) {
             ws(&c);
             if (c.p < c.end && *c.p == '[') {
-                taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+                taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                                "%s: unsupported dtype: a structured array (supported: %s)", name, SUPPORTED);
                 taas_error_hint(err, "save a plain numeric array, one file for images and one for labels");
                 return -1;
@@ -183,7 +181,7 @@ int taas_npy_parse(const unsigned char *p, size_t n, const char *name, taas_npy 
         return bad_header(name, "the header lacks descr, fortran_order or shape", err);
     if (dtype_of(descr, name, h, err) != 0) return -1;
     if (fortran && h->ndim > 1) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                        "%s: the array is in Fortran (column-major) order; taas reads C order only", name);
         taas_error_hint(err, "save a C-ordered copy: numpy.save(path, numpy.ascontiguousarray(array))");
         return -1;
@@ -253,20 +251,20 @@ int taas_npy_decode_image(const unsigned char *p, size_t n, const char *name, ta
     taas_npy h;
     if (taas_npy_parse(p, n, name, &h, NULL, err) != 0) return -1;
     if (h.ndim != 2 && h.ndim != 3) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: an image array must be (H, W) or (H, W, C), not %d-dimensional",
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: an image array must be (H, W) or (H, W, C), not %d-dimensional",
                        name, h.ndim);
         taas_error_hint(err, "save one image per .npy member, height first");
         return -1;
     }
     if (h.shape[0] == 0 || h.shape[1] == 0 || (h.ndim == 3 && h.shape[2] == 0) || h.shape[0] > 65536 ||
         h.shape[1] > 65536 || (h.ndim == 3 && h.shape[2] > 4096)) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: an image array must not be empty or huge", name);
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: an image array must not be empty or huge", name);
         taas_error_hint(err, "save one image per .npy member, height first");
         return -1;
     }
     size_t bytes = (size_t)h.count * (size_t)h.itemsize;
     if (n - h.data_off < bytes) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: truncated .npy: %zu bytes of data, the header promises %zu",
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: truncated .npy: %zu bytes of data, the header promises %zu",
                        name, n - h.data_off, bytes);
         taas_error_hint(err, "the file was cut short: write it again");
         return -1;

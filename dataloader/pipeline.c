@@ -57,8 +57,6 @@ struct taas_pipeline {
     double wait_s;
 };
 
-static const taas_srcpos NOWHERE = {0, 0};
-
 static void note_alive(taas_pipeline *p, int delta) {
     unsigned now = atomic_fetch_add(&p->alive, (unsigned)delta) + (unsigned)delta;
     unsigned m = atomic_load(&p->max_alive);
@@ -143,7 +141,7 @@ static int build(taas_pipeline *p, uint64_t epoch, uint64_t k, uint64_t *idx, ta
             b = taas_batch_alloc(epoch, k, (uint32_t)n, (uint32_t)oc, (uint32_t)oh, (uint32_t)ow);
             if (!b) {
                 taas_image_free(&img);
-                taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory for a batch of %zu samples of %dx%dx%d",
+                taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a batch of %zu samples of %dx%dx%d",
                                n, oc, oh, ow);
                 taas_error_hint(err, "use a smaller batch_size or fewer prefetched batches");
                 return -1;
@@ -151,7 +149,7 @@ static int build(taas_pipeline *p, uint64_t epoch, uint64_t k, uint64_t *idx, ta
             note_alive(p, 1);
         }
         if (sc != oc || sh != oh || sw != ow) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                            "its image of %dx%d with %d channel%s comes out of the transforms as %dx%dx%d, but the "
                            "batch's samples are %dx%dx%d", img.h, img.w, img.c, img.c == 1 ? "" : "s", sc, sh, sw,
                            oc, oh, ow);
@@ -206,7 +204,7 @@ static void *worker(void *arg) {
         taas_error_clear(&err);
         int rc = idx ? build(p, epoch, k, idx, &b, &err) : -1;
         if (!idx)
-            taas_error_set(&err, TAAS_ERR_MEMORY, NOWHERE, "out of memory for the sample indices of a batch");
+            taas_error_set(&err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the sample indices of a batch");
 
         pthread_mutex_lock(&p->mu);
         if (rc == -2) break;
@@ -225,7 +223,7 @@ static void *worker(void *arg) {
 }
 
 static int bad_cfg(taas_error *err, const char *what, const char *hint) {
-    taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "pipeline: %s", what);
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "pipeline: %s", what);
     taas_error_hint(err, "%s", hint);
     return -1;
 }
@@ -254,7 +252,7 @@ static int check_cfg(taas_pipeline *p, const taas_pipeline_cfg *c, taas_error *e
     if (c->n_only && !c->only_items) return bad_cfg(err, "n_only is set without only_items", "give both or neither");
     if (!c->only_items) return 0;
     p->only = malloc((c->n_only ? c->n_only : 1) * sizeof *p->only);
-    if (!p->only) return taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory");
+    if (!p->only) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory");
     memcpy(p->only, c->only_items, c->n_only * sizeof *p->only);
     qsort(p->only, c->n_only, sizeof *p->only, cmp_u64);
     for (size_t i = 0; i < c->n_only; i++) {
@@ -280,7 +278,7 @@ static void free_ring(taas_pipeline *p) {
 taas_pipeline *taas_pipeline_new(const taas_pipeline_cfg *cfg, taas_error *err) {
     taas_pipeline *p = calloc(1, sizeof *p);
     if (!p) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory making the pipeline");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory making the pipeline");
         return NULL;
     }
     p->cfg = *cfg;
@@ -316,7 +314,7 @@ taas_pipeline *taas_pipeline_new(const taas_pipeline_cfg *cfg, taas_error *err) 
         free(p->threads);
         free(p->only);
         free(p);
-        taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory making the pipeline");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory making the pipeline");
         return NULL;
     }
     p->end_pos = p->err_pos = NONE;
@@ -326,7 +324,7 @@ taas_pipeline *taas_pipeline_new(const taas_pipeline_cfg *cfg, taas_error *err) 
     pthread_cond_init(&p->ready_cv, NULL);
     for (int i = 0; i < cfg->threads; i++) {
         if (pthread_create(&p->threads[i], NULL, worker, p) != 0) {
-            taas_error_set(err, TAAS_ERR_IO, NOWHERE, "could not start decode thread %d of %d", i + 1, cfg->threads);
+            taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "could not start decode thread %d of %d", i + 1, cfg->threads);
             taas_error_hint(err, "use fewer threads (num_workers), or raise the process's thread limit");
             taas_pipeline_free(p);
             return NULL;

@@ -11,12 +11,10 @@
 #include "rng.h"
 #include "transform_chain.h"
 
-static const taas_srcpos NOWHERE = {0, 0};
-
 taas_transform *taas_transform_new(const json_t *spec, taas_error *err) {
     taas_transform *t = calloc(1, sizeof *t);
     if (!t) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory making the transforms");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory making the transforms");
         return NULL;
     }
     if (tx_parse(t, spec, err) < 0) {
@@ -60,7 +58,7 @@ static int check_pad(const taas_transform *t, int i, const shape *sh, const int 
     char where[96]; /* filled only on the way to an error: this runs for every sample */
     if (sh->tensor && s->fill_seq) {
         tx_step_where(t, i, where, sizeof where);
-        taas_error_set(err, TAAS_ERR_TYPE, NOWHERE,
+        taas_error_set(err, TAAS_ERR_TYPE, TAAS_NOPOS,
                        "%s pads a tensor, and torchvision pads tensors with one number: fill has %d values",
                        where, s->nfill);
         taas_error_hint(err, "give fill as one number, or put %s before ToTensor() (images take a "
@@ -69,7 +67,7 @@ static int check_pad(const taas_transform *t, int i, const shape *sh, const int 
     }
     if (!sh->tensor && s->mode == TX_PAD_CONSTANT && s->fill_seq && s->nfill != sh->c) {
         tx_step_where(t, i, where, sizeof where);
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                        "%s: the number of elements in 'fill' does not match the number of channels "
                        "of the image (%d != %d)", where, s->nfill, sh->c);
         taas_error_hint(err, "give one fill value per channel (%d here), or one number for all", sh->c);
@@ -81,7 +79,7 @@ static int check_pad(const taas_transform *t, int i, const shape *sh, const int 
             int side = (k % 2 == 0) ? sh->w : sh->h;
             if (strict ? p[k] >= side : p[k] > side) {
                 tx_step_where(t, i, where, sizeof where);
-                taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+                taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                                "%s: padding_mode='%s' on a tensor needs padding %s the side it pads, "
                                "but pads %d pixels on a side of %d",
                                where, mode_name(s->mode), strict ? "smaller than" : "at most", p[k], side);
@@ -134,7 +132,7 @@ static int plan_step(const taas_transform *t, int i, shape *sh, plan *pl, taas_e
         if ((s->nmean != 1 && s->nmean != sh->c) || (s->nstd != 1 && s->nstd != sh->c)) {
             int n = s->nmean != 1 && s->nmean != sh->c ? s->nmean : s->nstd;
             tx_step_where(t, i, where, sizeof where);
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                            "%s has %d %s values for a tensor of %d channel%s", where, n,
                            s->nmean != 1 && s->nmean != sh->c ? "mean" : "std", sh->c, sh->c == 1 ? "" : "s");
             taas_error_hint(err, "give one mean and one std per channel (%d here), or one value for all%s",
@@ -148,7 +146,7 @@ static int plan_step(const taas_transform *t, int i, shape *sh, plan *pl, taas_e
         int oh, ow;
         if (resize_size(s, sh, &oh, &ow) < 0 || oh < 1 || ow < 1) {
             tx_step_where(t, i, where, sizeof where);
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                            "%s of a %dx%d %s to the smaller edge %d%s gives an output size of zero or "
                            "beyond 1000000 pixels", where, sh->h, sh->w, kind_of(sh), s->size_h,
                            s->max_size ? " with max_size" : "");
@@ -157,7 +155,7 @@ static int plan_step(const taas_transform *t, int i, shape *sh, plan *pl, taas_e
         }
         if ((sh->tensor || !sh->u8) && s->antialias == 1 && s->interp == TX_NEAREST) {
             tx_step_where(t, i, where, sizeof where);
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                            "%s: antialias option is supported for bilinear and bicubic interpolation "
                            "modes only", where);
             taas_error_hint(err, "drop antialias=True, or use interpolation='bilinear'");
@@ -210,7 +208,7 @@ static int plan_step(const taas_transform *t, int i, shape *sh, plan *pl, taas_e
         }
         if (cur.h < s->size_h || cur.w < s->size_w) {
             tx_step_where(t, i, where, sizeof where);
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                            "%s: required crop size (%d, %d) is larger than input image size (%d, %d)",
                            where, s->size_h, s->size_w, cur.h, cur.w);
             taas_error_hint(err, "pad the %s first (padding=... or pad_if_needed=True), or crop a "
@@ -230,7 +228,7 @@ static int plan_step(const taas_transform *t, int i, shape *sh, plan *pl, taas_e
 int taas_transform_out_shape(const taas_transform *t, int h, int w, int c, int *oc, int *oh, int *ow,
                              taas_error *err) {
     if (h < 1 || w < 1 || c < 1) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "an image of %dx%d with %d channels has no pixels", h, w, c);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "an image of %dx%d with %d channels has no pixels", h, w, c);
         taas_error_hint(err, "check the dataset: every sample needs height, width and channels >= 1");
         return -1;
     }
@@ -351,7 +349,7 @@ static int run_step(const taas_transform *t, int i, const plan *pl, tx_img *im, 
 int taas_transform_apply(const taas_transform *t, taas_image *img, uint64_t seed, uint64_t epoch,
                          uint64_t index, float *out, taas_error *err) {
     if (!img->data || img->h < 1 || img->w < 1 || img->c < 1) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "an image of %dx%d with %d channels has no pixels",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "an image of %dx%d with %d channels has no pixels",
                        img->h, img->w, img->c);
         taas_error_hint(err, "check the dataset: every sample needs height, width and channels >= 1");
         taas_image_free(img);
@@ -373,13 +371,13 @@ int taas_transform_apply(const taas_transform *t, taas_image *img, uint64_t seed
         if (run_step(t, i, &pl, &cur, seed, epoch, index, dst) < 0) {
             char where[96];
             tx_step_where(t, i, where, sizeof where);
-            taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "%s: out of memory for a %dx%d %s", where,
+            taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "%s: out of memory for a %dx%d %s", where,
                            sh.h, sh.w, kind_of(&sh));
             goto fail;
         }
     }
     if (!cur.tensor && tx_to_tensor(&cur, t ? t->to_tensor_lut : NULL, 1, NULL, 0, NULL, 0, out) < 0) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "ToTensor: out of memory");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "ToTensor: out of memory");
         goto fail;
     }
     if (cur.data != out) memcpy(out, cur.data, tx_count(&cur) * sizeof(float));

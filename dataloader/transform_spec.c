@@ -10,8 +10,6 @@
 #include "transform_chain.h"
 #include "utf8.h"
 
-static const taas_srcpos NOWHERE = {0, 0};
-
 #define KNOWN "ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Resize, CenterCrop, Compose"
 
 /* A spec value as a message quotes it. */
@@ -57,7 +55,7 @@ static const char *example(const char *name) {
 
 static int bad(taas_error *err, const char *name, const char *param, const json_t *v, const char *want) {
     char b[96];
-    taas_error_set(err, TAAS_ERR_TYPE, NOWHERE, "%s() %s must be %s, got %s", name, param, want,
+    taas_error_set(err, TAAS_ERR_TYPE, TAAS_NOPOS, "%s() %s must be %s, got %s", name, param, want,
                    v ? show(v, b, sizeof b) : "nothing");
     taas_error_hint(err, "write it as torchvision does, e.g. %s", example(name));
     return -1;
@@ -101,7 +99,7 @@ static int parse_floats(const json_t *v, const char *name, const char *param, in
         const json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
         if (!json_is_number(x)) {
             char b[96];
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "%s() %s must be finite numbers, got %s", name,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s() %s must be finite numbers, got %s", name,
                            param, show(v, b, sizeof b));
             taas_error_hint(err, "give plain numbers, e.g. Normalize((0.2860,), (0.3530,))");
             return -1;
@@ -118,14 +116,14 @@ static int parse_normalize(const json_t *o, tx_step *s, taas_error *err) {
         parse_floats(json_object_get(o, "std"), "Normalize", "std", &s->nstd, std, err) < 0)
         return -1;
     if (s->nmean != s->nstd && s->nmean != 1 && s->nstd != 1) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "Normalize() mean has %d values but std has %d",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "Normalize() mean has %d values but std has %d",
                        s->nmean, s->nstd);
         taas_error_hint(err, "give one value per channel in both, e.g. Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))");
         return -1;
     }
     for (int i = 0; i < s->nstd; i++) {
         if (std[i] == 0.0f) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                            "Normalize() std evaluated to zero after conversion to float32, leading to "
                            "division by zero (std[%d] = %g)", i, (double)std[i]);
             taas_error_hint(err, "give each channel's standard deviation (> 0)");
@@ -134,7 +132,7 @@ static int parse_normalize(const json_t *o, tx_step *s, taas_error *err) {
     }
     s->mean = malloc((size_t)s->nmean * sizeof *s->mean);
     s->std = malloc((size_t)s->nstd * sizeof *s->std);
-    if (!s->mean || !s->std) return taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory");
+    if (!s->mean || !s->std) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory");
     memcpy(s->mean, mean, (size_t)s->nmean * sizeof *mean);
     memcpy(s->std, std, (size_t)s->nstd * sizeof *std);
     return 0;
@@ -153,7 +151,7 @@ static int parse_padmode(const json_t *v, const char *name, tx_padmode *m, taas_
         }
     }
     char b[96];
-    taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                    "%s() padding_mode should be either constant, edge, reflect or symmetric, got %s", name,
                    show(v, b, sizeof b));
     taas_error_hint(err, "padding_mode='constant' pads with fill; 'reflect' mirrors the image");
@@ -186,7 +184,7 @@ static int parse_random_crop(const json_t *o, tx_step *s, taas_error *err) {
     s->fill_seq = json_is_array(f);
     s->nfill = nf ? (int)nf : 1;
     s->fill = calloc((size_t)s->nfill, sizeof *s->fill);
-    if (!s->fill) return taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory");
+    if (!s->fill) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory");
     for (size_t i = 0; i < nf; i++) {
         const json_t *x = json_is_array(f) ? json_array_get(f, i) : f;
         if (!json_is_number(x)) return bad(err, "RandomCrop", "fill", f, "finite numbers");
@@ -217,7 +215,7 @@ static int parse_resize(const json_t *o, tx_step *s, taas_error *err) {
         else if (strcmp(v, "bicubic") == 0) s->interp = TX_BICUBIC;
         else if (strcmp(v, "bilinear") != 0) {
             char b[96];
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                            "Resize() interpolation must be 'nearest', 'bilinear' or 'bicubic', got %s",
                            show(ip, b, sizeof b));
             taas_error_hint(err, "leave it out for bilinear, torchvision's default");
@@ -228,14 +226,14 @@ static int parse_resize(const json_t *o, tx_step *s, taas_error *err) {
     if (ms && !json_is_null(ms) && get_int(ms, 1, &s->max_size) < 0)
         return bad(err, "Resize", "max_size", ms, "None or an int >= 1");
     if (s->max_size && s->size_n != 1) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                        "Resize() max_size should only be passed if size specifies the length of the "
                        "smaller edge, i.e. size should be an int");
         taas_error_hint(err, "give size as an int, or leave max_size=None");
         return -1;
     }
     if (s->max_size && s->max_size <= s->size_h) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                        "Resize() max_size = %d must be strictly greater than the requested size for "
                        "the smaller edge size = %d", s->max_size, s->size_h);
         taas_error_hint(err, "raise max_size, or leave it None");
@@ -258,7 +256,7 @@ static int check_keys(const json_t *o, const char *name, const char *const *keys
         if (!ok) {
             char b[96];
             taas_utf8_clip(b, sizeof b, k, strlen(k), 40);
-            taas_error_set(err, TAAS_ERR_TYPE, NOWHERE, "%s() got an unexpected parameter '%s'", name, b);
+            taas_error_set(err, TAAS_ERR_TYPE, TAAS_NOPOS, "%s() got an unexpected parameter '%s'", name, b);
             char list[256] = "";
             for (int i = 0; keys[i]; i++)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", keys[i]);
@@ -290,20 +288,20 @@ static int add_compose(taas_transform *t, const json_t *o, int depth, taas_error
 static int add_step(taas_transform *t, const json_t *o, int depth, taas_error *err) {
     char b[96];
     if (depth > 16) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "Compose() nested more than 16 deep");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "Compose() nested more than 16 deep");
         taas_error_hint(err, "list the transforms in one Compose([...])");
         return -1;
     }
     const char *type = json_is_object(o) ? json_string_value(json_object_get(o, "type")) : NULL;
     if (!type) {
-        taas_error_set(err, TAAS_ERR_TYPE, NOWHERE, "a transform spec must be an object with a \"type\", got %s",
+        taas_error_set(err, TAAS_ERR_TYPE, TAAS_NOPOS, "a transform spec must be an object with a \"type\", got %s",
                        show(o, b, sizeof b));
         taas_error_hint(err, "transforms are one of " KNOWN);
         return -1;
     }
     if (strcmp(type, "Compose") == 0) return add_compose(t, o, depth, err);
     if (t->n >= TX_MAX_STEPS) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "a chain of more than %d transforms", TX_MAX_STEPS);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "a chain of more than %d transforms", TX_MAX_STEPS);
         taas_error_hint(err, "shorten the Compose([...]) list");
         return -1;
     }
@@ -336,7 +334,7 @@ static int add_step(taas_transform *t, const json_t *o, int depth, taas_error *e
         rc = check_keys(o, type, keys, err) < 0 ? -1 : parse_size(o, "CenterCrop", s, 0, err);
     } else {
         taas_utf8_clip(b, sizeof b, type, strlen(type), 40);
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "'%s' is not a transform the data loaders know", b);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "'%s' is not a transform the data loaders know", b);
         taas_error_hint(err, "use one of " KNOWN);
         return -1;
     }
@@ -353,7 +351,7 @@ static int build_luts(taas_transform *t, taas_error *err) {
         tx_step *nx = i + 1 < t->n && t->steps[i + 1].kind == ST_NORMALIZE ? &t->steps[i + 1] : NULL;
         s->nlut = nx ? (nx->nmean > nx->nstd ? nx->nmean : nx->nstd) : 1;
         s->lut = malloc((size_t)s->nlut * 256 * sizeof *s->lut);
-        if (!s->lut) return taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory");
+        if (!s->lut) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory");
         for (int ch = 0; ch < s->nlut; ch++) {
             for (int v = 0; v < 256; v++) {
                 float x = (float)v / 255.0f;
@@ -369,7 +367,7 @@ static int build_luts(taas_transform *t, taas_error *err) {
 
 int tx_parse(taas_transform *t, const json_t *spec, taas_error *err) {
     t->steps = calloc(TX_MAX_STEPS, sizeof *t->steps);
-    if (!t->steps) return taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory");
+    if (!t->steps) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory");
     if (spec && !json_is_null(spec) && add_step(t, spec, 0, err) < 0) return -1;
     int tensor = 0;
     for (int i = 0; i < t->n; i++) {
@@ -377,13 +375,13 @@ int tx_parse(taas_transform *t, const json_t *spec, taas_error *err) {
         char where[96];
         tx_step_where(t, i, where, sizeof where);
         if (s->kind == ST_TO_TENSOR && tensor) {
-            taas_error_set(err, TAAS_ERR_TYPE, NOWHERE,
+            taas_error_set(err, TAAS_ERR_TYPE, TAAS_NOPOS,
                            "%s gets a tensor: pic should be an image, ToTensor() appears twice", where);
             taas_error_hint(err, "keep one ToTensor() in the chain");
             return -1;
         }
         if (s->kind == ST_NORMALIZE && !tensor) {
-            taas_error_set(err, TAAS_ERR_TYPE, NOWHERE,
+            taas_error_set(err, TAAS_ERR_TYPE, TAAS_NOPOS,
                            "%s needs a tensor, but it comes before ToTensor()", where);
             taas_error_hint(err, "put ToTensor() before Normalize(...): Compose([ToTensor(), Normalize(...)])");
             return -1;

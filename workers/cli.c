@@ -9,8 +9,6 @@
 #include "suggest.h"
 #include "utf8.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* Specs are a few KiB; a bigger input is not a spec. */
 #define MAX_SPEC_BYTES ((size_t)16 << 20)
 
@@ -19,7 +17,7 @@ int taas_cli_parse(int argc, char **argv, const taas_opt *opts, taas_error *err)
         const char *a = argv[i];
         char q[96];
         if (strncmp(a, "--", 2) != 0 || !a[2]) {
-            taas_error_set(err, TAAS_ERR_USAGE, NOPOS, "%s: unexpected argument '%s'", argv[0],
+            taas_error_set(err, TAAS_ERR_USAGE, TAAS_NOPOS, "%s: unexpected argument '%s'", argv[0],
                            taas_utf8_clip(q, sizeof q, a, strlen(a), 60));
             taas_error_hint(err, "options are written --name VALUE; taas-worker %s --help lists them", argv[0]);
             return -1;
@@ -33,7 +31,7 @@ int taas_cli_parse(int argc, char **argv, const taas_opt *opts, taas_error *err)
             size_t n = 0;
             for (const taas_opt *p = opts; p->name && n < 16; p++) cands[n++] = p->name;
             int s = taas_suggest(name, len, cands, n);
-            taas_error_set(err, TAAS_ERR_USAGE, NOPOS, "%s: unknown option '--%s'", argv[0],
+            taas_error_set(err, TAAS_ERR_USAGE, TAAS_NOPOS, "%s: unknown option '--%s'", argv[0],
                            taas_utf8_clip(q, sizeof q, name, len, 40));
             if (s >= 0)
                 taas_error_hint(err, "did you mean --%s? taas-worker %s --help lists the options", cands[s], argv[0]);
@@ -43,7 +41,7 @@ int taas_cli_parse(int argc, char **argv, const taas_opt *opts, taas_error *err)
         }
         if (!o->has_arg) {
             if (eq) {
-                taas_error_set(err, TAAS_ERR_USAGE, NOPOS, "%s: --%s takes no value", argv[0], o->name);
+                taas_error_set(err, TAAS_ERR_USAGE, TAAS_NOPOS, "%s: --%s takes no value", argv[0], o->name);
                 taas_error_hint(err, "write it alone: --%s", o->name);
                 return -1;
             }
@@ -55,7 +53,7 @@ int taas_cli_parse(int argc, char **argv, const taas_opt *opts, taas_error *err)
         } else if (i + 1 < argc) {
             *o->value = argv[++i];
         } else {
-            taas_error_set(err, TAAS_ERR_USAGE, NOPOS, "%s: --%s needs a value", argv[0], o->name);
+            taas_error_set(err, TAAS_ERR_USAGE, TAAS_NOPOS, "%s: --%s needs a value", argv[0], o->name);
             taas_error_hint(err, "write --%s VALUE", o->name);
             return -1;
         }
@@ -70,7 +68,7 @@ int taas_cli_int(const char *flag, const char *text, long long min, long long ma
     long long v = strtoll(text, &end, 10);
     if (errno || end == text || *end || v < min || v > max) {
         char q[64];
-        taas_error_set(err, TAAS_ERR_USAGE, NOPOS, "--%s must be an integer from %lld to %lld, not '%s'", flag,
+        taas_error_set(err, TAAS_ERR_USAGE, TAAS_NOPOS, "--%s must be an integer from %lld to %lld, not '%s'", flag,
                        min, max, taas_utf8_clip(q, sizeof q, text, strlen(text), 30));
         taas_error_hint(err, "e.g. --%s %lld", flag, min);
         return -1;
@@ -82,12 +80,12 @@ int taas_cli_int(const char *flag, const char *text, long long min, long long ma
 static int read_all(FILE *f, const char *name, char **out, size_t *len, taas_error *err) {
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
-    if (!buf) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory reading the spec");
+    if (!buf) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory reading the spec");
     for (;;) {
         if (n == cap) {
             if (cap >= MAX_SPEC_BYTES) {
                 free(buf);
-                taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the spec in %s is larger than %zu MiB", name,
+                taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the spec in %s is larger than %zu MiB", name,
                                MAX_SPEC_BYTES >> 20);
                 taas_error_hint(err, "give the JSON spec of one dataset or DataLoader (taas_value_spec)");
                 return -1;
@@ -95,7 +93,7 @@ static int read_all(FILE *f, const char *name, char **out, size_t *len, taas_err
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
                 free(buf);
-                return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory reading the spec");
+                return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory reading the spec");
             }
             buf = nb;
             cap *= 2;
@@ -107,7 +105,7 @@ static int read_all(FILE *f, const char *name, char **out, size_t *len, taas_err
     if (ferror(f)) {
         int e = errno;
         free(buf);
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot read the spec from %s: %s", name, strerror(e));
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot read the spec from %s: %s", name, strerror(e));
         taas_error_hint(err, "give a readable file, or - for stdin");
         return -1;
     }
@@ -124,7 +122,7 @@ json_t *taas_cli_read_spec(const char *path, taas_error *err) {
         name = taas_utf8_clip(q, sizeof q, path, strlen(path), 200);
         f = fopen(path, "rb");
         if (!f) {
-            taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot open the spec file %s: %s", name, strerror(errno));
+            taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot open the spec file %s: %s", name, strerror(errno));
             taas_error_hint(err, "give the path of a JSON spec, or - to read it from stdin");
             return NULL;
         }
@@ -138,7 +136,7 @@ json_t *taas_cli_read_spec(const char *path, taas_error *err) {
     json_t *spec = json_loadb(text, len, 0, &je);
     free(text);
     if (!spec) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the spec in %s is not valid JSON: %s (line %d, column %d)",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the spec in %s is not valid JSON: %s (line %d, column %d)",
                        name, je.text, je.line, je.column);
         taas_error_hint(err, "give the JSON spec of a dataset or DataLoader, as the kernel writes it "
                              "(e.g. {\"type\": \"FashionMNIST\", \"root\": ..., \"train\": false, ...})");
@@ -146,7 +144,7 @@ json_t *taas_cli_read_spec(const char *path, taas_error *err) {
     }
     if (!json_is_object(spec) || !json_is_string(json_object_get(spec, "type"))) {
         json_decref(spec);
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the spec in %s is not an object with a \"type\"", name);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the spec in %s is not an object with a \"type\"", name);
         taas_error_hint(err, "give the JSON spec of a dataset or DataLoader, e.g. {\"type\": \"FashionMNIST\", ...}");
         return NULL;
     }
@@ -157,7 +155,7 @@ const json_t *taas_cli_dataset_spec(const json_t *spec, taas_error *err) {
     if (strcmp(json_string_value(json_object_get(spec, "type")), "DataLoader") != 0) return spec;
     const json_t *ds = json_object_get(spec, "dataset");
     if (!json_is_object(ds)) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the DataLoader spec has no \"dataset\" object");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the DataLoader spec has no \"dataset\" object");
         taas_error_hint(err, "a DataLoader spec holds its dataset's spec: {\"type\": \"DataLoader\", "
                              "\"dataset\": {\"type\": \"FashionMNIST\", ...}, \"batch_size\": 64, ...}");
         return NULL;

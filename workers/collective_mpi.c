@@ -8,13 +8,11 @@
 #include "collective.h"
 #include "errnames.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 static int mpi_fail(int rc, taas_error *err) {
     char text[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(rc, text, &len);
-    taas_error_set(err, TAAS_ERR_COLLECTIVE, NOPOS, "a sum over the ranks (MPI) failed: %s", text);
+    taas_error_set(err, TAAS_ERR_COLLECTIVE, TAAS_NOPOS, "a sum over the ranks (MPI) failed: %s", text);
     taas_error_hint(err, "another rank may have died; the kernel names it");
     return -1;
 }
@@ -62,7 +60,7 @@ static int bcast(taas_collective *c, void *buf, size_t n, taas_error *err) {
 int taas_collective_mpi_init(int *argc, char ***argv, taas_collective *out, taas_error *err) {
     int rc = MPI_Init(argc, argv);
     if (rc != MPI_SUCCESS) {
-        taas_error_set(err, TAAS_ERR_COLLECTIVE, NOPOS, "MPI_Init failed (error %d)", rc);
+        taas_error_set(err, TAAS_ERR_COLLECTIVE, TAAS_NOPOS, "MPI_Init failed (error %d)", rc);
         taas_error_hint(err, "taas-worker trainer runs under mpirun, as the kernel starts it");
         return -1;
     }

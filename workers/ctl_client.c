@@ -18,8 +18,6 @@
 #include "errnames.h"
 #include "jobctl.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 typedef struct out_msg {
     struct out_msg *next;
     json_t *body;
@@ -140,7 +138,7 @@ taas_ctl_client *taas_ctl_client_new(const char *endpoint, const taas_zkeys *key
     taas_ctl_client *c = calloc(1, sizeof *c);
     if (!c) {
         json_decref(hello);
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the control client");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the control client");
         return NULL;
     }
     pthread_mutex_init(&c->mu, NULL);
@@ -150,14 +148,14 @@ taas_ctl_client *taas_ctl_client_new(const char *endpoint, const taas_zkeys *key
     if (c->wake < 0 || !c->zctx || (keys && !(c->sec = taas_zsec_new(c->zctx, keys, 0, err))) ||
         !(c->sock = taas_ctl_connect(c->zctx, c->sec, endpoint, identity, err))) {
         if (c->wake < 0 || !c->zctx)
-            taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot set up the control plane: %s", strerror(errno));
+            taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot set up the control plane: %s", strerror(errno));
         json_decref(hello);
         taas_ctl_client_free(c);
         return NULL;
     }
     json_object_set_new(hello, "t", json_string("hello"));
     if (taas_ctl_send(c->sock, NULL, hello, NULL, 0, 0, err) || pthread_create(&c->thread, NULL, run, c)) {
-        if (!taas_error_is_set(err)) taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot start the control thread");
+        if (!taas_error_is_set(err)) taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot start the control thread");
         taas_ctl_client_free(c);
         return NULL;
     }
@@ -214,7 +212,7 @@ int taas_ctl_client_send(taas_ctl_client *c, json_t *body, const void *blob, siz
         free(m);
         free(copy);
         json_decref(body);
-        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for a control message");
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a control message");
     }
     if (n) memcpy(copy, blob, n);
     m->body = body;
@@ -277,7 +275,7 @@ json_t *taas_ctl_client_wait(taas_ctl_client *c, const char *type, double timeou
     int stopped = c->stop;
     pthread_mutex_unlock(&c->mu);
     if (!im) {
-        taas_error_set(err, stopped ? TAAS_ERR_INTERRUPT : TAAS_ERR_TIMEOUT, NOPOS,
+        taas_error_set(err, stopped ? TAAS_ERR_INTERRUPT : TAAS_ERR_TIMEOUT, TAAS_NOPOS,
                        stopped ? "the job was cancelled before it started"
                                : "the kernel did not send the job's %s within %.0f s", type, timeout_s);
         taas_error_hint(err, "run the cell again");

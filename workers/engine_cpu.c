@@ -8,8 +8,6 @@
 #include "engine.h"
 #include "errnames.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 typedef struct cpu_engine {
     taas_engine base;
     taas_model *m;
@@ -31,7 +29,7 @@ static int compute(taas_engine *e, const taas_batch *b, taas_engine_next_fn next
     size_t need = (size_t)b->n * (size_t)k;
     if (need > c->dout_cap) {
         float *d = realloc(c->dout, need * sizeof *d);
-        if (!d) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the loss gradient");
+        if (!d) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the loss gradient");
         c->dout = d;
         c->dout_cap = need;
     }
@@ -123,7 +121,7 @@ taas_engine *taas_engine_cpu(taas_model *m, taas_job_loss *loss, const taas_opti
         free(c);
         free(state);
         taas_model_free(m);
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the optimizer state");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the optimizer state");
         return NULL;
     }
     c->base.ops = &CPU_OPS;

@@ -18,8 +18,6 @@
 #define TAAS_CUDA_PLUGIN_RELDIR "../lib"
 #endif
 
-static const taas_srcpos NOPOS = {0, 0};
-
 static void *g_handle;
 static int g_tried;
 static char g_why[512];
@@ -139,11 +137,11 @@ taas_engine *taas_engine_cuda(taas_model *m, const taas_job_loss *loss, const ta
     taas_cuda_engine_new_fn f = (taas_cuda_engine_new_fn)taas_cuda_plugin_sym("taas_cuda_engine_new", &why);
     cuda_door *d = f ? calloc(1, sizeof *d) : NULL;
     if (!f) {
-        taas_error_set(err, TAAS_ERR_DEVICE, NOPOS, "this taas-worker cannot train on a GPU: %s", why);
+        taas_error_set(err, TAAS_ERR_DEVICE, TAAS_NOPOS, "this taas-worker cannot train on a GPU: %s", why);
         taas_error_hint(err, "build taas with CUDA (cmake -DTAAS_CUDA=ON, nvcc from /usr/local/cuda) and install "
                              "libtaas_cuda.so beside taas-worker, or set TAAS_CUDA_PLUGIN to its path");
     } else if (!d) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the CUDA engine");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the CUDA engine");
     } else if ((d->inner = f(m, loss, opt, device, c, err))) {
         d->base = *d->inner;  /* its name and size */
         d->base.ops = &DOOR_OPS;

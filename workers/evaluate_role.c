@@ -9,18 +9,16 @@
 #include "role.h"
 #include "train_job.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 json_t *taas_evaluate_spec(const json_t *job, taas_error *err) {
     const json_t *v = json_object_get(job, "version");
     if (!json_is_integer(v) || json_integer_value(v) != 1) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec's \"version\" must be 1");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's \"version\" must be 1");
         taas_error_hint(err, "this worker runs version 1 job specs (docs/jobspec.md); the kernel and worker may be of different builds");
         return NULL;
     }
     const char *kind = json_string_value(json_object_get(job, "job"));
     if (!kind || strcmp(kind, "evaluate") != 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "taas-worker evaluate runs \"job\": \"evaluate\", not %s%s%s",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "taas-worker evaluate runs \"job\": \"evaluate\", not %s%s%s",
                        kind ? "\"" : "", kind ? kind : "a spec without one", kind ? "\"" : "");
         taas_error_hint(err, "run fit jobs with taas-worker train");
         return NULL;
@@ -28,7 +26,7 @@ json_t *taas_evaluate_spec(const json_t *job, taas_error *err) {
     const json_t *w = json_object_get(job, "weights");
     const json_t *va = json_object_get(job, "validate");
     if (!json_is_string(w) || !va || json_is_null(va)) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the evaluate job has no %s",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the evaluate job has no %s",
                        !json_is_string(w) ? "\"weights\" path" : "\"validate\" DataLoader");
         taas_error_hint(err, "evaluate needs trained weights and a loader: evaluate(model, DataLoader(test_set, batch_size=256))");
         return NULL;
@@ -78,7 +76,7 @@ int taas_role_evaluate(int argc, char **argv) {
         return TAAS_EXIT_OK;
     }
     if (!spec_path) {
-        taas_error_set(&err, TAAS_ERR_USAGE, NOPOS, "evaluate: --spec is required");
+        taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "evaluate: --spec is required");
         taas_error_hint(&err, "give --spec FILE, or --spec - to read the job spec from stdin");
         taas_job_report(&err, -1);
         return TAAS_EXIT_USAGE;

@@ -17,8 +17,6 @@
 #include "role.h"
 #include "train_job.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* By time: the first checkpoint after this much training, the next after at least as much
  * and 99 times what the last one took (≤ 1 % of the time). */
 #define CKPT_MIN_S 10.0
@@ -80,7 +78,7 @@ static int pipeline_take(void *ctx, uint64_t epoch, uint64_t k, taas_batch **out
     int rc = taas_pipeline_next(l->pipeline, &b, err);
     if (rc < 0) return -1;
     if (rc == 1 || b->k != k || (b->epoch != epoch && l->world > 1)) {
-        taas_error_set(err, TAAS_ERR_INTERNAL, NOPOS, "the pipeline gave item %llu of epoch %llu where item %llu "
+        taas_error_set(err, TAAS_ERR_INTERNAL, TAAS_NOPOS, "the pipeline gave item %llu of epoch %llu where item %llu "
                        "of epoch %llu was due", rc == 1 ? 0ULL : (unsigned long long)b->k,
                        rc == 1 ? 0ULL : (unsigned long long)b->epoch, (unsigned long long)k, (unsigned long long)epoch);
         taas_error_hint(err, "this is a bug in taas; please report it");
@@ -129,7 +127,7 @@ static json_t *checkpoint_meta(const taas_fit *f, long long e, long long s, doub
 
 /* One of the numbers that make the batches or the update differs from the checkpoint's. */
 static int differs(taas_error *err, const char *what, long long was, long long now) {
-    taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the checkpoint was made with %s %lld; this fit has %lld", what,
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the checkpoint was made with %s %lld; this fit has %lld", what,
                    was, now);
     taas_error_hint(err, "resume with the fit's arguments and #pragma taas line of the run that wrote the checkpoint");
     return -1;
@@ -141,7 +139,7 @@ static int resume(taas_fit *f, taas_error *err) {
     const char *path = json_string_value(json_object_get(f->job, "weights"));
     json_t *m = NULL;
     if (!path || f->engine->ops->restore(f->engine, path, &m, err)) {
-        if (!path) taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec resumes but names no checkpoint");
+        if (!path) taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec resumes but names no checkpoint");
         return -1;
     }
     int rc = -1;
@@ -155,18 +153,18 @@ static int resume(taas_fit *f, taas_error *err) {
     else if (meta_int(m, "steps_per_epoch") != (json_int_t)f->train.steps)
         differs(err, "steps per epoch", meta_int(m, "steps_per_epoch"), (long long)f->train.steps);
     else if (!opt || strcmp(opt, taas_optim_name(f->opt.kind)) != 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the checkpoint's optimizer is %s; this fit's is %s",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the checkpoint's optimizer is %s; this fit's is %s",
                        opt ? opt : "not recorded", taas_optim_name(f->opt.kind));
         taas_error_hint(err, "resume with the optimizer of the run that wrote the checkpoint");
     } else if (f->has_sched != (sc && !json_is_null(sc))) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the checkpoint was made %s a scheduler; this fit has %s",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the checkpoint was made %s a scheduler; this fit has %s",
                        f->has_sched ? "without" : "with", f->has_sched ? "one" : "none");
         taas_error_hint(err, "resume with the scheduler of the run that wrote the checkpoint");
     } else if (!sum || !json_is_array(json_object_get(m, "history")) ||
                !json_is_array(json_object_get(m, "checksums")) || meta_int(m, "epoch") < 0 ||
                meta_int(m, "step") < 0 || meta_int(m, "step") >= (json_int_t)f->train.steps ||
                meta_int(m, "steps") < 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: its checkpoint record lacks the fit's position", path);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: its checkpoint record lacks the fit's position", path);
         taas_error_hint(err, "give a checkpoint written by this version of taas");
     } else {
         f->epoch0 = meta_int(m, "epoch");
@@ -201,13 +199,13 @@ static int setup(taas_fit *f, taas_error *err) {
     const json_t *job = f->job;
     const json_t *v = json_object_get(job, "version");
     if (!json_is_integer(v) || json_integer_value(v) != 1) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec's \"version\" must be 1");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's \"version\" must be 1");
         taas_error_hint(err, "this worker runs version 1 job specs (docs/jobspec.md); the kernel and worker may be of different builds");
         return -1;
     }
     const char *kind = json_string_value(json_object_get(job, "job"));
     if (!kind || strcmp(kind, "fit") != 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "taas-worker train runs \"job\": \"fit\", not %s%s%s",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "taas-worker train runs \"job\": \"fit\", not %s%s%s",
                        kind ? "\"" : "", kind ? kind : "a spec without one", kind ? "\"" : "");
         taas_error_hint(err, "run evaluate jobs with taas-worker evaluate");
         return -1;
@@ -225,7 +223,7 @@ static int setup(taas_fit *f, taas_error *err) {
         return -1;
     const json_t *tr = json_object_get(job, "train");
     if (!tr || json_is_null(tr)) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the fit job has no \"train\" DataLoader");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the fit job has no \"train\" DataLoader");
         taas_error_hint(err, "give fit() a training loader: fit(model, DataLoader(train_set, batch_size=64), ...)");
         return -1;
     }
@@ -268,20 +266,20 @@ static int setup(taas_fit *f, taas_error *err) {
     f->history = json_array();
     f->checksums = json_array();
     if (!f->idx || !f->history || !f->checksums)
-        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the fit job");
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the fit job");
     if (json_is_true(json_object_get(job, "resume")) && resume(f, err)) return -1;
     return 0;
 }
 
 taas_fit *taas_fit_new(const taas_fit_cfg *cfg, taas_error *err) {
     if (sodium_init() < 0) {  /* the checksums' BLAKE2b */
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "libsodium cannot start");
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "libsodium cannot start");
         taas_error_hint(err, "the system's random source may be missing (/dev/urandom)");
         return NULL;
     }
     taas_fit *f = calloc(1, sizeof *f);
     if (!f) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the fit job");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the fit job");
         return NULL;
     }
     f->cfg = *cfg;
@@ -354,7 +352,7 @@ static uint64_t sample_word(const taas_batch *b, uint32_t i) {
  * differ in size): an error that says which batch, rather than arithmetic on the wrong shape. */
 static int check_shape(const taas_job_loader *l, const taas_batch *b, const char *what, taas_error *err) {
     if (!b || ((int)b->c == l->c && (int)b->h == l->h && (int)b->w == l->w)) return 0;
-    taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "a batch of the %s loader (item %llu of epoch %llu) has samples of "
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "a batch of the %s loader (item %llu of epoch %llu) has samples of "
                    "%ux%ux%u, but the model takes %dx%dx%d (the first sample's shape)", what,
                    (unsigned long long)b->k, (unsigned long long)b->epoch + 1, b->c, b->h, b->w, l->c, l->h, l->w);
     taas_error_hint(err, "give every sample one shape: add Resize((h, w)) or CenterCrop(size) to the dataset's "
@@ -468,7 +466,7 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
     *total = sums[0];
     *loss = sums[0] > 0 ? sums[1] / sums[0] : 0;
     if (!isfinite(*loss)) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the loss is %s at epoch %lld step %llu",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the loss is %s at epoch %lld step %llu",
                        isnan(*loss) ? "nan" : "inf", epoch + 1, (unsigned long long)(k / (uint64_t)f->coll->world + 1));
         taas_error_hint(err, "lower the learning rate (lr=%g now), or check the data and the model's last layer",
                         f->opt.lr);

@@ -7,22 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* A canvas larger than this is a mistake upstream (n is at most 256 cells of 160 px). */
 #define MAX_PIXELS ((size_t)64 << 20)
 
 int taas_grid_init(taas_grid *g, int w, int h, int c, unsigned char bg, taas_error *err) {
     memset(g, 0, sizeof *g);
     if (w <= 0 || h <= 0 || (c != 1 && c != 3) || (size_t)w * (size_t)h > MAX_PIXELS) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "cannot make a %d x %d picture with %d channels", w, h, c);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "cannot make a %d x %d picture with %d channels", w, h, c);
         taas_error_hint(err, "show fewer samples (n=...)");
         return -1;
     }
     size_t n = (size_t)w * (size_t)h * (size_t)c;
     g->px = malloc(n);
     if (!g->px) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for a %d x %d picture", w, h);
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a %d x %d picture", w, h);
         taas_error_hint(err, "show fewer samples (n=...)");
         return -1;
     }
@@ -151,13 +149,13 @@ int taas_grid_png(const taas_grid *g, unsigned char **out, size_t *len, taas_err
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!png || !info) {
         png_destroy_write_struct(&png, NULL);
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory while encoding the PNG");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory while encoding the PNG");
         return -1;
     }
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_write_struct(&png, &info);
         free(m.p);
-        taas_error_set(err, TAAS_ERR_INTERNAL, NOPOS, "libpng could not encode the picture: %s", fail.why);
+        taas_error_set(err, TAAS_ERR_INTERNAL, TAAS_NOPOS, "libpng could not encode the picture: %s", fail.why);
         taas_error_hint(err, "this is a bug in taas-worker; please report it");
         return -1;
     }
@@ -171,7 +169,7 @@ int taas_grid_png(const taas_grid *g, unsigned char **out, size_t *len, taas_err
     png_destroy_write_struct(&png, &info);
     if (m.oom) {
         free(m.p);
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory while encoding the PNG");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory while encoding the PNG");
         return -1;
     }
     *out = m.p;

@@ -7,8 +7,6 @@
 #include <string.h>
 #include <zmq.h>
 
-static const taas_srcpos NOPOS = {0, 0};
-
 const char *taas_ctl_type(const taas_ctl_msg *m) {
     const char *t = m->body ? json_string_value(json_object_get(m->body, "t")) : NULL;
     return t ? t : "";
@@ -27,7 +25,7 @@ json_t *taas_ctl_body(const char *type) {
 }
 
 static int io_error(taas_error *err, const char *what) {
-    taas_error_set(err, TAAS_ERR_IO, NOPOS, "the job's control plane: %s failed: %s", what, zmq_strerror(errno));
+    taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "the job's control plane: %s failed: %s", what, zmq_strerror(errno));
     taas_error_hint(err, "a worker or the kernel may have gone away; run the cell again");
     return -1;
 }
@@ -36,7 +34,7 @@ int taas_ctl_send(void *sock, const char *peer, json_t *body, const void *blob, 
                   taas_error *err) {
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
-    if (!text) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for a control message");
+    if (!text) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a control message");
     int more = blob && n ? ZMQ_SNDMORE : 0, rc = 0;
     if (peer && zmq_send(sock, peer, strlen(peer), flags | ZMQ_SNDMORE) < 0) rc = io_error(err, "sending");
     if (!rc && zmq_send(sock, text, strlen(text), flags | more) < 0) rc = io_error(err, "sending");
@@ -67,7 +65,7 @@ static int has_more(void *sock) {
 static int malformed(void *sock, taas_ctl_msg *m, taas_error *err, const char *why) {
     drain(sock);
     taas_ctl_msg_clear(m);
-    taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "a control message was dropped: %s", why);
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "a control message was dropped: %s", why);
     taas_error_hint(err, "a taas-worker of another version may be connected; install taas-kernel and taas-worker "
                          "together");
     return -1;
@@ -116,7 +114,7 @@ int taas_ctl_recv(void *sock, int is_router, int flags, taas_ctl_msg *m, taas_er
         if (!m->blob) {
             drain(sock);
             taas_ctl_msg_clear(m);
-            return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for a control message's data");
+            return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a control message's data");
         }
         if (has_more(sock)) return malformed(sock, m, err, "it has more than two frames");
     }

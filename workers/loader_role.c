@@ -18,8 +18,6 @@
 #include "stream_send.h"
 #include "train_job.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* Seconds for the kernel to start the job (every rank said hello). */
 #define START_TIMEOUT_S 120.0
 
@@ -38,7 +36,7 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
     taas_offload off;
     if (taas_offload_parse(job, &off, err)) return -1;
     if (a->stream >= off.nstreams || a->worker >= off.workers[a->stream]) {
-        taas_error_set(err, TAAS_ERR_USAGE, NOPOS, "loader: --stream %lld --worker %lld is not in the job spec "
+        taas_error_set(err, TAAS_ERR_USAGE, TAAS_NOPOS, "loader: --stream %lld --worker %lld is not in the job spec "
                        "(%u streams)", a->stream, a->worker, off.nstreams);
         taas_error_hint(err, "the kernel starts the loader workers with the right numbers");
         return -1;
@@ -82,7 +80,7 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
     const json_t *ranks = json_object_get(start, "ranks");
     const char *eps[4096];
     if (!json_is_array(ranks) || json_array_size(ranks) != off.world || off.world > 4096) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the kernel's start message does not list the %u ranks", off.world);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the kernel's start message does not list the %u ranks", off.world);
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         goto out;
     }
@@ -91,7 +89,7 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
     taas_zsec *sec = jn->curve && zctx ? taas_zsec_new(zctx, &jn->keys, 0, err) : NULL;
     taas_stream_send_cfg sc = {.zctx = zctx, .sec = sec, .stream = s, .worker = j, .world = off.world, .ranks = eps};
     if ((jn->curve && !sec) || !(snd = taas_stream_send_new(&sc, err))) {
-        if (!zctx) taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot start ZeroMQ: out of file descriptors");
+        if (!zctx) taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot start ZeroMQ: out of file descriptors");
         taas_zsec_free(sec);
         if (zctx) zmq_ctx_term(zctx);
         goto out;
@@ -152,7 +150,7 @@ int taas_role_loader(int argc, char **argv) {
         return TAAS_EXIT_OK;
     }
     if (!control || !st || !wk) {
-        taas_error_set(&err, TAAS_ERR_USAGE, NOPOS, "loader: --control, --stream and --worker are required");
+        taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "loader: --control, --stream and --worker are required");
         taas_error_hint(&err, "the kernel starts the loader workers of a #pragma taas cell");
         taas_cli_report(stderr, &err);
         return TAAS_EXIT_USAGE;

@@ -17,15 +17,13 @@
 #include "jobctl.h"
 #include "role.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* Seconds for the kernel to answer a hello with the spec. */
 #define SPEC_TIMEOUT_S 60.0
 /* how long a worker that is done waits for the kernel to take its last word */
 #define LEAVE_TIMEOUT_S 10.0
 
 static int bad(taas_error *err, const char *what) {
-    taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec's \"offload\" section %s", what);
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's \"offload\" section %s", what);
     taas_error_hint(err, "taas-worker trainer and loader run the specs taas-kernel sends them (docs/jobspec.md); "
                          "install the kernel and the workers together");
     return -1;
@@ -101,7 +99,7 @@ int taas_offload_bind(const taas_offload *o, const char *control, char *out, siz
     int v6 = 0;
     int bad_endpoint = endpoint_host(control, host, sizeof host) != 0;
     if (bad_endpoint)
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "the control endpoint %s is not tcp://HOST:PORT", control);
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "the control endpoint %s is not tcp://HOST:PORT", control);
     if (bad_endpoint || taas_zsock_route(host, addr, sizeof addr, &v6, err)) {
         taas_error_prefix(err, "a rank cannot choose its data plane's address: ");
         taas_error_hint(err, "the hosts of the job must reach the kernel's address; set \"kernel_address\" in the "
@@ -124,7 +122,7 @@ static int keep_weights(taas_joined *j, const void *blob, size_t n, taas_error *
         json_object_set_new(j->spec, "weights", json_string(j->weights));
         return 0;
     }
-    taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot keep the model's weights in %s: %s", j->weights,
+    taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot keep the model's weights in %s: %s", j->weights,
                    strerror(errno));
     taas_error_hint(err, "the worker's temporary folder ($TMPDIR or /tmp on its host) must be writable with free "
                          "space");
@@ -168,7 +166,7 @@ static int read_keys_file(const char *path, char *out, size_t n, taas_error *err
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
         int e = errno;
         if (fd >= 0) close(fd);
-        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "the job's keys file %s %s", path,
+        taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "the job's keys file %s %s", path,
                        fd < 0 ? strerror(e) : "is not a file of this user's that only it can read");
         taas_error_hint(err, "the kernel writes it (mode 0600) before it starts the ranks; run the cell again");
         return -1;
@@ -191,16 +189,16 @@ static int read_keys_munge(char *out, size_t n, taas_error *err) {
         cred = getenv(name);
     }
     if (!cred || !cred[0]) {
-        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "$TAAS_JOB_MUNGE is not set: the job's keys did not come");
+        taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "$TAAS_JOB_MUNGE is not set: the job's keys did not come");
         taas_error_hint(err, "the kernel starts the workers of a Slurm job with it; run the cell again");
         return -1;
     }
     int in[2], outp[2];
-    if (pipe2(in, O_CLOEXEC) < 0) return taas_error_set(err, TAAS_ERR_IO, NOPOS, "pipe: %s", strerror(errno));
+    if (pipe2(in, O_CLOEXEC) < 0) return taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "pipe: %s", strerror(errno));
     if (pipe2(outp, O_CLOEXEC) < 0) {
         close(in[0]);
         close(in[1]);
-        return taas_error_set(err, TAAS_ERR_IO, NOPOS, "pipe: %s", strerror(errno));
+        return taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "pipe: %s", strerror(errno));
     }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -227,7 +225,7 @@ static int read_keys_munge(char *out, size_t n, taas_error *err) {
     int st = 0;
     if (rc == 0) waitpid(pid, &st, 0);
     if (rc != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "cannot open the job's keys with unmunge: %s",
+        taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "cannot open the job's keys with unmunge: %s",
                        rc ? strerror(rc) : "munged refused the credential (another user's, expired, or another "
                                            "cluster's key)");
         taas_error_hint(err, "every host of the Slurm cluster needs munge (apt-get install munge) with the "

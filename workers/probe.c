@@ -11,8 +11,6 @@
 #include "sampler.h"
 #include "transform.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 static json_t *shape3(int a, int b, int c) {
     return json_pack("[i, i, i]", a, b, c);
 }
@@ -88,7 +86,7 @@ static json_t *classes(const taas_dataset_info *info) {
 static int loader_fields(const json_t *spec, size_t size, json_t *out, taas_error *err) {
     const json_t *bs = json_object_get(spec, "batch_size");
     if (!json_is_integer(bs) || json_integer_value(bs) < 1 || json_integer_value(bs) > UINT32_MAX) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the DataLoader spec's \"batch_size\" must be an integer "
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the DataLoader spec's \"batch_size\" must be an integer "
                        "from 1 to %u", UINT32_MAX);
         taas_error_hint(err, "give DataLoader(dataset, batch_size=64)");
         return -1;
@@ -164,7 +162,7 @@ int taas_role_probe(int argc, char **argv) {
         return TAAS_EXIT_OK;
     }
     if (!spec_path) {
-        taas_error_set(&err, TAAS_ERR_USAGE, NOPOS, "probe: --spec is required");
+        taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "probe: --spec is required");
         taas_error_hint(&err, "give --spec FILE, or --spec - to read the spec from stdin");
         taas_cli_report(stdout, &err);
         return TAAS_EXIT_USAGE;

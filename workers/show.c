@@ -16,8 +16,6 @@
 #include "sampler.h"
 #include "transform.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 #define MAX_N 256
 #define CAPTION_MAX 18     /* characters under a cell */
 #define PAD 4              /* pixels around and between cells */
@@ -105,7 +103,7 @@ static void floats_to_u8(const float *src, int h, int w, int c, int hwc, cell *o
 
 static int alloc_px(cell *out, int h, int w, int c, taas_error *err) {
     out->px = malloc((size_t)h * (size_t)w * (size_t)(c >= 3 ? 3 : 1));
-    if (!out->px) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for a %dx%d sample", h, w);
+    if (!out->px) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a %dx%d sample", h, w);
     return 0;
 }
 
@@ -134,7 +132,7 @@ static int transformed_cell(const view *v, taas_image *img, uint64_t seed, uint6
     if (taas_transform_out_shape(v->t, img->h, img->w, img->c, &oc, &oh, &ow, err) ||
         !(f = malloc((size_t)oc * (size_t)oh * (size_t)ow * sizeof *f))) {
         if (!taas_error_is_set(err))
-            taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for a %dx%d sample", oh, ow);
+            taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a %dx%d sample", oh, ow);
         taas_image_free(img);  /* not handed to the transform */
         return -1;
     }
@@ -248,7 +246,7 @@ static int pick(size_t size, int n, int seeded, uint64_t seed, uint64_t *out, ta
     size_t got = taas_sampler_item(s, 0, 0, out);
     taas_sampler_free(s);
     if (got != (size_t)n) {
-        taas_error_set(err, TAAS_ERR_INTERNAL, NOPOS, "the sampler gave %zu samples for a batch of %d", got, n);
+        taas_error_set(err, TAAS_ERR_INTERNAL, TAAS_NOPOS, "the sampler gave %zu samples for a batch of %d", got, n);
         taas_error_hint(err, "this is a bug in taas; please report it");
         return -1;
     }
@@ -271,7 +269,7 @@ static int show(const json_t *spec, int n, int seeded, uint64_t seed, taas_error
     if (!d) goto out;
     const taas_dataset_info *info = taas_dataset_info_get(d);
     if (info->size == 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s has no samples to show (%s)", info->type, info->source);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s has no samples to show (%s)", info->type, info->source);
         taas_error_hint(err, "check that the dataset's files hold samples");
         goto out;
     }
@@ -279,7 +277,7 @@ static int show(const json_t *spec, int n, int seeded, uint64_t seed, taas_error
     uint64_t idx[MAX_N];
     cells = calloc((size_t)n, sizeof *cells);
     if (!cells) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory");
         goto out;
     }
     if (pick(info->size, n, seeded, seed, idx, err)) goto out;
@@ -295,7 +293,7 @@ static int show(const json_t *spec, int n, int seeded, uint64_t seed, taas_error
     }
     if (draw(cells, n, &g, err) || taas_grid_png(&g, &png, &png_len, err)) goto out;
     if (fwrite(png, 1, png_len, stdout) != png_len || fflush(stdout) != 0) {
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot write the PNG to stdout");
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot write the PNG to stdout");
         taas_error_hint(err, "redirect stdout to a file: taas-worker show --spec s.json > grid.png");
         goto out;
     }
@@ -339,7 +337,7 @@ int taas_role_show(int argc, char **argv) {
         return TAAS_EXIT_OK;
     }
     if (!spec_path) {
-        taas_error_set(&err, TAAS_ERR_USAGE, NOPOS, "show: --spec is required");
+        taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "show: --spec is required");
         taas_error_hint(&err, "give --spec FILE, or --spec - to read the spec from stdin");
         taas_cli_report(stderr, &err);
         return TAAS_EXIT_USAGE;

@@ -82,8 +82,6 @@ struct taas_stream_recv {
     taas_stream_recv_stats st;
 };
 
-static const taas_srcpos NOWHERE = {0, 0};
-
 static int later(uint64_t e1, uint64_t k1, uint64_t e2, uint64_t k2) {
     return e1 > e2 || (e1 == e2 && k1 > k2);
 }
@@ -135,7 +133,7 @@ static long long held_find(const stream_state *st, uint64_t epoch, uint64_t k) {
 
 static void bad_hello(taas_stream_recv *r, const char *why) {
     taas_error e;
-    taas_error_set(&e, TAAS_ERR_VALUE, NOWHERE, "rank %u: a loader said hello with %s", r->rank, why);
+    taas_error_set(&e, TAAS_ERR_VALUE, TAAS_NOPOS, "rank %u: a loader said hello with %s", r->rank, why);
     taas_error_hint(&e, "the loaders and the ranks were started from different job plans or taas versions");
     fault(r, NULL, &e);
 }
@@ -195,7 +193,7 @@ static taas_batch *on_batch(taas_stream_recv *r, conn *c, taas_batch *b, taas_er
     taas_error e;
     c->received++;
     if (c->inside >= r->credit) {
-        taas_error_set(&e, TAAS_ERR_VALUE, NOWHERE, "rank %u: worker %u of stream %u sent more batches than its "
+        taas_error_set(&e, TAAS_ERR_VALUE, TAAS_NOPOS, "rank %u: worker %u of stream %u sent more batches than its "
                        "credit of %u", r->rank, c->worker, c->stream, r->credit);
         taas_error_hint(&e, "the loaders and the ranks must run the same taas version");
         fault(r, st, &e);
@@ -211,7 +209,7 @@ static taas_batch *on_batch(taas_stream_recv *r, conn *c, taas_batch *b, taas_er
     }
     if (b->k % r->world != r->rank) {
         owe(c);
-        taas_error_set(&e, TAAS_ERR_VALUE, NOWHERE, "rank %u: worker %u of stream %u sent item %llu, which rank "
+        taas_error_set(&e, TAAS_ERR_VALUE, TAAS_NOPOS, "rank %u: worker %u of stream %u sent item %llu, which rank "
                        "%llu trains", r->rank, c->worker, c->stream, (unsigned long long)b->k,
                        (unsigned long long)(b->k % r->world));
         taas_error_hint(&e, "the loaders and the ranks were started with different numbers of ranks");
@@ -228,7 +226,7 @@ static taas_batch *on_batch(taas_stream_recv *r, conn *c, taas_batch *b, taas_er
         held *h = realloc(st->h, cap * sizeof *h);
         if (!h) {
             owe(c);
-            taas_error_set(&e, TAAS_ERR_MEMORY, NOWHERE, "rank %u: out of memory holding batches", r->rank);
+            taas_error_set(&e, TAAS_ERR_MEMORY, TAAS_NOPOS, "rank %u: out of memory holding batches", r->rank);
             fault(r, st, &e);
             return b;
         }
@@ -272,7 +270,7 @@ static void on_message(taas_stream_recv *r, zmq_msg_t *f, int n, int extra) {
             pthread_cond_broadcast(&r->arrived);
         } else {
             taas_error e;
-            taas_error_set(&e, TAAS_ERR_VALUE, NOWHERE, "rank %u: worker %u of stream %u sent a message of %d "
+            taas_error_set(&e, TAAS_ERR_VALUE, TAAS_NOPOS, "rank %u: worker %u of stream %u sent a message of %d "
                            "frames with kind '%c', which the data plane does not have", r->rank, c->worker,
                            c->stream, n - 1 + extra, kind ? kind : '?');
             taas_error_hint(&e, "the loaders and the ranks must run the same taas version");
@@ -301,7 +299,7 @@ static void give_back(taas_stream_recv *r) {
 
 static void socket_failed(taas_stream_recv *r, int e) {
     taas_error err;
-    taas_error_set(&err, TAAS_ERR_IO, NOWHERE, "rank %u: the data plane's socket failed: %s", r->rank,
+    taas_error_set(&err, TAAS_ERR_IO, TAAS_NOPOS, "rank %u: the data plane's socket failed: %s", r->rank,
                    zmq_strerror(e));
     taas_error_hint(&err, "the process shut ZeroMQ down while the rank still received");
     pthread_mutex_lock(&r->mu);
@@ -360,7 +358,7 @@ taas_stream_recv *taas_stream_recv_new(const taas_stream_recv_cfg *cfg, taas_err
              (cfg->nstreams == 0 || cfg->workers);
     for (uint32_t s = 0; ok && s < cfg->nstreams; s++) ok = cfg->workers[s] >= 1;
     if (!ok) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "a rank's data plane needs a ZeroMQ context, an address to "
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "a rank's data plane needs a ZeroMQ context, an address to "
                        "bind, rank < world, a credit of at least 1 and at least one worker per stream");
         taas_error_hint(err, "fill every field of taas_stream_recv_cfg");
         return NULL;
@@ -404,7 +402,7 @@ taas_stream_recv *taas_stream_recv_new(const taas_stream_recv_cfg *cfg, taas_err
     r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     int e = r->wake_fd < 0 ? errno : pthread_create(&r->thread, NULL, receive, r);
     if (e) {
-        taas_error_set(err, TAAS_ERR_IO, NOWHERE, "rank %u cannot start its data plane's receive thread: %s",
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "rank %u cannot start its data plane's receive thread: %s",
                        cfg->rank, strerror(e));
         taas_error_hint(err, "the process is out of threads or file descriptors");
         goto fail;
@@ -413,7 +411,7 @@ taas_stream_recv *taas_stream_recv_new(const taas_stream_recv_cfg *cfg, taas_err
     r->started = 1;
     return r;
 oom:
-    taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory starting rank %u's data plane",
+    taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory starting rank %u's data plane",
                    cfg->rank);
 fail:
     taas_stream_recv_free(r);
@@ -458,7 +456,7 @@ const char *taas_stream_recv_endpoint(const taas_stream_recv *r) {
 static int timed_out(taas_stream_recv *r, uint32_t s, uint64_t epoch, uint64_t k, double timeout_s, taas_error *err) {
     uint32_t w = (uint32_t)(k % r->workers[s]);
     const conn *c = r->streams[s].cur[w];
-    taas_error_set(err, TAAS_ERR_TIMEOUT, NOWHERE, "rank %u: item %llu of epoch %llu of stream %u has not come from "
+    taas_error_set(err, TAAS_ERR_TIMEOUT, TAAS_NOPOS, "rank %u: item %llu of epoch %llu of stream %u has not come from "
                    "loader worker %u of %u in %g s", r->rank, (unsigned long long)k, (unsigned long long)epoch, s, w,
                    r->workers[s], timeout_s);
     if (!c)
@@ -500,7 +498,7 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
                           volatile int *stop, taas_batch **out, taas_error *err) {
     *out = NULL;
     if (stream >= r->nstreams || k % r->world != r->rank) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "rank %u of %u cannot take item %llu of stream %u: %s",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "rank %u of %u cannot take item %llu of stream %u: %s",
                        r->rank, r->world, (unsigned long long)k, stream,
                        stream >= r->nstreams ? "there is no such stream" : "another rank trains it");
         taas_error_hint(err, "rank r takes the items k with k %% world == r, of streams 0 to %u", r->nstreams - 1);
@@ -512,7 +510,7 @@ int taas_stream_recv_take(taas_stream_recv *r, uint32_t stream, uint64_t epoch, 
     pthread_mutex_lock(&r->mu);
     r->takers++;
     if (passed(st, epoch, k)) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "rank %u: item %llu of epoch %llu of stream %u comes at or "
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "rank %u: item %llu of epoch %llu of stream %u comes at or "
                        "before item %llu of epoch %llu, which was %s already", r->rank, (unsigned long long)k,
                        (unsigned long long)epoch, stream, (unsigned long long)st->want_k,
                        (unsigned long long)st->want_epoch, st->want_taken ? "taken" : "asked for");

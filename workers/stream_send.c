@@ -31,10 +31,8 @@ struct taas_stream_send {
     taas_stream_send_stats st;
 };
 
-static const taas_srcpos NOWHERE = {0, 0};
-
 static int io_error(taas_error *err, const taas_stream_send *s, uint32_t rank, const char *doing) {
-    taas_error_set(err, TAAS_ERR_IO, NOWHERE, "loader worker %u of stream %u: %s rank %u (%s) failed: %s", s->worker,
+    taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "loader worker %u of stream %u: %s rank %u (%s) failed: %s", s->worker,
                    s->stream, doing, rank, s->peers[rank].endpoint, zmq_strerror(errno));
     taas_error_hint(err, "the job is shutting down or the rank's machine is unreachable");
     return -1;
@@ -42,7 +40,7 @@ static int io_error(taas_error *err, const taas_stream_send *s, uint32_t rank, c
 
 taas_stream_send *taas_stream_send_new(const taas_stream_send_cfg *cfg, taas_error *err) {
     if (!cfg || !cfg->zctx || cfg->world < 1 || !cfg->ranks) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "a loader worker's data plane needs a ZeroMQ context and the "
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "a loader worker's data plane needs a ZeroMQ context and the "
                                                        "endpoints of at least one rank");
         taas_error_hint(err, "fill zctx, world and ranks in taas_stream_send_cfg");
         return NULL;
@@ -60,7 +58,7 @@ taas_stream_send *taas_stream_send_new(const taas_stream_send_cfg *cfg, taas_err
         json_decref(end);
     }
     if (!s || !s->peers || !s->items || !s->hello || !s->end) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory starting loader worker %u of stream %u",
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory starting loader worker %u of stream %u",
                        cfg->worker, cfg->stream);
         taas_stream_send_free(s);
         return NULL;
@@ -81,7 +79,7 @@ taas_stream_send *taas_stream_send_new(const taas_stream_send_cfg *cfg, taas_err
                              .sndhwm = 0, .rcvhwm = 0, .flags = TAAS_ZSOCK_IMMEDIATE};
         p->sock = p->endpoint ? taas_zsock_connect(cfg->zctx, &zc, ep, err) : NULL;
         if (!p->sock) {
-            if (!p->endpoint) taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory");
+            if (!p->endpoint) taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory");
             else taas_error_prefix(err, "loader worker %u of stream %u, to rank %u: ", cfg->worker, cfg->stream, r);
             taas_stream_send_free(s);
             return NULL;
@@ -138,7 +136,7 @@ static int read_rank(taas_stream_send *s, uint32_t r, taas_error *err) {
         }
         taas_stream_wire_close(f, n);
         if (!ok) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "loader worker %u of stream %u: rank %u (%s) sent a "
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "loader worker %u of stream %u: rank %u (%s) sent a "
                            "message that is neither credit nor an acknowledgement (%d frames, kind '%c')",
                            s->worker, s->stream, r, p->endpoint, n + extra, kind);
             taas_error_hint(err, "the loaders and the ranks must run the same taas version");
@@ -195,11 +193,11 @@ static int wait_for(taas_stream_send *s, int64_t rank, const taas_batch *b, doub
             if (rank >= 0) r = (uint32_t)rank;
             const peer *p = &s->peers[r];
             if (rank >= 0)
-                taas_error_set(err, TAAS_ERR_TIMEOUT, NOWHERE, "loader worker %u of stream %u: rank %u (%s) gave "
+                taas_error_set(err, TAAS_ERR_TIMEOUT, TAAS_NOPOS, "loader worker %u of stream %u: rank %u (%s) gave "
                                "no credit for item %llu of epoch %llu in %g s", s->worker, s->stream, r, p->endpoint,
                                (unsigned long long)b->k, (unsigned long long)b->epoch, timeout_s);
             else
-                taas_error_set(err, TAAS_ERR_TIMEOUT, NOWHERE, "loader worker %u of stream %u: rank %u (%s) did "
+                taas_error_set(err, TAAS_ERR_TIMEOUT, TAAS_NOPOS, "loader worker %u of stream %u: rank %u (%s) did "
                                "not acknowledge its end in %g s", s->worker, s->stream, r, p->endpoint, timeout_s);
             taas_error_hint(err, "%s", !p->hello_sent ? "the rank is not reachable: check that it runs and that "
                                                         "this machine can connect to its address"
@@ -228,13 +226,13 @@ static void free_sent(void *data, void *hint) {
 int taas_stream_send_batch(taas_stream_send *s, taas_batch *b, double timeout_s, volatile int *stop,
                            taas_error *err) {
     if (!b) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "loader worker %u of stream %u: no batch to send", s->worker,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "loader worker %u of stream %u: no batch to send", s->worker,
                        s->stream);
         return -1;
     }
     if (s->ending) {
         taas_batch_free(b);
-        taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "loader worker %u of stream %u: a batch after the end",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "loader worker %u of stream %u: a batch after the end",
                        s->worker, s->stream);
         taas_error_hint(err, "send every batch before taas_stream_send_end");
         return -1;

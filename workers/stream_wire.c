@@ -10,8 +10,6 @@
 #include "errnames.h"
 #include "stream_wire.h"
 
-static const taas_srcpos NOWHERE = {0, 0};
-
 /* A received batch: the message whose bytes it points into, freed with it. */
 typedef struct received {
     taas_batch b;            /* first: taas_batch_free's free(b) frees the whole */
@@ -32,7 +30,7 @@ taas_batch *taas_stream_wire_adopt(zmq_msg_t *m, taas_error *err) {
         taas_batch *b = copy ? malloc(sizeof *b) : NULL;
         if (b) memcpy(copy, zmq_msg_data(m), len);
         if (!b || taas_batch_view(copy, len, b, err)) {
-            if (!b) taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory for a batch of %zu bytes", len);
+            if (!b) taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a batch of %zu bytes", len);
             free(copy);
             free(b);
             return NULL;
@@ -41,7 +39,7 @@ taas_batch *taas_stream_wire_adopt(zmq_msg_t *m, taas_error *err) {
     }
     received *h = malloc(sizeof *h);
     if (!h) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory receiving a batch");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory receiving a batch");
         return NULL;
     }
     zmq_msg_init(&h->msg);

@@ -9,8 +9,6 @@
 #include "safetensors.h"
 #include "train_job.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 int taas_job_pipeline_cfg(const json_t *spec, const taas_job_loader *l, uint64_t seed, taas_pipeline_cfg *pc,
                           taas_error *err) {
     long long workers, prefetch;
@@ -35,7 +33,7 @@ uint64_t *taas_job_resume_items(const taas_job_loader *l, uint64_t step, uint32_
     *n = 0;
     uint64_t *out = malloc(((items - (first < items ? first : items)) / m + 2) * sizeof *out);
     if (!out) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the items to redo");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the items to redo");
         return NULL;
     }
     for (uint64_t k = first; k < items; k++)
@@ -70,7 +68,7 @@ static int open_pipeline(taas_job_loader *l, const json_t *spec, uint64_t seed, 
 static int known_facts(const json_t *facts, const char *what, taas_job_loader *l, uint64_t *size, taas_error *err) {
     const json_t *n = json_object_get(facts, "size"), *shape = json_object_get(facts, "shape");
     if (!json_is_integer(n) || json_integer_value(n) < 1 || !json_is_array(shape) || json_array_size(shape) != 3) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec's facts about the %s dataset lack its size or "
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's facts about the %s dataset lack its size or "
                        "sample shape", what);
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
@@ -93,7 +91,7 @@ int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, 
     const char *t = json_string_value(json_object_get(spec, "type"));
     if (!json_is_object(spec) || !t || strcmp(t, "DataLoader") != 0 ||
         !json_is_object(json_object_get(spec, "dataset"))) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                        "the job spec's \"%s\" is not a DataLoader spec with a \"dataset\"", what);
         taas_error_hint(err, "give a DataLoader: {\"type\": \"DataLoader\", \"dataset\": {...}, \"batch_size\": 64}");
         return -1;
@@ -111,7 +109,7 @@ int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, 
         if (!(l->dataset = taas_dataset_open(dspec, f, err))) goto fail;
         const taas_dataset_info *info = taas_dataset_info_get(l->dataset);
         if (info->size == 0) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the %s dataset (%s) is empty", what, info->source);
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the %s dataset (%s) is empty", what, info->source);
             taas_error_hint(err, "check the dataset's root and split");
             goto fail;
         }
@@ -186,7 +184,7 @@ taas_model *taas_job_model(const json_t *job, const taas_job_loader *l, taas_err
         return NULL;
     const json_t *spec = json_object_get(job, "model");
     if (!json_is_object(spec)) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec has no \"model\" object");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec has no \"model\" object");
         taas_error_hint(err, "give fit() a model: Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))");
         return NULL;
     }
@@ -201,10 +199,10 @@ taas_model *taas_job_model(const json_t *job, const taas_job_loader *l, taas_err
         taas_st_tensor *t = tensors(m);
         int rc = !json_is_string(wp) ? -1 : t ? taas_safetensors_read(json_string_value(wp), t, m->ntable, err) : -1;
         if (rc && !json_is_string(wp)) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec's \"weights\" must be a path or null");
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's \"weights\" must be a path or null");
             taas_error_hint(err, "give the path of a .safetensors file");
         } else if (rc && !t) {
-            taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the weights table");
+            taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the weights table");
         }
         free(t);
         if (rc) {
@@ -217,7 +215,7 @@ taas_model *taas_job_model(const json_t *job, const taas_job_loader *l, taas_err
 
 int taas_job_save(const taas_model *m, const char *path, taas_error *err) {
     taas_st_tensor *t = tensors(m);
-    if (!t) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the weights table");
+    if (!t) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the weights table");
     const taas_st_meta meta[] = {{"format", "pt"}};
     int rc = taas_safetensors_write(path, t, m->ntable, meta, 1, err);
     free(t);

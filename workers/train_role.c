@@ -11,8 +11,6 @@
 #include "role.h"
 #include "train_job.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* Set by the signal handler, read between steps: a signal cannot carry a pointer. The loop
  * takes a volatile int; glibc's sig_atomic_t is that type. */
 _Static_assert(__builtin_types_compatible_p(sig_atomic_t, int), "sig_atomic_t is int");
@@ -31,7 +29,7 @@ static void emit_line(void *ctx, json_t *line) {
 static int run(const json_t *job, long long *step, taas_error *err) {
     const char *out = json_string_value(json_object_get(job, "out"));
     if (!out || !*out) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec has no \"out\" path for the trained weights");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec has no \"out\" path for the trained weights");
         taas_error_hint(err, "give \"out\": \"PATH.safetensors\"");
         return -1;
     }
@@ -70,7 +68,7 @@ int taas_role_train(int argc, char **argv) {
         return TAAS_EXIT_OK;
     }
     if (!spec_path) {
-        taas_error_set(&err, TAAS_ERR_USAGE, NOPOS, "train: --spec is required");
+        taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "train: --spec is required");
         taas_error_hint(&err, "give --spec FILE, or --spec - to read the job spec from stdin");
         taas_job_report(&err, -1);
         return TAAS_EXIT_USAGE;

@@ -9,8 +9,6 @@
 #include "role.h"
 #include "train_job.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 int taas_job_emit(json_t *j) {
     int rc = taas_cli_print_json(stdout, j);
     fflush(stdout);
@@ -22,14 +20,14 @@ json_t *taas_job_read(const char *path, taas_error *err) {
     json_error_t je;
     json_t *j = !strcmp(path, "-") ? json_loadf(stdin, 0, &je) : json_load_file(path, 0, &je);
     if (!j) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "cannot read the job spec %s: %s (line %d)",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "cannot read the job spec %s: %s (line %d)",
                        !strcmp(path, "-") ? "from stdin" : path, je.text, je.line);
         taas_error_hint(err, "give the JSON job spec the kernel writes (docs/jobspec.md)");
         return NULL;
     }
     if (!json_is_object(j)) {
         json_decref(j);
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec %s is not a JSON object",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec %s is not a JSON object",
                        !strcmp(path, "-") ? "from stdin" : path);
         taas_error_hint(err, "give the JSON job spec the kernel writes (docs/jobspec.md)");
         return NULL;
@@ -55,7 +53,7 @@ int taas_job_int(const json_t *o, const char *ctx, const char *key, long long df
         return 0;
     }
     if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: \"%s\" must be an integer from %lld to %lld",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: \"%s\" must be an integer from %lld to %lld",
                        ctx, key, min, max);
         taas_error_hint(err, "fix \"%s\" in the job spec (see docs/jobspec.md)", key);
         return -1;
@@ -69,7 +67,7 @@ static int num(const json_t *o, const char *ctx, const char *key, double *out, t
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v) || !isfinite(json_number_value(v))) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: \"%s\" must be a finite number", ctx, key);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: \"%s\" must be a finite number", ctx, key);
         taas_error_hint(err, "give %s(%s=...) a number", ctx, key);
         return -1;
     }
@@ -85,7 +83,7 @@ static void flag(const json_t *o, const char *key, int *out) {
 static const char *type_of(const json_t *spec, const char *what, taas_error *err) {
     const char *t = json_string_value(json_object_get(spec, "type"));
     if (!json_is_object(spec) || !t) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "the job spec's \"%s\" is not an object with a \"type\"", what);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's \"%s\" is not an object with a \"type\"", what);
         taas_error_hint(err, "give fit() a %s, e.g. %s", what,
                         !strcmp(what, "loss") ? "loss=NLLLoss()" : "optimizer=SGD(lr=0.1)");
         return NULL;
@@ -100,20 +98,20 @@ int taas_job_loss_parse(const json_t *spec, taas_job_loss *out, taas_error *err)
     if (!strcmp(t, "NLLLoss")) out->kind = TAAS_JOB_NLL;
     else if (!strcmp(t, "CrossEntropyLoss")) out->kind = TAAS_JOB_CROSS_ENTROPY;
     else {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s cannot train on class labels", t);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s cannot train on class labels", t);
         taas_error_hint(err, "the datasets give class indices: use NLLLoss() after LogSoftmax, or "
                              "CrossEntropyLoss() on raw scores");
         return -1;
     }
     const char *red = json_string_value(json_object_get(spec, "reduction"));
     if (red && strcmp(red, "mean") != 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s(reduction='%s') is not supported", t, red);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s(reduction='%s') is not supported", t, red);
         taas_error_hint(err, "leave reduction at its default, 'mean'");
         return -1;
     }
     const json_t *ii = json_object_get(spec, "ignore_index");
     if (json_is_integer(ii) && json_integer_value(ii) != -100) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s(ignore_index=%lld) is not supported", t,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s(ignore_index=%lld) is not supported", t,
                        (long long)json_integer_value(ii));
         taas_error_hint(err, "leave ignore_index out");
         return -1;
@@ -140,7 +138,7 @@ int taas_job_loss_run(taas_job_loss *l, const float *out, const int64_t *labels,
     size_t need = (size_t)n * (size_t)c;
     if (need > l->probs_cap) {
         float *p = realloc(l->probs, need * sizeof *p);
-        if (!p) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the loss");
+        if (!p) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the loss");
         l->probs = p;
         l->probs_cap = need;
     }
@@ -160,7 +158,7 @@ int taas_job_optim_parse(const json_t *spec, taas_optim_config *cfg, taas_error 
     size_t i = 0;
     while (i < sizeof OPTIMS / sizeof OPTIMS[0] && strcmp(OPTIMS[i].name, t) != 0) i++;
     if (i == sizeof OPTIMS / sizeof OPTIMS[0]) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "unknown optimizer '%s' in the job spec", t);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "unknown optimizer '%s' in the job spec", t);
         taas_error_hint(err, "use SGD, Adam, AdamW, Adadelta or RMSprop");
         return -1;
     }
@@ -177,7 +175,7 @@ int taas_job_optim_parse(const json_t *spec, taas_optim_config *cfg, taas_error 
     if (b && !json_is_null(b)) {
         if (!json_is_array(b) || json_array_size(b) != 2 || !json_is_number(json_array_get(b, 0)) ||
             !json_is_number(json_array_get(b, 1))) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: \"betas\" must be a pair of numbers", t);
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: \"betas\" must be a pair of numbers", t);
             taas_error_hint(err, "give betas=(0.9, 0.999)");
             return -1;
         }
@@ -200,7 +198,7 @@ static int onecycle(const json_t *spec, long epochs, long steps_per_epoch, taas_
     int three = 0;
     flag(spec, "three_phase", &three);
     if ((anneal && strcmp(anneal, "cos") != 0) || three) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "OneCycleLR: %s is not supported",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "OneCycleLR: %s is not supported",
                        three ? "three_phase=True" : "anneal_strategy='linear'");
         taas_error_hint(err, "use anneal_strategy='cos' and three_phase=False (the defaults)");
         return -1;
@@ -231,7 +229,7 @@ int taas_job_sched_parse(const json_t *spec, double base_lr, long epochs, long s
     size_t i = 0;
     while (i < sizeof SCHEDS / sizeof SCHEDS[0] && strcmp(SCHEDS[i].name, t) != 0) i++;
     if (i == sizeof SCHEDS / sizeof SCHEDS[0]) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "unknown scheduler '%s' in the job spec", t);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "unknown scheduler '%s' in the job spec", t);
         taas_error_hint(err, "use StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR or OneCycleLR");
         return -1;
     }
@@ -246,7 +244,7 @@ int taas_job_sched_parse(const json_t *spec, double base_lr, long epochs, long s
     const json_t *ms = json_object_get(spec, "milestones");
     if (json_is_array(ms)) {
         if (json_array_size(ms) > TAAS_SCHED_MAX_MILESTONES) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "MultiStepLR: %zu milestones, at most %d are supported",
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "MultiStepLR: %zu milestones, at most %d are supported",
                            json_array_size(ms), TAAS_SCHED_MAX_MILESTONES);
             taas_error_hint(err, "give fewer milestones");
             return -1;

@@ -22,8 +22,6 @@
 #include "stream_recv.h"
 #include "train_job.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 typedef struct rank_ctx {
     taas_collective coll;
     taas_offload off;
@@ -64,7 +62,7 @@ static int private_file(char *p, size_t n, const char *stem, taas_error *err) {
     int fd = mkstemp(p);
     if (fd < 0) {
         p[0] = '\0';
-        return taas_error_set(err, TAAS_ERR_IO, NOPOS, "rank 0 cannot make a file in %s",
+        return taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "rank 0 cannot make a file in %s",
                               tmp && *tmp ? tmp : "/tmp");
     }
     close(fd);
@@ -84,7 +82,7 @@ static int send_file(rank_ctx *rc, const char *path, json_t *body, taas_error *e
     if (fp) fclose(fp);
     if (!buf) {
         json_decref(body);
-        return taas_error_set(err, TAAS_ERR_IO, NOPOS, "rank 0 cannot read back the file it wrote (%s)", path);
+        return taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "rank 0 cannot read back the file it wrote (%s)", path);
     }
     int r = taas_ctl_client_send(rc->ctl, body, buf, (size_t)n, err);
     free(buf);
@@ -132,7 +130,7 @@ static int run(rank_ctx *rc, const char *control, const char *keys_file, long lo
     const json_t *job = rc->job.spec;
     if (taas_offload_parse(job, &rc->off, err)) return -1;
     if ((uint32_t)rc->coll.world != rc->off.world) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%d ranks were started, the job spec asks for %u",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%d ranks were started, the job spec asks for %u",
                        rc->coll.world, rc->off.world);
         taas_error_hint(err, "the kernel starts the ranks; run the cell again");
         return -1;
@@ -148,7 +146,7 @@ static int run(rank_ctx *rc, const char *control, const char *keys_file, long lo
     rc->stream[0] = taas_offload_stream_of(&rc->off, "train");
     rc->stream[1] = taas_offload_stream_of(&rc->off, "validate");
     rc->zctx = zmq_ctx_new();
-    if (!rc->zctx) return taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot start ZeroMQ: out of file descriptors");
+    if (!rc->zctx) return taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot start ZeroMQ: out of file descriptors");
     char endpoint[256] = "";
     if (rc->off.nstreams) {
         char bind[256];
@@ -214,7 +212,7 @@ int taas_role_trainer(int argc, char **argv) {
         return TAAS_EXIT_OK;
     }
     if (!control) {
-        taas_error_set(&err, TAAS_ERR_USAGE, NOPOS, "trainer: --control is required");
+        taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "trainer: --control is required");
         taas_error_hint(&err, "the kernel starts the ranks of a job with its control endpoint");
         taas_cli_report(stderr, &err);
         return TAAS_EXIT_USAGE;

@@ -16,8 +16,6 @@
 #include "errnames.h"
 #include "worker.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 typedef struct local_state {
     char mpirun[PATH_MAX];
     job_procs procs;       /* mpirun (or the one rank), the loaders */
@@ -37,7 +35,7 @@ int taas_gpu_list(json_t **gpus, taas_error *err) {
     taas_buf_free(&out);
     if (!json_is_array(json_object_get(j, "gpus"))) {
         json_decref(j);
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "taas-worker gpus did not answer with the machine's GPUs");
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "taas-worker gpus did not answer with the machine's GPUs");
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
     }
@@ -92,7 +90,7 @@ static int check_machine(taas_job *j, const taas_pragma *pr, const taas_io *io, 
 
 static int local_plan(taas_job *j, const taas_io *io, taas_error *err) {
     local_state *st = calloc(1, sizeof *st);
-    if (!st) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory planning the job");
+    if (!st) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory planning the job");
     j->be_state = st;
     int cores = online_cpus();
     j->threads = cores / j->world > 1 ? cores / j->world : 1;
@@ -101,7 +99,7 @@ static int local_plan(taas_job *j, const taas_io *io, taas_error *err) {
     if (strlen(j->dir) + sizeof "/data-65535" > sizeof sa.sun_path ||
         (size_t)snprintf(j->bind, sizeof j->bind, "ipc://%s/control", j->dir) >= sizeof j->bind ||
         (size_t)snprintf(j->rank_bind, sizeof j->rank_bind, "ipc://%s/data-", j->dir) >= sizeof j->rank_bind) {
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "the job folder %s is too long a path for the job's local "
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "the job folder %s is too long a path for the job's local "
                        "sockets (at most %zu bytes)", j->dir, sizeof sa.sun_path - sizeof "/data-65535");
         taas_error_hint(err, "set TMPDIR to a shorter folder before starting Jupyter");
         return -1;
@@ -143,7 +141,7 @@ static int local_launch_ranks(taas_job *j, taas_error *err) {
 static int local_launch_loader(taas_job *j, job_loader *l, taas_error *err) {
     local_state *st = j->be_state;
     if (!st->procs.loaders && !(st->procs.loaders = calloc((size_t)j->nloaders, sizeof *st->procs.loaders)))
-        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting a loader");
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory starting a loader");
     int i = (int)(l - j->loaders);
     char s[16], w[16], g[16], what[80];
     snprintf(s, sizeof s, "%d", l->stream);

@@ -14,8 +14,6 @@
 
 extern char **environ;
 
-static const taas_srcpos NOPOS = {0, 0};
-
 char **taas_procs_env(const taas_job *j, const char *const *extra, char threads[2][48]) {
     size_t n = 0, ne = 0;
     while (environ[n]) n++;
@@ -44,7 +42,7 @@ char **taas_procs_env(const taas_job *j, const char *const *extra, char threads[
 taas_proc *taas_procs_spawn(taas_job *j, const char *what, char **argv, char **env, const char *input,
                             int keep_stdin, taas_error *err) {
     if (!env) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting %s", what);
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory starting %s", what);
         return NULL;
     }
     taas_proc *p = taas_proc_spawn(what, argv, env, input, keep_stdin, err);
@@ -185,7 +183,7 @@ int taas_procs_run(const char *what, char *const argv[], const char *input, doub
         taas_proc_read(p, NULL, NULL);
         double left = until - taas_now();
         if (left <= 0) {
-            taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "%s did not finish within %.0f s", what, timeout_s);
+            taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "%s did not finish within %.0f s", what, timeout_s);
             taas_error_hint(err, "the cluster may be busy or unreachable; run the cell again");
             rc = -1;
             break;

@@ -27,8 +27,6 @@
 
 extern char **environ;
 
-static const taas_srcpos NOPOS = {0, 0};
-
 static int slurm_why(taas_job *j, const taas_proc *p, char *out, size_t n);
 
 /* Slurm says a preemption in the steps' words ("*** STEP 40.1 ON cpu1 CANCELLED AT ... DUE TO
@@ -87,7 +85,7 @@ static int check_partition(taas_job *j, slurm_state *st, const char *part, const
     int rc = run("sinfo", argv, NULL, out, sizeof out, err);
     if (rc < 0) return -1;
     if (rc > 0) {
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "Slurm does not answer: sinfo: %s", slurm_says(out));
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "Slurm does not answer: sinfo: %s", slurm_says(out));
         taas_error_hint(err, "check that slurmctld is up and this machine can reach it: sinfo");
         return -1;
     }
@@ -97,7 +95,7 @@ static int check_partition(taas_job *j, slurm_state *st, const char *part, const
         size_t k = strlen(known);
         snprintf(known + k, sizeof known - k, "%s%s", k ? ", " : "", tok);
     }
-    taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "Slurm has no partition '%s' (%s of configuration %s)", part, key,
+    taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "Slurm has no partition '%s' (%s of configuration %s)", part, key,
                    cfg);
     taas_error_hint(err, "the partitions are: %s; fix \"partition\" of %s in %s", known, cfg, j->cluster.path);
     return -1;
@@ -162,11 +160,11 @@ static int controller(slurm_state *st, char *out, size_t n, taas_error *err) {
     size_t cap = 262144;
     char *full = malloc(cap);
     FILE *f = NULL;
-    if (!full) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory reading Slurm's configuration");
+    if (!full) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory reading Slurm's configuration");
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) < 0) {
         free(full);
-        return taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "pipe: %s", strerror(errno));
+        return taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "pipe: %s", strerror(errno));
     }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -188,7 +186,7 @@ static int controller(slurm_state *st, char *out, size_t n, taas_error *err) {
     const char *eq = line ? strchr(line, '=') : NULL;
     if (!eq) {
         free(full);
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "scontrol show config does not name the Slurm controller");
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "scontrol show config does not name the Slurm controller");
         taas_error_hint(err, "set \"kernel_address\" in the cluster section to this machine's address on the "
                              "cluster's network");
         return -1;
@@ -208,7 +206,7 @@ static int controller(slurm_state *st, char *out, size_t n, taas_error *err) {
 
 static int slurm_plan(taas_job *j, const taas_io *io, taas_error *err) {
     slurm_state *st = calloc(1, sizeof *st);
-    if (!st) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory planning the job");
+    if (!st) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory planning the job");
     j->be_state = st;
     st->reaper_fd = -1;
     st->procs.why = slurm_why;
@@ -271,7 +269,7 @@ static int slurm_plan(taas_job *j, const taas_io *io, taas_error *err) {
     }
     if (taas_zsock_network(addr, st->cidr, sizeof st->cidr) ||
         (size_t)snprintf(j->bind, sizeof j->bind, "tcp://%s:*", addr) >= sizeof j->bind) {
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "the kernel's address %s is not an IPv4 address of this "
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "the kernel's address %s is not an IPv4 address of this "
                        "machine", addr);
         taas_error_hint(err, "set \"kernel_address\" in the cluster section of %s to this machine's address on the "
                              "cluster's network", cl->path);
@@ -358,7 +356,7 @@ static char *credential(taas_job *j, slurm_state *st, taas_error *err) {
     if (rc) return NULL;
     char *cred = strstr(out, "MUNGE:");
     if (!WIFEXITED(status) || WEXITSTATUS(status) || !cred) {
-        taas_error_set(err, TAAS_ERR_SECURITY, NOPOS, "munge cannot make a credential for the job's keys: %s",
+        taas_error_set(err, TAAS_ERR_SECURITY, TAAS_NOPOS, "munge cannot make a credential for the job's keys: %s",
                        slurm_says(out));
         taas_error_hint(err, "munged must run on this machine with the cluster's key (as Slurm's own "
                              "authentication needs); give its socket as \"munge_socket\" if it is not the default");
@@ -374,7 +372,7 @@ static char **step_env(taas_job *j, slurm_state *st, int tasks, char ***owned, t
     int extra = tasks + 4;
     char **mine = calloc((size_t)extra + 1, sizeof *mine);
     if (!mine) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting a Slurm step");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory starting a Slurm step");
         return NULL;
     }
     int k = 0;
@@ -468,9 +466,9 @@ static int slurm_launch_loader(taas_job *j, job_loader *l, taas_error *err) {
     slurm_state *st = j->be_state;
     int i = (int)(l - j->loaders);
     if (!st->procs.loaders && !(st->procs.loaders = calloc((size_t)j->nloaders, sizeof *st->procs.loaders)))
-        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting a loader");
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory starting a loader");
     if (!st->loaders_wanted && !(st->loaders_wanted = calloc((size_t)j->nloaders, sizeof *st->loaders_wanted)))
-        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting a loader");
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory starting a loader");
     if (!st->jobid) {
         st->loaders_wanted[i] = 1;
         return 0;
@@ -483,7 +481,7 @@ static int granted(taas_job *j, slurm_state *st, taas_error *err) {
     const char *g = strstr(st->alloc->tail, "Granted job allocation ");
     if (!g || sscanf(g, "Granted job allocation %lld", &st->jobid) != 1 || st->jobid <= 0) {
         st->jobid = 0;
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "salloc did not say which allocation it made: %.300s",
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "salloc did not say which allocation it made: %.300s",
                        st->alloc->tail);
         taas_error_hint(err, "taas reads salloc's \"Granted job allocation N\"; check the Slurm version");
         return -1;

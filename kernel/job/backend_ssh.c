@@ -20,8 +20,6 @@
 #include "errnames.h"
 #include "worker.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* Seconds for every host to answer the check before the job starts. */
 #define CHECK_S 30.0
 
@@ -75,7 +73,7 @@ static int on_hosts(taas_job *j, ssh_state *st, const int *used, const char *cmd
                     const char *doing, taas_error *err) {
     size_t nh = j->cluster.nhosts;
     taas_proc **p = calloc(nh, sizeof *p);
-    if (!p) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory reaching the hosts");
+    if (!p) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory reaching the hosts");
     int rc = 0;
     for (size_t h = 0; h < nh && !rc; h++) {
         if (!used[h]) continue;
@@ -96,7 +94,7 @@ static int on_hosts(taas_job *j, ssh_state *st, const int *used, const char *cmd
             taas_proc_read(p[h], NULL, NULL);
             double left = until - taas_now();
             if (left <= 0) {
-                taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "host %s (%s) did not answer over ssh within %.0f s",
+                taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "host %s (%s) did not answer over ssh within %.0f s",
                                host_of(j, (int)h)->name, host_of(j, (int)h)->address, CHECK_S);
                 taas_error_hint(err, "check that it is up and reachable from here: ssh %s true",
                                 host_of(j, (int)h)->address);
@@ -115,12 +113,12 @@ static int on_hosts(taas_job *j, ssh_state *st, const int *used, const char *cmd
         for (char *c = tail; *c; c++)
             if (*c == '\n' || *c == '\r') *c = ' ';
         if (status == 255) {
-            taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "cannot log in to host %s (%s) with ssh: %s",
+            taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "cannot log in to host %s (%s) with ssh: %s",
                            host_of(j, (int)h)->name, host_of(j, (int)h)->address, tail);
             taas_error_hint(err, "the ssh backend logs in with keys only: ssh %s true must work without a password "
                                  "(an agent or a key in ~/.ssh, or \"ssh_config\")", host_of(j, (int)h)->address);
         } else {
-            taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "host %s (%s) cannot %s: %s", host_of(j, (int)h)->name,
+            taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "host %s (%s) cannot %s: %s", host_of(j, (int)h)->name,
                            host_of(j, (int)h)->address, doing, tail);
             taas_error_hint(err, "install taas-worker on every host at the same path (or give its path as \"worker\" "
                                  "in the cluster section of %s); the hosts' /tmp must be writable", j->cluster.path);
@@ -146,7 +144,7 @@ static int check_hosts(taas_job *j, ssh_state *st, const int *used, taas_error *
 
 static int ssh_plan(taas_job *j, const taas_io *io, taas_error *err) {
     ssh_state *st = calloc(1, sizeof *st);
-    if (!st) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory planning the job");
+    if (!st) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory planning the job");
     j->be_state = st;
     const taas_pragma *pr = j->pragma;
     const taas_cluster *cl = &j->cluster;
@@ -159,7 +157,7 @@ static int ssh_plan(taas_job *j, const taas_io *io, taas_error *err) {
     if (!st->rank_host || !st->cpu_hosts || !st->rank_hosts || !st->loader_host || !used || !ranks_on) {
         free(used);
         free(ranks_on);
-        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory planning the job");
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory planning the job");
     }
     for (int h = 0; h < nh; h++) slots += host_of(j, h)->gpus;
     int rc = -1;
@@ -205,14 +203,14 @@ static int ssh_plan(taas_job *j, const taas_io *io, taas_error *err) {
     if (cl->kernel_address[0]) snprintf(addr, sizeof addr, "%s", cl->kernel_address);
     else if (taas_zsock_route(host_of(j, 0)->address, addr, sizeof addr, &v6, err)) goto out;
     if (taas_zsock_network(addr, st->cidr, sizeof st->cidr)) {
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "the kernel's address %s is not an IPv4 address of this "
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "the kernel's address %s is not an IPv4 address of this "
                        "machine", addr);
         taas_error_hint(err, "set \"kernel_address\" in the cluster section of %s to this machine's address on the "
                              "hosts' network", cl->path);
         goto out;
     }
     if ((size_t)snprintf(j->bind, sizeof j->bind, "tcp://%s:*", addr) >= sizeof j->bind) {
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "the kernel's address %s is too long", addr);
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "the kernel's address %s is too long", addr);
         taas_error_hint(err, "give \"kernel_address\" as an IPv4 address in %s", cl->path);
         goto out;
     }
@@ -220,7 +218,7 @@ static int ssh_plan(taas_job *j, const taas_io *io, taas_error *err) {
     j->curve = 1;
     if ((size_t)snprintf(st->worker, sizeof st->worker, "%s", cl->worker[0] ? cl->worker : j->worker_path) >=
         sizeof st->worker) {
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "taas-worker's path is too long");
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "taas-worker's path is too long");
         taas_error_hint(err, "give \"worker\" in the cluster section of %s", cl->path);
         goto out;
     }
@@ -302,7 +300,7 @@ static int ssh_launch_loader(taas_job *j, job_loader *l, taas_error *err) {
     ssh_state *st = j->be_state;
     int i = (int)(l - j->loaders);
     if (!st->procs.loaders && !(st->procs.loaders = calloc((size_t)j->nloaders, sizeof *st->procs.loaders)))
-        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting a loader");
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory starting a loader");
     if (l->gen > 0 && st->ncpu > 1) {  /* a replacement goes to the next loader host: its own may be down */
         int k = 0;
         while (st->cpu_hosts[k] != st->loader_host[i]) k++;

@@ -27,8 +27,6 @@
 #include "self_exe.h"
 #include "suggest.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* The lock's descriptor in the coordinator, as the kernel that starts it leaves it. */
 #define LOCK_FD 3
 /* The journal keeps at most this much; later output is left out (one line says so). */
@@ -37,7 +35,7 @@ static const taas_srcpos NOPOS = {0, 0};
 #define WRITE_EVERY_S 1.0
 
 static int sys_fail(taas_error *err, const char *doing, const char *path) {
-    taas_error_set(err, TAAS_ERR_JOB, NOPOS, "%s %s: %s", doing, path, strerror(errno));
+    taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "%s %s: %s", doing, path, strerror(errno));
     taas_error_hint(err, "the jobs folder ($TAAS_JOBS_DIR, else ~/.local/state/taas/jobs) must be yours and "
                          "writable, with free space");
     return -1;
@@ -66,13 +64,13 @@ int taas_jobs_dir(char *out, size_t n, taas_error *err) {
         }
         fits = (size_t)snprintf(out, n, "%s/.local/state/taas/jobs", home) < n;
     } else {
-        taas_error_set(err, TAAS_ERR_JOB, NOPOS, "there is no jobs folder: neither TAAS_JOBS_DIR, XDG_STATE_HOME "
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "there is no jobs folder: neither TAAS_JOBS_DIR, XDG_STATE_HOME "
                        "nor HOME is set");
         taas_error_hint(err, "set TAAS_JOBS_DIR to a folder of yours before starting Jupyter");
         return -1;
     }
     if (!fits) {
-        taas_error_set(err, TAAS_ERR_JOB, NOPOS, "the jobs folder's path is too long");
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "the jobs folder's path is too long");
         taas_error_hint(err, "set TAAS_JOBS_DIR to a shorter folder before starting Jupyter");
         return -1;
     }
@@ -89,7 +87,7 @@ int taas_detached_folder(char *dir, size_t n, taas_error *err) {
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
     if ((size_t)snprintf(dir, n, "%s/job-%s-XXXXXX", jobs, stamp) >= n) {
-        taas_error_set(err, TAAS_ERR_JOB, NOPOS, "the jobs folder's path is too long");
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "the jobs folder's path is too long");
         taas_error_hint(err, "set TAAS_JOBS_DIR to a shorter folder before starting Jupyter");
         return -1;
     }
@@ -186,7 +184,7 @@ static int start_failed(taas_error *err, const char *doing, const char *dir) {
 
 int taas_detached_start(const taas_job_cfg *cfg, const char *header, taas_error *err) {
     if (!cfg->pragma || !header) {
-        taas_error_set(err, TAAS_ERR_JOB, NOPOS, "only a #pragma taas cell's fit can be detached");
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "only a #pragma taas cell's fit can be detached");
         taas_error_hint(err, "put `#pragma taas --gpus N --detach` on the cell's first line");
         return -1;
     }
@@ -331,7 +329,7 @@ static int coord_cfg(json_t *rec, const char *dir, taas_pragma *pr, taas_job_str
     const json_t *ss = json_object_get(rec, "streams");
     const char *weights = json_string_value(json_object_get(rec, "weights"));
     if (!header || !json_is_object(spec) || !json_is_array(ss) || json_array_size(ss) > 2 || !weights) {
-        taas_error_set(err, TAAS_ERR_JOB, NOPOS, "%s/job.json is not a job record of this version", dir);
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "%s/job.json is not a job record of this version", dir);
         taas_error_hint(err, "start the job again from its cell");
         return -1;
     }
@@ -525,7 +523,7 @@ int taas_detached_find(const char *id, char *dir, size_t n, taas_error *err) {
     char shown[96];
     snprintf(shown, sizeof shown, "%.80s%s", id, strlen(id) > 80 ? "..." : "");
     if (!valid_id(id)) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "'%s' is not a job id", shown);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "'%s' is not a job id", shown);
         taas_error_hint(err, "a job id looks like 'job-20261126-071502-a8Bc3d'; jobs() lists yours");
         return -1;
     }
@@ -553,14 +551,14 @@ int taas_detached_find(const char *id, char *dir, size_t n, taas_error *err) {
         return 0;
     }
     if (hits > 1) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "'%s' is the start of %d job ids", shown, hits);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "'%s' is the start of %d job ids", shown, hits);
         taas_error_hint(err, "give more of the id; jobs() lists them");
     } else {
         const char *names[8];
         size_t k = 0;
         json_array_foreach(list, i, s) if (k < 8) names[k++] = json_string_value(json_object_get(s, "id"));
         int close = taas_suggest(id, strlen(id), names, k);
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "there is no job '%s'", shown);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "there is no job '%s'", shown);
         if (close >= 0) taas_error_hint(err, "did you mean '%s'? jobs() lists your jobs", names[close]);
         else if (k) taas_error_hint(err, "jobs() lists your jobs; the newest is '%s'", names[0]);
         else taas_error_hint(err, "there are no jobs yet: a fit in a `#pragma taas --gpus N --detach` cell makes one");
@@ -574,14 +572,14 @@ int taas_detached_cancel(const char *dir, taas_error *err) {
     const char *st = s ? json_string_value(json_object_get(s, "state")) : "starting";
     json_int_t pid = s ? json_integer_value(json_object_get(s, "pid")) : 0;
     if (ended(st)) {
-        taas_error_set(err, TAAS_ERR_JOB, NOPOS, "job %s has already ended (%s)", id_of(dir), st);
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s has already ended (%s)", id_of(dir), st);
         taas_error_hint(err, "attach('%s') shows how it ended", id_of(dir));
         json_decref(s);
         return -1;
     }
     json_decref(s);
     if (pid <= 1) {
-        taas_error_set(err, TAAS_ERR_JOB, NOPOS, "job %s is still starting", id_of(dir));
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s is still starting", id_of(dir));
         taas_error_hint(err, "cancel it again in a moment");
         return -1;
     }
@@ -602,7 +600,7 @@ struct taas_follow {
 taas_follow *taas_follow_open(const char *dir, taas_error *err) {
     taas_follow *f = calloc(1, sizeof *f);
     if (!f) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory following the job");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory following the job");
         return NULL;
     }
     snprintf(f->dir, sizeof f->dir, "%s", dir);

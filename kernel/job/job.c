@@ -18,8 +18,6 @@
 #include "job_priv.h"
 #include "jobctl.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 static void say(const taas_io *io, const char *name, const char *text) {
     if (io && io->stream) io->stream(io->ctx, name, text);
 }
@@ -30,7 +28,7 @@ void taas_job_fail(taas_job *j, const char *ename, const char *hint, const char 
     j->failed = 1;
     va_list ap;
     va_start(ap, fmt);
-    taas_error_vset(&j->failure, ename, NOPOS, fmt, ap);
+    taas_error_vset(&j->failure, ename, TAAS_NOPOS, fmt, ap);
     va_end(ap);
     if (hint) taas_error_hint(&j->failure, "%s", hint);
 }
@@ -414,7 +412,7 @@ void taas_job_loader_ended(taas_job *j, job_loader *l, int ok, const char *how) 
 taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error *err) {
     taas_job *j = calloc(1, sizeof *j);
     if (!j) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting the job");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory starting the job");
         return NULL;
     }
     j->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -435,7 +433,7 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
     j->nloaders = j->nstreams * j->cpus;
     j->loaders = calloc((size_t)(j->nloaders ? j->nloaders : 1), sizeof *j->loaders);
     if (!j->ranks || !j->loaders) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory starting the job");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory starting the job");
         goto fail;
     }
     for (int i = 0; i < j->nloaders; i++) {

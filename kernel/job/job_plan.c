@@ -16,8 +16,6 @@
 #include "jobctl.h"
 #include "worker.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* The weights files a model starts from are ours (safetensors of a model that fits in memory);
  * a bigger one is refused rather than read. */
 #define MAX_INIT_WEIGHTS ((size_t)16 << 30)
@@ -65,7 +63,7 @@ static int credit_for(const taas_job_cfg *cfg) {
 static int bind_control(taas_job *j, taas_error *err) {
     j->zctx = zmq_ctx_new();
     if (!j->zctx) {
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "cannot open the job's control plane: %s", zmq_strerror(errno));
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "cannot open the job's control plane: %s", zmq_strerror(errno));
         taas_error_hint(err, "the kernel may be out of file descriptors; restart it");
         return -1;
     }
@@ -79,7 +77,7 @@ static int bind_control(taas_job *j, taas_error *err) {
     int fd;
     size_t len = sizeof fd;
     if (zmq_getsockopt(j->router, ZMQ_FD, &fd, &len) < 0) {
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "cannot watch the job's control plane: %s", zmq_strerror(errno));
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "cannot watch the job's control plane: %s", zmq_strerror(errno));
         taas_error_hint(err, "restart the kernel");
         return -1;
     }
@@ -101,7 +99,7 @@ int taas_job_read_weights(taas_job *j, const char *path, taas_error *err) {
     if (!f || fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > MAX_INIT_WEIGHTS) {
         int e = errno;
         if (f) fclose(f);
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "cannot read the model's weights %s: %s", path,
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "cannot read the model's weights %s: %s", path,
                        f ? "not a regular file of at most 16 GiB" : strerror(e));
         taas_error_hint(err, "load(model, PATH) again, or build the model anew");
         return -1;
@@ -111,7 +109,7 @@ int taas_job_read_weights(taas_job *j, const char *path, taas_error *err) {
     size_t got = j->init_weights ? fread(j->init_weights, 1, j->init_weights_len, f) : 0;
     fclose(f);
     if (!j->init_weights || got != j->init_weights_len) {
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "cannot read the model's weights %s: %s", path,
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "cannot read the model's weights %s: %s", path,
                        j->init_weights ? "it changed while it was read" : "out of memory");
         taas_error_hint(err, "run the cell again");
         return -1;
@@ -135,7 +133,7 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
         }
     }
     j->spec = json_deep_copy(cfg->spec);
-    if (!j->spec) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the job spec");
+    if (!j->spec) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the job spec");
     j->be = cfg->backend ? cfg->backend : &taas_backend_local;
     if (pr && !cfg->backend && taas_cluster_load(&j->cluster, err)) return -1;
     static const taas_backend *const backends[] = {&taas_backend_local, &taas_backend_ssh, &taas_backend_slurm};

@@ -18,10 +18,8 @@
 
 extern char **environ;
 
-static const taas_srcpos NOPOS = {0, 0};
-
 static int sys_error(taas_error *err, const char *what, const char *doing) {
-    taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "cannot start %s: %s failed: %s", what, doing, strerror(errno));
+    taas_error_set(err, TAAS_ERR_WORKER, TAAS_NOPOS, "cannot start %s: %s failed: %s", what, doing, strerror(errno));
     taas_error_hint(err, "the kernel may be out of processes, file descriptors or memory; restart it");
     return -1;
 }

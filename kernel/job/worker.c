@@ -23,8 +23,6 @@
 
 extern char **environ;
 
-static const taas_srcpos NOPOS = {0, 0};
-
 #define WORKER_NAME "taas-worker"
 #define MAX_ARGS 16
 
@@ -70,13 +68,13 @@ int taas_program_find(const char *name, const char *env_var, const char *package
             snprintf(out, n, "%s", override);
             return 0;
         }
-        taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "%s names %s, which is not an executable file", env_var,
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "%s names %s, which is not an executable file", env_var,
                        taas_utf8_clip(q, sizeof q, override, strlen(override), 200));
         taas_error_hint(err, "set %s to the path of %s, or unset it to use the one on PATH", env_var, name);
         return -1;
     }
     if (on_path(name, getenv("PATH"), out, n)) return 0;
-    taas_error_set(err, TAAS_ERR_OFFLOAD, NOPOS, "cannot find %s on PATH", name);
+    taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "cannot find %s on PATH", name);
     taas_error_hint(err, "install it (apt-get install %s), or set %s to its path", package, env_var);
     return -1;
 }
@@ -89,7 +87,7 @@ int taas_worker_find_in(const char *override, const char *self_exe, const char *
             snprintf(out, n, "%s", override);
             return 0;
         }
-        taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "TAAS_WORKER names %s, which is not an executable file",
+        taas_error_set(err, TAAS_ERR_WORKER, TAAS_NOPOS, "TAAS_WORKER names %s, which is not an executable file",
                        taas_utf8_clip(q, sizeof q, override, strlen(override), 200));
         taas_error_hint(err, "set TAAS_WORKER to the path of taas-worker, or unset it to use the one next to "
                              "taas-kernel");
@@ -108,7 +106,7 @@ int taas_worker_find_in(const char *override, const char *self_exe, const char *
         }
     }
     if (on_path(WORKER_NAME, path_env, out, n)) return 0;
-    taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "cannot find taas-worker: it is neither next to taas-kernel "
+    taas_error_set(err, TAAS_ERR_WORKER, TAAS_NOPOS, "cannot find taas-worker: it is neither next to taas-kernel "
                    "(in %s) nor on PATH", dir[0] ? taas_utf8_clip(q, sizeof q, dir, strlen(dir), 200) : "?");
     taas_error_hint(err, "install taas-worker with taas-kernel (cmake --install puts both in one folder), put its "
                          "folder on PATH, or set TAAS_WORKER to its path");
@@ -133,7 +131,7 @@ double taas_worker_timeout(const char *name, double dflt) {
 /* ---- the child ----------------------------------------------------------------------- */
 
 static int sys_error(taas_error *err, const char *what) {
-    taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "cannot start taas-worker: %s failed: %s", what, strerror(errno));
+    taas_error_set(err, TAAS_ERR_WORKER, TAAS_NOPOS, "cannot start taas-worker: %s failed: %s", what, strerror(errno));
     taas_error_hint(err, "the kernel may be out of file descriptors or memory; restart it");
     return -1;
 }
@@ -265,7 +263,7 @@ int taas_child_pump(taas_child *c, size_t max, taas_error *err) {
         ssize_t r = read(c->out_fd, buf, sizeof buf);
         if (r > 0) {
             if (c->out.len + (size_t)r > max) {
-                taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "taas-worker %s wrote more than %zu MiB", c->role,
+                taas_error_set(err, TAAS_ERR_WORKER, TAAS_NOPOS, "taas-worker %s wrote more than %zu MiB", c->role,
                                max >> 20);
                 taas_error_hint(err, "ask for less (a smaller n), or report it as a bug in taas");
                 return -1;
@@ -280,7 +278,7 @@ int taas_child_pump(taas_child *c, size_t max, taas_error *err) {
         }
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-        taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "cannot read taas-worker %s's output: %s", c->role,
+        taas_error_set(err, TAAS_ERR_WORKER, TAAS_NOPOS, "cannot read taas-worker %s's output: %s", c->role,
                        strerror(errno));
         taas_error_hint(err, "run the cell again");
         return -1;
@@ -324,7 +322,7 @@ static int take_error(const char *line, taas_error *err) {
     const char *hint = json_string_value(json_object_get(e, "hint"));
     int ok = ename && msg;
     if (ok) {
-        taas_error_set(err, ename, NOPOS, "%s", msg);
+        taas_error_set(err, ename, TAAS_NOPOS, "%s", msg);
         if (hint && hint[0]) taas_error_hint(err, "%s", hint);
     }
     json_decref(j);
@@ -353,10 +351,10 @@ int taas_child_finish(taas_child *c, taas_error *err) {
     char q[400];
     taas_utf8_clip(q, sizeof q, line, strlen(line), 300);
     if (WIFSIGNALED(c->status))
-        taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "taas-worker %s was killed by signal %d (%s)", c->role,
+        taas_error_set(err, TAAS_ERR_WORKER, TAAS_NOPOS, "taas-worker %s was killed by signal %d (%s)", c->role,
                        WTERMSIG(c->status), strsignal(WTERMSIG(c->status)));
     else
-        taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "taas-worker %s failed with exit status %d", c->role,
+        taas_error_set(err, TAAS_ERR_WORKER, TAAS_NOPOS, "taas-worker %s failed with exit status %d", c->role,
                        WEXITSTATUS(c->status));
     if (q[0])
         taas_error_hint(err, "its last words: %s", q);
@@ -388,7 +386,7 @@ int taas_worker_run(const char *role, const char *const *args, const char *input
         }
         double left = deadline - taas_now();
         if (left <= 0) {
-            taas_error_set(err, TAAS_ERR_TIMEOUT, NOPOS, "taas-worker %s took longer than %g s and was stopped",
+            taas_error_set(err, TAAS_ERR_TIMEOUT, TAAS_NOPOS, "taas-worker %s took longer than %g s and was stopped",
                            role, timeout_s);
             taas_error_hint(err, "the dataset's storage may be slow or unreachable: check the path or URL; for "
                                  "slow storage raise %s (seconds) in the kernel's environment", timeout_name);
@@ -399,14 +397,14 @@ int taas_worker_run(const char *role, const char *const *args, const char *input
         int ms = (int)ceil(left * 1000.0);
         int np = poll(p, intr_fd >= 0 ? 2 : 1, ms > 0 ? ms : 1);
         if (np < 0 && errno != EINTR) {
-            taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "waiting for taas-worker %s failed: %s", role,
+            taas_error_set(err, TAAS_ERR_WORKER, TAAS_NOPOS, "waiting for taas-worker %s failed: %s", role,
                            strerror(errno));
             taas_error_hint(err, "run the cell again");
             rc = -1;
             break;
         }
         if (np > 0 && intr_fd >= 0 && (p[1].revents & POLLIN)) {
-            taas_error_set(err, TAAS_ERR_INTERRUPT, NOPOS, "interrupted while taas-worker %s was reading the data",
+            taas_error_set(err, TAAS_ERR_INTERRUPT, TAAS_NOPOS, "interrupted while taas-worker %s was reading the data",
                            role);
             rc = -1;
             break;

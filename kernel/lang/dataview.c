@@ -11,8 +11,6 @@
 #include "utf8.h"
 #include "worker.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* Enough for every dataset of a session; the oldest answer goes first past it. */
 #define CACHE_MAX 64
 
@@ -92,7 +90,7 @@ static int check_answer(const json_t *info, const char *text, taas_error *err) {
         return 0;
     char q[200];
     taas_utf8_clip(q, sizeof q, text ? text : "", text ? strlen(text) : 0, 150);
-    taas_error_set(err, TAAS_ERR_WORKER, NOPOS, "taas-worker probe gave an answer without a size: %s", q);
+    taas_error_set(err, TAAS_ERR_WORKER, TAAS_NOPOS, "taas-worker probe gave an answer without a size: %s", q);
     taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
     return -1;
 }
@@ -106,7 +104,7 @@ int taas_data_probe(taas_interp *in, const taas_value *dataset, const json_t **i
     json_decref(spec);
     if (!key || !c) {
         free(key);
-        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory while probing a dataset");
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory while probing a dataset");
     }
     for (size_t i = 0; i < c->n; i++) {
         if (strcmp(c->e[i].key, key) != 0) continue;

@@ -7,8 +7,6 @@
 #include <string.h>
 
 
-static const taas_srcpos NOWHERE = {0, 0};
-
 /* Sequences made by repetition stay this small: a typo such as [0] * 10**12 must not
  * take the kernel's memory. */
 #define MAX_REPEAT_ITEMS (1u << 20)
@@ -30,13 +28,13 @@ static int is_seq(const taas_value *v) {
 }
 
 static int div_zero(taas_error *err, const char *what) {
-    taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "division by zero");
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "division by zero");
     taas_error_hint(err, "the right operand of %s is 0", what);
     return -1;
 }
 
 static int overflow(taas_error *err, taas_op op, int64_t a, int64_t b) {
-    taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "integer overflow: %lld %s %lld does not fit in 64 bits",
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "integer overflow: %lld %s %lld does not fit in 64 bits",
                    (long long)a, taas_op_text(op), (long long)b);
     taas_error_hint(err, "taas integers are 64-bit; use a float for larger numbers, e.g. 1.0 * x");
     return -1;
@@ -87,7 +85,7 @@ static int int_binop(taas_op op, int64_t a, int64_t b, taas_value **out, taas_er
     case TAAS_OP_POW:
         if (b < 0) {
             if (a == 0) {
-                taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "division by zero: 0 cannot be raised to a negative power");
+                taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "division by zero: 0 cannot be raised to a negative power");
                 taas_error_hint(err, "the base of ** is 0 and the exponent is negative");
                 return -1;
             }
@@ -141,18 +139,18 @@ static int float_binop(taas_op op, double a, double b, taas_value **out, taas_er
             break;
         }
         if (a == 0 && b < 0) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "division by zero: 0.0 cannot be raised to a negative power");
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "division by zero: 0.0 cannot be raised to a negative power");
             taas_error_hint(err, "the base of ** is 0 and the exponent is negative");
             return -1;
         }
         if (a < 0 && isfinite(b) && b != floor(b)) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "a negative number cannot be raised to a fractional power");
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "a negative number cannot be raised to a fractional power");
             taas_error_hint(err, "the result would be a complex number, which taas does not have");
             return -1;
         }
         r = pow(a, b);
         if (isinf(r) && isfinite(a) && isfinite(b)) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "float overflow: the result of ** is too large");
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "float overflow: the result of ** is too large");
             taas_error_hint(err, "the largest float is about 1.8e308");
             return -1;
         }
@@ -176,7 +174,7 @@ static taas_value *seq_build(const taas_value *a, const taas_value *b, int64_t n
     if (a->type == TAAS_V_STR) {
         char *s = malloc(total + 1);
         if (!s) {
-            taas_error_set(err, TAAS_ERR_MEMORY, NOWHERE, "out of memory making a str of %zu bytes", total);
+            taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory making a str of %zu bytes", total);
             taas_error_hint(err, "drop values you no longer need (x = None), or build a smaller one");
             return NULL;
         }
@@ -200,7 +198,7 @@ static taas_value *seq_build(const taas_value *a, const taas_value *b, int64_t n
 }
 
 static int unsupported(taas_op op, const taas_value *a, const taas_value *b, taas_error *err) {
-    taas_error_set(err, TAAS_ERR_TYPE, NOWHERE, "unsupported operand types for %s: '%s' and '%s'",
+    taas_error_set(err, TAAS_ERR_TYPE, TAAS_NOPOS, "unsupported operand types for %s: '%s' and '%s'",
                    taas_op_text(op), taas_value_type_name(a), taas_value_type_name(b));
     if (op == TAAS_OP_ADD && (a->type == TAAS_V_STR || b->type == TAAS_V_STR))
         taas_error_hint(err, "+ joins two strings; to show text and a number, pass both to print: print(\"n =\", n)");
@@ -214,7 +212,7 @@ static int unsupported(taas_op op, const taas_value *a, const taas_value *b, taa
 }
 
 static int too_large(const taas_value *seq, taas_error *err) {
-    taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "the %s would be too large", taas_value_type_name(seq));
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the %s would be too large", taas_value_type_name(seq));
     taas_error_hint(err, "taas keeps strings under 64 MiB and tuples and lists under %u items", MAX_REPEAT_ITEMS);
     return -1;
 }
@@ -245,7 +243,7 @@ int taas_eval_unary(taas_op op, const taas_value *a, taas_value **out, taas_erro
     if (is_int(a)) {
         int64_t i = int_of(a);
         if (op == TAAS_OP_NEG && i == INT64_MIN) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOWHERE, "integer overflow: -(%lld) does not fit in 64 bits", (long long)i);
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "integer overflow: -(%lld) does not fit in 64 bits", (long long)i);
             taas_error_hint(err, "taas integers are 64-bit; use a float for larger numbers");
             return -1;
         }
@@ -256,7 +254,7 @@ int taas_eval_unary(taas_op op, const taas_value *a, taas_value **out, taas_erro
         *out = taas_float(op == TAAS_OP_NEG ? -a->u.f : a->u.f);
         return 0;
     }
-    taas_error_set(err, TAAS_ERR_TYPE, NOWHERE, "bad operand type for unary %s: '%s'", taas_op_text(op),
+    taas_error_set(err, TAAS_ERR_TYPE, TAAS_NOPOS, "bad operand type for unary %s: '%s'", taas_op_text(op),
                    taas_value_type_name(a));
     taas_error_hint(err, "unary %s works on numbers (int and float)", taas_op_text(op));
     return -1;

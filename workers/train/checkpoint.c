@@ -8,8 +8,6 @@
 #include "errnames.h"
 #include "safetensors.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 /* The model's tensors, then each parameter tensor's optimizer parts: the table to write or
  * read. Keys of the optimizer rows are malloc'd into *keys (one block). NULL when out of
  * memory. */
@@ -58,7 +56,7 @@ int taas_checkpoint_write(const char *path, const taas_checkpoint_bufs *b, const
     char *text = json_dumps(meta, JSON_COMPACT | JSON_REAL_PRECISION(17));
     int rc;
     if (!t || !text) {
-        rc = taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the checkpoint");
+        rc = taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the checkpoint");
     } else {
         const taas_st_meta m[] = {{"format", "pt"}, {TAAS_ST_CHECKPOINT_KEY, text}};
         rc = taas_safetensors_write(path, t, n, m, 2, err);
@@ -77,14 +75,14 @@ json_t *taas_checkpoint_meta(const char *path, taas_error *err) {
     json_t *meta = text ? json_loads(text, JSON_REJECT_DUPLICATES, &je) : NULL;
     json_decref(md);
     if (!text) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s holds weights but is not a checkpoint", path);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s holds weights but is not a checkpoint", path);
         taas_error_hint(err, "resume= takes a checkpoint a fit wrote (its job folder's checkpoint-*.safetensors); "
                              "to start from weights, load() them into the model and fit it");
         return NULL;
     }
     if (!json_is_object(meta) || json_integer_value(json_object_get(meta, "version")) != 1) {
         json_decref(meta);
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: its checkpoint record is damaged or of another version",
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: its checkpoint record is damaged or of another version",
                        path);
         taas_error_hint(err, "give a checkpoint written by this version of taas");
         return NULL;
@@ -101,7 +99,7 @@ int taas_checkpoint_read(const char *path, const taas_checkpoint_bufs *b, const 
     char *keys = NULL;
     taas_st_tensor *t = table_of(b, opt, &n, &keys);
     int rc = t ? taas_safetensors_read(path, t, n, err)
-               : taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the checkpoint");
+               : taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the checkpoint");
     free(t);
     free(keys);
     if (rc) {

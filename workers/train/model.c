@@ -11,8 +11,6 @@
 #include "errnames.h"
 #include "init.h"
 
-static const taas_srcpos nowhere = {0, 0};
-
 static int init_params(taas_model *m, taas_error *e) {
     taas_init_rng rng = {m->seed, 0};
     for (int i = 0; i < m->nlayers; i++) {
@@ -32,7 +30,7 @@ static int init_params(taas_model *m, taas_error *e) {
 
 taas_model *taas_model_new(const json_t *spec, int c, int h, int w, uint64_t seed, taas_error *err) {
     if (c < 1) {
-        taas_error_set(err, TAAS_ERR_VALUE, nowhere, "invalid input shape (N, %d, %d, %d) for the model", c, h, w);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "invalid input shape (N, %d, %d, %d) for the model", c, h, w);
         taas_error_hint(err, "give (C, H, W) with positive sizes, or (F, 0, 0) for flat inputs");
         return NULL;
     }
@@ -66,7 +64,7 @@ taas_model *taas_model_new(const json_t *spec, int c, int h, int w, uint64_t see
     if (init_params(m, err)) goto fail;
     return m;
 oom:
-    taas_error_set(err, TAAS_ERR_MEMORY, nowhere, "out of memory building the model");
+    taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory building the model");
     taas_error_hint(err, "use a smaller model");
 fail:
     taas_model_free(m);

@@ -12,8 +12,6 @@
 #include "layers.h"
 #include "safetensors.h"
 
-static const taas_srcpos nowhere = {0, 0};
-
 static const struct { const char *name; taas_layer_kind kind; } kinds[] = {
     {"Linear", TAAS_L_LINEAR}, {"LazyLinear", TAAS_L_LINEAR}, {"Conv2d", TAAS_L_CONV2D},
     {"LazyConv2d", TAAS_L_CONV2D}, {"MaxPool2d", TAAS_L_MAXPOOL2D},
@@ -43,7 +41,7 @@ static void source_str(char *buf, size_t len, const taas_model_plan *m, int i) {
 
 static int spec_err(taas_error *e, int i, const char *name, const char *detail, const char *hint) {
     /* "Conv2d(kernel_size=...)" reads as one; "Conv2d has ..." needs the space. */
-    taas_error_set(e, TAAS_ERR_VALUE, nowhere, "layer %d: %s%s%s", i, name, detail[0] == '(' ? "" : " ",
+    taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: %s%s%s", i, name, detail[0] == '(' ? "" : " ",
                    detail);
     if (hint) taas_error_hint(e, "%s", hint);
     return -1;
@@ -193,7 +191,7 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
         if (L->lin_in != feat) {
             char h[160];
             snprintf(d, sizeof d, "gets %d features %s", feat, src);
-            taas_error_set(e, TAAS_ERR_VALUE, nowhere, "layer %d: Linear(in_features=%d) %s", i,
+            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: Linear(in_features=%d) %s", i,
                            L->lin_in, d);
             snprintf(h, sizeof h, "write Linear(%d, %d), or LazyLinear(%d) to infer it", feat,
                      L->lin_out, L->lin_out);
@@ -246,7 +244,7 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
                 return spec_err(e, i, L->name, "has no valid in_channels/out_channels in its spec",
                                 "give positive in_channels and out_channels");
             if (ic != in.d[0]) {
-                taas_error_set(e, TAAS_ERR_VALUE, nowhere, "layer %d: Conv2d(in_channels=%d) gets %d channels %s %s",
+                taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: Conv2d(in_channels=%d) gets %d channels %s %s",
                                i, ic, in.d[0], is, src);
                 taas_error_hint(e, "write Conv2d(%d, %d, ...), or LazyConv2d(%d, ...) to infer it", in.d[0],
                                 L->oc, L->oc);
@@ -265,7 +263,7 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
                 char msg[sizeof e->message], hint[sizeof e->hint];
                 snprintf(msg, sizeof msg, "%s", e->message);
                 snprintf(hint, sizeof hint, "%s", e->hint);
-                taas_error_set(e, TAAS_ERR_VALUE, nowhere, "layer %d: %s on %s %s: %s", i, L->name, is, src, msg);
+                taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: %s on %s %s: %s", i, L->name, is, src, msg);
                 taas_error_hint(e, "%s", hint[0] ? hint : "use a padding of at most half the kernel, or a smaller kernel");
                 return -1;
             }
@@ -283,7 +281,7 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
         if (taas_dropout_check(L->p, e)) {
             char msg[sizeof e->message];
             snprintf(msg, sizeof msg, "%s", e->message);
-            taas_error_set(e, TAAS_ERR_VALUE, nowhere, "layer %d: %s: %s", i, L->name, msg);
+            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: %s: %s", i, L->name, msg);
             taas_error_hint(e, "give a dropout probability p between 0 and 1");
             return -1;
         }
@@ -303,7 +301,7 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
                             want == 1 ? "use BatchNorm2d on images, or Flatten() first" : "use BatchNorm1d after Flatten()");
         }
         if (nf != in.d[0]) {
-            taas_error_set(e, TAAS_ERR_VALUE, nowhere, "layer %d: %s(num_features=%d) gets %d %s %s %s", i,
+            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: %s(num_features=%d) gets %d %s %s %s", i,
                            L->name, nf, in.d[0], want == 1 ? "features" : "channels", is, src);
             taas_error_hint(e, "write %s(%d)", L->name, in.d[0]);
             return -1;
@@ -407,18 +405,18 @@ int taas_model_plan_build(taas_model_plan *p, const json_t *spec, int c, int h, 
     memset(p, 0, sizeof *p);
     const json_t *ty = json_object_get(spec, "type"), *layers = json_object_get(spec, "layers");
     if (!json_is_string(ty) || strcmp(json_string_value(ty), "Sequential") != 0 || !json_is_array(layers)) {
-        taas_error_set(err, TAAS_ERR_VALUE, nowhere, "the model spec is not a Sequential with a layers list");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the model spec is not a Sequential with a layers list");
         taas_error_hint(err, "build the model as Sequential(layer, layer, ...)");
         return -1;
     }
     if (c < 0 || h < 0 || w < 0 || (h == 0) != (w == 0) || (c == 0 && h != 0)) {
-        taas_error_set(err, TAAS_ERR_VALUE, nowhere, "invalid input shape (N, %d, %d, %d) for the model", c, h, w);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "invalid input shape (N, %d, %d, %d) for the model", c, h, w);
         taas_error_hint(err, "give (C, H, W) with positive sizes, or (F, 0, 0) for flat inputs");
         return -1;
     }
     size_t nl = json_array_size(layers);
     if (nl == 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, nowhere, "the Sequential has no layers");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the Sequential has no layers");
         taas_error_hint(err, "add at least one layer, e.g. Sequential(Flatten(), LazyLinear(10))");
         return -1;
     }
@@ -427,7 +425,7 @@ int taas_model_plan_build(taas_model_plan *p, const json_t *spec, int c, int h, 
     p->table = calloc(nl * 5, sizeof *p->table);  /* at most 5 tensors a layer (BatchNorm) */
     if (!p->layers || !p->table) {
         taas_model_plan_free(p);
-        taas_error_set(err, TAAS_ERR_MEMORY, nowhere, "out of memory planning the model");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory planning the model");
         taas_error_hint(err, "use a smaller model");
         return -1;
     }
@@ -442,7 +440,7 @@ int taas_model_plan_build(taas_model_plan *p, const json_t *spec, int c, int h, 
         const char *tn = json_is_string(lt) ? json_string_value(lt) : "";
         for (k = 0; k < nk && strcmp(kinds[k].name, tn) != 0; k++) {}
         if (k == nk) {
-            taas_error_set(err, TAAS_ERR_VALUE, nowhere, "layer %d: %s is not a layer the trainer supports", i,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: %s is not a layer the trainer supports", i,
                            *tn ? tn : "(a value without a type)");
             taas_error_hint(err, "use Linear, Conv2d, pools, activations, Dropout, BatchNorm, Flatten or (Log)Softmax");
             taas_model_plan_free(p);
@@ -496,7 +494,7 @@ int taas_model_plan_check_memory(const taas_model_plan *p, taas_error *err) {
     char n[32];
     if (need == SIZE_MAX) snprintf(n, sizeof n, "more than 16 EiB");
     else snprintf(n, sizeof n, "%.1f GiB", (double)need / (1u << 30));
-    taas_error_set(err, TAAS_ERR_MEMORY, nowhere, "the model needs %s for its parameters and their gradients, "
+    taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "the model needs %s for its parameters and their gradients, "
                    "more than this machine's memory (%.1f GiB)", n, (double)have / (1u << 30));
     if (big) taas_error_hint(err, "make the layers smaller: the largest tensor, %s, holds %zu numbers", big->key,
                              big->numel);

@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const taas_srcpos nowhere = {0, 0};
-
 static size_t numel(const taas_act_shape *s) {
     size_t n = 1;
     for (int i = 0; i < s->rank; i++) n *= (size_t)s->d[i];
@@ -114,7 +112,7 @@ static int alloc_work(taas_model *m, int n, taas_error *e) {
     return 0;
 oom:
     free_work(m);
-    taas_error_set(e, TAAS_ERR_MEMORY, nowhere, "out of memory for the activations of a batch of %d", n);
+    taas_error_set(e, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the activations of a batch of %d", n);
     taas_error_hint(e, "use a smaller batch_size");
     return -1;
 }
@@ -122,7 +120,7 @@ oom:
 int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t step, const float **out,
                        taas_error *e) {
     if (n < 1) {
-        taas_error_set(e, TAAS_ERR_VALUE, nowhere, "model forward with a batch of %d samples", n);
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "model forward with a batch of %d samples", n);
         taas_error_hint(e, "give a batch of at least one sample");
         return -1;
     }
@@ -185,7 +183,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
                     char msg[sizeof e->message], hint[sizeof e->hint];
                     memcpy(msg, e->message, sizeof msg);
                     memcpy(hint, e->hint, sizeof hint);
-                    taas_error_set(e, TAAS_ERR_VALUE, nowhere, "layer %d (%s): %s", i, L->name, msg);
+                    taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d (%s): %s", i, L->name, msg);
                     taas_error_hint(e, "%s", hint[0] ? hint : "train with batches of at least 2 samples (drop_last=True)");
                     return -1;
                 }
@@ -211,7 +209,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
 
 int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
     if (!m->batch) {
-        taas_error_set(e, TAAS_ERR_VALUE, nowhere, "model backward before any forward");
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "model backward before any forward");
         taas_error_hint(e, "run taas_model_forward on the batch first");
         return -1;
     }

@@ -17,7 +17,6 @@
 #error "safetensors data is little-endian; this code copies it as is"
 #endif
 
-#define NOPOS ((taas_srcpos){0, 0})
 /* The reference implementation refuses headers above 100 MB. */
 #define MAX_HEADER ((uint64_t)100000000)
 
@@ -58,14 +57,14 @@ static int check_write_table(const char *path, const taas_st_tensor *t, size_t n
                              taas_error *err) {
     for (size_t i = 0; i < n; i++) {
         if (!t[i].key || !*t[i].key || strcmp(t[i].key, "__metadata__") == 0) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                            "%s: tensor %zu has the key '%s', which cannot be saved", path, i,
                            t[i].key ? t[i].key : "(null)");
             taas_error_hint(err, "give every tensor a non-empty key other than '__metadata__'");
             return -1;
         }
         if (t[i].dtype != TAAS_ST_F32 && t[i].dtype != TAAS_ST_I64) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: tensor '%s' has unknown dtype %d",
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: tensor '%s' has unknown dtype %d",
                            path, t[i].key, (int)t[i].dtype);
             taas_error_hint(err, "use TAAS_ST_F32 or TAAS_ST_I64");
             return -1;
@@ -73,14 +72,14 @@ static int check_write_table(const char *path, const taas_st_tensor *t, size_t n
         int64_t ne = t[i].ndim >= 0 && t[i].ndim <= TAAS_ST_MAX_DIMS
                          ? numel(t[i].shape, t[i].ndim) : -1;
         if (ne < 0) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                            "%s: tensor '%s' has an invalid shape (%d dimensions)", path,
                            t[i].key, t[i].ndim);
             taas_error_hint(err, "dimensions must be >= 0, at most %d of them", TAAS_ST_MAX_DIMS);
             return -1;
         }
         if (ne > 0 && !t[i].data) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: tensor '%s' has no data", path,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: tensor '%s' has no data", path,
                            t[i].key);
             taas_error_hint(err, "point the table entry at the tensor's buffer");
             return -1;
@@ -139,19 +138,19 @@ int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size
     if (check_write_table(path, tensors, n, err) < 0) return -1;
     for (size_t i = 0; i < nmeta; i++) {
         if (!meta[i].key || !meta[i].value) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: metadata entry %zu has no %s",
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: metadata entry %zu has no %s",
                            path, i, meta[i].key ? "value" : "key");
             taas_error_hint(err, "metadata is a table of string keys and string values");
             return -1;
         }
     }
     const taas_st_tensor **sorted = malloc((n ? n : 1) * sizeof *sorted);
-    if (!sorted) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "%s: out of memory", path);
+    if (!sorted) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "%s: out of memory", path);
     for (size_t i = 0; i < n; i++) sorted[i] = &tensors[i];
     qsort(sorted, n, sizeof *sorted, cmp_tensor_key);
     for (size_t i = 1; i < n; i++) {
         if (strcmp(sorted[i - 1]->key, sorted[i]->key) == 0) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: the key '%s' appears twice", path,
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: the key '%s' appears twice", path,
                            sorted[i]->key);
             taas_error_hint(err, "every tensor needs its own key");
             free(sorted);
@@ -162,7 +161,7 @@ int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size
     char *hdr = build_header(sorted, n, meta, nmeta, &data_len);
     if (!hdr) {
         free(sorted);
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                        "%s: cannot encode the header (a key or metadata is not valid UTF-8)",
                        path);
         taas_error_hint(err, "use UTF-8 text for keys and metadata");
@@ -175,7 +174,7 @@ int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size
     int fd = tmp ? mkstemp(tmp) : -1;
     int rc = -1;
     if (fd < 0) {
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot create %s: %s", path, strerror(errno));
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot create %s: %s", path, strerror(errno));
         taas_error_hint(err, "check that the directory exists and is writable");
         goto out;
     }
@@ -199,7 +198,7 @@ int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size
     }
     if (bad) {
         unlink(tmp);
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot write %s: %s", path, strerror(saved));
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot write %s: %s", path, strerror(saved));
         taas_error_hint(err, "check the free disk space and the permissions of the directory");
         goto out;
     }
@@ -236,10 +235,10 @@ static int read_exact(int fd, void *p, size_t n, uint64_t off) {
 
 static int bad_header(taas_error *err, const char *path, const char *key, const char *what) {
     if (key)
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: tensor '%s' in the header %s", path,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: tensor '%s' in the header %s", path,
                        key, what);
     else
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s: the header %s", path, what);
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s: the header %s", path, what);
     taas_error_hint(err, "the file is damaged or was not written by a safetensors writer; "
                           "save the model again");
     return -1;
@@ -295,7 +294,7 @@ static int check_offsets(const char *path, entry *es, size_t n, uint64_t data_le
                          taas_error *err) {
     for (size_t i = 0; i < n; i++) {
         if (es[i].end > data_len) {
-            taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                            "%s: tensor '%s' has data_offsets [%llu, %llu] but the data section "
                            "holds only %llu bytes (the file is truncated or its header wrong)",
                            path, es[i].key, (unsigned long long)es[i].begin,
@@ -305,12 +304,12 @@ static int check_offsets(const char *path, entry *es, size_t n, uint64_t data_le
         }
     }
     entry *sorted = malloc((n ? n : 1) * sizeof *sorted);
-    if (!sorted) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "%s: out of memory", path);
+    if (!sorted) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "%s: out of memory", path);
     memcpy(sorted, es, n * sizeof *es);
     qsort(sorted, n, sizeof *sorted, cmp_entry_begin);
     for (size_t i = 1; i < n; i++) {
         if (sorted[i].begin < sorted[i - 1].end) {
-            taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                            "%s: tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap", path,
                            sorted[i - 1].key, (unsigned long long)sorted[i - 1].begin,
                            (unsigned long long)sorted[i - 1].end, sorted[i].key,
@@ -368,7 +367,7 @@ static int check_keys(const char *path, const entry *es, size_t nes, int checkpo
     list_end(&missing, nmiss);
     list_end(&extra, nextra);
     if (nmiss || nextra) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s does not fit the model:%s%s%s%s%s", path,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s does not fit the model:%s%s%s%s%s", path,
                        nmiss ? " missing keys " : "", nmiss ? missing.data : "",
                        nmiss && nextra ? ";" : "", nextra ? " unexpected keys " : "",
                        nextra ? extra.data : "");
@@ -383,7 +382,7 @@ static int check_keys(const char *path, const entry *es, size_t nes, int checkpo
 static int check_fit(const char *path, const entry *e, const taas_st_tensor *t,
                      taas_error *err) {
     if (strcmp(e->dtype, taas_st_dtype_name(t->dtype)) != 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                        "%s: %s has dtype %s, the model expects %s", path, t->key, e->dtype,
                        taas_st_dtype_name(t->dtype));
         taas_error_hint(err, "the file was saved from a model with other tensor types; "
@@ -397,7 +396,7 @@ static int check_fit(const char *path, const entry *e, const taas_st_tensor *t,
         taas_buf a = TAAS_BUF_INIT, b = TAAS_BUF_INIT;
         shape_str(&a, e->shape, e->ndim);
         shape_str(&b, t->shape, t->ndim);
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                        "%s: %s has shape %s, the model expects %s", path, t->key, a.data, b.data);
         taas_error_hint(err, "the model definition differs from the one that saved the file; "
                              "make the layer sizes match, then load again");
@@ -409,7 +408,7 @@ static int check_fit(const char *path, const entry *e, const taas_st_tensor *t,
 }
 
 static int not_safetensors(taas_error *err, const char *path, const char *why) {
-    taas_error_set(err, TAAS_ERR_DATA, NOPOS, "%s is not a safetensors file: %s", path, why);
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "%s is not a safetensors file: %s", path, why);
     taas_error_hint(err, "give the path of a .safetensors file written by save() or by the "
                          "safetensors library");
     return -1;
@@ -421,7 +420,7 @@ static int load_header(const char *path, int fd, json_t **root, uint64_t *data_s
                        uint64_t *data_len, taas_error *err) {
     struct stat st;
     if (fstat(fd, &st) < 0)
-        return taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot read %s: %s", path,
+        return taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot read %s: %s", path,
                               strerror(errno));
     uint64_t fsize = (uint64_t)st.st_size;
     unsigned char sz[8];
@@ -434,7 +433,7 @@ static int load_header(const char *path, int fd, json_t **root, uint64_t *data_s
                                           "size");
     }
     if (hlen > fsize - 8) {
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                        "%s is truncated: the header should be %llu bytes but the file has only "
                        "%llu after the size",
                        path, (unsigned long long)hlen, (unsigned long long)(fsize - 8));
@@ -443,10 +442,10 @@ static int load_header(const char *path, int fd, json_t **root, uint64_t *data_s
         return -1;
     }
     char *h = malloc(hlen);
-    if (!h) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "%s: out of memory", path);
+    if (!h) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "%s: out of memory", path);
     if (read_exact(fd, h, hlen, 8) < 0) {
         free(h);
-        return taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot read %s: %s", path,
+        return taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot read %s: %s", path,
                               strerror(errno));
     }
     if (h[0] != '{') {
@@ -459,7 +458,7 @@ static int load_header(const char *path, int fd, json_t **root, uint64_t *data_s
     if (!*root || !json_is_object(*root)) {
         json_decref(*root);
         *root = NULL;
-        taas_error_set(err, TAAS_ERR_DATA, NOPOS,
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
                        "%s: the header is not valid JSON (byte %d: %s)", path, je.position,
                        je.text);
         taas_error_hint(err, "the file is damaged or not a safetensors file; save the model "
@@ -489,13 +488,13 @@ static int open_regular(const char *path, taas_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0) {
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot open %s: %s", path, strerror(errno));
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot open %s: %s", path, strerror(errno));
         taas_error_hint(err, "check the path; weights are written by save(model, \"%s\")", path);
         return -1;
     }
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        taas_error_set(err, TAAS_ERR_IO, NOPOS, "%s is not a regular file (a %s)", path,
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "%s is not a regular file (a %s)", path,
                        S_ISDIR(st.st_mode) ? "folder" : S_ISFIFO(st.st_mode) ? "FIFO" : "device or socket");
         taas_error_hint(err, "give the path of a .safetensors file");
         return -1;
@@ -515,7 +514,7 @@ int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_
     if (load_header(path, fd, &root, &data_start, &data_len, err) < 0) goto out;
     es = malloc((json_object_size(root) + 1) * sizeof *es);
     if (!es) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "%s: out of memory", path);
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "%s: out of memory", path);
         goto out;
     }
     size_t nes = 0;
@@ -540,7 +539,7 @@ int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_
         errno = 0;
         if (tensors[i].data && e->end > e->begin &&
             read_exact(fd, tensors[i].data, e->end - e->begin, data_start + e->begin) < 0) {
-            taas_error_set(err, TAAS_ERR_IO, NOPOS, "cannot read %s (tensor '%s'): %s", path,
+            taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot read %s (tensor '%s'): %s", path,
                            e->key, errno ? strerror(errno) : "unexpected end of file");
             taas_error_hint(err, "the file changed while it was read; load it again");
             goto out;

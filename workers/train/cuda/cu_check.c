@@ -2,11 +2,9 @@
 #include "cu_check.h"
 #include "errnames.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 int taas_cu_check(cudaError_t rc, const char *what, taas_error *err) {
     if (rc == cudaSuccess) return 0;
-    taas_error_set(err, TAAS_ERR_DEVICE, NOPOS, "%s failed on the GPU: %s (%s)", what, cudaGetErrorString(rc),
+    taas_error_set(err, TAAS_ERR_DEVICE, TAAS_NOPOS, "%s failed on the GPU: %s (%s)", what, cudaGetErrorString(rc),
                    cudaGetErrorName(rc));
     if (rc == cudaErrorMemoryAllocation) {
         size_t free_b = 0, total = 0;
@@ -42,7 +40,7 @@ static const char *blas_text(cublasStatus_t rc) {
 
 int taas_cu_check_blas(cublasStatus_t rc, const char *what, taas_error *err) {
     if (rc == CUBLAS_STATUS_SUCCESS) return 0;
-    taas_error_set(err, TAAS_ERR_DEVICE, NOPOS, "%s failed in cuBLAS: %s (status %d)", what, blas_text(rc), (int)rc);
+    taas_error_set(err, TAAS_ERR_DEVICE, TAAS_NOPOS, "%s failed in cuBLAS: %s (status %d)", what, blas_text(rc), (int)rc);
     if (rc == CUBLAS_STATUS_ALLOC_FAILED)
         taas_error_hint(err, "use a smaller batch_size or model");
     else

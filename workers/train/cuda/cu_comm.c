@@ -4,12 +4,10 @@
 
 #include <string.h>
 
-static const taas_srcpos NOPOS = {0, 0};
-
 static int nccl_check(ncclResult_t rc, taas_cu_comm *cm, const char *what, taas_error *err) {
     if (rc == ncclSuccess) return 0;  /* a blocking communicator never answers ncclInProgress */
     const char *detail = cm && cm->comm ? ncclGetLastError(cm->comm) : ncclGetLastError(NULL);
-    taas_error_set(err, TAAS_ERR_COLLECTIVE, NOPOS, "%s failed in NCCL: %s%s%s", what, ncclGetErrorString(rc),
+    taas_error_set(err, TAAS_ERR_COLLECTIVE, TAAS_NOPOS, "%s failed in NCCL: %s%s%s", what, ncclGetErrorString(rc),
                    detail && *detail ? ": " : "", detail ? detail : "");
     if (rc == ncclSystemError || rc == ncclRemoteError)
         taas_error_hint(err, "another rank may have died, or the GPUs cannot reach each other; NCCL_DEBUG=WARN in "
@@ -37,7 +35,7 @@ int taas_cu_comm_init(taas_cu_comm *cm, taas_collective *c, taas_cu *cu, taas_er
     if (c->bcast(c, &msg, sizeof msg, err)) return -1;
     if (!msg.ok) {
         if (c->rank == 0) *err = mine;
-        else taas_error_set(err, TAAS_ERR_COLLECTIVE, NOPOS, "rank 0 could not make NCCL's id");
+        else taas_error_set(err, TAAS_ERR_COLLECTIVE, TAAS_NOPOS, "rank 0 could not make NCCL's id");
         return -1;
     }
     if (taas_cu_check(cudaSetDevice(cu->device), "selecting the GPU", err)) return -1;

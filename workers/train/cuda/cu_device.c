@@ -9,8 +9,6 @@
 #include "cuda_plugin.h"
 #include "errnames.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 __attribute__((visibility("default"))) int taas_cuda_devices(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -46,7 +44,7 @@ int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
     cu->device = device;
     int n = taas_cuda_devices();
     if (device < 0 || device >= n) {
-        taas_error_set(err, TAAS_ERR_DEVICE, NOPOS, "there is no GPU %d: this process sees %d", device, n);
+        taas_error_set(err, TAAS_ERR_DEVICE, TAAS_NOPOS, "there is no GPU %d: this process sees %d", device, n);
         taas_error_hint(err, "check CUDA_VISIBLE_DEVICES and nvidia-smi");
         return -1;
     }

@@ -15,8 +15,6 @@
 #include "errnames.h"
 #include "safetensors.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 typedef struct cu_engine {
     taas_engine base;
     taas_model *m;              /* borrowed: the plan, the counters, and the weights when saving */
@@ -64,7 +62,7 @@ static int check_batch(const cu_engine *e, const taas_batch *b, taas_error *err)
     size_t want = 1, got = (size_t)b->c * b->h * b->w;
     for (int i = 0; i < s->rank; i++) want *= (size_t)s->d[i];
     if (got != want) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "a batch of %ux%ux%u samples (%zu values each) for a model "
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "a batch of %ux%ux%u samples (%zu values each) for a model "
                        "that takes %zu", b->c, b->h, b->w, got, want);
         taas_error_hint(err, "give every sample the shape the model was planned for (Resize, CenterCrop)");
         return -1;
@@ -72,7 +70,7 @@ static int check_batch(const cu_engine *e, const taas_batch *b, taas_error *err)
     const char *what = e->loss_kind == TAAS_JOB_NLL ? "NLLLoss" : "CrossEntropyLoss";
     for (uint32_t i = 0; i < b->n; i++) {
         if (b->labels[i] < 0 || (uint64_t)b->labels[i] >= e->k) {
-            taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "%s: target %lld of sample %u is out of range for %zu classes",
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: target %lld of sample %u is out of range for %zu classes",
                            what, (long long)b->labels[i], i, e->k);
             taas_error_hint(err, "class labels must be integers in [0, %zu); check the dataset's labels or the size "
                                  "of the last layer", e->k);
@@ -231,7 +229,7 @@ static int save(taas_engine *base, const char *path, taas_error *err) {
     taas_model *m = e->m;
     if (taas_cu_model_download(&e->dm, err)) return -1;
     taas_st_tensor *t = taas_param_table_tensors(m->table, m->ntable, m->params, m->stats, m->counters);
-    if (!t) return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the weights table");
+    if (!t) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the weights table");
     const taas_st_meta meta[] = {{"format", "pt"}};
     int rc = taas_safetensors_write(path, t, m->ntable, meta, 1, err);
     free(t);
@@ -242,7 +240,7 @@ static int save(taas_engine *base, const char *path, taas_error *err) {
 static float *host_state(cu_engine *e, size_t *bytes, taas_error *err) {
     *bytes = taas_optim_state_floats(&e->opt, e->m->nparams) * sizeof(float);
     float *h = malloc(*bytes ? *bytes : 1);
-    if (!h) taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the optimizer's state");
+    if (!h) taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the optimizer's state");
     return h;
 }
 
@@ -321,7 +319,7 @@ __attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_mo
                                                                          taas_collective *c, taas_error *err) {
     cu_engine *e = calloc(1, sizeof *e);
     if (!e) {
-        taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the CUDA engine");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the CUDA engine");
         return NULL;
     }
     e->base.ops = &CUDA_OPS;

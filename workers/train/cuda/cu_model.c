@@ -8,8 +8,6 @@
 #include "cu_layers.h"
 #include "errnames.h"
 
-static const taas_srcpos NOPOS = {0, 0};
-
 static size_t numel(const taas_act_shape *s) {
     size_t n = 1;
     for (int i = 0; i < s->rank; i++) n *= (size_t)s->d[i];
@@ -107,7 +105,7 @@ static int reserve(taas_cu_model *dm, int n, taas_error *err) {
     if (!o_act || !o_aux || !o_arg || !dm->own || !dm->acts || !dm->aux || !dm->argmax) {
         free(o_act), free(o_aux), free(o_arg);
         free_work(dm);
-        return taas_error_set(err, TAAS_ERR_MEMORY, NOPOS, "out of memory for the model's layout");
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the model's layout");
     }
     /* SIZE_MAX: no buffer of that kind for the layer */
     for (int i = 0; i <= nl; i++) o_act[i] = SIZE_MAX;
@@ -214,7 +212,7 @@ int taas_cu_model_forward(taas_cu_model *dm, const float *x, int n, int train, u
                           const float **out, taas_error *err) {
     taas_model *m = dm->m;
     if (n < 1 || nrun < 0 || nrun > m->nlayers) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "model forward with a batch of %d samples through %d layers", n,
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "model forward with a batch of %d samples through %d layers", n,
                        nrun);
         taas_error_hint(err, "give a batch of at least one sample");
         return -1;
@@ -287,7 +285,7 @@ static int backward_layer(taas_cu_model *dm, int i, float *dx, const float *dy, 
 
 int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err) {
     if (!dm->n) {
-        taas_error_set(err, TAAS_ERR_VALUE, NOPOS, "model backward before any forward");
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "model backward before any forward");
         taas_error_hint(err, "run taas_cu_model_forward on the batch first");
         return -1;
     }
