@@ -23,9 +23,14 @@
  * file-scope variable is the price of async-signal safety (one kernel per process). */
 static volatile sig_atomic_t g_sig_tx = -1;
 
+/* SIGTERM's grace: the loop shuts down in far less; a kernel held where it cannot see the
+ * signal (a file that blocks, a bug) is ended by SIGALRM's default action instead. */
+#define TERM_GRACE_S 10
+
 static void on_signal(int sig) {
     int saved = errno;
     char c = sig == SIGINT ? 'i' : 't';
+    if (sig == SIGTERM) alarm(TERM_GRACE_S);
     if (g_sig_tx >= 0) {
         ssize_t r = write(g_sig_tx, &c, 1);
         (void)r;   /* a full pipe already holds a pending wake-up */

@@ -184,6 +184,22 @@ class Shutdown(unittest.TestCase):
             k.close()
         self.assertNotIn(k.pid, taastest.taas_processes())
 
+    def test_sigterm_ends_the_kernel_while_a_cell_sleeps(self):
+        """SIGTERM (what a process manager sends) ends the kernel at once, a cell running or
+        not; a kernel whose loop could not see it would be ended by its 10 s alarm."""
+        k = taastest.Kernel()
+        try:
+            msg_id = k.send("shell", "execute_request", {"code": "sleep(%d)" % HELD, "silent": False})
+            started = []
+            self.assertTrue(taastest.wait_until(lambda: started.extend(k.iopub_now(msg_id, 0.05)) or any(
+                m["msg_type"] == "execute_input" for m in started), PROMPT), "the cell did not start")
+            os.kill(k.pid, signal.SIGTERM)
+            code = k.km.provisioner.process.wait(PROMPT)  # not after the HELD sleep
+            self.assertIn(code, (0, -signal.SIGTERM))
+        finally:
+            k.close()
+        self.assertNotIn(k.pid, taastest.taas_processes())
+
     def test_shutdown_while_a_cell_sleeps(self):
         k = taastest.Kernel()
         try:
