@@ -61,13 +61,13 @@ struct taas_engine {
 
 /* The CPU training core on model m (taken: the engine frees it) with the loss (borrowed) and
  * the optimizer's state for opt. */
-taas_engine *taas_engine_cpu(taas_model *m, taas_job_loss *loss, const taas_optim_config *opt, taas_error *err);
+taas_engine *taas_engine_cpu(taas_model *m, taas_train_loss *loss, const taas_optim_config *opt, taas_error *err);
 
 /* engine_cuda.c: GPUs this process can use (0 without the CUDA plugin, a driver or a GPU). */
 int taas_engine_cuda_devices(void);
 /* The model on GPU `device` (m: the host model with its initial weights, taken), the loss
  * kind of `loss`; c: the ranks, whose GPUs' NCCL communicator it sets up. NULL with err. */
-taas_engine *taas_engine_cuda(taas_model *m, const taas_job_loss *loss, const taas_optim_config *opt, int device,
+taas_engine *taas_engine_cuda(taas_model *m, const taas_train_loss *loss, const taas_optim_config *opt, int device,
                               taas_collective *c, taas_error *err);
 
 #endif

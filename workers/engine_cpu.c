@@ -11,7 +11,7 @@
 typedef struct cpu_engine {
     taas_engine base;
     taas_model *m;
-    taas_job_loss *loss;
+    taas_train_loss *loss;
     float *state;             /* the optimizer's */
     taas_optim_config opt;    /* its kind and options: the state's layout */
     float *dout;              /* the loss's gradient */
@@ -35,7 +35,7 @@ static int compute(taas_engine *e, const taas_batch *b, taas_engine_next_fn next
     }
     const float *out;
     if (taas_model_forward(c->m, b->images, (int)b->n, 1, step, &out, err) ||
-        taas_job_loss_run(c->loss, out, b->labels, (int)b->n, k, c->dout, loss, err))
+        taas_train_loss_run(c->loss, out, b->labels, (int)b->n, k, c->dout, loss, err))
         return -1;
     if (!isfinite(*loss)) return 0;  /* every rank sees it in the step's sums and stops */
     return taas_model_backward(c->m, c->dout, err);
@@ -59,7 +59,7 @@ static int eval(taas_engine *e, const taas_batch *b, double *loss_sum, double *r
     const float *out;
     float v;
     if (taas_model_forward(c->m, b->images, (int)b->n, 0, 0, &out, err) ||
-        taas_job_loss_run(c->loss, out, b->labels, (int)b->n, k, NULL, &v, err))
+        taas_train_loss_run(c->loss, out, b->labels, (int)b->n, k, NULL, &v, err))
         return -1;
     *loss_sum = (double)v * b->n;
     *right = 0;
@@ -82,7 +82,7 @@ static int share_stats(taas_engine *e, taas_collective *coll, taas_error *err) {
 }
 
 static int save(taas_engine *e, const char *path, taas_error *err) {
-    return taas_job_save(((cpu_engine *)e)->m, path, err);
+    return taas_train_save(((cpu_engine *)e)->m, path, err);
 }
 
 static taas_checkpoint_bufs bufs(cpu_engine *c) {
@@ -113,7 +113,7 @@ static void cpu_free(taas_engine *e) {
 
 static const taas_engine_ops CPU_OPS = {compute, update, eval, share_stats, save, checkpoint, restore, cpu_free};
 
-taas_engine *taas_engine_cpu(taas_model *m, taas_job_loss *loss, const taas_optim_config *opt, taas_error *err) {
+taas_engine *taas_engine_cpu(taas_model *m, taas_train_loss *loss, const taas_optim_config *opt, taas_error *err) {
     cpu_engine *c = calloc(1, sizeof *c);
     size_t n = taas_optim_state_floats(opt, m->nparams);
     float *state = calloc(n ? n : 1, sizeof *state);

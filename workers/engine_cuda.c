@@ -131,7 +131,7 @@ static void door_free(taas_engine *e) {
 static const taas_engine_ops DOOR_OPS = {door_compute, door_update,     door_eval,     door_share_stats,
                                          door_save,    door_checkpoint, door_restore, door_free};
 
-taas_engine *taas_engine_cuda(taas_model *m, const taas_job_loss *loss, const taas_optim_config *opt, int device,
+taas_engine *taas_engine_cuda(taas_model *m, const taas_train_loss *loss, const taas_optim_config *opt, int device,
                               taas_collective *c, taas_error *err) {
     const char *why;
     taas_cuda_engine_new_fn f = (taas_cuda_engine_new_fn)taas_cuda_plugin_sym("taas_cuda_engine_new", &why);

@@ -32,20 +32,20 @@ json_t *taas_evaluate_spec(const json_t *job, taas_error *err) {
         return NULL;
     }
     long long units, seed;
-    taas_job_loss loss;
-    if (taas_job_int(job, "the job spec", "units", 0, 0, INT64_MAX, &units, err) ||
-        taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err) ||
-        taas_job_loss_parse(json_object_get(job, "loss"), &loss, err))
+    taas_train_loss loss;
+    if (taas_train_int(job, "the job spec", "units", 0, 0, INT64_MAX, &units, err) ||
+        taas_train_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err) ||
+        taas_train_loss_parse(json_object_get(job, "loss"), &loss, err))
         return NULL;
     taas_fetcher *f = taas_cli_fetcher(err);
     if (!f) return NULL;
     json_t *out = NULL;
-    taas_job_loader l;
-    if (taas_job_loader_open(va, "validate", f, (uint64_t)seed, (uint64_t)units, 1, NULL, &l, err) == 0) {
-        taas_model *m = taas_job_model(job, &l, err);
+    taas_train_loader l;
+    if (taas_train_loader_open(va, "validate", f, (uint64_t)seed, (uint64_t)units, 1, NULL, &l, err) == 0) {
+        taas_model *m = taas_train_model(job, &l, err);
         double ml, acc;
         uint64_t n;
-        if (m && taas_job_evaluate(m, &l, &loss, &ml, &acc, &n, err) == 0) {
+        if (m && taas_train_evaluate(m, &l, &loss, &ml, &acc, &n, err) == 0) {
             out = json_object();
             json_object_set_new(out, "event", json_string("done"));
             json_object_set_new(out, "loss", json_real(ml));
@@ -53,9 +53,9 @@ json_t *taas_evaluate_spec(const json_t *job, taas_error *err) {
             json_object_set_new(out, "samples", json_integer((json_int_t)n));
         }
         taas_model_free(m);
-        taas_job_loader_close(&l);
+        taas_train_loader_close(&l);
     }
-    taas_job_loss_free(&loss);
+    taas_train_loss_free(&loss);
     taas_fetcher_free(f);
     return out;
 }
@@ -66,7 +66,7 @@ int taas_role_evaluate(int argc, char **argv) {
     taas_error err;
     taas_error_clear(&err);
     if (taas_cli_parse(argc, argv, opts, &err)) {
-        taas_job_report(&err, -1);
+        taas_train_report(&err, -1);
         return TAAS_EXIT_USAGE;
     }
     if (help) {
@@ -78,15 +78,15 @@ int taas_role_evaluate(int argc, char **argv) {
     if (!spec_path) {
         taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "evaluate: --spec is required");
         taas_error_hint(&err, "give --spec FILE, or --spec - to read the job spec from stdin");
-        taas_job_report(&err, -1);
+        taas_train_report(&err, -1);
         return TAAS_EXIT_USAGE;
     }
-    json_t *job = taas_job_read(spec_path, &err);
+    json_t *job = taas_train_read(spec_path, &err);
     json_t *out = job ? taas_evaluate_spec(job, &err) : NULL;
     json_decref(job);
     if (!out) {
-        taas_job_report(&err, -1);
+        taas_train_report(&err, -1);
         return TAAS_EXIT_ERROR;
     }
-    return taas_job_emit(out) ? TAAS_EXIT_ERROR : TAAS_EXIT_OK;
+    return taas_train_emit(out) ? TAAS_EXIT_ERROR : TAAS_EXIT_OK;
 }

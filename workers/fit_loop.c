@@ -28,11 +28,11 @@ struct taas_fit {
     taas_collective *coll;
     long long epochs, units, seed;
     taas_fetcher *fetcher;
-    taas_job_loader train, val;
+    taas_train_loader train, val;
     int has_val;
     taas_fit_source src_train, src_val;
     taas_engine *engine;        /* the model, on the CPU or a GPU */
-    taas_job_loss loss;
+    taas_train_loss loss;
     taas_optim_config opt;
     taas_sched_config sc;
     taas_sched sched;
@@ -73,7 +73,7 @@ static void block_stop_signals(int block) {
 
 /* An in-process pipeline as a source: it makes exactly the items the loop asks for, in order. */
 static int pipeline_take(void *ctx, uint64_t epoch, uint64_t k, taas_batch **out, taas_error *err) {
-    taas_job_loader *l = ctx;
+    taas_train_loader *l = ctx;
     taas_batch *b = NULL;
     int rc = taas_pipeline_next(l->pipeline, &b, err);
     if (rc < 0) return -1;
@@ -189,7 +189,7 @@ static int resume(taas_fit *f, taas_error *err) {
     if (rc || f->epoch0 >= f->epochs || !f->train.rank_pipeline) return rc;
     /* this rank's own pipeline starts where the fit is */
     block_stop_signals(1);
-    rc = taas_job_loader_seek(&f->train, json_object_get(f->job, "train"), (uint64_t)f->seed, (uint64_t)f->epoch0,
+    rc = taas_train_loader_seek(&f->train, json_object_get(f->job, "train"), (uint64_t)f->seed, (uint64_t)f->epoch0,
                               (uint64_t)f->step0, (uint64_t)f->epochs, err);
     block_stop_signals(0);
     return rc;
@@ -210,16 +210,16 @@ static int setup(taas_fit *f, taas_error *err) {
         taas_error_hint(err, "run evaluate jobs with taas-worker evaluate");
         return -1;
     }
-    if (taas_job_int(job, "the job spec", "epochs", 1, 1, TAAS_MAX_EPOCHS, &f->epochs, err) ||
-        taas_job_int(job, "the job spec", "units", 0, 0, INT64_MAX, &f->units, err) ||
-        taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &f->seed, err) ||
-        taas_job_loss_parse(json_object_get(job, "loss"), &f->loss, err) ||
-        taas_job_optim_parse(json_object_get(job, "optimizer"), &f->opt, err))
+    if (taas_train_int(job, "the job spec", "epochs", 1, 1, TAAS_MAX_EPOCHS, &f->epochs, err) ||
+        taas_train_int(job, "the job spec", "units", 0, 0, INT64_MAX, &f->units, err) ||
+        taas_train_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &f->seed, err) ||
+        taas_train_loss_parse(json_object_get(job, "loss"), &f->loss, err) ||
+        taas_train_optim_parse(json_object_get(job, "optimizer"), &f->opt, err))
         return -1;
     const json_t *ce = json_object_get(job, "checkpoint_every");
     if (json_is_string(ce) && !strcmp(json_string_value(ce), "epoch")) f->ckpt_every = -1;
     else if (ce && !json_is_null(ce) &&
-             taas_job_int(job, "the job spec", "checkpoint_every", 0, 1, INT64_MAX, &f->ckpt_every, err))
+             taas_train_int(job, "the job spec", "checkpoint_every", 0, 1, INT64_MAX, &f->ckpt_every, err))
         return -1;
     const json_t *tr = json_object_get(job, "train");
     if (!tr || json_is_null(tr)) {
@@ -228,24 +228,24 @@ static int setup(taas_fit *f, taas_error *err) {
         return -1;
     }
     if (!(f->fetcher = taas_cli_fetcher(err))) return -1;
-    taas_job_rank tr_rank = {(uint32_t)f->coll->rank, (uint32_t)f->coll->world, !f->cfg.streamed_train,
+    taas_train_rank tr_rank = {(uint32_t)f->coll->rank, (uint32_t)f->coll->world, !f->cfg.streamed_train,
                              f->cfg.train_facts};
-    if (taas_job_loader_open(tr, "train", f->fetcher, (uint64_t)f->seed, (uint64_t)f->units, (uint64_t)f->epochs,
+    if (taas_train_loader_open(tr, "train", f->fetcher, (uint64_t)f->seed, (uint64_t)f->units, (uint64_t)f->epochs,
                              &tr_rank, &f->train, err))
         return -1;
     f->src_train = (taas_fit_source){pipeline_take, &f->train};
     const json_t *va = json_object_get(job, "validate");
     if (va && !json_is_null(va)) {
-        taas_job_rank va_rank = {(uint32_t)f->coll->rank, (uint32_t)f->coll->world, !f->cfg.streamed_val,
+        taas_train_rank va_rank = {(uint32_t)f->coll->rank, (uint32_t)f->coll->world, !f->cfg.streamed_val,
                                  f->cfg.val_facts};
-        if (taas_job_loader_open(va, "validate", f->fetcher, (uint64_t)f->seed, 0, 1, &va_rank, &f->val, err))
+        if (taas_train_loader_open(va, "validate", f->fetcher, (uint64_t)f->seed, 0, 1, &va_rank, &f->val, err))
             return -1;
         f->has_val = 1;
         f->src_val = (taas_fit_source){pipeline_take, &f->val};
     }
-    taas_model *m = taas_job_model(job, &f->train, err);
+    taas_model *m = taas_train_model(job, &f->train, err);
     if (!m) return -1;
-    if (taas_job_sched_parse(json_object_get(job, "scheduler"), f->opt.lr, (long)f->epochs, (long)f->train.steps,
+    if (taas_train_sched_parse(json_object_get(job, "scheduler"), f->opt.lr, (long)f->epochs, (long)f->train.steps,
                              &f->sc, &f->has_sched, err))
         return -1;
     if (f->has_sched) {
@@ -297,11 +297,11 @@ taas_fit *taas_fit_new(const taas_fit_cfg *cfg, taas_error *err) {
 
 void taas_fit_free(taas_fit *f) {
     if (!f) return;
-    taas_job_loader_close(&f->train);
-    if (f->has_val) taas_job_loader_close(&f->val);
+    taas_train_loader_close(&f->train);
+    if (f->has_val) taas_train_loader_close(&f->val);
     if (f->engine) f->engine->ops->free(f->engine);
     taas_batch_free(f->ahead);
-    taas_job_loss_free(&f->loss);
+    taas_train_loss_free(&f->loss);
     taas_fetcher_free(f->fetcher);
     free(f->idx);
     json_decref(f->history);
@@ -350,7 +350,7 @@ static uint64_t sample_word(const taas_batch *b, uint32_t i) {
 
 /* A batch whose samples are not the shape the model was built for (a WebDataset whose images
  * differ in size): an error that says which batch, rather than arithmetic on the wrong shape. */
-static int check_shape(const taas_job_loader *l, const taas_batch *b, const char *what, taas_error *err) {
+static int check_shape(const taas_train_loader *l, const taas_batch *b, const char *what, taas_error *err) {
     if (!b || ((int)b->c == l->c && (int)b->h == l->h && (int)b->w == l->w)) return 0;
     taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "a batch of the %s loader (item %llu of epoch %llu) has samples of "
                    "%ux%ux%u, but the model takes %dx%dx%d (the first sample's shape)", what,
@@ -484,13 +484,13 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
 /* Validation on this rank's share of the validate loader, summed over the ranks. */
 static int validate(taas_fit *f, long long epoch, double *loss, double *acc, taas_error *err) {
     double sums[3] = {0, 0, 0};  /* loss x samples, right, samples */
-    taas_job_loader *l = &f->val;
+    taas_train_loader *l = &f->val;
     /* every rank takes rank 0's BatchNorm running statistics, as DDP's broadcast_buffers does
      * before each forward: the ranks' validation then measures the model that is saved */
     if (f->engine->ops->share_stats(f->engine, f->coll, err)) return -1;
     if (!f->cfg.streamed_val && epoch > 0) {
         block_stop_signals(1);
-        int rc = taas_job_loader_restart(l, json_object_get(f->job, "validate"), (uint64_t)f->seed, 1, err);
+        int rc = taas_train_loader_restart(l, json_object_get(f->job, "validate"), (uint64_t)f->seed, 1, err);
         block_stop_signals(0);
         if (rc) return -1;
     }

@@ -29,7 +29,7 @@ typedef struct taas_fit_cfg {
     /* the train / validate loader comes from loader workers: no pipeline in this process,
      * taas_fit_set_source gives its batches */
     int streamed_train, streamed_val;
-    /* of a streamed loader: its dataset's size and sample shape (taas_job_rank.facts), or NULL */
+    /* of a streamed loader: its dataset's size and sample shape (taas_train_rank.facts), or NULL */
     const json_t *train_facts, *val_facts;
     /* progress lines {"event": "start" | "step" | "epoch", ...}; rank 0 only. Stolen. */
     void (*emit)(void *ctx, json_t *line);

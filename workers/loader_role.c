@@ -46,33 +46,33 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
     volatile int *stop = taas_ctl_client_stop_flag(*ctl);
 
     long long epochs, units, seed;
-    if (taas_job_int(job, "the job spec", "epochs", 1, 1, TAAS_MAX_EPOCHS, &epochs, err) ||
-        taas_job_int(job, "the job spec", "units", 0, 0, INT64_MAX, &units, err) ||
-        taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err))
+    if (taas_train_int(job, "the job spec", "epochs", 1, 1, TAAS_MAX_EPOCHS, &epochs, err) ||
+        taas_train_int(job, "the job spec", "units", 0, 0, INT64_MAX, &units, err) ||
+        taas_train_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err))
         return -1;
     if (off.resume_epoch >= epochs) return 0;  /* nothing left to make */
     taas_fetcher *f = taas_cli_fetcher(err);
     if (!f) return -1;
     const json_t *spec = json_object_get(job, role);
     int train = !strcmp(role, "train");
-    taas_job_rank none = {0, off.world, 0, NULL};  /* the sampler of W ranks, no pipeline of a rank */
-    taas_job_loader l;
+    taas_train_rank none = {0, off.world, 0, NULL};  /* the sampler of W ranks, no pipeline of a rank */
+    taas_train_loader l;
     taas_pipeline_cfg pc;
     taas_pipeline *p = NULL;
     taas_stream_send *snd = NULL;
     uint64_t *only = NULL;
     int rc = -1;
     json_t *start = NULL;
-    if (taas_job_loader_open(spec, role, f, (uint64_t)seed, train ? (uint64_t)units : 0, (uint64_t)epochs, &none,
+    if (taas_train_loader_open(spec, role, f, (uint64_t)seed, train ? (uint64_t)units : 0, (uint64_t)epochs, &none,
                              &l, err))
         goto out_fetcher;
-    if (taas_job_pipeline_cfg(spec, &l, (uint64_t)seed, &pc, err)) goto out;
+    if (taas_train_pipeline_cfg(spec, &l, (uint64_t)seed, &pc, err)) goto out;
     pc.loader = j;
     pc.loaders = m;
     pc.first_epoch = (uint64_t)off.resume_epoch;
     pc.epochs = (uint64_t)(epochs - off.resume_epoch);
     if (off.resume_step > 0) {
-        if (!(only = taas_job_resume_items(&l, (uint64_t)off.resume_step, j, m, &pc.n_only, err))) goto out;
+        if (!(only = taas_train_resume_items(&l, (uint64_t)off.resume_step, j, m, &pc.n_only, err))) goto out;
         pc.only_items = only;
     }
     if (!(p = taas_pipeline_new(&pc, err))) goto out;
@@ -116,7 +116,7 @@ out:
     json_decref(start);
     taas_pipeline_free(p);
     free(only);
-    taas_job_loader_close(&l);
+    taas_train_loader_close(&l);
 out_fetcher:
     taas_fetcher_free(f);
     return rc;

@@ -9,11 +9,11 @@
 #include "safetensors.h"
 #include "train_job.h"
 
-int taas_job_pipeline_cfg(const json_t *spec, const taas_job_loader *l, uint64_t seed, taas_pipeline_cfg *pc,
+int taas_train_pipeline_cfg(const json_t *spec, const taas_train_loader *l, uint64_t seed, taas_pipeline_cfg *pc,
                           taas_error *err) {
     long long workers, prefetch;
-    if (taas_job_int(spec, "DataLoader", "num_workers", 0, 0, TAAS_MAX_LOADER_THREADS, &workers, err) ||
-        taas_job_int(spec, "DataLoader", "prefetch_factor", 2, 1, TAAS_MAX_PREFETCH, &prefetch, err))
+    if (taas_train_int(spec, "DataLoader", "num_workers", 0, 0, TAAS_MAX_LOADER_THREADS, &workers, err) ||
+        taas_train_int(spec, "DataLoader", "prefetch_factor", 2, 1, TAAS_MAX_PREFETCH, &prefetch, err))
         return -1;
     memset(pc, 0, sizeof *pc);
     pc->dataset = l->dataset;
@@ -27,7 +27,7 @@ int taas_job_pipeline_cfg(const json_t *spec, const taas_job_loader *l, uint64_t
     return 0;
 }
 
-uint64_t *taas_job_resume_items(const taas_job_loader *l, uint64_t step, uint32_t j, uint32_t m, size_t *n,
+uint64_t *taas_train_resume_items(const taas_train_loader *l, uint64_t step, uint32_t j, uint32_t m, size_t *n,
                                 taas_error *err) {
     uint64_t items = l->steps * l->world, first = step * l->world;
     *n = 0;
@@ -42,16 +42,16 @@ uint64_t *taas_job_resume_items(const taas_job_loader *l, uint64_t step, uint32_
 }
 
 /* This rank's pipeline from item step * W of epoch `first` on, to the end of `epochs`. */
-static int open_pipeline_at(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t first, uint64_t step,
+static int open_pipeline_at(taas_train_loader *l, const json_t *spec, uint64_t seed, uint64_t first, uint64_t step,
                             uint64_t epochs, taas_error *err) {
     if (!l->rank_pipeline) return 0;  /* the loader workers make this one's batches */
     taas_pipeline_cfg pc;
     uint64_t *only = NULL;
-    if (taas_job_pipeline_cfg(spec, l, seed, &pc, err)) return -1;
+    if (taas_train_pipeline_cfg(spec, l, seed, &pc, err)) return -1;
     pc.first_epoch = first;
     pc.epochs = epochs - first;
     if (step > 0) {
-        if (!(only = taas_job_resume_items(l, step, l->rank, l->world, &pc.n_only, err))) return -1;
+        if (!(only = taas_train_resume_items(l, step, l->rank, l->world, &pc.n_only, err))) return -1;
         pc.only_items = only;
     }
     l->pipeline = taas_pipeline_new(&pc, err);
@@ -59,13 +59,13 @@ static int open_pipeline_at(taas_job_loader *l, const json_t *spec, uint64_t see
     return l->pipeline ? 0 : -1;
 }
 
-static int open_pipeline(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
+static int open_pipeline(taas_train_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
                          taas_error *err) {
     return open_pipeline_at(l, spec, seed, 0, 0, epochs, err);
 }
 
 /* {"size": N, "shape": [C, H, W], "num_classes": K}: what the kernel's probe found. */
-static int known_facts(const json_t *facts, const char *what, taas_job_loader *l, uint64_t *size, taas_error *err) {
+static int known_facts(const json_t *facts, const char *what, taas_train_loader *l, uint64_t *size, taas_error *err) {
     const json_t *n = json_object_get(facts, "size"), *shape = json_object_get(facts, "shape");
     if (!json_is_integer(n) || json_integer_value(n) < 1 || !json_is_array(shape) || json_array_size(shape) != 3) {
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's facts about the %s dataset lack its size or "
@@ -81,8 +81,8 @@ static int known_facts(const json_t *facts, const char *what, taas_job_loader *l
     return 0;
 }
 
-int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, uint64_t seed,
-                         uint64_t units, uint64_t epochs, const taas_job_rank *rank, taas_job_loader *l,
+int taas_train_loader_open(const json_t *spec, const char *what, taas_fetcher *f, uint64_t seed,
+                         uint64_t units, uint64_t epochs, const taas_train_rank *rank, taas_train_loader *l,
                          taas_error *err) {
     memset(l, 0, sizeof *l);
     l->rank = rank ? rank->rank : 0;
@@ -99,7 +99,7 @@ int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, 
     const json_t *dspec = json_object_get(spec, "dataset");
     long long bs;
     uint64_t size;
-    if (taas_job_int(spec, "DataLoader", "batch_size", 1, 1, TAAS_MAX_BATCH_SIZE, &bs, err)) return -1;
+    if (taas_train_int(spec, "DataLoader", "batch_size", 1, 1, TAAS_MAX_BATCH_SIZE, &bs, err)) return -1;
     if (rank && !rank->pipeline && rank->facts) {
         /* the loader workers read the data: a rank needs only its size and shape */
         if (known_facts(rank->facts, what, l, &size, err)) goto fail;
@@ -146,25 +146,25 @@ int taas_job_loader_open(const json_t *spec, const char *what, taas_fetcher *f, 
     if (open_pipeline(l, spec, seed, epochs, err)) goto fail;
     return 0;
 fail:
-    taas_job_loader_close(l);
+    taas_train_loader_close(l);
     return -1;
 }
 
-int taas_job_loader_restart(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
+int taas_train_loader_restart(taas_train_loader *l, const json_t *spec, uint64_t seed, uint64_t epochs,
                             taas_error *err) {
     taas_pipeline_free(l->pipeline);
     l->pipeline = NULL;
     return open_pipeline(l, spec, seed, epochs, err);
 }
 
-int taas_job_loader_seek(taas_job_loader *l, const json_t *spec, uint64_t seed, uint64_t epoch, uint64_t step,
+int taas_train_loader_seek(taas_train_loader *l, const json_t *spec, uint64_t seed, uint64_t epoch, uint64_t step,
                          uint64_t epochs, taas_error *err) {
     taas_pipeline_free(l->pipeline);
     l->pipeline = NULL;
     return open_pipeline_at(l, spec, seed, epoch, step, epochs, err);
 }
 
-void taas_job_loader_close(taas_job_loader *l) {
+void taas_train_loader_close(taas_train_loader *l) {
     taas_pipeline_free(l->pipeline);
     taas_sampler_free(l->sampler);
     taas_dataset_free(l->dataset);
@@ -177,10 +177,10 @@ static taas_st_tensor *tensors(const taas_model *m) {
     return taas_param_table_tensors(m->table, m->ntable, m->params, m->stats, m->counters);
 }
 
-taas_model *taas_job_model(const json_t *job, const taas_job_loader *l, taas_error *err) {
+taas_model *taas_train_model(const json_t *job, const taas_train_loader *l, taas_error *err) {
     long long seed, threads;
-    if (taas_job_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err) ||
-        taas_job_int(job, "the job spec", "threads", 1, 1, 1024, &threads, err))
+    if (taas_train_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err) ||
+        taas_train_int(job, "the job spec", "threads", 1, 1, 1024, &threads, err))
         return NULL;
     const json_t *spec = json_object_get(job, "model");
     if (!json_is_object(spec)) {
@@ -213,7 +213,7 @@ taas_model *taas_job_model(const json_t *job, const taas_job_loader *l, taas_err
     return m;
 }
 
-int taas_job_save(const taas_model *m, const char *path, taas_error *err) {
+int taas_train_save(const taas_model *m, const char *path, taas_error *err) {
     taas_st_tensor *t = tensors(m);
     if (!t) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the weights table");
     const taas_st_meta meta[] = {{"format", "pt"}};
@@ -222,7 +222,7 @@ int taas_job_save(const taas_model *m, const char *path, taas_error *err) {
     return rc;
 }
 
-int taas_job_evaluate(taas_model *m, taas_job_loader *l, taas_job_loss *loss, double *mean_loss,
+int taas_train_evaluate(taas_model *m, taas_train_loader *l, taas_train_loss *loss, double *mean_loss,
                       double *accuracy, uint64_t *samples, taas_error *err) {
     double sum = 0;
     uint64_t n = 0, right = 0;
@@ -235,7 +235,7 @@ int taas_job_evaluate(taas_model *m, taas_job_loader *l, taas_job_loss *loss, do
         const float *out;
         float v;
         if (taas_model_forward(m, b->images, (int)b->n, 0, 0, &out, err) ||
-            taas_job_loss_run(loss, out, b->labels, (int)b->n, c, NULL, &v, err)) {
+            taas_train_loss_run(loss, out, b->labels, (int)b->n, c, NULL, &v, err)) {
             taas_batch_free(b);
             return -1;
         }

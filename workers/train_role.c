@@ -23,7 +23,7 @@ static void on_signal(int sig) {
 
 static void emit_line(void *ctx, json_t *line) {
     (void)ctx;
-    taas_job_emit(line);
+    taas_train_emit(line);
 }
 
 static int run(const json_t *job, long long *step, taas_error *err) {
@@ -44,7 +44,7 @@ static int run(const json_t *job, long long *step, taas_error *err) {
     if (rc == 0) {
         json_t *done = taas_fit_done(f);
         json_object_set_new(done, "weights", taas_cli_text(out));
-        rc = taas_job_emit(done);
+        rc = taas_train_emit(done);
     }
     taas_fit_free(f);
     return rc;
@@ -56,7 +56,7 @@ int taas_role_train(int argc, char **argv) {
     taas_error err;
     taas_error_clear(&err);
     if (taas_cli_parse(argc, argv, opts, &err)) {
-        taas_job_report(&err, -1);
+        taas_train_report(&err, -1);
         return TAAS_EXIT_USAGE;
     }
     if (help) {
@@ -70,7 +70,7 @@ int taas_role_train(int argc, char **argv) {
     if (!spec_path) {
         taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "train: --spec is required");
         taas_error_hint(&err, "give --spec FILE, or --spec - to read the job spec from stdin");
-        taas_job_report(&err, -1);
+        taas_train_report(&err, -1);
         return TAAS_EXIT_USAGE;
     }
     struct sigaction sa;
@@ -79,10 +79,10 @@ int taas_role_train(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    json_t *job = taas_job_read(spec_path, &err);
+    json_t *job = taas_train_read(spec_path, &err);
     long long step = 0;
     int rc = job ? run(job, &step, &err) : -1;
-    if (rc) taas_job_report(&err, step > 0 ? step : -1);
+    if (rc) taas_train_report(&err, step > 0 ? step : -1);
     json_decref(job);
     return rc ? TAAS_EXIT_ERROR : TAAS_EXIT_OK;
 }

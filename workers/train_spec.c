@@ -9,14 +9,14 @@
 #include "role.h"
 #include "train_job.h"
 
-int taas_job_emit(json_t *j) {
+int taas_train_emit(json_t *j) {
     int rc = taas_cli_print_json(stdout, j);
     fflush(stdout);
     json_decref(j);
     return rc;
 }
 
-json_t *taas_job_read(const char *path, taas_error *err) {
+json_t *taas_train_read(const char *path, taas_error *err) {
     json_error_t je;
     json_t *j = !strcmp(path, "-") ? json_loadf(stdin, 0, &je) : json_load_file(path, 0, &je);
     if (!j) {
@@ -35,17 +35,17 @@ json_t *taas_job_read(const char *path, taas_error *err) {
     return j;
 }
 
-void taas_job_report(const taas_error *err, long long step) {
+void taas_train_report(const taas_error *err, long long step) {
     json_t *j = json_object();
     json_object_set_new(j, "event", json_string("error"));
     json_object_set_new(j, "ename", taas_cli_text(err->ename[0] ? err->ename : TAAS_ERR_INTERNAL));
     json_object_set_new(j, "message", taas_cli_text(err->message));
     json_object_set_new(j, "hint", taas_cli_text(err->hint));
     json_object_set_new(j, "step", step < 0 ? json_null() : json_integer(step));
-    taas_job_emit(j);
+    taas_train_emit(j);
 }
 
-int taas_job_int(const json_t *o, const char *ctx, const char *key, long long dflt, long long min,
+int taas_train_int(const json_t *o, const char *ctx, const char *key, long long dflt, long long min,
                  long long max, long long *out, taas_error *err) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) {
@@ -91,7 +91,7 @@ static const char *type_of(const json_t *spec, const char *what, taas_error *err
     return t;
 }
 
-int taas_job_loss_parse(const json_t *spec, taas_job_loss *out, taas_error *err) {
+int taas_train_loss_parse(const json_t *spec, taas_train_loss *out, taas_error *err) {
     memset(out, 0, sizeof *out);
     const char *t = type_of(spec, "loss", err);
     if (!t) return -1;
@@ -122,13 +122,13 @@ int taas_job_loss_parse(const json_t *spec, taas_job_loss *out, taas_error *err)
     return 0;
 }
 
-void taas_job_loss_free(taas_job_loss *l) {
+void taas_train_loss_free(taas_train_loss *l) {
     free(l->probs);
     l->probs = NULL;
     l->probs_cap = 0;
 }
 
-int taas_job_loss_run(taas_job_loss *l, const float *out, const int64_t *labels, int n, int c,
+int taas_train_loss_run(taas_train_loss *l, const float *out, const int64_t *labels, int n, int c,
                       float *dout, float *loss, taas_error *err) {
     if (l->kind == TAAS_JOB_NLL) {
         if (taas_nll_loss_forward(loss, out, labels, n, c, err)) return -1;
@@ -152,7 +152,7 @@ static const struct { const char *name; taas_optim_kind kind; } OPTIMS[] = {
     {"Adadelta", TAAS_OPTIM_ADADELTA}, {"RMSprop", TAAS_OPTIM_RMSPROP},
 };
 
-int taas_job_optim_parse(const json_t *spec, taas_optim_config *cfg, taas_error *err) {
+int taas_train_optim_parse(const json_t *spec, taas_optim_config *cfg, taas_error *err) {
     const char *t = type_of(spec, "optimizer", err);
     if (!t) return -1;
     size_t i = 0;
@@ -204,9 +204,9 @@ static int onecycle(const json_t *spec, long epochs, long steps_per_epoch, taas_
         return -1;
     }
     long long total, ep, spe;
-    if (taas_job_int(spec, t, "total_steps", 0, 1, 1LL << 40, &total, err) ||
-        taas_job_int(spec, t, "epochs", epochs, 1, 1LL << 30, &ep, err) ||
-        taas_job_int(spec, t, "steps_per_epoch", steps_per_epoch, 1, 1LL << 30, &spe, err))
+    if (taas_train_int(spec, t, "total_steps", 0, 1, 1LL << 40, &total, err) ||
+        taas_train_int(spec, t, "epochs", epochs, 1, 1LL << 30, &ep, err) ||
+        taas_train_int(spec, t, "steps_per_epoch", steps_per_epoch, 1, 1LL << 30, &spe, err))
         return -1;
     cfg->total_steps = total ? (long)total : (long)(ep * spe);
     cfg->cycle_momentum = 1;
@@ -220,7 +220,7 @@ static int onecycle(const json_t *spec, long epochs, long steps_per_epoch, taas_
                : 0;
 }
 
-int taas_job_sched_parse(const json_t *spec, double base_lr, long epochs, long steps_per_epoch,
+int taas_train_sched_parse(const json_t *spec, double base_lr, long epochs, long steps_per_epoch,
                          taas_sched_config *cfg, int *has, taas_error *err) {
     *has = 0;
     if (!spec || json_is_null(spec)) return 0;
@@ -237,9 +237,9 @@ int taas_job_sched_parse(const json_t *spec, double base_lr, long epochs, long s
     cfg->base_lr = base_lr;
     long long v;
     if (num(spec, t, "gamma", &cfg->gamma, err) || num(spec, t, "eta_min", &cfg->eta_min, err)) return -1;
-    if (taas_job_int(spec, t, "step_size", 0, 0, 1LL << 40, &v, err)) return -1;
+    if (taas_train_int(spec, t, "step_size", 0, 0, 1LL << 40, &v, err)) return -1;
     cfg->step_size = (long)v;
-    if (taas_job_int(spec, t, "T_max", 0, 0, 1LL << 40, &v, err)) return -1;
+    if (taas_train_int(spec, t, "T_max", 0, 0, 1LL << 40, &v, err)) return -1;
     cfg->t_max = (long)v;
     const json_t *ms = json_object_get(spec, "milestones");
     if (json_is_array(ms)) {

@@ -85,8 +85,8 @@ static taas_batch batch_of(const data *d, uint64_t k) {
     return b;
 }
 
-static taas_engine *engine(taas_model *m, taas_job_loss_kind kind, float smoothing, const taas_optim_config *opt) {
-    taas_job_loss loss = {kind, smoothing, NULL, 0};
+static taas_engine *engine(taas_model *m, taas_train_loss_kind kind, float smoothing, const taas_optim_config *opt) {
+    taas_train_loss loss = {kind, smoothing, NULL, 0};
     taas_error_clear(&E);
     taas_engine *e = taas_cuda_engine_new(m, &loss, opt, 0, &SOLO, &E);
     if (!e) fail_msg("%s (%s)", E.message, E.hint);
@@ -241,7 +241,7 @@ static data random_data(uint32_t n, uint32_t c, uint32_t h, uint32_t w, int clas
 }
 
 /* The CPU core's step (engine_cpu.c's compute and update for one rank), on m. */
-static float cpu_step(taas_model *m, const data *d, taas_job_loss_kind kind, float smoothing,
+static float cpu_step(taas_model *m, const data *d, taas_train_loss_kind kind, float smoothing,
                       const taas_optim_config *opt, float *state, uint64_t step) {
     int k = (int)taas_model_out_numel(m), n = (int)d->n;
     float *dout = malloc((size_t)n * k * sizeof *dout), *probs = malloc((size_t)n * k * sizeof *probs), loss;
@@ -263,7 +263,7 @@ static float cpu_step(taas_model *m, const data *d, taas_job_loss_kind kind, flo
 
 /* Four steps on the GPU and on the CPU from the same weights and batch: the losses and the
  * weights after them agree within the layers' tolerance. */
-static void against_cpu(const char *spec, int c, int h, int w, int classes, taas_job_loss_kind kind, float smoothing,
+static void against_cpu(const char *spec, int c, int h, int w, int classes, taas_train_loss_kind kind, float smoothing,
                         taas_optim_config opt) {
     taas_model *cpu = from_text(spec, c, h, w), *gpu = from_text(spec, c, h, w);
     assert_int_equal((int)taas_model_out_numel(cpu), classes);

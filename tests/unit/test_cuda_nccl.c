@@ -72,7 +72,7 @@ static int run(void) {
     taas_optim_config opt;
     taas_optim_config_default(&opt, TAAS_OPTIM_SGD);
     opt.lr = 0.05, opt.momentum = 0.9;
-    taas_job_loss loss = {TAAS_JOB_NLL, 0, NULL, 0};
+    taas_train_loss loss = {TAAS_JOB_NLL, 0, NULL, 0};
     taas_engine *e = taas_cuda_engine_new(gpu, &loss, &opt, C.rank, &C, &E);
     CHECK(e != NULL, "%s (%s)", E.message, E.hint);
     /* unequal shares: 12 and 7 samples */

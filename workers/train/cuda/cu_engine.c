@@ -22,7 +22,7 @@ typedef struct cu_engine {
     taas_cu_model dm;
     taas_cu_stage st;
     taas_cu_comm comm;
-    taas_job_loss_kind loss_kind;
+    taas_train_loss_kind loss_kind;
     float smoothing;
     int fused;                  /* NLLLoss after a final LogSoftmax: cross-entropy on its input */
     size_t k;                   /* outputs per sample */
@@ -314,7 +314,7 @@ static int setup(cu_engine *e, const taas_optim_config *opt, int device, taas_co
     return taas_cu_sync(&e->cu, "setting up the GPU", err);
 }
 
-__attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_model *m, const taas_job_loss *loss,
+__attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_model *m, const taas_train_loss *loss,
                                                                          const taas_optim_config *opt, int device,
                                                                          taas_collective *c, taas_error *err) {
     cu_engine *e = calloc(1, sizeof *e);
