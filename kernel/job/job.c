@@ -484,6 +484,7 @@ int taas_job_fd(const taas_job *j) {
 double taas_job_deadline(const taas_job *j) {
     double d = j->next_beat, v = taas_job_view_due(j);
     if (v > 0 && v < d) d = v;
+    if (j->stopping && j->stop_until < d) d = j->stop_until;
     if (j->nready < j->world && j->hello_deadline < d) d = j->hello_deadline;
     return d;
 }
@@ -506,11 +507,51 @@ static void end_processes(taas_job *j) {
     if (j->be && j->be_state) j->be->cancel(j);
 }
 
+/* The stop is over (rank 0's weights came, the ranks ended, or the grace passed): every
+ * process goes, the display says stopped. 1 when the weights of the last step came. */
+static int finish_stop(taas_job *j, const taas_io *io) {
+    int kept = j->done && j->have_weights;
+    if (j->stopped) return kept;
+    j->stopped = 1;
+    end_processes(j);
+    if (io && j->view) {
+        taas_trainview_end(j->view, "stopped", kept ? j->model : NULL);
+        taas_job_view(j, io, 1);
+    }
+    say_checkpoint(j, io);
+    j->stopping = 0;
+    return kept;
+}
+
+void taas_job_stop(taas_job *j, double grace_s) {
+    if (j->stopping || j->cancelled) return;
+    j->cancelled = 1;
+    j->stopping = 1;
+    char peer[32];
+    for (int r = 0; j->ranks && r < j->world; r++)
+        if (j->ranks[r].hello) {
+            snprintf(peer, sizeof peer, "rank.%d", r);
+            send_to(j, peer, taas_ctl_body("cancel"), NULL, 0);
+        }
+    for (int i = 0; j->loaders && i < j->nloaders; i++)
+        if (j->loaders[i].hello) send_to(j, j->loaders[i].peer, taas_ctl_body("cancel"), NULL, 0);
+    j->stop_until = taas_now() + grace_s;
+}
+
 int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
     /* the epoll set is level-triggered and only wakes the kernel: everything is looked at here */
     j->io = io;
     serve_control(j, io);
     j->be->watch(j);
+    if (j->stopping) {
+        if (!j->done && !j->failed && !j->ranks_ended && j->router && taas_now() < j->stop_until) {
+            j->io = NULL;
+            return 1;
+        }
+        int kept = finish_stop(j, io);
+        j->io = NULL;
+        return kept ? 3 : 2;
+    }
     if (j->restart_due && !j->failed && !j->cancelled) restart(j, io);
     heartbeats(j);
     if (!j->failed && j->nready < j->world && taas_now() > j->hello_deadline)
@@ -548,30 +589,14 @@ const json_t *taas_job_done(const taas_job *j) {
 }
 
 int taas_job_cancel(taas_job *j, double grace_s, const taas_io *io) {
-    j->cancelled = 1;
-    char peer[32];
-    for (int r = 0; j->ranks && r < j->world; r++)
-        if (j->ranks[r].hello) {
-            snprintf(peer, sizeof peer, "rank.%d", r);
-            send_to(j, peer, taas_ctl_body("cancel"), NULL, 0);
-        }
-    for (int i = 0; j->loaders && i < j->nloaders; i++)
-        if (j->loaders[i].hello) send_to(j, j->loaders[i].peer, taas_ctl_body("cancel"), NULL, 0);
-    double until = taas_now() + grace_s;
-    while (!j->done && !j->failed && !j->ranks_ended && j->router && taas_now() < until) {
+    if (!j->stopping) taas_job_stop(j, grace_s);
+    while (!j->done && !j->failed && !j->ranks_ended && j->router && taas_now() < j->stop_until) {
         struct epoll_event ev;
-        int ms = (int)((until - taas_now()) * 1000) + 1;
+        int ms = (int)((j->stop_until - taas_now()) * 1000) + 1;
         epoll_wait(j->epfd, &ev, 1, ms > 50 ? 50 : ms);
         serve_control(j, NULL);
     }
-    end_processes(j);
-    int kept = j->done && j->have_weights;
-    if (io && j->view) {
-        taas_trainview_end(j->view, "stopped", kept ? j->model : NULL);
-        taas_job_view(j, io, 1);
-    }
-    say_checkpoint(j, io);
-    return kept;
+    return finish_stop(j, io);
 }
 
 void taas_job_free(taas_job *j) {

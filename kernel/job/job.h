@@ -55,13 +55,17 @@ double taas_job_deadline(const taas_job *j);
 
 /* Handles what is ready. 1 while it runs; 0 when it has finished (the weights are written;
  * taas_job_done gives rank 0's done message); -1 with err when it failed (a rank's error,
- * a worker that died, naming its role, rank, host and exit status or signal). */
+ * a worker that died, naming its role, rank, host and exit status or signal); after
+ * taas_job_stop, 3 or 2 once stopped (below). */
 int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err);
 const json_t *taas_job_done(const taas_job *j);
 
-/* The stop button: cancel to every worker, up to grace_s for rank 0's done (the weights of
- * the last completed step), then every process of the job is killed; the display (io, may
- * be NULL) shows it stopped. 1 when the done (and the weights) came. */
+/* The stop button without blocking: cancel to every worker; taas_job_poll then waits up to
+ * grace_s for rank 0's done (the weights of the last completed step), kills every process
+ * of the job, shows the display stopped, and returns 3 (the weights came) or 2 (not). */
+void taas_job_stop(taas_job *j, double grace_s);
+/* The same, waiting here (the kernel's end, a detached job's coordinator): 1 when the done
+ * (and the weights) came. */
 int taas_job_cancel(taas_job *j, double grace_s, const taas_io *io);
 /* Kills whatever still runs and frees. */
 void taas_job_free(taas_job *j);

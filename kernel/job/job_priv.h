@@ -79,6 +79,9 @@ struct taas_job {
     int failed_by_loader; /* the failure is a loader's (a rank's death that follows is its cause) */
     taas_error failure;
     int cancelled;
+    int stopping;         /* the stop button: cancel is sent, rank 0's weights may come */
+    int stopped;          /* ... and the stop is over: every process is gone */
+    double stop_until;    /* when the stop stops waiting for them */
     /* checkpoints rank 0 sent: the last two, in the job folder ([0] the newest), and where
      * the newest is (0-based epoch, step in it, optimizer steps) */
     char ckpt[2][PATH_MAX];

@@ -37,6 +37,10 @@ static int job_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
         return 1;
     }
     o->finished = 1;
+    if (r >= 2) {  /* stopped: the model keeps the weights of the last completed step */
+        if (r == 3 && !o->evaluate) taas_weights_attach(o->model, o->weights, 1);
+        return 0;
+    }
     if (r < 0) return -1;
     const json_t *done = taas_job_done(o->job);
     o->base.result = o->evaluate ? taas_result_of_evaluate(done) : taas_result_of_fit(done);
@@ -48,6 +52,22 @@ static int job_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
     }
     if (!o->evaluate) taas_weights_attach(o->model, o->weights, 1);
     return 0;
+}
+
+/* TAAS_STOP_GRACE_S: seconds for rank 0's last weights after the stop button (tests hold a
+ * stop open with a long one); else TAAS_JOB_STOP_GRACE_S. */
+static double stop_grace(void) {
+    const char *e = getenv("TAAS_STOP_GRACE_S");
+    char *end;
+    double g = e && *e ? strtod(e, &end) : 0;
+    return e && *e && !*end && g > 0 && g <= 86400 ? g : TAAS_JOB_STOP_GRACE_S;
+}
+
+static void job_stop(taas_waiter *w, const taas_io *io) {
+    job_wait *o = (job_wait *)w;
+    o->io = io;
+    taas_job_stop(o->job, stop_grace());
+    o->base.deadline = taas_job_deadline(o->job);
 }
 
 static void job_free(taas_waiter *w) {
@@ -125,6 +145,7 @@ static int start_job(taas_call_ctx *cx, const struct taas_pragma *pr, json_t *jo
     o->base.fd = taas_job_fd(o->job);
     o->base.poll = job_poll;
     o->base.free = job_free;
+    o->base.stop = job_stop;
     taas_interp_wait_on(cx->interp, &o->base);
     cx->wait_until = taas_job_deadline(o->job);
     return 0;

@@ -62,6 +62,10 @@ struct taas_waiter {
     int (*poll)(taas_waiter *w, const taas_io *io, int expired, taas_error *err);
     /* Stops what it waits on (kills the child) and frees w. */
     void (*free)(taas_waiter *w);
+    /* The stop button, when stopping takes a while (a job's ranks finish their step and send
+     * their weights): begins it and returns at once; poll then goes on until the stop is
+     * complete (0 or -1), and the cell ends with KeyboardInterrupt. NULL: free stops. */
+    void (*stop)(taas_waiter *w, const taas_io *io);
     /* Set by poll when it returns 0, or NULL: the statement's value now that the wait is
      * over (fit's History), bound to the assignment's target or shown as the cell's result.
      * The interpreter takes the reference. */

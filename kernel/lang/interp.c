@@ -28,7 +28,7 @@ struct taas_interp {
     const taas_io *io;
     size_t next;          /* next statement to run */
     double deadline;      /* < 0: not waiting */
-    int interrupted;
+    int interrupted;      /* 1: the stop button was pressed; 2: its waiter is stopping */
     taas_value *pending;  /* value of the waiting statement, until the wait is over */
     taas_waiter *waiter;  /* what the waiting statement waits on besides the clock */
     taas_pragma pragma;   /* the cell's #pragma taas, when present */
@@ -238,6 +238,20 @@ taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *
     taas_error_clear(err);
     if (!in->active) return TAAS_RUN_DONE;
     const taas_stmt *s = &in->prog.stmts[in->next - 1];
+    if (in->interrupted && in->waiter && in->waiter->stop) {
+        /* the loop stays free while it stops: poll until the stop is complete */
+        if (in->interrupted == 1) {
+            in->interrupted = 2;
+            in->waiter->stop(in->waiter, in->io);
+        }
+        taas_error e;
+        taas_error_clear(&e);
+        if (in->waiter->poll(in->waiter, in->io, taas_now() >= in->deadline, &e) == 1) {
+            if (in->waiter->deadline > 0) in->deadline = in->waiter->deadline;
+            return TAAS_RUN_WAIT;
+        }
+        drop_waiter(in);
+    }
     if (in->interrupted) {
         taas_error_set(err, TAAS_ERR_INTERRUPT, s->pos, "interrupted");
         err->width = taas_span_width(in->code, s->pos, s->value->end);
@@ -295,7 +309,7 @@ taas_probe_cache *taas_interp_probe_cache(taas_interp *in) {
 }
 
 void taas_interp_interrupt(taas_interp *in) {
-    if (in->active && in->deadline >= 0) in->interrupted = 1;
+    if (in->active && in->deadline >= 0 && !in->interrupted) in->interrupted = 1;
 }
 
 /* ---- the front end's questions ----------------------------------------------------- */

@@ -147,6 +147,29 @@ class Resume(taastest.KernelCase):
                                                       r"\(Killed\); starting again \(no checkpoint yet\), restart 1 of 3\n")
         self.same_as_undisturbed("n", msgs, self.ok("h_n"))
 
+    def test_6_the_kernel_answers_while_a_job_stops(self):
+        """The stop button does not hold the kernel's loop while the job is torn down (issue
+        16, item 8): with both ranks stopped (SIGSTOP) the stop waits for their last weights
+        (TAAS_STOP_GRACE_S of this kernel: 600 s), and meanwhile control answers and the
+        heartbeat echoes; once they go on, the cell ends with KeyboardInterrupt."""
+        msg_id = self.start_held("z")
+        ranks = trainer_pids(self.k.pid)
+        self.assertEqual(len(ranks), 2)
+        for p in ranks:
+            os.kill(p, signal.SIGSTOP)
+        try:
+            self.k.request("control", "interrupt_request", timeout=30)
+            info, _ = self.k.request("control", "kernel_info_request", timeout=30)
+            self.assertEqual(info["content"]["status"], "ok")
+            with self.assertRaises(TimeoutError):  # still stopping: the ranks cannot answer
+                self.k.reply(msg_id, timeout=0.2)
+        finally:
+            for p in ranks:
+                os.kill(p, signal.SIGCONT)
+        reply = self.k.reply(msg_id, timeout=60)
+        self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
+        self.assertTrue(taastest.wait_until(lambda: not trainer_pids(self.k.pid), 30))
+
     def test_4_bad_checkpoints_are_refused_and_nothing_is_touched(self):
         self.ok("save(ref, 'plain.safetensors')")
         weights_before = self.weights("ref")
