@@ -6,6 +6,8 @@
 
 #include "utf8.h"
 
+const taas_srcpos taas_nopos = {0, 0};
+
 void taas_error_clear(taas_error *e) {
     memset(e, 0, sizeof *e);
 }

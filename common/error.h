@@ -12,8 +12,10 @@ typedef struct taas_srcpos {
     int col;
 } taas_srcpos;
 
-/* An error tied to no place in a cell (a file, a worker, the network). */
-#define TAAS_NOPOS ((taas_srcpos){0, 0})
+/* An error tied to no place in a cell (a file, a worker, the network). An object, not a
+ * compound literal: a function that calls setjmp (libpng's, libjpeg's) may use it. */
+extern const taas_srcpos taas_nopos;
+#define TAAS_NOPOS taas_nopos
 
 typedef struct taas_error {
     char ename[48];         /* TaasSyntaxError, TaasTypeError, TaasNameError, TaasValueError, ... */
