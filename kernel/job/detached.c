@@ -512,7 +512,7 @@ json_t *taas_detached_list(taas_error *err) {
         all[n++] = s;
     }
     closedir(d);
-    qsort(all, n, sizeof *all, by_created);
+    if (n) qsort(all, n, sizeof *all, by_created);
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++) json_array_append_new(list, all[i]);
     free(all);
