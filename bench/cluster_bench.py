@@ -7,7 +7,7 @@ namespaces joined by a bridge on this one machine):
    address, --sender-netns cpu1), for taas with CURVE (the planes of a job across machines),
    taas without CURVE, and a bare ZeroMQ PUSH/PULL pair moving the same bytes, alternating
    per round; float32 batches of 64x1x28x28 (0.2 MB) and 256x3x224x224 (154 MB).
-2. The DESIGN.md section 1 job over Slurm (`#!t1.N` / `#pragma taas --gpus 2 --cpus C`, the
+2. The docs/design.md section 1 job over Slurm (`#!t1.N` / `#pragma taas --gpus 2 --cpus C`, the
    ranks on the two gpu hosts, the loader workers on the cpu hosts), its training loader
    reading Fashion-MNIST over HTTP from tests/lib/faultserver.py on its host's loopback with
    --latency per request (slow storage, fetch cache off): the share of the ranks' time spent waiting
@@ -182,7 +182,7 @@ def main():
             out.append("")
             out.append("- command: `/usr/bin/python3 bench/cluster_bench.py --build %s --latency %g --units %d "
                        "--skip-stream`" % (args.build, args.latency, args.units))
-            out.append("- job: `#!t1.%d` / `#pragma taas --gpus 2 --cpus C --units %d`, the DESIGN.md §1 network, "
+            out.append("- job: `#!t1.%d` / `#pragma taas --gpus 2 --cpus C --units %d`, the docs/design.md §1 network, "
                        "Adadelta, batch 64 a rank; one heterogeneous Slurm allocation: the 2 ranks on the gpu hosts "
                        "(the CPU core, %d thread%s each), the C loader workers on the cpu hosts; the loaders read "
                        "Fashion-MNIST's .gz files over HTTP from a server on their host (tests/lib/faultserver.py) "

@@ -23,7 +23,7 @@ heartbeat every second and rank 0 sends its "step" message five times a second.
    I/O thread and the ZAP handler included) over --seconds after a warm-up, and the
    messages it handled. Result: the share of one core, and microseconds per message
    (CPU ÷ messages received and sent).
-2. --kernel PATH: the real taas-kernel (jupyter_client) runs the DESIGN.md §1 job with
+2. --kernel PATH: the real taas-kernel (jupyter_client) runs the docs/design.md §1 job with
    `#pragma taas --gpus 2 --cpus 2`; the kernel process's CPU time (the sum of
    /proc/PID/task/*/schedstat) is sampled every 0.25 s while the cell runs, and the rate
    over the middle half of the run is reported: 4 workers' heartbeats, rank 0's steps and

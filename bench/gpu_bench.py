@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """GPU training benchmark: taas's CUDA engine against PyTorch eager and torch.compile on the same
-GPU, in the same run, on the DESIGN.md §1 network (train_bench.py's: two convolutions, max
+GPU, in the same run, on the docs/design.md §1 network (train_bench.py's: two convolutions, max
 pooling, dropout, Linear, BatchNorm1d, Linear, LogSoftmax; NLLLoss; Adadelta(lr=1.0)) and the
 Fashion-MNIST training split, Normalize((0.2860,), (0.3530,)).
 
@@ -385,7 +385,7 @@ class Bench:
     def table(self):
         a = self.args
         cols = ["batch %d" % b for b in BATCHES]
-        out = ["### Training img/s, the DESIGN.md §1 network on Fashion-MNIST", "",
+        out = ["### Training img/s, the docs/design.md §1 network on Fashion-MNIST", "",
                "| | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
         rows = [("taas", "fp32"), ("eager", "fp32"), ("compile", "fp32"), ("taas", "bf16"), ("eager", "bf16"),
                 ("compile", "bf16")]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Offloaded training over slow storage (issue 5): the DESIGN.md §1 network trained in a
+"""Offloaded training over slow storage (issue 5): the docs/design.md §1 network trained in a
 `#pragma taas --gpus 2 --cpus C` cell on this machine (two CPU ranks under mpirun), with the
 registered training loader reading Fashion-MNIST over HTTP from tests/lib/faultserver.py,
 which adds --latency (50 ms) to every request. For C = 1, 2 and 4 loader workers it reports
@@ -103,7 +103,7 @@ def main():
     print()
     print("- command: `/usr/bin/python3 bench/offload_bench.py --kernel %s --latency %g --rate %g --units %d`"
           % (args.kernel, args.latency, args.rate, args.units))
-    print("- job: `#pragma taas --gpus 2 --cpus C --units %d`, the DESIGN.md §1 network, Adadelta, batch 64 per "
+    print("- job: `#pragma taas --gpus 2 --cpus C --units %d`, the docs/design.md §1 network, Adadelta, batch 64 per "
           "rank; the registered training loader reads Fashion-MNIST's .gz files over HTTP (fetch cache off); two "
           "CPU ranks" % args.units)
     print("- machine: %s; measured %s" % (machine(), datetime.date.today().isoformat()))

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Jobs that survive (issue 15): what checkpoints cost, and what one rank's death costs.
 
-The DESIGN.md section 1 job (`#pragma taas --gpus 2 --cpus 2`, Fashion-MNIST's 60,000
+The docs/design.md section 1 job (`#pragma taas --gpus 2 --cpus 2`, Fashion-MNIST's 60,000
 training samples, one epoch, batch 64 a rank, Adadelta) through a real taas-kernel, three
 cases in alternating rounds:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Training core benchmark: taas against PyTorch eager on the DESIGN.md §1 network, in the
+"""Training core benchmark: taas against PyTorch eager on the docs/design.md §1 network, in the
 same run on the same machine with the same thread count.
 
 The network: Conv2d(1,32,3,1), ReLU, Conv2d(32,64,3,1), ReLU, MaxPool2d(2), Dropout(0.25),

@@ -1,4 +1,4 @@
-/* Which samples go into which batch (DESIGN.md §3 "Exactly-once, deterministic batches").
+/* Which samples go into which batch (docs/design.md §3 "Exactly-once, deterministic batches").
  * Each epoch has a permutation of the sample indices drawn from (seed, epoch) (identity
  * when shuffle is off). With W ranks and batch size B per rank, step s takes positions
  * [s*B*W, (s+1)*B*W) of it and rank r the slice [s*B*W + r*B, s*B*W + (r+1)*B): that slice is

@@ -1,4 +1,4 @@
-/* The header directives of a cell (DESIGN.md §4): `#!CONFIG` and
+/* The header directives of a cell (docs/design.md §4): `#!CONFIG` and
  * `#pragma taas --gpus N [--cpus M] [--units U]`, parsed and validated before anything
  * runs. Machine configurations come from a built-in table (g2.8, c1.4) and from a user
  * JSON file ($TAAS_CONFIG, else ~/.config/taas/config.json). */

@@ -1,4 +1,4 @@
-/* Sums across the ranks of a job (DESIGN.md §3 "Collectives"): a step's gradients, its
+/* Sums across the ranks of a job (docs/design.md §3 "Collectives"): a step's gradients, its
  * sample count, loss and stop flag, the validation sums and the sample checksums. A local
  * fit is one rank, whose collective sums nothing; offloaded ranks sum with Open MPI
  * (collective_mpi.c). Every rank calls the same sums in the same order. */

@@ -1,4 +1,4 @@
-/* Where a fit's numbers live and are computed (DESIGN.md §5): the CPU training core
+/* Where a fit's numbers live and are computed (docs/design.md §5): the CPU training core
  * (engine_cpu.c), or an NVIDIA GPU through the CUDA plugin (engine_cuda.c loads
  * libtaas_cuda.so, built from workers/train/cuda/). The fit loop (fit_loop.c) drives either
  * the same way: a step is compute (forward, loss, backward), then update (the gradients

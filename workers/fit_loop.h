@@ -1,6 +1,6 @@
 /* The training loop of a fit job (docs/jobspec.md), for one rank r of W: a local fit
  * (taas-worker train) is rank 0 of 1, an offloaded job's ranks (taas-worker trainer) are
- * its W ranks. DESIGN.md §3: step s of an epoch trains item k = s*W + r on rank r; the ranks
+ * its W ranks. docs/design.md §3: step s of an epoch trains item k = s*W + r on rank r; the ranks
  * sum their gradients weighted by their samples, so W ranks with batches of B train as one
  * process with batches of B*W would, and every rank stops, or fails on a nan loss, at the
  * same step. Validation is sharded the same way and its sums added up. Each rank keeps a

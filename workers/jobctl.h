@@ -1,4 +1,4 @@
-/* The control plane of an offloaded job (DESIGN.md §3): the kernel binds a ROUTER, every
+/* The control plane of an offloaded job (docs/design.md §3): the kernel binds a ROUTER, every
  * worker of the job (trainer ranks, loader workers) connects a DEALER to it. Messages are
  * multipart: [JSON body] or [JSON body][blob] from a worker; the ROUTER side sees the
  * worker's identity first. The body is an object whose "t" names the message:

@@ -1,5 +1,5 @@
 /* taas-worker loader: worker j of the M workers of one registered DataLoader of an
- * offloaded job. It makes the work items k % M == j of every epoch (DESIGN.md §3: a batch's
+ * offloaded job. It makes the work items k % M == j of every epoch (docs/design.md §3: a batch's
  * content depends only on (seed, epoch, k)) and streams each to the rank that trains it,
  * under that rank's credit. It joins the job as the ranks do (offload.h): the kernel sends
  * the spec, and to a replacement for a worker that died the step the ranks have reached, where

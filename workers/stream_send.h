@@ -1,4 +1,4 @@
-/* The loader's side of the data plane (DESIGN.md §3 "Flow control"). A loader worker is
+/* The loader's side of the data plane (docs/design.md §3 "Flow control"). A loader worker is
  * worker j of the M workers of one registered DataLoader ("stream" s). It connects a DEALER
  * to every rank's ROUTER and sends each batch it makes to the rank that trains it (item k
  * goes to rank k % W), but only against credit that rank granted this connection: memory

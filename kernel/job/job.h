@@ -1,4 +1,4 @@
-/* A training job (DESIGN.md §3, §4): a fit, run by W trainer ranks while every registered
+/* A training job (docs/design.md §3, §4): a fit, run by W trainer ranks while every registered
  * DataLoader the fit uses runs on M loader workers that stream batches to the ranks. A fit
  * in a `#pragma taas` cell is such a job on the configured backend (backend.h); a fit
  * without one is a job of one rank and no loader workers on this machine. The kernel is the

@@ -277,7 +277,7 @@ static const char *ordinal_suffix(size_t n) {
 }
 
 /* The optimizer and scheduler rows have no params/optimizer argument: fit() supplies it
- * (DESIGN.md §1). Catch the PyTorch habit of passing it anyway. */
+ * (docs/design.md §1). Catch the PyTorch habit of passing it anyway. */
 static int misplaced_first(const taas_builtin *b, const taas_arg *args, size_t nargs,
                            taas_error *err) {
     if (nargs == 0 || args[0].keyword) return 0;

@@ -64,7 +64,7 @@ int taas_param_index(const taas_builtin *b, const char *name) {
     return -1;
 }
 
-/* How a cell may spell each module (DESIGN.md §2). */
+/* How a cell may spell each module (docs/design.md §2). */
 static const struct {
     const char *module;
     const char *prefixes[4];

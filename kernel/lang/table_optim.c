@@ -1,5 +1,5 @@
 /* Rows of losses, optimizers and learning-rate schedulers. Optimizers and schedulers
- * have no params/optimizer argument: fit() supplies it (DESIGN.md §1). PyTorch prints
+ * have no params/optimizer argument: fit() supplies it (docs/design.md §1). PyTorch prints
  * neither usefully, so taas prints them as a call with every setting; a loss prints as
  * PyTorch prints it ("NLLLoss()") plus whatever differs from the defaults. */
 #include <stdio.h>

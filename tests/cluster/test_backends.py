@@ -1,6 +1,6 @@
 """The ssh and slurm backends on the test cluster (tests/lib/cluster.py: two cpu and two gpu
 hosts in network namespaces on a bridge, each with a private /tmp, a slurmd and an sshd):
-the DESIGN.md section 1 network trained with --gpus 2 --cpus 2 through nbclient on each
+the docs/design.md section 1 network trained with --gpus 2 --cpus 2 through nbclient on each
 backend, byte for byte the local backend's result; where each process ran; the batches on
 the bridge; a killed loader; the stop button; a node that dies; intruders without the job's
 keys; a capture of the bridge; bad configurations. Needs root and the packages of

@@ -1,4 +1,4 @@
-"""examples/fashion_mnist.ipynb — the DESIGN.md §1 network on Debian's Fashion-MNIST —
+"""examples/fashion_mnist.ipynb — the docs/design.md §1 network on Debian's Fashion-MNIST —
 executed by nbclient against this build's kernel, with a sample budget that fits CI's time
 on two cores: the fit cell's `epochs=9` becomes `epochs=1, units=32000` (500 batches of 64).
 The model must reach at least 85 % accuracy on the 10,000 test images, and every cell must

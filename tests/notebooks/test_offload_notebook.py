@@ -1,4 +1,4 @@
-"""The DESIGN.md §1 notebook with its pragma lines, executed by nbclient: the training cell
+"""The docs/design.md §1 notebook with its pragma lines, executed by nbclient: the training cell
 of examples/fashion_mnist.ipynb gets `#!g2.8` and `#pragma taas --gpus 2 --cpus 2 --units 6400`,
 so it runs as an offloaded job — two trainer ranks on this machine's CPU under mpirun, two
 loader workers for the registered training loader — and the notebook goes on with the

@@ -398,7 +398,7 @@ static void test_other_layers_gradcheck(void **state) {
     taas_model_free(m);
 }
 
-/* The DESIGN.md §1 network in small, trained twice from the same seed with two threads:
+/* The docs/design.md §1 network in small, trained twice from the same seed with two threads:
  * the same bits every time (per-thread partial sums are added in thread order). */
 static void train_small(int nthreads, float *params_out, size_t *nparams) {
     taas_error e;

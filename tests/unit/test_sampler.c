@@ -1,5 +1,5 @@
 /* dataloader/rng.c (Philox4x32-10 against Random123's known answers) and dataloader/sampler.c:
- * permutations per (seed, epoch), the work item layout of DESIGN.md §3, sharding over
+ * permutations per (seed, epoch), the work item layout of docs/design.md §3, sharding over
  * loaders, drop_last, the units limit, and concurrent use. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -486,7 +486,7 @@ static void test_mimebundle(void **state) {
     (void)state;
     taas_error err;
     taas_value *o[14];
-    /* the model of DESIGN.md §1 */
+    /* the model of docs/design.md §1 */
     o[0] = TU(&err, "Conv2d", "1", "32", "3", "1");
     o[1] = TU0(&err, "ReLU");
     o[2] = TU(&err, "Conv2d", "32", "64", "3", "1");

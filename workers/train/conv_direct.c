@@ -24,7 +24,7 @@ void taas_conv_direct_enable(int on) { enabled = on; }
 int taas_conv_direct_usable(const taas_conv2d_shape *s) {
 #if KERNELS
     /* With under 16 products per output (C*KH*KW: a first layer on grey images) the tiles'
-     * set-up outweighs them; im2col + sgemm was faster there (conv1 of DESIGN.md §1). */
+     * set-up outweighs them; im2col + sgemm was faster there (conv1 of docs/design.md §1). */
     return enabled && s->sh == 1 && s->sw == 1 && s->c * s->kh * s->kw >= 16 &&
            __builtin_cpu_supports("avx512f");
 #else

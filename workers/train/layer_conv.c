@@ -1,7 +1,7 @@
 /* Conv2d with the samples spread over OpenMP threads, each thread working on one sample at
  * a time so that its intermediate matrices stay in the core's L2. Stride 1 on an AVX-512
  * CPU runs conv_direct.c's kernels (no im2col); otherwise im2col + single-threaded sgemm
- * (conv2 of DESIGN.md §1: a 288 x 576 im2col matrix, 663 KB). The caller's scratch holds
+ * (conv2 of docs/design.md §1: a 288 x 576 im2col matrix, 663 KB). The caller's scratch holds
  * the packed weights, shared, then one slice per thread: that path's work memory and, in
  * backward, private dw and db sums, added up in thread order so that a run repeats itself
  * bit for bit. */

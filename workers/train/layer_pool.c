@@ -48,7 +48,7 @@ static inline void max8_2x2(const float *restrict r0, const float *restrict r1, 
 }
 
 /* A row of ow >= 8 outputs in blocks of 8; the last block overlaps the one before rather
- * than leaving a scalar tail (ow = 12 in DESIGN.md §1). */
+ * than leaving a scalar tail (ow = 12 in docs/design.md §1). */
 TAAS_VEC static void max_row_2x2(const float *restrict r0, const float *restrict r1, int w, int ow,
                                  int32_t base, float *restrict y, int32_t *restrict argmax) {
     for (int j = 0; j < ow; j += 8) max8_2x2(r0, r1, w, j + 8 <= ow ? j : ow - 8, base, y, argmax);

@@ -1,4 +1,4 @@
-/* The ranks' GPUs summing with NCCL (DESIGN.md §3, as llm.c bootstraps it): rank 0 makes
+/* The ranks' GPUs summing with NCCL (docs/design.md §3, as llm.c bootstraps it): rank 0 makes
  * NCCL's unique id, the job's MPI collective broadcasts it, every rank joins the
  * communicator on its own GPU. A world of one makes none. Sums and broadcasts are queued on
  * the compute stream, in order with the kernels around them. */
