@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: install, build, then train the DESIGN.md §1 network on Fashion-MNIST by
+# The main job: install, build, then train the docs/design.md §1 network on Fashion-MNIST by
 # executing examples/fashion_mnist.ipynb in full on the taas kernel with nbconvert (nine
 # epochs: a few minutes on two cores). It runs in out/ (where the trained weights,
 # fashion_cnn.safetensors, are saved), and writes the executed notebook and its HTML export,
