@@ -14,6 +14,10 @@
 #include "formats.h"
 
 #define MAX_PIXELS ((size_t)1 << 28)
+/* libjpeg's own working memory: a progressive image keeps all its coefficients (2 bytes a
+ * pixel and component), which a 145-byte header can ask for; a baseline image needs a few
+ * rows whatever its size. Past this the image is refused ("backing store not supported"). */
+#define MAX_LIBJPEG_MEMORY (512L << 20)
 
 typedef struct jerr {
     struct jpeg_error_mgr mgr;
@@ -63,8 +67,16 @@ int taas_decode_jpeg(const unsigned char *p, size_t n, taas_image *img, taas_err
         return corrupt(err, e.why[0] ? e.why : "libjpeg gave up");
     }
     jpeg_create_decompress(&cinfo);
+    cinfo.mem->max_memory_to_use = MAX_LIBJPEG_MEMORY;
     jpeg_mem_src(&cinfo, p, (unsigned long)n);
     jpeg_read_header(&cinfo, TRUE);
+    /* before jpeg_start_decompress, which allocates for the size the header declares
+     * (found by tests/fuzz/fuzz_jpeg: tests/fuzz/regressions/jpeg/) */
+    if ((size_t)cinfo.image_width * cinfo.image_height > MAX_PIXELS) {
+        snprintf(e.why, sizeof e.why, "the image is too large (%ux%u)", (unsigned)cinfo.image_width,
+                 (unsigned)cinfo.image_height);
+        longjmp(e.jump, 1);
+    }
     int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
     if (cmyk) cinfo.out_color_space = JCS_CMYK;
     else if (cinfo.jpeg_color_space != JCS_GRAYSCALE) cinfo.out_color_space = JCS_RGB;

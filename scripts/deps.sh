@@ -12,6 +12,10 @@ packages=(
   python3-torch  # the test that loads taas's weights into torch.nn.Sequential
   jupyter-notebook chromium  # the browser test (tests/browser)
   slurm-wlm slurm-client munge openssh-server openssh-client tcpdump  # the test cluster (tests/lib/cluster.py)
+  # the fuzz build (tests/fuzz, docs/testing.md): clang with libFuzzer and the sanitizer
+  # runtimes (libclang-rt-dev, only recommended by clang), LLVM's OpenMP for the training
+  # core under clang, and llvm-symbolizer for readable stack traces
+  clang libclang-rt-dev libomp-dev llvm
 )
 missing=()
 for p in "${packages[@]}"; do

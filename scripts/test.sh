@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: install, build (warnings are errors), build again with
-# AddressSanitizer + UndefinedBehaviorSanitizer and with ThreadSanitizer, then run every test
-# with ctest. The sanitizer builds' tests run as tests of the main suite, so ctest's summary
-# counts everything; the last line printed is that count, "tests: N passed, N failed, N skipped".
+# AddressSanitizer + UndefinedBehaviorSanitizer, with ThreadSanitizer and with clang's
+# libFuzzer, then run every test with ctest. The other builds' tests run as tests of the main
+# suite, so ctest's summary counts everything; the last line printed is that count,
+# "tests: N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -13,7 +14,12 @@ cmake --build build-asan -j"$(nproc)" >/dev/null
 # test of the main suite too.
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTAAS_TSAN=ON >/dev/null
 cmake --build build-tsan -j"$(nproc)" >/dev/null
-cmake -S . -B build -DTAAS_ASAN_BUILD_DIR="$(pwd)/build-asan" -DTAAS_TSAN_BUILD_DIR="$(pwd)/build-tsan" >/dev/null
+# Fuzz build (clang, libFuzzer, ASan + UBSan): only its harnesses are built; each fuzzes for
+# 20 s and replays the inputs that once crashed, as one test of the main suite (tests/fuzz).
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAAS_FUZZ=ON >/dev/null
+cmake --build build-fuzz --target taas_fuzz -j"$(nproc)" >/dev/null
+cmake -S . -B build -DTAAS_ASAN_BUILD_DIR="$(pwd)/build-asan" -DTAAS_TSAN_BUILD_DIR="$(pwd)/build-tsan" \
+  -DTAAS_FUZZ_BUILD_DIR="$(pwd)/build-fuzz" >/dev/null
 # Jupyter clients look for the runtime dir; keep it private to this run.
 export JUPYTER_RUNTIME_DIR="$(mktemp -d)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0

@@ -2,6 +2,7 @@
  * as HTML with an SVG chart. */
 #include "trainview.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,11 +49,33 @@ static long long integer(const json_t *o, const char *k) {
     return (long long)json_integer_value(json_object_get(o, k));
 }
 
+/* The numbers come from a worker's messages: whatever they are, the display's arithmetic
+ * saturates instead of overflowing, and a double becomes an integer only within range
+ * (found by tests/fuzz/fuzz_jobctl). */
+static long long sat_add(long long a, long long b) {
+    long long r;
+    return __builtin_add_overflow(a, b, &r) ? (b > 0 ? LLONG_MAX : LLONG_MIN) : r;
+}
+
+static long long sat_mul(long long a, long long b) {
+    long long r;
+    return __builtin_mul_overflow(a, b, &r) ? ((a < 0) != (b < 0) ? LLONG_MIN : LLONG_MAX) : r;
+}
+
+/* x rounded to the nearest integer, clamped to long long; nan is 0 */
+static long long to_ll(double x) {
+    if (isnan(x)) return 0;
+    x = round(x);
+    if (x >= 0x1p63) return LLONG_MAX;
+    if (x < -0x1p63) return LLONG_MIN;
+    return (long long)x;
+}
+
 void taas_trainview_start(taas_trainview *v, const json_t *m) {
     v->epochs = integer(m, "epochs");
     v->steps_per_epoch = integer(m, "steps_per_epoch");
     v->total_steps = integer(m, "total_steps");
-    if (v->total_steps <= 0) v->total_steps = v->epochs * v->steps_per_epoch;
+    if (v->total_steps <= 0) v->total_steps = sat_mul(v->epochs, v->steps_per_epoch);
     /* a fit resumed from a checkpoint: its epochs so far, whatever was shown before */
     const json_t *hist = json_object_get(m, "history"), *at = json_object_get(m, "resumed");
     if (!json_is_array(hist) || !json_is_object(at)) return;
@@ -62,7 +85,8 @@ void taas_trainview_start(taas_trainview *v, const json_t *m) {
     const json_t *row;
     json_array_foreach(hist, i, row) {
         json_array_append_new(v->rows, json_deep_copy(row));
-        v->steps_before += json_is_integer(json_object_get(row, "steps")) ? integer(row, "steps") : v->steps_per_epoch;
+        v->steps_before = sat_add(v->steps_before, json_is_integer(json_object_get(row, "steps")) ? integer(row, "steps")
+                                                                                              : v->steps_per_epoch);
     }
     v->epoch = integer(at, "epoch");
     v->step = integer(at, "step");
@@ -83,7 +107,7 @@ void taas_trainview_epoch(taas_trainview *v, const json_t *m) {
     json_object_del(row, "t");
     json_array_append_new(v->rows, row);
     long long steps = json_is_integer(json_object_get(m, "steps")) ? integer(m, "steps") : v->steps_per_epoch;
-    v->steps_before += steps;
+    v->steps_before = sat_add(v->steps_before, steps);
     v->epoch = integer(m, "epoch");
     v->step = 0;
     v->samples_per_s = json_number_value(json_object_get(m, "samples_per_s"));
@@ -97,7 +121,8 @@ void taas_trainview_end(taas_trainview *v, const char *state, const char *weight
     snprintf(v->state, sizeof v->state, "%s", state);
     snprintf(v->weights, sizeof v->weights, "%s", weights ? weights : "");
     v->t_end = taas_now();
-    if (!strcmp(state, "done") && v->total_steps > v->steps_before + v->step) v->total_steps = v->steps_before + v->step;
+    long long done = sat_add(v->steps_before, v->step);
+    if (!strcmp(state, "done") && v->total_steps > done) v->total_steps = done;
 }
 
 /* ---- the epoch table (History's too) ----------------------------------------------- */
@@ -115,12 +140,12 @@ static void cell(const json_t *e, size_t col, char *out, size_t n) {
     }
     double x = json_number_value(v);
     if (col == 0) {
-        snprintf(out, n, "%lld", (long long)x);
+        snprintf(out, n, "%lld", x >= 0 ? to_ll(floor(x)) : to_ll(ceil(x)));  /* as a cast truncates */
     } else if (col == 4) {
         snprintf(out, n, "%.1f s", x);
     } else if (col == 5) {
         taas_buf b = TAAS_BUF_INIT;
-        taas_buf_thousands(&b, (long long)llround(x));
+        taas_buf_thousands(&b, to_ll(x));
         snprintf(out, n, "%s", b.data);
         taas_buf_free(&b);
     } else {
@@ -261,10 +286,13 @@ static void chart_svg(const taas_trainview *v, taas_buf *h) {
         taas_buf_printf(h, "<text x=\"%d\" y=\"%.1f\">%.*f%%</text>", CW - CR + 4, y + 3, adigits,
                         100 * (ahi - t / 4.0 * (ahi - alo)));
     }
-    for (long long ep = 1; ep <= epochs; ep++) {
-        if (epochs > 12 && ep % ((epochs + 11) / 12) && ep != epochs) continue;
+    /* at most 12 labels: every stride-th epoch and the last (a loop over the epochs
+     * themselves would run as long as a worker says there are epochs) */
+    long long stride = epochs > 12 ? epochs / 12 + (epochs % 12 != 0) : 1;
+    for (long long ep = stride; epochs >= 1; ep = ep > epochs - stride ? epochs : ep + stride) {
         double x = CL + (epochs > 1 ? (ep - 1) / (double)(epochs - 1) : 0.5) * (CW - CL - CR);
         taas_buf_printf(h, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%lld</text>", x, CH - CB + 12, ep);
+        if (ep == epochs) break;
     }
     taas_buf_printf(h, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">epoch</text>", (CW - CL - CR) / 2 + CL, CH - 4);
     series(h, v->rows, "train_loss", 0, top, epochs, "taas-train-loss", "#1f77b4", "");
@@ -304,7 +332,7 @@ static void duration(taas_buf *b, double s) {
 }
 
 static long long done_steps(const taas_trainview *v) {
-    long long d = v->steps_before + v->step;
+    long long d = sat_add(v->steps_before, v->step);
     return v->total_steps > 0 && d > v->total_steps ? v->total_steps : d;
 }
 
@@ -318,7 +346,7 @@ static void line(const taas_trainview *v, taas_buf *t) {
                                      v->steps_per_epoch, v->loss);
         else taas_buf_printf(t, "epoch %lld/%lld done", e, v->epochs);  /* between epochs */
         taas_buf_puts(t, "  ");
-        taas_buf_thousands(t, (long long)(v->samples_per_s + 0.5));
+        taas_buf_thousands(t, to_ll(v->samples_per_s));
         taas_buf_puts(t, " samples/s");
     }
     if (v->status[0]) taas_buf_printf(t, "  %s", v->status);
@@ -337,8 +365,8 @@ static void summary(const taas_trainview *v, taas_buf *t) {
             best = a;
             best_epoch = integer(e, "epoch");
         }
-        samples += (long long)llround(json_number_value(json_object_get(e, "samples_per_s")) *
-                                      json_number_value(json_object_get(e, "time_s")));
+        samples = sat_add(samples, to_ll(json_number_value(json_object_get(e, "samples_per_s")) *
+                                         json_number_value(json_object_get(e, "time_s"))));
         train_s += json_number_value(json_object_get(e, "time_s"));
     }
     taas_buf_printf(t, "%s after ", !strcmp(v->state, "done") ? "done" : !strcmp(v->state, "stopped") ? "stopped" : "failed");
@@ -348,11 +376,18 @@ static void summary(const taas_trainview *v, taas_buf *t) {
     taas_buf_printf(t, " step%s", done_steps(v) == 1 ? "" : "s");
     if (samples > 0 && train_s > 0) {  /* while training: validation and the start are not in it */
         taas_buf_puts(t, ", ");
-        taas_buf_thousands(t, (long long)(samples / train_s + 0.5));
+        taas_buf_thousands(t, to_ll(samples / train_s));
         taas_buf_puts(t, " samples/s while training");
     }
     if (best >= 0) taas_buf_printf(t, "; best val accuracy %.4f (epoch %lld)", best, best_epoch);
     if (v->weights[0]) taas_buf_printf(t, "; the trained weights are in %s", v->weights);
+}
+
+/* scale * done / total, within 0..scale, without overflow */
+static int share(long long done, long long total, int scale) {
+    if (done <= 0) return 0;
+    if (done >= total) return scale;
+    return (int)(done <= LLONG_MAX / scale ? scale * done / total : done / (total / scale));
 }
 
 void taas_trainview_show(taas_trainview *v, const taas_io *io, int now) {
@@ -365,10 +400,10 @@ void taas_trainview_show(taas_trainview *v, const taas_io *io, int now) {
     v->last_show = t;
     v->due = 0;
     long long done = done_steps(v), total = v->total_steps > 0 ? v->total_steps : 1;
-    int pct = (int)(100 * done / total);
+    int pct = share(done, total, 100);
     taas_buf text = TAAS_BUF_INIT, html = TAAS_BUF_INIT, l = TAAS_BUF_INIT;
     line(v, &l);
-    int full = (int)(BAR_CELLS * done / total);
+    int full = share(done, total, BAR_CELLS);
     for (int i = 0; i < BAR_CELLS; i++) taas_buf_puts(&text, i < full ? "\xE2\x96\x88" : "\xE2\x96\x91");
     taas_buf_printf(&text, " %3d%%  %s", pct, l.data);
     taas_buf_printf(&html, "<div class=\"taas-training\" data-state=\"%s\">\n"

@@ -143,10 +143,57 @@ static void test_accuracy_axis_edges(void **state) {
     axis((const double[]){-1}, 1, (const char *const[]){"100%", "0%", NULL}, NULL);
 }
 
+/* Occurrences of needle in s. */
+static int count(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+/* A worker's numbers, whatever they are, make a display (found by tests/fuzz/fuzz_jobctl,
+ * tests/fuzz/regressions/jobctl/): the sums and products of steps saturate, a double is made
+ * an integer only within range (1e69 samples/s was shown as -9,223,372,036,854,775,808), and
+ * a chart of 10^18 epochs labels a dozen of them rather than looping over them all. */
+static void test_hostile_numbers(void **state) {
+    (void)state;
+    capture c = {0};
+    taas_io io = {.ctx = &c, .display = keep_display};
+    taas_trainview *v = taas_trainview_new("job-1");
+    json_t *m = json_pack("{s:I,s:I}", "epochs", (json_int_t)1000000000000000000, "steps_per_epoch",
+                          (json_int_t)INT64_MAX);
+    taas_trainview_start(v, m);
+    json_decref(m);
+    m = json_pack("{s:i,s:I,s:f,s:f}", "epoch", 1, "step", (json_int_t)INT64_MAX, "loss", 1e300, "samples_per_s",
+                  1.01e69);
+    taas_trainview_step(v, m);
+    json_decref(m);
+    taas_trainview_show(v, &io, 1);
+    assert_non_null(strstr(text(&c), "  9,223,372,036,854,775,807 samples/s"));
+    for (int i = 0; i < 2; i++) {
+        m = json_pack("{s:f,s:f,s:f,s:f,s:I}", "epoch", 1e30, "train_loss", 1.0, "time_s", 1e300, "samples_per_s",
+                      -1e300, "steps", (json_int_t)INT64_MAX);
+        taas_trainview_epoch(v, m);
+        json_decref(m);
+    }
+    taas_trainview_end(v, "done", NULL);
+    taas_trainview_show(v, &io, 1);
+    assert_non_null(strstr(text(&c), "9223372036854775807"));          /* the epoch, as the table shows it */
+    assert_non_null(strstr(text(&c), "-9,223,372,036,854,775,808"));   /* its samples/s */
+    assert_non_null(strstr(text(&c), "2 epochs, 9,223,372,036,854,775,807 steps"));
+    char *svg = chart(&c);
+    int labels = count(svg, "text-anchor=\"middle\">") - 1;  /* less the axis's title */
+    assert_true(labels >= 2 && labels <= 13);
+    assert_true(has_label(svg, "1000000000000000000"));
+    free(svg);
+    taas_trainview_free(v);
+    json_decref(c.shown);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accuracy_axis_follows_the_values),
         cmocka_unit_test(test_accuracy_axis_edges),
+        cmocka_unit_test(test_hostile_numbers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
