@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds taas into build/ (warnings are errors) and installs the binary and the kernelspec
+# Builds taas into build/ (warnings are errors with -DTAAS_WERROR=ON, which the test command
+# passes) and installs the binary and the kernelspec
 # under /usr/local, where Jupyter finds them.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: install, build (warnings are errors), build again with
+# The whole test suite: install, build (warnings are errors in every build here), build the
+# other configurations a user may pick (Release, Debug, clang), build again with
 # AddressSanitizer + UndefinedBehaviorSanitizer, with ThreadSanitizer and with clang's
 # libFuzzer, then run every test with ctest. The other builds' tests run as tests of the main
 # suite, so ctest's summary counts everything; the last line printed is that count,
@@ -7,16 +8,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-scripts/build.sh
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTAAS_SANITIZE=ON >/dev/null
+scripts/build.sh -DTAAS_WERROR=ON
+# Every configuration a user may pick builds without a warning (warnings are errors here):
+# Release and Debug with gcc, RelWithDebInfo with clang (build/ is gcc's RelWithDebInfo, with
+# the CUDA plugin; these leave it out: build/ compiles it).
+for cfg in "release Release gcc" "debug Debug gcc" "clang RelWithDebInfo clang"; do
+  set -- $cfg
+  CC=$3 cmake -S . -B "build-$1" -DCMAKE_BUILD_TYPE="$2" -DTAAS_WERROR=ON -DTAAS_CUDA=OFF >/dev/null
+  cmake --build "build-$1" -j"$(nproc)" >/dev/null
+done
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTAAS_SANITIZE=ON -DTAAS_WERROR=ON >/dev/null
 cmake --build build-asan -j"$(nproc)" >/dev/null
 # ThreadSanitizer build: its data loading tests (pipeline, sampler, fetch, formats) run as one
 # test of the main suite too.
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTAAS_TSAN=ON >/dev/null
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTAAS_TSAN=ON -DTAAS_WERROR=ON >/dev/null
 cmake --build build-tsan -j"$(nproc)" >/dev/null
 # Fuzz build (clang, libFuzzer, ASan + UBSan): only its harnesses are built; each fuzzes for
 # 20 s and replays the inputs that once crashed, as one test of the main suite (tests/fuzz).
-cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAAS_FUZZ=ON >/dev/null
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAAS_FUZZ=ON \
+  -DTAAS_WERROR=ON >/dev/null
 cmake --build build-fuzz --target taas_fuzz -j"$(nproc)" >/dev/null
 cmake -S . -B build -DTAAS_ASAN_BUILD_DIR="$(pwd)/build-asan" -DTAAS_TSAN_BUILD_DIR="$(pwd)/build-tsan" \
   -DTAAS_FUZZ_BUILD_DIR="$(pwd)/build-fuzz" >/dev/null
