@@ -22,14 +22,14 @@ static const char *JUPYTER[7] = {
     "client-id-1",
     "<IDS|MSG>",
     "bdd66683ccce1c071cf78eda9fb43403a7253ad82ee72119ec1bc01bd3e8b8d8",
-    "{\"msg_id\": \"7b0d3a5e-1c1f-4d6b-9b55-2f6b0b9e3d21_13269_0\", \"msg_type\": "
-    "\"execute_request\", \"username\": \"alice\", \"session\": "
-    "\"7b0d3a5e-1c1f-4d6b-9b55-2f6b0b9e3d21\", \"date\": \"2026-11-22T03:09:17.522488Z\", "
-    "\"version\": \"5.3\"}",
+    ("{\"msg_id\": \"7b0d3a5e-1c1f-4d6b-9b55-2f6b0b9e3d21_13269_0\", \"msg_type\": "
+     "\"execute_request\", \"username\": \"alice\", \"session\": "
+     "\"7b0d3a5e-1c1f-4d6b-9b55-2f6b0b9e3d21\", \"date\": \"2026-11-22T03:09:17.522488Z\", "
+     "\"version\": \"5.3\"}"),
     "{}",
     "{}",
-    "{\"code\": \"print(\\\"h\xc3\xa9llo\\\")\", \"silent\": false, \"store_history\": true, "
-    "\"user_expressions\": {}, \"allow_stdin\": false, \"stop_on_error\": true}",
+    ("{\"code\": \"print(\\\"h\xc3\xa9llo\\\")\", \"silent\": false, \"store_history\": true, "
+     "\"user_expressions\": {}, \"allow_stdin\": false, \"stop_on_error\": true}"),
 };
 
 static void frames_of(const char *const *s, size_t n, taas_frame *out) {
