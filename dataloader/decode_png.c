@@ -71,6 +71,9 @@ int taas_decode_png(const unsigned char *p, size_t n, taas_image *img, taas_erro
     }
     png_set_read_fn(png, &src, on_read);
     png_set_user_limits(png, 1u << 16, 1u << 16);
+    /* an ancillary chunk may claim 2 GB (fuzz.png found one): libpng would allocate it whole */
+    png_set_chunk_malloc_max(png, (png_alloc_size_t)8 << 20);
+    png_set_chunk_cache_max(png, 1000);
     png_read_info(png, info);
     png_uint_32 w, h;
     int depth, color, interlace;

@@ -235,6 +235,7 @@ typedef struct coord {
     int journal_full;
     int view_dirty;
     double next_write;
+    char ckpt_said[PATH_MAX];  /* the checkpoint state.json names */
     taas_job *job;
 } coord;
 
@@ -294,6 +295,11 @@ static void coord_progress(coord *c) {
 }
 
 static void coord_write(coord *c, int now) {
+    /* a new checkpoint is said at once: a coordinator killed next still names it */
+    if (c->job && c->job->ckpt[0][0] && strcmp(c->job->ckpt[0], c->ckpt_said) != 0) {
+        snprintf(c->ckpt_said, sizeof c->ckpt_said, "%s", c->job->ckpt[0]);
+        now = 1;
+    }
     if (!now && taas_now() < c->next_write) return;
     c->next_write = taas_now() + WRITE_EVERY_S;
     coord_progress(c);

@@ -78,11 +78,15 @@ class Detach(taastest.KernelCase):
                                                           "user_expressions": {}, "allow_stdin": False,
                                                           "stop_on_error": True})
 
-        def held():
+        def held():  # the checkpoint is on disk and the job's state names it
             fresh = set(os.listdir(self.jobs_dir)) - before if os.path.isdir(self.jobs_dir) else set()
             for job in fresh:
-                if glob.glob(os.path.join(self.jobs_dir, job, "checkpoint-*.safetensors")):
-                    return job
+                try:
+                    if glob.glob(os.path.join(self.jobs_dir, job, "checkpoint-*.safetensors")) and \
+                            self.state(job).get("checkpoint"):
+                        return job
+                except (OSError, ValueError):  # state.json not there yet
+                    pass
             return None
         job = taastest.wait_until(held, 120)
         self.assertTrue(job, "no checkpoint came: %s" % stream_text(self.k.iopub_now(msg_id, 1), "stderr"))
