@@ -78,6 +78,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     static const char config[] = "{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32}}}";
     setenv("TAAS_CONFIG", fz_write("config.json", config, sizeof config - 1), 1);
     setenv("HOME", fz_tmpdir(), 1);
+    /* the session's values get 256 MiB, as the kernel's tests give them: a cell may ask
+     * for more only to be refused (half this machine's memory is past the 2 GB a run may
+     * take) */
+    setenv("TAAS_VALUE_MEMORY", "268435456", 1);
     return 0;
 }
 
