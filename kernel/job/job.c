@@ -385,6 +385,9 @@ void taas_job_loader_ended(taas_job *j, job_loader *l, int ok, const char *how) 
     serve_control(j, j->io);
     if (l->ended && ok) return;
     if (j->done || j->failed || j->cancelled) return;
+    /* the scheduler took the allocation back: the whole job resumes when it runs again, and a
+     * replacement now could only fail in an allocation that is gone */
+    if (j->preempted) return;
     char who[96], line[400];
     taas_job_loader_label(j, l, who, sizeof who);
     if (l->gen + 1 >= TAAS_JOB_MAX_GENERATIONS) {
