@@ -71,7 +71,13 @@ int taas_decode_png(const unsigned char *p, size_t n, taas_image *img, taas_erro
     }
     png_set_read_fn(png, &src, on_read);
     png_set_user_limits(png, 1u << 16, 1u << 16);
-    /* an ancillary chunk may claim 2 GB (fuzz.png found one): libpng would allocate it whole */
+    /* An ancillary chunk may claim 2 GB (fuzz.png found an sPLT that did): libpng reads a
+     * chunk it handles into a buffer of the claimed length, and its chunk limit below is
+     * only a warning there. The pixels need none of them but tRNS, so libpng skips the
+     * others as unknown chunks, reading through them without a buffer. */
+    static const png_byte IGNORED[] = "bKGD\0cHRM\0eXIf\0gAMA\0hIST\0iCCP\0iTXt\0oFFs\0pCAL\0pHYs\0sBIT\0"
+                                      "sCAL\0sPLT\0sRGB\0tEXt\0tIME\0zTXt";
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, IGNORED, (int)(sizeof IGNORED / 5));
     png_set_chunk_malloc_max(png, (png_alloc_size_t)8 << 20);
     png_set_chunk_cache_max(png, 1000);
     png_read_info(png, info);
