@@ -10,37 +10,12 @@
 
 #include "builtins.h"
 #include "cursor.h"
+#include "fuzz_io.h"
 #include "fuzz_util.h"
 #include "interp.h"
 #include "lexer.h"
 #include "parser.h"
 #include "utf8.h"
-
-static void io_stream(void *ctx, const char *name, const char *text) {
-    (void)ctx;
-    (void)name;
-    (void)text;
-}
-
-static void io_display(void *ctx, json_t *data, json_t *metadata, const char *display_id, int update) {
-    (void)ctx;
-    (void)display_id;
-    (void)update;
-    json_decref(data);
-    json_decref(metadata);
-}
-
-static void io_clear(void *ctx, int wait) {
-    (void)ctx;
-    (void)wait;
-}
-
-static void io_page(void *ctx, json_t *data) {
-    (void)ctx;
-    json_decref(data);
-}
-
-static const taas_io IO = {NULL, io_stream, io_display, io_clear, io_page};
 
 /* Actions that stay inside the process (sleep waits, and is interrupted below). */
 static const char *const SAFE_ACTIONS[] = {"print", "help", "display", "clear_output", "sleep",

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "fuzz_io.h"
 #include "fuzz_util.h"
 #include "jobctl.h"
 #include "trainview.h"
@@ -18,32 +19,6 @@
 #define MAX_FRAMES 8
 
 static void *zctx;
-
-static void io_stream(void *ctx, const char *name, const char *text) {
-    (void)ctx;
-    (void)name;
-    (void)text;
-}
-
-static void io_display(void *ctx, json_t *data, json_t *metadata, const char *display_id, int update) {
-    (void)ctx;
-    (void)display_id;
-    (void)update;
-    json_decref(data);
-    json_decref(metadata);
-}
-
-static void io_clear(void *ctx, int wait) {
-    (void)ctx;
-    (void)wait;
-}
-
-static void io_page(void *ctx, json_t *data) {
-    (void)ctx;
-    json_decref(data);
-}
-
-static const taas_io IO = {NULL, io_stream, io_display, io_clear, io_page};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
