@@ -109,10 +109,26 @@ static int write_json(const char *dir, const char *name, const json_t *v) {
     return rc;
 }
 
-static json_t *read_json(const char *dir, const char *name) {
+/* A file of the folder opened for reading, or -1: a FIFO or a device in its place (the
+ * folder is the user's) must not hold the kernel, so it is opened without blocking and
+ * refused unless it is a regular file. */
+static int open_regular(const char *dir, const char *name) {
     char path[PATH_MAX];
-    if (path_in(path, sizeof path, dir, name)) return NULL;
-    json_t *v = json_load_file(path, 0, NULL);
+    int fd = path_in(path, sizeof path, dir, name) ? -1 : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        return -1;
+    }
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+static json_t *read_json(const char *dir, const char *name) {
+    int fd = open_regular(dir, name);
+    if (fd < 0) return NULL;
+    json_t *v = json_loadfd(fd, 0, NULL);
+    close(fd);
     if (v && !json_is_object(v)) {
         json_decref(v);
         v = NULL;
@@ -641,8 +657,7 @@ static void show_entry(taas_follow *f, const json_t *e, const taas_io *io) {
 }
 
 static void follow_journal(taas_follow *f, const taas_io *io) {
-    char path[PATH_MAX];
-    int fd = path_in(path, sizeof path, f->dir, "journal.jsonl") ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_regular(f->dir, "journal.jsonl");
     if (fd < 0) return;
     char buf[65536];
     for (int k = 0; k < 4096; k++) {  /* bounded: at most 256 MiB a poll, the journal keeps 16 */
