@@ -29,10 +29,13 @@ extern char **environ;
 
 static int slurm_why(taas_job *j, const taas_proc *p, char *out, size_t n);
 
-/* Slurm says a preemption in the steps' words ("*** STEP 40.1 ON cpu1 CANCELLED AT ... DUE TO
- * PREEMPTION ***"), in whichever step's output it comes first. */
+/* Slurm says the allocation's end in the steps' words, in whichever step's output it comes
+ * first: a preemption ("*** STEP 40.1 ON cpu1 CANCELLED AT ... DUE TO PREEMPTION ***"), a node
+ * that failed (srun tells every step of the job: "srun: error: Node failure on gpu2"), a step
+ * asked of an allocation that is ending ("Job/step already completing or completed"). */
 static void slurm_line(taas_job *j, const char *text) {
-    if (strstr(text, "DUE TO PREEMPTION")) j->preempted = 1;
+    if (strstr(text, "DUE TO PREEMPTION")) j->preempted = j->allocation_gone = 1;
+    if (strstr(text, "Node failure on ") || strstr(text, "already completing or completed")) j->allocation_gone = 1;
 }
 
 /* Seconds for a Slurm client command that answers at once (sinfo, squeue, scancel). */

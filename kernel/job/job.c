@@ -234,6 +234,8 @@ static void on_hello(taas_job *j, const char *peer, int r, job_loader *l, const 
     }
 }
 
+static void replace_loader(taas_job *j, job_loader *l);
+
 static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
     const char *t = taas_ctl_type(m);
     const json_t *b = m->body;
@@ -248,6 +250,8 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         j->ranks[r].ready = 1;
         if (++j->nready == j->world) {
             j->resuming = 0;
+            for (int i = 0; i < j->nloaders && !j->failed; i++)
+                if (j->loaders[i].due) replace_loader(j, &j->loaders[i]);
             start_loaders(j);
         }
     } else if (!strcmp(t, "log")) {
@@ -375,7 +379,22 @@ static void restart(taas_job *j, const taas_io *io) {
     j->start_msg = NULL;
     if (launch_all(j, j->ckpt[0][0] ? j->ckpt_epoch : 0, j->ckpt[0][0] ? j->ckpt_step : 0, &e))
         fail(j, e.ename, e.hint, "%s", e.message);
-    j->preempted = 0;
+    j->preempted = j->allocation_gone = 0;
+}
+
+/* A loader's next generation, from the step the ranks have reached. */
+static void replace_loader(taas_job *j, job_loader *l) {
+    int validate = !strcmp(j->streams[l->stream].role, "validate");
+    l->due = 0;
+    l->gen++;
+    l->epoch = j->epoch > 0 ? j->epoch - 1 : 0;
+    l->step = validate ? 0 : j->step;
+    l->hello = l->started = l->ended = 0;
+    l->pid = 0;
+    snprintf(l->peer, sizeof l->peer, "loader.%d.%d.%d", l->stream, l->worker, l->gen);
+    taas_error e;
+    if (j->be->launch_loader(j, l, &e)) fail(j, e.ename, e.hint, "%s", e.message);
+    else l->alive = 1;
 }
 
 /* A loader worker ended. Done with its work, fine; else a replacement takes over from the
@@ -385,31 +404,32 @@ void taas_job_loader_ended(taas_job *j, job_loader *l, int ok, const char *how) 
     serve_control(j, j->io);
     if (l->ended && ok) return;
     if (j->done || j->failed || j->cancelled) return;
-    /* the scheduler took the allocation back: the whole job resumes when it runs again, and a
-     * replacement now could only fail in an allocation that is gone */
-    if (j->preempted) return;
+    /* the scheduler took the allocation back: the ranks' end follows and restarts the whole
+     * job, and a replacement now could only fail in an allocation that is gone */
+    if (j->preempted || j->allocation_gone) return;
     char who[96], line[400];
     taas_job_loader_label(j, l, who, sizeof who);
-    if (l->gen + 1 >= TAAS_JOB_MAX_GENERATIONS) {
+    if (++l->deaths >= TAAS_JOB_MAX_DEATHS) {
         fail(j, TAAS_ERR_WORKER, "see the lines it printed above; fix the data source and run the cell again",
              "%s (pid %d on %s) ended with %s, %d times: the job stops", who, (int)l->pid, l->host[0] ? l->host : "?",
-             how, l->gen + 1);
+             how, l->deaths);
         return;
     }
-    int validate = !strcmp(j->streams[l->stream].role, "validate");
-    long long epoch = j->epoch > 0 ? j->epoch - 1 : 0, step = validate ? 0 : j->step;
+    /* resuming, the ranks are not there yet (a new allocation may not even be granted): its
+     * replacement waits for them, as the other loaders do */
+    if (j->resuming) {
+        snprintf(line, sizeof line, "[%s] died (pid %d on %s, %s); a replacement starts when the ranks are back\n",
+                 who, (int)l->pid, l->host[0] ? l->host : "?", how);
+        say(j->io, "stderr", line);
+        l->due = 1;
+        return;
+    }
+    long long epoch = j->epoch > 0 ? j->epoch - 1 : 0;
     snprintf(line, sizeof line, "[%s] died (pid %d on %s, %s); a replacement takes over from epoch %lld step %lld\n",
-             who, (int)l->pid, l->host[0] ? l->host : "?", how, epoch + 1, step);
+             who, (int)l->pid, l->host[0] ? l->host : "?", how, epoch + 1,
+             strcmp(j->streams[l->stream].role, "validate") ? j->step : 0);
     say(j->io, "stderr", line);
-    l->gen++;
-    l->epoch = epoch;
-    l->step = step;
-    l->hello = l->started = l->ended = 0;
-    l->pid = 0;
-    snprintf(l->peer, sizeof l->peer, "loader.%d.%d.%d", l->stream, l->worker, l->gen);
-    taas_error e;
-    if (j->be->launch_loader(j, l, &e)) fail(j, e.ename, e.hint, "%s", e.message);
-    else l->alive = 1;
+    replace_loader(j, l);
 }
 
 taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error *err) {
@@ -464,7 +484,7 @@ static int launch_all(taas_job *j, long long epoch, long long step, taas_error *
         l->gen++;
         l->epoch = epoch;
         l->step = strcmp(j->streams[l->stream].role, "validate") ? step : 0;
-        l->hello = l->started = l->ended = 0;
+        l->hello = l->started = l->ended = l->due = 0;
         l->pid = 0;
         l->host[0] = '\0';
         snprintf(l->peer, sizeof l->peer, "loader.%d.%d.%d", l->stream, l->worker, l->gen);

@@ -14,7 +14,7 @@
 #include "zsock.h"
 
 /* Replacements of one loader worker before the job gives up on it. */
-#define TAAS_JOB_MAX_GENERATIONS 4
+#define TAAS_JOB_MAX_DEATHS 4  /* a loader's: the job stops at this many */
 /* Seconds for every worker to say hello (mpirun or the scheduler, and MPI_Init, included). */
 #define TAAS_JOB_HELLO_S 60.0
 
@@ -27,7 +27,9 @@ typedef struct job_rank {
 
 typedef struct job_loader {
     int stream, worker;   /* s and j */
-    int gen;              /* generation: 0, then one more per replacement */
+    int gen;              /* generation: one more per launch (replacements and restarts) */
+    int deaths;           /* ends that were not its work's: the limit counts these */
+    int due;              /* died while the job resumes: replaced once the ranks are ready */
     long long epoch, step;/* where its generation starts */
     char peer[64];        /* its control identity, "loader.S.J.G" */
     char host[64];        /* from its hello */
@@ -92,6 +94,9 @@ struct taas_job {
     /* the backend says the ranks ended because the scheduler took their nodes back: the job
      * resumes when it runs again, and that is not one of its max_restarts */
     int preempted;
+    /* the backend saw the scheduler end the allocation (a node failed, or it preempted the
+     * job): the ranks' end follows, and a loader replaced into it could only fail */
+    int allocation_gone;
     char restart_why[1024];
     double t0, hello_deadline, next_beat;
     double start_timeout; /* seconds from the launch for every rank to be ready */

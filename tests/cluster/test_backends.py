@@ -352,13 +352,6 @@ class Faults(unittest.TestCase):
             reply, msgs = self.finish(msg_id, seen, timeout=120)
             self.assertEqual(reply["content"]["status"], "error")
             err = taastest.error_of(msgs)
-            # Known defect (closing note of stop 13): the restarted loaders' sruns may fail four
-            # times, and end the job, before the ranks' srun says the allocation was not
-            # granted; the loaders should wait for it. Until then either error ends the job.
-            if err["ename"] == "TaasWorkerError":
-                self.assertRegex(err["evalue"], r"^loader train\.\d \(pid \d+ on cpu\d\) ended with exit status "
-                                                r"\d+, 4 times: the job stops")
-                return
             self.assertEqual(err["ename"], "TaasOffloadError", err["evalue"])
             # the cause is the first end the job saw: the node's failure, its rank's end, or the
             # end of the other rank, which lost its peer (srun may report that one first)

@@ -392,6 +392,73 @@ static void test_ranks_that_never_start_time_out(void **state) {
     taas_job_free(j);
 }
 
+/* A backend whose first ranks die at once (the job resumes) and whose later ranks never
+ * join; its loaders run for the first ranks and fail at once after: what a resumed Slurm job
+ * sees while its new allocation is not granted. */
+static int ranks_launched;
+
+static int spawn_sh(taas_job *j, int i, const char *script, taas_error *err) {
+    job_procs *p = j->be_state;
+    if (!p->loaders) p->loaders = calloc((size_t)j->nloaders + 1, sizeof *p->loaders);
+    char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
+    char threads[2][48];
+    char **env = taas_procs_env(j, NULL, threads);
+    taas_proc *proc = taas_procs_spawn(j, i < 0 ? "ranks" : "loader", argv, env, NULL, 0, err);
+    free(env);
+    if (!proc) return -1;
+    taas_procs_set(j, p, i, proc);
+    return 0;
+}
+
+static int resuming_ranks(taas_job *j, taas_error *err) {
+    return spawn_sh(j, -1, ranks_launched++ ? "exec sleep 1000" : "echo 'rank 1 lost'; exit 3", err);
+}
+
+static int resuming_loader(taas_job *j, job_loader *l, taas_error *err) {
+    return spawn_sh(j, (int)(l - j->loaders), ranks_launched > 1 ? "exit 1" : "exec sleep 1000", err);
+}
+
+static void resuming_reset(taas_job *j) {
+    taas_procs_free(j, j->be_state);
+}
+
+static const taas_backend RESUMING = {.name = "resuming",
+                                      .plan = sleepy_plan,
+                                      .launch_ranks = resuming_ranks,
+                                      .launch_loader = resuming_loader,
+                                      .watch = sleepy_watch,
+                                      .cancel = sleepy_cancel,
+                                      .reset = resuming_reset,
+                                      .free = sleepy_free};
+
+static int every_loader_due(taas_job *j) {
+    for (int i = 0; i < j->nloaders; i++)
+        if (!j->loaders[i].due) return 0;
+    return 1;
+}
+
+static void test_a_loader_lost_while_resuming_waits_for_the_ranks(void **state) {
+    fixture *f = *state;
+    f->cfg.backend = &RESUMING;
+    f->cfg.max_restarts = 3;
+    f->cfg.start_timeout = 3600;  /* the test ends it */
+    ranks_launched = 0;
+    taas_error err;
+    taas_job *j = taas_job_start(&f->cfg, &IO, &err);
+    assert_non_null(j);
+    assert_int_equal(run_until(j, every_loader_due, 60, &err), 1);
+    assert_int_equal(ranks_launched, 2);
+    for (int i = 0; i < j->nloaders; i++) {  /* one death each, no replacement yet */
+        assert_int_equal(j->loaders[i].deaths, 1);
+        assert_int_equal(j->loaders[i].gen, 1);
+    }
+    assert_non_null(strstr(OUT.data, "restart 1 of 3"));
+    assert_non_null(strstr(OUT.data, "a replacement starts when the ranks are back"));
+    assert_null(strstr(OUT.data, "a replacement takes over"));
+    assert_false(j->failed);
+    taas_job_free(j);
+}
+
 int main(void) {
     if (access(FASHION "/train-images-idx3-ubyte.gz", R_OK) != 0) {
         fprintf(stderr, "test_job needs Debian's Fashion-MNIST (apt-get install dataset-fashion-mnist)\n");
@@ -406,6 +473,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_a_ranks_error_is_the_jobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ranks_that_never_start_time_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mpiruns_report_of_a_death_ends_the_ranks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_loader_lost_while_resuming_waits_for_the_ranks, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
