@@ -96,6 +96,31 @@ static void test_without_the_input_shape(void **state) {
     assert_string_equal(e.message, "layer 3: BatchNorm1d(num_features=32) gets 64 features (N, 64) from layer 2 (Linear)");
 }
 
+/* The fusion rules, decided here for both runners: each Conv2d+ReLU pair, Flatten in place,
+ * the ReLU after BatchNorm1d left alone; a final LogSoftmax over features folds into NLLLoss. */
+static void test_fusion_is_decided_by_the_plan(void **state) {
+    (void)state;
+    taas_model_plan p;
+    taas_error e;
+    assert_int_equal(plan(&p, DESIGN_NET, 1, 28, 28, &e), 0);
+    static const taas_layer_fusion want[] = {TAAS_FUSE_RELU, TAAS_FUSED, TAAS_FUSE_RELU, TAAS_FUSED, TAAS_FUSE_NONE,
+                                             TAAS_FUSE_NONE, TAAS_FUSE_NONE, TAAS_FUSE_NONE, TAAS_FUSE_NONE,
+                                             TAAS_FUSE_NONE, TAAS_FUSE_NONE, TAAS_FUSE_NONE, TAAS_FUSE_NONE};
+    assert_int_equal(p.nlayers, (int)(sizeof want / sizeof want[0]));
+    for (int i = 0; i < p.nlayers; i++) {
+        assert_int_equal(p.layers[i].fusion, want[i]);
+        assert_int_equal(p.layers[i].in_place, i == 1 || i == 3 || i == 6);
+    }
+    assert_true(taas_layers_fold_into_nll(p.layers, p.nlayers));
+    assert_false(taas_layers_fold_into_nll(p.layers, p.nlayers - 1));
+    taas_model_plan_free(&p);
+    /* a LogSoftmax over channels (dim 1 of (N, C, H, W)) is not a classifier's */
+    assert_int_equal(plan(&p, SEQ(CONV(1, 2) ",{\"type\":\"LogSoftmax\",\"dim\":1}"), 1, 5, 5, &e), 0);
+    assert_false(taas_layers_fold_into_nll(p.layers, p.nlayers));
+    assert_int_equal(p.layers[0].fusion, TAAS_FUSE_NONE);
+    taas_model_plan_free(&p);
+}
+
 static void test_bad_specs(void **state) {
     (void)state;
     taas_model_plan p;
@@ -116,6 +141,7 @@ int main(void) {
         cmocka_unit_test(test_shape_error_names_the_layer),
         cmocka_unit_test(test_without_the_input_shape),
         cmocka_unit_test(test_bad_specs),
+        cmocka_unit_test(test_fusion_is_decided_by_the_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,15 @@ typedef struct taas_model {
     int last_train;
 } taas_model;
 
+/* A layer's shapes for n samples, as the CPU's and the CUDA's layer functions take them. */
+static inline taas_conv2d_shape taas_layer_conv_shape(const taas_model_layer *L, int n) {
+    return (taas_conv2d_shape){n, L->in.d[0], L->in.d[1], L->in.d[2], L->oc, L->kh, L->kw, L->sh, L->sw, L->ph, L->pw};
+}
+
+static inline taas_pool2d_shape taas_layer_pool_shape(const taas_model_layer *L, int n) {
+    return (taas_pool2d_shape){n, L->in.d[0], L->in.d[1], L->in.d[2], L->kh, L->kw, L->sh, L->sw, L->ph, L->pw};
+}
+
 /* Builds the model for inputs (N, c, h, w), or (N, c) when h == 0 and w == 0, and
  * initialises it from `seed` as PyTorch would (same distributions, layer order). */
 taas_model *taas_model_new(const json_t *sequential_spec, int c, int h, int w, uint64_t seed,

@@ -401,6 +401,18 @@ void taas_model_plan_free(taas_model_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* The fusion rules (model_plan.h): decided here only. */
+static void plan_fusion(taas_model_plan *p) {
+    for (int i = 0; i < p->nlayers; i++) {
+        taas_model_layer *L = &p->layers[i];
+        if (i > 0 && L->kind == TAAS_L_RELU && p->layers[i - 1].kind == TAAS_L_CONV2D) {
+            p->layers[i - 1].fusion = TAAS_FUSE_RELU;
+            L->fusion = TAAS_FUSED;
+        }
+        L->in_place = L->kind == TAAS_L_FLATTEN || L->fusion == TAAS_FUSED;
+    }
+}
+
 int taas_model_plan_build(taas_model_plan *p, const json_t *spec, int c, int h, int w, taas_error *err) {
     memset(p, 0, sizeof *p);
     const json_t *ty = json_object_get(spec, "type"), *layers = json_object_get(spec, "layers");
@@ -454,6 +466,7 @@ int taas_model_plan_build(taas_model_plan *p, const json_t *spec, int c, int h, 
         }
         cur = L->out;
     }
+    plan_fusion(p);
     layout(p);
     return 0;
 }

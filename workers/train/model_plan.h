@@ -25,8 +25,20 @@ typedef struct taas_act_shape {
     int d[3];
 } taas_act_shape;
 
+/* Layers that a runner computes as one, decided once by the plan (taas_model_plan_build) for
+ * the CPU and the CUDA runners alike: a Conv2d followed by a ReLU applies the ReLU to its own
+ * output (y = max(conv + b, 0); backward masks dy by y's sign), and the ReLU then runs
+ * nothing, its output being its input's buffer. */
+typedef enum taas_layer_fusion {
+    TAAS_FUSE_NONE,
+    TAAS_FUSE_RELU,    /* a Conv2d that computes the ReLU after it */
+    TAAS_FUSED,        /* that ReLU */
+} taas_layer_fusion;
+
 typedef struct taas_model_layer {
     taas_layer_kind kind;
+    taas_layer_fusion fusion;
+    int in_place;                   /* its output is its input's buffer: Flatten, a fused ReLU */
     char name[32];                  /* the spec's type, "LazyLinear" included */
     taas_act_shape in, out;
     size_t w_off, b_off;            /* in the parameter buffer; b_off SIZE_MAX when no bias */
@@ -37,6 +49,14 @@ typedef struct taas_model_layer {
     int lin_in, lin_out;            /* Linear */
     float p, slope, eps, momentum;  /* Dropout, LeakyReLU, BatchNorm */
 } taas_model_layer;
+
+/* The loss rule beside the layers': NLLLoss after a final LogSoftmax over features is
+ * cross-entropy on the LogSoftmax's input, which a runner may compute in one (the CUDA engine
+ * does, and skips the layer in training; the CPU engine runs both as PyTorch does, as its
+ * step-by-step tests against PyTorch compare). */
+static inline int taas_layers_fold_into_nll(const taas_model_layer *layers, int n) {
+    return n > 0 && layers[n - 1].kind == TAAS_L_LOG_SOFTMAX && layers[n - 1].in.rank == 1;
+}
 
 typedef enum taas_tensor_home { TAAS_T_PARAM, TAAS_T_STAT, TAAS_T_COUNTER } taas_tensor_home;
 

@@ -1,7 +1,7 @@
 /* Running a model: work memory per batch size, forward and backward layer by layer.
- * Two layers cost no pass of their own: Flatten (its output is its input's memory) and a
- * ReLU right after a Conv2d, which the convolution applies to each sample while it is in
- * cache (taas_conv2d_relu_*); the ReLU's output is then the convolution's buffer. */
+ * Two layers cost no pass of their own (the fusion rules, decided by the plan: model_plan.h):
+ * Flatten (its output is its input's memory) and a ReLU right after a Conv2d, which the
+ * convolution applies to each sample while it is in cache (taas_conv2d_relu_*). */
 #include "errnames.h"
 #include "model.h"
 
@@ -13,26 +13,6 @@ static size_t numel(const taas_act_shape *s) {
     size_t n = 1;
     for (int i = 0; i < s->rank; i++) n *= (size_t)s->d[i];
     return n;
-}
-
-static taas_conv2d_shape conv_shape(const taas_model_layer *L, int n) {
-    return (taas_conv2d_shape){n, L->in.d[0], L->in.d[1], L->in.d[2], L->oc, L->kh, L->kw,
-                               L->sh, L->sw, L->ph, L->pw};
-}
-
-static taas_pool2d_shape pool_shape(const taas_model_layer *L, int n) {
-    return (taas_pool2d_shape){n, L->in.d[0], L->in.d[1], L->in.d[2], L->kh, L->kw,
-                               L->sh, L->sw, L->ph, L->pw};
-}
-
-/* Layer i is a ReLU that the Conv2d before it computes. */
-static int relu_in_conv(const taas_model *m, int i) {
-    return i > 0 && m->layers[i].kind == TAAS_L_RELU && m->layers[i - 1].kind == TAAS_L_CONV2D;
-}
-
-/* Layer i's output lives in its input's buffer. */
-static int output_is_input(const taas_model *m, int i) {
-    return m->layers[i].kind == TAAS_L_FLATTEN || relu_in_conv(m, i);
 }
 
 static void free_work(taas_model *m) {
@@ -88,7 +68,7 @@ static int alloc_work(taas_model *m, int n, taas_error *e) {
         const taas_model_layer *L = &m->layers[i];
         size_t out = numel(&L->out) * nn;
         if (out > maxact) maxact = out;
-        if (output_is_input(m, i)) m->acts[i + 1] = m->acts[i];
+        if (m->layers[i].in_place) m->acts[i + 1] = m->acts[i];
         else if (!(m->acts[i + 1] = malloc(out * sizeof(float)))) goto oom;
         if (L->kind == TAAS_L_DROPOUT && !(m->aux[i] = malloc(out * sizeof(float)))) goto oom;
         if (L->kind == TAAS_L_DROPOUT2D && !(m->aux[i] = malloc(nn * (size_t)L->in.d[0] * sizeof(float))))
@@ -98,7 +78,7 @@ static int alloc_work(taas_model *m, int n, taas_error *e) {
             goto oom;
         if (L->kind == TAAS_L_MAXPOOL2D && !(m->argmax[i] = malloc(out * sizeof(int32_t)))) goto oom;
         if (L->kind == TAAS_L_CONV2D) {
-            taas_conv2d_shape cs = conv_shape(L, n);
+            taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
             size_t s = taas_conv2d_scratch_floats(&cs, m->nthreads);
             if (s > scratch) scratch = s;
         }
@@ -140,25 +120,25 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
         switch (L->kind) {
         case TAAS_L_LINEAR: taas_linear_forward(y, xi, p + L->w_off, b, n, L->lin_in, L->lin_out); break;
         case TAAS_L_CONV2D: {
-            taas_conv2d_shape cs = conv_shape(L, n);
-            if (i + 1 < m->nlayers && relu_in_conv(m, i + 1))
+            taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
+            if (L->fusion == TAAS_FUSE_RELU)
                 taas_conv2d_relu_forward(y, xi, p + L->w_off, b, &cs, m->scratch, m->nthreads);
             else
                 taas_conv2d_forward(y, xi, p + L->w_off, b, &cs, m->scratch, m->nthreads);
             break;
         }
         case TAAS_L_MAXPOOL2D: {
-            taas_pool2d_shape ps = pool_shape(L, n);
+            taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
             taas_maxpool2d_forward(y, m->argmax[i], xi, &ps);
             break;
         }
         case TAAS_L_AVGPOOL2D: {
-            taas_pool2d_shape ps = pool_shape(L, n);
+            taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
             taas_avgpool2d_forward(y, xi, &ps);
             break;
         }
         case TAAS_L_RELU:
-            if (!relu_in_conv(m, i)) taas_relu_forward(y, xi, cnt);
+            if (L->fusion != TAAS_FUSED) taas_relu_forward(y, xi, cnt);
             break;
         case TAAS_L_LEAKY_RELU: taas_leaky_relu_forward(y, xi, cnt, L->slope); break;
         case TAAS_L_TANH: taas_tanh_forward(y, xi, cnt); break;
@@ -219,7 +199,7 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
     for (int i = m->nlayers - 1; i >= 0; i--) {
         const taas_model_layer *L = &m->layers[i];
         /* the gradient passes through in place: Flatten, or the ReLU its Conv2d masks for */
-        if (output_is_input(m, i)) continue;
+        if (m->layers[i].in_place) continue;
         const float *dy = m->dbuf[cur], *xi = m->acts[i], *y = m->acts[i + 1], *p = m->params;
         /* The first layer's input gradient is never needed; the layers that can skip it do. */
         float *dx = m->dbuf[1 - cur], *g = m->grads;
@@ -230,8 +210,8 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
             taas_linear_backward(i ? dx : NULL, g + L->w_off, db, dy, xi, p + L->w_off, n, L->lin_in, L->lin_out);
             break;
         case TAAS_L_CONV2D: {
-            taas_conv2d_shape cs = conv_shape(L, n);
-            if (i + 1 < m->nlayers && relu_in_conv(m, i + 1))
+            taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
+            if (L->fusion == TAAS_FUSE_RELU)
                 taas_conv2d_relu_backward(i ? dx : NULL, g + L->w_off, db, dy, y, xi, p + L->w_off, &cs,
                                           m->scratch, m->nthreads);
             else
@@ -240,12 +220,12 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
             break;
         }
         case TAAS_L_MAXPOOL2D: {
-            taas_pool2d_shape ps = pool_shape(L, n);
+            taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
             taas_maxpool2d_backward(dx, dy, m->argmax[i], &ps);
             break;
         }
         case TAAS_L_AVGPOOL2D: {
-            taas_pool2d_shape ps = pool_shape(L, n);
+            taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
             taas_avgpool2d_backward(dx, dy, &ps);
             break;
         }

@@ -331,7 +331,7 @@ __attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_mo
     const taas_model_layer *last = &m->layers[m->nlayers - 1];
     e->k = 1;
     for (int i = 0; i < last->out.rank; i++) e->k *= (size_t)last->out.d[i];
-    e->fused = loss->kind == TAAS_JOB_NLL && last->kind == TAAS_L_LOG_SOFTMAX && last->in.rank == 1;
+    e->fused = loss->kind == TAAS_JOB_NLL && taas_layers_fold_into_nll(m->layers, m->nlayers);
     const char *stats = getenv("TAAS_CUDA_STATS");
     e->stats = stats && !strcmp(stats, "1");
     atomic_init(&e->done_ns, 0);

@@ -14,23 +14,6 @@ static size_t numel(const taas_act_shape *s) {
     return n;
 }
 
-static taas_conv2d_shape conv_shape(const taas_model_layer *L, int n) {
-    return (taas_conv2d_shape){n, L->in.d[0], L->in.d[1], L->in.d[2], L->oc, L->kh, L->kw, L->sh, L->sw, L->ph, L->pw};
-}
-
-static taas_pool2d_shape pool_shape(const taas_model_layer *L, int n) {
-    return (taas_pool2d_shape){n, L->in.d[0], L->in.d[1], L->in.d[2], L->kh, L->kw, L->sh, L->sw, L->ph, L->pw};
-}
-
-/* Layer i is a ReLU that the Conv2d before it computes (as model_run.c decides). */
-static int relu_in_conv(const taas_model *m, int i) {
-    return i > 0 && m->layers[i].kind == TAAS_L_RELU && m->layers[i - 1].kind == TAAS_L_CONV2D;
-}
-
-static int output_is_input(const taas_model *m, int i) {
-    return m->layers[i].kind == TAAS_L_FLATTEN || relu_in_conv(m, i);
-}
-
 /* (C, HW) of a layer's input: BatchNorm, Softmax and Dropout2d see (N, C, HW). */
 static int chans(const taas_model_layer *L) { return L->in.d[0]; }
 static int plane(const taas_model_layer *L) { return L->in.rank == 3 ? L->in.d[1] * L->in.d[2] : 1; }
@@ -114,14 +97,14 @@ static int reserve(taas_cu_model *dm, int n, taas_error *err) {
         const taas_model_layer *L = &m->layers[i];
         size_t out = numel(&L->out) * nn;
         if (out > maxact) maxact = out;
-        if (!output_is_input(m, i)) o_act[i + 1] = take(&end, out * sizeof(float));
+        if (!m->layers[i].in_place) o_act[i + 1] = take(&end, out * sizeof(float));
         if (L->kind == TAAS_L_DROPOUT) o_aux[i] = take(&end, out * sizeof(float));
         if (L->kind == TAAS_L_DROPOUT2D) o_aux[i] = take(&end, nn * (size_t)chans(L) * sizeof(float));
         if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D)
             o_aux[i] = take(&end, 2 * (size_t)chans(L) * sizeof(float));
         if (L->kind == TAAS_L_MAXPOOL2D) o_arg[i] = take(&end, out * sizeof(int32_t));
         if (L->kind == TAAS_L_CONV2D) {
-            taas_conv2d_shape cs = conv_shape(L, n);
+            taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
             size_t s = taas_cu_conv2d_scratch_floats(&cs);
             if (s > scratch) scratch = s;
         }
@@ -163,19 +146,19 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
     switch (L->kind) {
     case TAAS_L_LINEAR: return taas_cu_linear_forward(cu, y, x, p + L->w_off, b, n, L->lin_in, L->lin_out, err);
     case TAAS_L_CONV2D: {
-        taas_conv2d_shape cs = conv_shape(L, n);
-        int relu = i + 1 < m->nlayers && relu_in_conv(m, i + 1);
+        taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
+        int relu = L->fusion == TAAS_FUSE_RELU;
         return taas_cu_conv2d_forward(cu, y, x, p + L->w_off, b, &cs, relu, dm->scratch, dm->room, err);
     }
     case TAAS_L_MAXPOOL2D: {
-        taas_pool2d_shape ps = pool_shape(L, n);
+        taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
         return taas_cu_maxpool2d_forward(cu, y, dm->argmax[i], x, &ps, err);
     }
     case TAAS_L_AVGPOOL2D: {
-        taas_pool2d_shape ps = pool_shape(L, n);
+        taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
         return taas_cu_avgpool2d_forward(cu, y, x, &ps, err);
     }
-    case TAAS_L_RELU: return relu_in_conv(m, i) ? 0 : taas_cu_act_forward(cu, TAAS_CU_RELU, y, x, cnt, 0, err);
+    case TAAS_L_RELU: return L->fusion == TAAS_FUSED ? 0 : taas_cu_act_forward(cu, TAAS_CU_RELU, y, x, cnt, 0, err);
     case TAAS_L_LEAKY_RELU: return taas_cu_act_forward(cu, TAAS_CU_LEAKY_RELU, y, x, cnt, L->slope, err);
     case TAAS_L_TANH: return taas_cu_act_forward(cu, TAAS_CU_TANH, y, x, cnt, 0, err);
     case TAAS_L_SIGMOID: return taas_cu_act_forward(cu, TAAS_CU_SIGMOID, y, x, cnt, 0, err);
@@ -242,17 +225,17 @@ static int backward_layer(taas_cu_model *dm, int i, float *dx, const float *dy, 
         return taas_cu_linear_backward(cu, i ? dx : NULL, g + L->w_off, db, dy, x, p + L->w_off, n, L->lin_in,
                                        L->lin_out, err);
     case TAAS_L_CONV2D: {
-        taas_conv2d_shape cs = conv_shape(L, n);
-        int relu = i + 1 < m->nlayers && relu_in_conv(m, i + 1);
+        taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
+        int relu = L->fusion == TAAS_FUSE_RELU;
         return taas_cu_conv2d_backward(cu, i ? dx : NULL, g + L->w_off, db, dy, y, x, p + L->w_off, &cs, relu,
                                        dm->scratch, dm->room, err);
     }
     case TAAS_L_MAXPOOL2D: {
-        taas_pool2d_shape ps = pool_shape(L, n);
+        taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
         return taas_cu_maxpool2d_backward(cu, dx, dy, dm->argmax[i], &ps, err);
     }
     case TAAS_L_AVGPOOL2D: {
-        taas_pool2d_shape ps = pool_shape(L, n);
+        taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
         return taas_cu_avgpool2d_backward(cu, dx, dy, &ps, err);
     }
     case TAAS_L_RELU: return taas_cu_act_backward(cu, TAAS_CU_RELU, dx, dy, x, y, cnt, 0, err);
@@ -293,7 +276,7 @@ int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err
     int cur = 0;
     for (int i = dm->nrun - 1; i >= 0; i--) {
         /* the gradient passes through in place: Flatten, or the ReLU its Conv2d masks for */
-        if (output_is_input(dm->m, i)) continue;
+        if (dm->m->layers[i].in_place) continue;
         if (backward_layer(dm, i, dm->dbuf[cur], dy, err)) return -1;
         dy = dm->dbuf[cur];
         cur = 1 - cur;
