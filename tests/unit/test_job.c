@@ -278,17 +278,22 @@ static int sleepy_plan(taas_job *j, const taas_io *io, taas_error *err) {
     return 0;
 }
 
-static int sleepy_launch(taas_job *j, int i, taas_error *err) {
+/* A shell of the test's as rank (i < 0) or loader i. */
+static int spawn_sh(taas_job *j, int i, const char *what, const char *script, taas_error *err) {
     job_procs *p = j->be_state;
     if (!p->loaders) p->loaders = calloc((size_t)j->nloaders + 1, sizeof *p->loaders);
-    char *argv[] = {"/bin/sleep", "1000", NULL};
+    char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
     char threads[2][48];
     char **env = taas_procs_env(j, NULL, threads);
-    taas_proc *proc = taas_procs_spawn(j, "sleep", argv, env, NULL, 0, err);
+    taas_proc *proc = taas_procs_spawn(j, what, argv, env, NULL, 0, err);
     free(env);
     if (!proc) return -1;
     taas_procs_set(j, p, i, proc);
     return 0;
+}
+
+static int sleepy_launch(taas_job *j, int i, taas_error *err) {
+    return spawn_sh(j, i, "sleep", "exec sleep 1000", err);
 }
 
 static int sleepy_ranks(taas_job *j, taas_error *err) {
@@ -323,13 +328,7 @@ static int hung_mpirun_ranks(taas_job *j, taas_error *err) {
              "setsid sleep 1000 & echo $! > %s/other-rank; "
              "echo 'mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).'; "
              "exec sleep 1000", j->dir);
-    char *argv[] = {"/bin/sh", "-c", script, NULL};
-    char threads[2][48];
-    char **env = taas_procs_env(j, NULL, threads);
-    taas_proc *proc = taas_procs_spawn(j, "mpirun", argv, env, NULL, 0, err);
-    free(env);
-    if (!proc) return -1;
-    taas_procs_set(j, p, -1, proc);
+    if (spawn_sh(j, -1, "mpirun", script, err)) return -1;
     p->mpirun = 1;
     return 0;
 }
@@ -397,25 +396,12 @@ static void test_ranks_that_never_start_time_out(void **state) {
  * sees while its new allocation is not granted. */
 static int ranks_launched;
 
-static int spawn_sh(taas_job *j, int i, const char *script, taas_error *err) {
-    job_procs *p = j->be_state;
-    if (!p->loaders) p->loaders = calloc((size_t)j->nloaders + 1, sizeof *p->loaders);
-    char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
-    char threads[2][48];
-    char **env = taas_procs_env(j, NULL, threads);
-    taas_proc *proc = taas_procs_spawn(j, i < 0 ? "ranks" : "loader", argv, env, NULL, 0, err);
-    free(env);
-    if (!proc) return -1;
-    taas_procs_set(j, p, i, proc);
-    return 0;
-}
-
 static int resuming_ranks(taas_job *j, taas_error *err) {
-    return spawn_sh(j, -1, ranks_launched++ ? "exec sleep 1000" : "echo 'rank 1 lost'; exit 3", err);
+    return spawn_sh(j, -1, "ranks", ranks_launched++ ? "exec sleep 1000" : "echo 'rank 1 lost'; exit 3", err);
 }
 
 static int resuming_loader(taas_job *j, job_loader *l, taas_error *err) {
-    return spawn_sh(j, (int)(l - j->loaders), ranks_launched > 1 ? "exit 1" : "exec sleep 1000", err);
+    return spawn_sh(j, (int)(l - j->loaders), "loader", ranks_launched > 1 ? "exit 1" : "exec sleep 1000", err);
 }
 
 static void resuming_reset(taas_job *j) {
