@@ -270,7 +270,10 @@ static const struct route {
 
 void taas_kernel_dispatch(taas_kernel *k, void *sock, taas_channel ch, taas_msg *msg) {
     const char *chname = ch == TAAS_CH_SHELL ? "shell" : "control";
-    taas_kernel_status(k, "busy", msg->header);
+    /* a shell request answered while a cell waits says no busy and idle of its own: the
+     * kernel stays busy with the cell, and an idle would tell front ends it has ended */
+    int quiet = k->running && ch == TAAS_CH_SHELL;
+    if (!quiet) taas_kernel_status(k, "busy", msg->header);
     const struct route *r = NULL;
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0] && !r; i++)
         if (strcmp(ROUTES[i].msg_type, msg->msg_type) == 0) r = &ROUTES[i];
@@ -296,7 +299,7 @@ void taas_kernel_dispatch(taas_kernel *k, void *sock, taas_channel ch, taas_msg 
         }
     }
     if (!kept) {
-        taas_kernel_status(k, "idle", msg->header);
+        if (!quiet) taas_kernel_status(k, "idle", msg->header);
         taas_msg_free(msg);
     }
 }

@@ -165,8 +165,8 @@ fail:
 void taas_kernel_free(taas_kernel *k) {
     if (!k) return;
     taas_execute_discard(k);
-    for (size_t i = k->backlog_next; i < k->n_backlog; i++) taas_msg_free(k->backlog[i]);
-    free(k->backlog);
+    for (size_t i = k->queued_next; i < k->n_queued; i++) taas_msg_free(k->queued[i]);
+    free(k->queued);
     taas_heartbeat_free(k->hb);
     void *socks[4] = {k->shell, k->control, k->stdin_sock, k->iopub};
     for (int i = 0; i < 4; i++)
@@ -224,38 +224,64 @@ static int serve_one(taas_kernel *k, void *sock, taas_channel ch) {
     return rc == 1;
 }
 
+/* At most this many requests wait in the queue; beyond, they wait in ZeroMQ's. */
+#define QUEUED_MAX 4096
+
+static int queue_full(const taas_kernel *k) {
+    return k->n_queued - k->queued_next >= QUEUED_MAX;
+}
+
+/* 0, or -1 when out of memory (the request is dropped, and said so). */
+static int enqueue(taas_kernel *k, taas_msg *msg) {
+    if (k->n_queued == k->queued_cap) {
+        size_t ncap = k->queued_cap ? k->queued_cap * 2 : 16;
+        taas_msg **nq = realloc(k->queued, ncap * sizeof *nq);
+        if (!nq) {
+            taas_log("out of memory queueing a %.80s: it is dropped", msg->msg_type);
+            taas_msg_free(msg);
+            return -1;
+        }
+        k->queued = nq;
+        k->queued_cap = ncap;
+    }
+    k->queued[k->n_queued++] = msg;
+    return 0;
+}
+
 void taas_kernel_hold_queued(taas_kernel *k) {
-    size_t cap = k->n_backlog;
-    for (;;) {
+    for (int n = 0; n < 1000000; n++) {  /* bounded: ZeroMQ's queue is */
         taas_msg *msg;
         int rc = receive(k, k->shell, TAAS_CH_SHELL, &msg);
         if (rc == 1) break;
-        if (rc < 0) continue;
-        if (k->n_backlog == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            taas_msg **nb = realloc(k->backlog, ncap * sizeof *nb);
-            if (!nb) {
-                taas_log("out of memory holding queued requests: one is dropped");
-                taas_msg_free(msg);
-                continue;
-            }
-            k->backlog = nb;
-            cap = ncap;
-        }
-        k->backlog[k->n_backlog++] = msg;
+        if (rc == 0) enqueue(k, msg);
     }
+    k->n_abort = k->n_queued;
 }
 
-/* Serves the held requests, in order; their execute_requests are answered "aborted". */
-static void serve_backlog(taas_kernel *k) {
-    k->aborting = 1;
-    while (!k->stopping && k->backlog_next < k->n_backlog)
-        taas_kernel_dispatch(k, k->shell, TAAS_CH_SHELL, k->backlog[k->backlog_next++]);
+/* One shell request off the socket: answered now if it may be while a cell waits, else
+ * queued behind the others. */
+static void take_shell(taas_kernel *k) {
+    taas_msg *msg;
+    if (receive(k, k->shell, TAAS_CH_SHELL, &msg) != 0) return;
+    if (k->running && !msg->undecodable && !strcmp(msg->msg_type, "is_complete_request"))
+        taas_kernel_dispatch(k, k->shell, TAAS_CH_SHELL, msg);
+    else
+        enqueue(k, msg);
+}
+
+/* The next queued request, in order; 0 when there was none. */
+static int serve_queued(taas_kernel *k) {
+    if (k->queued_next == k->n_queued) return 0;
+    k->aborting = k->queued_next < k->n_abort;
+    taas_msg *msg = k->queued[k->queued_next++];
+    taas_kernel_dispatch(k, k->shell, TAAS_CH_SHELL, msg);
     k->aborting = 0;
-    for (size_t i = k->backlog_next; i < k->n_backlog; i++) taas_msg_free(k->backlog[i]);
-    free(k->backlog);
-    k->backlog = NULL;
-    k->n_backlog = k->backlog_next = 0;
+    if (k->queued_next == k->n_queued) {  /* empty: start over */
+        free(k->queued);
+        k->queued = NULL;
+        k->n_queued = k->queued_next = k->n_abort = k->queued_cap = 0;
+    }
+    return 1;
 }
 
 /* Milliseconds until the waiting cell's deadline (0 when it has passed or is unknown). */
@@ -270,17 +296,18 @@ static long wait_ms(taas_kernel *k) {
 int taas_kernel_run(taas_kernel *k, taas_error *err) {
     taas_kernel_status(k, "starting", NULL);
     while (!k->stopping) {
-        /* while a cell runs, shell requests wait in ZeroMQ's queue, in order; a cell that
-         * waits on a worker (show) has its output polled instead */
-        int shell_polled = !k->running;
+        /* shell is read while a cell waits too (its requests queue in order); a cell that
+         * waits on a worker (show) has its output polled */
         int wfd = k->running ? taas_interp_wait_fd(k->interp) : -1;
-        zmq_pollitem_t items[3] = {
+        zmq_pollitem_t items[4] = {
             {k->control, 0, ZMQ_POLLIN, 0},
             {NULL, k->sig_rx, ZMQ_POLLIN, 0},
-            {shell_polled ? k->shell : NULL, shell_polled ? 0 : wfd, ZMQ_POLLIN, 0},
         };
-        int n = shell_polled || wfd >= 0 ? 3 : 2;
-        long timeout = k->running ? wait_ms(k) : -1;
+        int n = 2, shell_at = -1, wfd_at = -1;
+        if (!queue_full(k)) items[shell_at = n++] = (zmq_pollitem_t){k->shell, 0, ZMQ_POLLIN, 0};
+        if (wfd >= 0) items[wfd_at = n++] = (zmq_pollitem_t){NULL, wfd, ZMQ_POLLIN, 0};
+        int queued = k->queued_next < k->n_queued;
+        long timeout = k->running ? wait_ms(k) : queued ? 0 : -1;
         if (zmq_poll(items, n, timeout) < 0) {
             if (errno == EINTR) continue;
             taas_error_set(err, TAAS_ERR_INTERNAL, (taas_srcpos){0, 0},
@@ -292,11 +319,10 @@ int taas_kernel_run(taas_kernel *k, taas_error *err) {
             while (!k->stopping && serve_one(k, k->control, TAAS_CH_CONTROL) == 0) {}
         if (k->stopping) break;
         /* a pipe at its end polls as an error condition: the worker is done either way */
-        int fd_ready = !shell_polled && n == 3 && (items[2].revents & (ZMQ_POLLIN | ZMQ_POLLERR));
+        int fd_ready = wfd_at >= 0 && (items[wfd_at].revents & (ZMQ_POLLIN | ZMQ_POLLERR));
         if (k->running && (fd_ready || wait_ms(k) == 0)) taas_execute_resume(k);
-        if (shell_polled && !k->running && (items[2].revents & ZMQ_POLLIN))
-            serve_one(k, k->shell, TAAS_CH_SHELL);
-        if (k->backlog && !k->running) serve_backlog(k);
+        if (shell_at >= 0 && (items[shell_at].revents & ZMQ_POLLIN)) take_shell(k);
+        if (!k->running && !k->stopping) serve_queued(k);
     }
     return 0;
 }

@@ -38,14 +38,16 @@ struct taas_kernel {
     taas_io io;
     int execution_count;
     taas_exec *current;    /* the cell whose outputs io writes, while it runs */
-    taas_exec *running;    /* set while the cell waits (TAAS_RUN_WAIT); shell is not polled */
-    /* A cell failed with stop_on_error: the shell requests that were already queued when
-     * it failed, taken off the socket BEFORE its reply went out, so that nothing the
-     * client sends after seeing the error is aborted. Their execute_requests are answered
-     * "aborted", the rest served as usual. */
-    taas_msg **backlog;
-    size_t n_backlog, backlog_next;
-    int aborting;          /* while the backlog is served */
+    taas_exec *running;    /* set while the cell waits (TAAS_RUN_WAIT) */
+    /* Shell requests read while a cell waits, served in order once it ends (an
+     * is_complete_request is answered at once: it needs nothing the cell changes, and a
+     * console asks it on every Enter). When a cell fails with stop_on_error, every request
+     * already sent is taken off the socket BEFORE its reply goes out, so that nothing the
+     * client sends after seeing the error is aborted: the first n_abort are those, whose
+     * execute_requests are answered "aborted", the rest served as usual. */
+    taas_msg **queued;
+    size_t n_queued, queued_next, n_abort, queued_cap;
+    int aborting;          /* while one of the first n_abort is served */
     int stopping;          /* shutdown requested: the loop ends */
     int restart;
     int sig_rx;            /* read end of the signal self-pipe */
@@ -62,7 +64,8 @@ void taas_kernel_reply(taas_kernel *k, void *sock, const taas_msg *req, const ch
 /* {status: "error", ename, evalue, traceback: []} (new reference). */
 json_t *taas_error_reply_content(const char *ename, const char *evalue);
 
-/* Moves every shell request waiting in ZeroMQ into the backlog (stop_on_error). */
+/* Takes every shell request waiting in ZeroMQ into the queue, all to be aborted
+ * (stop_on_error). */
 void taas_kernel_hold_queued(taas_kernel *k);
 
 /* handlers.c: busy, the handler for msg's type, idle. Takes msg. */

@@ -108,6 +108,27 @@ class WhileACellRuns(unittest.TestCase):
                          first_reply["content"]["execution_count"] + 1)
         self.assertEqual(result_text(self.k.iopub(second)), "'second'")
 
+    def test_is_complete_answered_during_sleep(self):
+        """A console asks is_complete on every Enter: answered while a cell runs, with no
+        status of its own (the kernel stays busy); other shell requests keep their order
+        and, sent before the running cell's error, are aborted (stop_on_error)."""
+        msg_id = self.start_sleep(HELD)
+        queued = self.k.send("shell", "execute_request", {"code": "'queued'", "silent": False})
+        for code, want in (("Linear(4,", "incomplete"), ("x = 1", "complete"), ("x = )", "invalid")):
+            ic = self.k.send("shell", "is_complete_request", {"code": code})
+            reply = self.k.reply(ic, timeout=PROMPT)
+            self.assertEqual(reply["content"]["status"], want, code)
+            statuses = [m for m in self.k.iopub_now(ic, 0.05) if m["msg_type"] == "status"]
+            self.assertEqual(statuses, [], "a status for a request answered while the cell runs")
+        self.assertTrue(self.still_running(msg_id), "answered only after the cell")
+        self.assertTrue(self.still_running(queued), "a queued cell ran beside the running one")
+        self.k.send("control", "interrupt_request")
+        reply = self.k.reply(msg_id, timeout=PROMPT)
+        self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
+        self.assertEqual(self.k.reply(queued, timeout=PROMPT)["content"]["status"], "aborted")
+        reply, msgs = self.k.execute("40 + 2")
+        self.assertEqual(result_text(msgs), "42")
+
     def test_interrupt_by_signal_during_sleep(self):
         self.assertEqual(self.k.km.kernel_spec.interrupt_mode, "signal")
         msg_id = self.start_sleep(HELD)
