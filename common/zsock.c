@@ -233,6 +233,7 @@ static int setup(void *sock, const taas_zsock_cfg *c, int server) {
     if (ok && (c->flags & TAAS_ZSOCK_HANDOVER)) ok = set(sock, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
     if (ok && (c->flags & TAAS_ZSOCK_MANDATORY)) ok = set(sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     if (ok && (c->flags & TAAS_ZSOCK_IMMEDIATE)) ok = set(sock, ZMQ_IMMEDIATE, &one, sizeof one);
+    if (ok && (c->flags & TAAS_ZSOCK_VERBOSE)) ok = set(sock, ZMQ_XPUB_VERBOSE, &one, sizeof one);
     if (ok && c->sec && server) {
         ok = set(sock, ZMQ_ZAP_DOMAIN, ZAP_DOMAIN, strlen(ZAP_DOMAIN)) &&
              set(sock, ZMQ_CURVE_SERVER, &one, sizeof one) &&

@@ -51,7 +51,8 @@ uint64_t taas_zsec_refused(const taas_zsec *s);
 enum {
     TAAS_ZSOCK_HANDOVER = 1,   /* ROUTER: a peer that reconnects with its name takes over */
     TAAS_ZSOCK_MANDATORY = 2,  /* ROUTER: sending to an unknown peer fails (EHOSTUNREACH) */
-    TAAS_ZSOCK_IMMEDIATE = 4   /* queue nothing for a connection that is not up */
+    TAAS_ZSOCK_IMMEDIATE = 4,  /* queue nothing for a connection that is not up */
+    TAAS_ZSOCK_VERBOSE = 8     /* XPUB: every subscription is read, a repeated one too */
 };
 
 typedef struct taas_zsock_cfg {

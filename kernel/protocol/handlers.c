@@ -273,6 +273,7 @@ void taas_kernel_dispatch(taas_kernel *k, void *sock, taas_channel ch, taas_msg 
     /* a shell request answered while a cell waits says no busy and idle of its own: the
      * kernel stays busy with the cell, and an idle would tell front ends it has ended */
     int quiet = k->running && ch == TAAS_CH_SHELL;
+    k->served = 1;
     if (!quiet) taas_kernel_status(k, "busy", msg->header);
     const struct route *r = NULL;
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0] && !r; i++)

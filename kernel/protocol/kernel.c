@@ -78,7 +78,8 @@ static int bind_channel(taas_kernel *k, const taas_connection *c, void **sock, i
      * TAAS_WIRE_MAX_BYTES is read and answered with an error; only a frame over 1 GiB makes
      * ZeroMQ drop its peer (TAAS_WIRE_ZMQ_MAXMSGSIZE). */
     taas_zsock_cfg zc = {.type = type, .what = what, .linger_ms = LINGER_MS, .sndhwm = -1, .rcvhwm = -1,
-                         .maxmsg = TAAS_WIRE_ZMQ_MAXMSGSIZE, .flags = type == ZMQ_ROUTER ? TAAS_ZSOCK_HANDOVER : 0};
+                         .maxmsg = TAAS_WIRE_ZMQ_MAXMSGSIZE, .flags = type == ZMQ_ROUTER ? TAAS_ZSOCK_HANDOVER
+                                 : type == ZMQ_XPUB ? TAAS_ZSOCK_VERBOSE : 0};
     *sock = taas_zsock_bind(k->zctx, &zc, ep, NULL, 0, err);
     if (!*sock) {
         snprintf(err->ename, sizeof err->ename, "%s", ENAME);
@@ -137,7 +138,7 @@ taas_kernel *taas_kernel_new(const taas_connection *c, taas_error *err) {
     if (bind_channel(k, c, &k->shell, ZMQ_ROUTER, "shell", c->shell_port, err) ||
         bind_channel(k, c, &k->control, ZMQ_ROUTER, "control", c->control_port, err) ||
         bind_channel(k, c, &k->stdin_sock, ZMQ_ROUTER, "stdin", c->stdin_port, err) ||
-        bind_channel(k, c, &k->iopub, ZMQ_PUB, "iopub", c->iopub_port, err))
+        bind_channel(k, c, &k->iopub, ZMQ_XPUB, "iopub", c->iopub_port, err))
         goto fail;
     char ep[300];
     if (taas_connection_endpoint(c, c->hb_port, ep, sizeof ep)) {
@@ -224,6 +225,20 @@ static int serve_one(taas_kernel *k, void *sock, taas_channel ch) {
     return rc == 1;
 }
 
+/* IOPub's welcome (JEP 65's problem, as recent ipykernel solves it): iopub is an XPUB, and
+ * each new subscription gets a status of the kernel's state, so a client that subscribed
+ * after the first "starting" went out (ZeroMQ drops what is published before) still hears
+ * one, and knows its subscription is up. */
+static void welcome(taas_kernel *k) {
+    for (int n = 0; n < 1024; n++) {  /* bounded: the rest at the next poll */
+        unsigned char frame[256];
+        int len = zmq_recv(k->iopub, frame, sizeof frame, ZMQ_DONTWAIT);
+        if (len < 0) return;
+        if (len >= 1 && frame[0] == 1)
+            taas_kernel_status(k, !k->served ? "starting" : k->running ? "busy" : "idle", NULL);
+    }
+}
+
 /* At most this many requests wait in the queue; beyond, they wait in ZeroMQ's. */
 #define QUEUED_MAX 4096
 
@@ -299,11 +314,12 @@ int taas_kernel_run(taas_kernel *k, taas_error *err) {
         /* shell is read while a cell waits too (its requests queue in order); a cell that
          * waits on a worker (show) has its output polled */
         int wfd = k->running ? taas_interp_wait_fd(k->interp) : -1;
-        zmq_pollitem_t items[4] = {
+        zmq_pollitem_t items[5] = {
             {k->control, 0, ZMQ_POLLIN, 0},
             {NULL, k->sig_rx, ZMQ_POLLIN, 0},
+            {k->iopub, 0, ZMQ_POLLIN, 0},
         };
-        int n = 2, shell_at = -1, wfd_at = -1;
+        int n = 3, shell_at = -1, wfd_at = -1;
         if (!queue_full(k)) items[shell_at = n++] = (zmq_pollitem_t){k->shell, 0, ZMQ_POLLIN, 0};
         if (wfd >= 0) items[wfd_at = n++] = (zmq_pollitem_t){NULL, wfd, ZMQ_POLLIN, 0};
         int queued = k->queued_next < k->n_queued;
@@ -315,6 +331,7 @@ int taas_kernel_run(taas_kernel *k, taas_error *err) {
             return -1;
         }
         if (items[1].revents & ZMQ_POLLIN) handle_signals(k);
+        if (items[2].revents & ZMQ_POLLIN) welcome(k);
         if (items[0].revents & ZMQ_POLLIN)
             while (!k->stopping && serve_one(k, k->control, TAAS_CH_CONTROL) == 0) {}
         if (k->stopping) break;

@@ -48,6 +48,7 @@ struct taas_kernel {
     taas_msg **queued;
     size_t n_queued, queued_next, n_abort, queued_cap;
     int aborting;          /* while one of the first n_abort is served */
+    int served;            /* a request was handled: a welcome then says busy or idle */
     int stopping;          /* shutdown requested: the loop ends */
     int restart;
     int sig_rx;            /* read end of the signal self-pipe */
