@@ -4,13 +4,6 @@
  * samples read. */
 #include "fuzz_dataset.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    fz_dataset_init();
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *root = fz_write("cifar-10-binary.tar.gz", data, size);
     for (int train = 0; train < 2; train++) {

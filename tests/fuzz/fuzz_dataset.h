@@ -1,6 +1,7 @@
 /* For the harnesses of the dataset formats: one fetcher with no cache (the inputs are
  * written to this process's own folder and read as local files, as a loader reads a root
- * folder), and opening a spec and reading some samples as a loader would. */
+ * folder), made by the LLVMFuzzerInitialize defined here, and opening a spec and reading
+ * some samples as a loader would. */
 #ifndef TAAS_FUZZ_DATASET_H
 #define TAAS_FUZZ_DATASET_H
 
@@ -21,6 +22,13 @@ static inline void fz_dataset_init(void) {
     taas_error e;
     taas_error_clear(&e);
     if (!(fz_fetcher = taas_fetcher_new(&o, &e))) abort();
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    fz_dataset_init();
+    return 0;
 }
 
 static inline void fz_check_image(const taas_image *img) {

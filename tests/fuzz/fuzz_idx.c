@@ -8,13 +8,6 @@
 
 static const char SEP[] = "\n--8<--\n";
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    fz_dataset_init();
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *cut = memmem(data, size, SEP, sizeof SEP - 1);
     size_t ni = cut ? (size_t)(cut - data) : size;

@@ -11,21 +11,12 @@
 #include <zmq.h>
 
 #include "fuzz_io.h"
-#include "fuzz_util.h"
+#include "fuzz_zmq.h"
 #include "jobctl.h"
 #include "trainview.h"
 
 #define MAX_MSGS 16
 #define MAX_FRAMES 8
-
-static void *zctx;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    if (!(zctx = zmq_ctx_new())) abort();
-    return 0;
-}
 
 static void *sock(int type, const char *id, size_t id_len) {
     void *s = zmq_socket(zctx, type);

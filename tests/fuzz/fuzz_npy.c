@@ -10,13 +10,6 @@
 #include "formats.h"
 #include "fuzz_dataset.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    fz_dataset_init();
-    return 0;
-}
-
 /* A version 1.0 .npy file of n elements of descr ('|u1' or '<i8'), shape as given; the
  * data are zeros. Returns its length in buf (cap bytes), 0 when it does not fit. */
 static size_t npy_file(char *buf, size_t cap, const char *descr, const char *shape, size_t nbytes) {

@@ -13,21 +13,12 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "fuzz_util.h"
+#include "fuzz_zmq.h"
 #include "stream_recv.h"
 #include "stream_wire.h"
 
 #define MAX_MSGS 16
 #define MAX_FRAMES 4
-
-static void *zctx;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    if (!(zctx = zmq_ctx_new())) abort();
-    return 0;
-}
 
 static void read_batch(const taas_batch *b) {
     size_t floats = (size_t)b->n * b->c * b->h * b->w;

@@ -3,13 +3,6 @@
  * (PNG, JPEG or .npy) from a range read of the shard, as a loader reads it. */
 #include "fuzz_dataset.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    fz_dataset_init();
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *shard = fz_write("shard-000000.tar", data, size);
     json_t *spec = json_pack("{s:s, s:s, s:s, s:s}", "type", "WebDataset", "urls", shard, "image_key",

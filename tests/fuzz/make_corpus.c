@@ -122,6 +122,15 @@ static const char *const CONNECTIONS[] = {
     " \"ip\": \"::1\", \"key\": \"k\\u00e9y\\u0000\"}",
 };
 
+/* The n texts as the seeds <harness>00, <harness>01, ... */
+static void put_texts(const char *harness, const char *const *texts, size_t n) {
+    char name[64];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s%02zu", harness, i);
+        put_str(harness, name, texts[i]);
+    }
+}
+
 /* ---- Jupyter messages: a flags byte, then frames separated by 0x1e -------------------- */
 
 static void wire(const char *name, int flags, const char *const *frames, size_t n) {
@@ -289,32 +298,6 @@ static void png_seeds(const char *harness) {
     free(px);
 }
 
-static void jpeg_progressive(taas_buf *out, int w, int h, const unsigned char *px) {
-    struct jpeg_compress_struct ci;
-    struct jpeg_error_mgr jerr;
-    ci.err = jpeg_std_error(&jerr);
-    jpeg_create_compress(&ci);
-    unsigned char *mem = NULL;
-    unsigned long len = 0;
-    jpeg_mem_dest(&ci, &mem, &len);
-    ci.image_width = (JDIMENSION)w;
-    ci.image_height = (JDIMENSION)h;
-    ci.input_components = 3;
-    ci.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&ci);
-    jpeg_set_quality(&ci, 50, TRUE);
-    jpeg_simple_progression(&ci);
-    jpeg_start_compress(&ci, TRUE);
-    while (ci.next_scanline < ci.image_height) {
-        JSAMPROW row = (JSAMPROW)px + (size_t)ci.next_scanline * w * 3;
-        jpeg_write_scanlines(&ci, &row, 1);
-    }
-    jpeg_finish_compress(&ci);
-    jpeg_destroy_compress(&ci);
-    taas_buf_add(out, (const char *)mem, len);
-    free(mem);
-}
-
 static void jpeg_seeds(const char *harness) {
     unsigned char *grey = fx_pic_make(8, 8, 1, 2), *rgb = fx_pic_make(16, 9, 3, 3);
     taas_buf b = {0};
@@ -322,7 +305,7 @@ static void jpeg_seeds(const char *harness) {
     put_buf(harness, "grey", &b);
     fx_jpeg(&b, 16, 9, 3, rgb, 75);
     put_buf(harness, "rgb", &b);
-    jpeg_progressive(&b, 16, 9, rgb);
+    fx_jpeg_scans(&b, 16, 9, 3, rgb, 50, 1);
     put_buf(harness, "progressive", &b);
     free(grey);
     free(rgb);
@@ -427,26 +410,30 @@ static void tar_seeds(void) {
     put_buf("tar", "gnu_v7", &b);
 }
 
+/* One sample of a shard: its image member key.image_ext and its label member key.label_ext. */
+static void wds_sample(taas_buf *b, const char *key, const char *image_ext, const taas_buf *image,
+                       const char *label_ext, const char *label) {
+    char name[64];
+    snprintf(name, sizeof name, "%s.%s", key, image_ext);
+    fx_tar_add(b, name, image->data, image->len);
+    snprintf(name, sizeof name, "%s.%s", key, label_ext);
+    fx_tar_add_str(b, name, label);
+}
+
 static void wds_seeds(void) {
     unsigned char *px = fx_pic_make(4, 3, 3, 4);
     taas_buf png = {0}, jpg = {0}, npy = {0}, b = {0};
     fx_png8(&png, 4, 3, 3, px);
     fx_jpeg(&jpg, 4, 3, 3, px, 80);
     fx_npy(&npy, 1, "|u1", "False", "(3, 4)", px, 12);
-    fx_tar_add(&b, "s/000000.png", png.data, png.len);
-    fx_tar_add_str(&b, "s/000000.cls", "3");
-    fx_tar_add(&b, "s/000001.jpg", jpg.data, jpg.len);
-    fx_tar_add_str(&b, "s/000001.cls", "7\n");
-    fx_tar_add(&b, "s/000002.npy", npy.data, npy.len);
-    fx_tar_add_str(&b, "s/000002.cls", "0");
+    wds_sample(&b, "s/000000", "png", &png, "cls", "3");
+    wds_sample(&b, "s/000001", "jpg", &jpg, "cls", "7\n");
+    wds_sample(&b, "s/000002", "npy", &npy, "cls", "0");
     fx_tar_end(&b);
     put_buf("webdataset", "png_jpg_npy", &b);
-    fx_tar_add(&b, "x/a.png", png.data, png.len);
-    fx_tar_add_str(&b, "x/a.txt", "cat");
-    fx_tar_add(&b, "x/c.png", png.data, png.len);
-    fx_tar_add_str(&b, "x/c.txt", "dog");
-    fx_tar_add(&b, "x/d.png", png.data, png.len);
-    fx_tar_add_str(&b, "x/d.txt", "cat\n");
+    wds_sample(&b, "x/a", "png", &png, "txt", "cat");
+    wds_sample(&b, "x/c", "png", &png, "txt", "dog");
+    wds_sample(&b, "x/d", "png", &png, "txt", "cat\n");
     fx_tar_end(&b);
     put_buf("webdataset", "class_names", &b);
     taas_buf_free(&png);
@@ -508,23 +495,10 @@ int main(int argc, char **argv) {
     }
     OUT = argv[1];
     mkdir(OUT, 0755);
-    char name[32];
-    for (size_t i = 0; i < sizeof CELLS / sizeof CELLS[0]; i++) {
-        snprintf(name, sizeof name, "cell%02zu", i);
-        put_str("cell", name, CELLS[i]);
-    }
-    for (size_t i = 0; i < sizeof PRAGMAS / sizeof PRAGMAS[0]; i++) {
-        snprintf(name, sizeof name, "pragma%02zu", i);
-        put_str("pragma", name, PRAGMAS[i]);
-    }
-    for (size_t i = 0; i < sizeof CONFIGS / sizeof CONFIGS[0]; i++) {
-        snprintf(name, sizeof name, "config%02zu", i);
-        put_str("config", name, CONFIGS[i]);
-    }
-    for (size_t i = 0; i < sizeof CONNECTIONS / sizeof CONNECTIONS[0]; i++) {
-        snprintf(name, sizeof name, "connection%02zu", i);
-        put_str("connection", name, CONNECTIONS[i]);
-    }
+    put_texts("cell", CELLS, sizeof CELLS / sizeof CELLS[0]);
+    put_texts("pragma", PRAGMAS, sizeof PRAGMAS / sizeof PRAGMAS[0]);
+    put_texts("config", CONFIGS, sizeof CONFIGS / sizeof CONFIGS[0]);
+    put_texts("connection", CONNECTIONS, sizeof CONNECTIONS / sizeof CONNECTIONS[0]);
     wire_seeds();
     jobctl_seeds();
     stream_seeds();

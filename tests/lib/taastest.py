@@ -162,6 +162,13 @@ def plain(text):
     return _ANSI.sub("", text)
 
 
+def execute_content(code, stop_on_error=False):
+    """The content of an execute_request for code: not silent, stored in the history, no
+    stdin, and stop_on_error as given."""
+    return {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+            "allow_stdin": False, "stop_on_error": stop_on_error}
+
+
 class Kernel:
     """A taas kernel started through jupyter_client's KernelManager, with a blocking client
     whose replies and iopub messages are sorted by the request (parent msg_id) they
@@ -282,8 +289,7 @@ class Kernel:
 
     def execute(self, code, timeout=20, **options):
         """Runs a cell; returns (execute_reply, iopub messages up to idle)."""
-        content = {"code": code, "silent": False, "store_history": True,
-                   "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}
+        content = execute_content(code, stop_on_error=True)
         content.update(options)
         return self.request("shell", "execute_request", content, timeout)
 
@@ -506,6 +512,22 @@ class RawClient:
                     self.iopub_messages(0.1)
                     return
         raise TimeoutError("iopub never delivered a status message")
+
+
+class RawKernelCase(unittest.TestCase):
+    """Tests that share one kernel (cls.k) and a RawClient on its ports (cls.raw), whose
+    iopub subscription is live before the first test."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.k = Kernel()
+        cls.raw = RawClient(cls.k.connection_info())
+        cls.raw.sync_iopub()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.raw.close()
+        cls.k.close()
 
 
 class KernelCase(unittest.TestCase):

@@ -17,7 +17,7 @@ import time
 import unittest
 
 import taastest
-from taastest import RawClient
+from taastest import RawClient, RawKernelCase, execute_content
 
 BAD_CODE = 'print("EXECUTED")'
 
@@ -35,23 +35,8 @@ def documented_limit():
     return int(m.group(1)) << int(m.group(2))
 
 
-def execute_content(code):
-    return {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-            "allow_stdin": False, "stop_on_error": False}
-
-
-class BadMessages(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.k = taastest.Kernel()
-        cls.raw = RawClient(cls.k.connection_info())
-        cls.raw.sync_iopub()
-        cls.n = 0
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.raw.close()
-        cls.k.close()
+class BadMessages(RawKernelCase):
+    n = 0  # follow-ups sent: each prints its own marker
 
     def follow_up(self, sock=None):
         """A normal signed execute after a bad message: it must be answered, and nothing

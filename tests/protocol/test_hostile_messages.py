@@ -9,29 +9,12 @@ import json
 import time
 import unittest
 
-import taastest
-from taastest import RawClient
+from taastest import RawClient, RawKernelCase, execute_content
 
 MIB = 1 << 20
 
 
-def execute_content(code):
-    return {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-            "allow_stdin": False, "stop_on_error": False}
-
-
-class Hostile(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.k = taastest.Kernel()
-        cls.raw = RawClient(cls.k.connection_info())
-        cls.raw.sync_iopub()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.raw.close()
-        cls.k.close()
-
+class Hostile(RawKernelCase):
     def shell_until(self, msg_id, sock=None, timeout=30):
         """Every message on sock up to and including the reply to msg_id."""
         sock = sock or self.raw.shell

@@ -272,7 +272,10 @@ static inline void fx_png8(taas_buf *out, int w, int h, int c, const unsigned ch
     fx_png(out, w, h, types[c], 8, px, (size_t)w * c, NULL, 0, NULL, 0, 0);
 }
 
-static inline void fx_jpeg(taas_buf *out, int w, int h, int c, const unsigned char *px, int quality) {
+/* c channels (1 grey, 3 RGB); progressive: libjpeg's simple progression (several scans)
+ * instead of one baseline scan. */
+static inline void fx_jpeg_scans(taas_buf *out, int w, int h, int c, const unsigned char *px, int quality,
+                                 int progressive) {
     struct jpeg_compress_struct ci;
     struct jpeg_error_mgr jerr;
     ci.err = jpeg_std_error(&jerr);
@@ -286,6 +289,7 @@ static inline void fx_jpeg(taas_buf *out, int w, int h, int c, const unsigned ch
     ci.in_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_set_defaults(&ci);
     jpeg_set_quality(&ci, quality, TRUE);
+    if (progressive) jpeg_simple_progression(&ci);
     jpeg_start_compress(&ci, TRUE);
     while (ci.next_scanline < ci.image_height) {
         JSAMPROW row = (JSAMPROW)px + (size_t)ci.next_scanline * w * c;
@@ -295,6 +299,10 @@ static inline void fx_jpeg(taas_buf *out, int w, int h, int c, const unsigned ch
     jpeg_destroy_compress(&ci);
     taas_buf_add(out, (const char *)mem, len);
     free(mem);
+}
+
+static inline void fx_jpeg(taas_buf *out, int w, int h, int c, const unsigned char *px, int quality) {
+    fx_jpeg_scans(out, w, h, c, px, quality, 0);
 }
 
 /* A smooth test picture (JPEG keeps it within a few levels where it does not wrap, which

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "deep_testutil.h"
 #include "interp.h"
 #include "value.h"
 
@@ -319,50 +320,33 @@ static void test_is_complete(void **state) {
         assert_string_equal(taas_interp_is_complete(in, invalid[i]), "invalid");
 }
 
-/* head, then unit n times, then tail (malloc'd). */
-static char *repeated(const char *head, const char *unit, size_t n, const char *tail) {
-    size_t h = strlen(head), u = strlen(unit), t = strlen(tail);
-    char *s = malloc(h + u * n + t + 1);
-    memcpy(s, head, h);
-    for (size_t i = 0; i < n; i++) memcpy(s + h + i * u, unit, u);
-    memcpy(s + h + u * n, tail, t + 1);
-    return s;
-}
-
-static const char CUT_NOTE[] = "... (repr cut at 1 MiB; the value is bigger)";
-
-static int ends_with(const char *s, const char *tail) {
-    size_t n = strlen(s), t = strlen(tail);
-    return n >= t && strcmp(s + n - t, tail) == 0;
-}
-
 static void test_hostile_cells_deep_code(void **state) {
     (void)state;
     /* 2 ** 2 ** ... with 100,000 ** (600 KB): once SIGSEGV in the parser, and in is_complete */
-    char *code = repeated("2", " ** 2", 100000, "");
+    char *code = tu_repeated("2", " ** 2", 100000, "");
     taas_error e = run_error(code, "TaasSyntaxError", "expression is nested too deeply (more than 500 levels)");
     assert_int_equal(e.pos.line, 1);
     assert_string_equal(taas_interp_is_complete(in, code), "invalid");
     free(code);
-    code = repeated("x = ", "-(-", 199, "1");  /* 398 signs inside the lexer's 200 brackets */
-    char *full = repeated(code, ")", 199, "");
+    code = tu_repeated("x = ", "-(-", 199, "1");  /* 398 signs inside the lexer's 200 brackets */
+    char *full = tu_repeated(code, ")", 199, "");
     run_error(full, "TaasSyntaxError", "nested too deeply");
     assert_string_equal(taas_interp_is_complete(in, full), "invalid");
     free(code);
     free(full);
     /* the deepest trees the parser builds run, and are freed, without trouble */
-    code = repeated("", "- ", 499, "1");
+    code = tu_repeated("", "- ", 499, "1");
     char *r = run_done(code);
     assert_string_equal(r, "-1");
     free(r);
     free(code);
-    code = repeated("1", " ** 1", 499, "");
+    code = tu_repeated("1", " ** 1", 499, "");
     r = run_done(code);
     assert_string_equal(r, "1");
     free(r);
     free(code);
-    code = repeated("", "[", 199, "1");
-    full = repeated(code, "]", 199, "");
+    code = tu_repeated("", "[", 199, "1");
+    full = tu_repeated(code, "]", 199, "");
     r = run_done(full);  /* shown 100 deep, then [...] */
     assert_non_null(strstr(r, "[[[...]]]"));
     free(r);
@@ -373,7 +357,7 @@ static void test_hostile_cells_deep_code(void **state) {
 static void test_hostile_cells_deep_values(void **state) {
     (void)state;
     /* v = [v] 200,000 times: once SIGSEGV in repr; nesting through variables passes the parser */
-    char *code = repeated("v = [1]\n", "v = [v]\n", 200000, "v");
+    char *code = tu_repeated("v = [1]\n", "v = [v]\n", 200000, "v");
     char *r = run_done(code);
     free(code);
     assert_true(strlen(r) == 2 * TAAS_VALUE_MAX_DEPTH + 5);
@@ -386,7 +370,7 @@ static void test_hostile_cells_deep_values(void **state) {
     clear_out();
     assert_null(run_done("v = 0\nw = 0"));  /* frees 200,000 lists without recursion */
     /* a Sequential in a Sequential ... : refused when made, at the call */
-    code = repeated("m = Sequential(ReLU())\n", "m = Sequential(m)\n", 200, "");
+    code = tu_repeated("m = Sequential(ReLU())\n", "m = Sequential(m)\n", 200, "");
     taas_error e = run_error(code, "TaasValueError", "Sequential() nests too deeply");
     assert_int_equal(e.pos.line, 50);  /* 2 levels a Sequential (it and its layers), and ReLU's 2 */
     assert_int_equal(e.pos.col, 5);
@@ -403,27 +387,27 @@ static void test_hostile_cells_big_output(void **state) {
     char *r = run_done("s = 'a' * 60000000\nL = [s] * 1000000\nL");
     assert_true(strlen(r) < TAAS_REPR_MAX_BYTES + 100);
     assert_int_equal(strncmp(r, "['aaaa", 6), 0);
-    assert_true(ends_with(r, CUT_NOTE));
+    assert_true(tu_ends_with(r, TU_REPR_CUT_NOTE));
     free(r);
     assert_null(run_done("print(L, L)\nprint(s)"));
     /* print(L, L): one note, where the text stops; print(s) ends with a note of its own */
     const char *o = out();
     assert_true(strlen(o) < 3 * TAAS_REPR_MAX_BYTES);
-    assert_non_null(strstr(o, CUT_NOTE));
-    assert_null(strstr(strstr(o, CUT_NOTE) + 1, CUT_NOTE));
+    assert_non_null(strstr(o, TU_REPR_CUT_NOTE));
+    assert_null(strstr(strstr(o, TU_REPR_CUT_NOTE) + 1, TU_REPR_CUT_NOTE));
     assert_non_null(strstr(o, "... (str cut at 1 MiB; the value is bigger)\n"));
     clear_out();
     int shown = cap.displays;
     assert_null(run_done("display(L)\nL = 0\ns = 0"));
     assert_int_equal(cap.displays, shown + 1);
     /* 40 doubling lists: 2^40 items as a tree */
-    char *code = repeated("v = [0]\n", "v = [v, v]\n", 40, "v");
+    char *code = tu_repeated("v = [0]\n", "v = [v, v]\n", 40, "v");
     r = run_done(code);
     free(code);
-    assert_true(strlen(r) < TAAS_REPR_MAX_BYTES + 100 && ends_with(r, CUT_NOTE));
+    assert_true(strlen(r) < TAAS_REPR_MAX_BYTES + 100 && tu_ends_with(r, TU_REPR_CUT_NOTE));
     free(r);
     /* and objects the same way: refused when too large to write as a spec */
-    code = repeated("m = Sequential(ReLU())\n", "m = Sequential(m, m)\n", 40, "");
+    code = tu_repeated("m = Sequential(ReLU())\n", "m = Sequential(m, m)\n", 40, "");
     run_error(code, "TaasValueError", "Sequential() is too large: it holds more than");
     free(code);
     assert_null(run_done("v = 0\nm = 0"));

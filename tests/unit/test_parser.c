@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deep_testutil.h"
 #include "parser.h"
 
 /* Parses src and compares the dump of its statements with want. */
@@ -201,16 +202,6 @@ static void test_nesting_limit(void **state) {
     free(src);
 }
 
-/* src made of `head`, then `unit` n times, then `tail` (malloc'd). */
-static char *repeated(const char *head, const char *unit, size_t n, const char *tail) {
-    size_t h = strlen(head), u = strlen(unit), t = strlen(tail);
-    char *s = malloc(h + u * n + t + 1);
-    memcpy(s, head, h);
-    for (size_t i = 0; i < n; i++) memcpy(s + h + i * u, unit, u);
-    memcpy(s + h + u * n, tail, t + 1);
-    return s;
-}
-
 static void parses(const char *src) {
     taas_program p;
     taas_error err;
@@ -223,36 +214,36 @@ static void test_deep_chains_stop_on_the_way_down(void **state) {
     (void)state;
     /* 100,000 right-associative `** 2` (600 KB) once took the stack before any check ran;
      * the 501st ** is refused as the descent reaches it */
-    char *src = repeated("2", " ** 2", 100000, "");
+    char *src = tu_repeated("2", " ** 2", 100000, "");
     parse_fails(src, "expression is nested too deeply (more than 500 levels)", 1, 3 + 5 * 500, 2);
     free(src);
     /* every recursion of the descent counts: signs, ** with signs, calls and brackets */
-    src = repeated("", "-+", 50000, "1");
+    src = tu_repeated("", "-+", 50000, "1");
     parse_fails(src, "nested too deeply", 1, TAAS_MAX_EXPR_DEPTH + 1, 0);
     free(src);
-    src = repeated("2", " ** -2", 100000, "");   /* the 251st ** is the 501st level */
+    src = tu_repeated("2", " ** -2", 100000, "");   /* the 251st ** is the 501st level */
     parse_fails(src, "nested too deeply", 1, 3 + 6 * 250, 2);
     free(src);
-    src = repeated("", "-(", 150, "1");   /* 150 brackets and 150 signs, inside the lexer's 200 */
-    char *tail = repeated(src, ")", 150, "");
+    src = tu_repeated("", "-(", 150, "1");   /* 150 brackets and 150 signs, inside the lexer's 200 */
+    char *tail = tu_repeated(src, ")", 150, "");
     parses(tail);
     free(src);
     free(tail);
-    src = repeated("", "-(-", 199, "1");  /* 199 brackets, 398 signs: past 500 on the way down */
-    tail = repeated(src, ")", 199, "");
+    src = tu_repeated("", "-(-", 199, "1");  /* 199 brackets, 398 signs: past 500 on the way down */
+    tail = tu_repeated(src, ")", 199, "");
     parse_fails(tail, "nested too deeply", 1, 501, 1);
     free(src);
     free(tail);
-    src = repeated("", "f(", 199, "1");
-    tail = repeated(src, ")", 199, "");
+    src = tu_repeated("", "f(", 199, "1");
+    tail = tu_repeated(src, ")", 199, "");
     parses(tail);
     free(src);
     free(tail);
     /* just under the limit, the same chains parse */
-    src = repeated("2", " ** 2", TAAS_MAX_EXPR_DEPTH - 1, "");
+    src = tu_repeated("2", " ** 2", TAAS_MAX_EXPR_DEPTH - 1, "");
     parses(src);
     free(src);
-    src = repeated("", "-", TAAS_MAX_EXPR_DEPTH - 1, "1");
+    src = tu_repeated("", "-", TAAS_MAX_EXPR_DEPTH - 1, "1");
     parses(src);
     free(src);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "builtins_testutil.h"
+#include "deep_testutil.h"
 #include "utf8.h"
 #include "value.h"
 
@@ -546,13 +547,6 @@ static taas_value *nested(taas_value *x, size_t n, int tuple) {
     return x;
 }
 
-static const char CUT_NOTE[] = "... (repr cut at 1 MiB; the value is bigger)";
-
-static int ends_with(const char *s, const char *tail) {
-    size_t n = strlen(s), t = strlen(tail);
-    return n >= t && strcmp(s + n - t, tail) == 0;
-}
-
 static void test_deep_values(void **state) {
     (void)state;
     /* v = [v] 200,000 times: repr, equality, spec and free once each took the stack */
@@ -620,13 +614,13 @@ static void test_repr_is_capped(void **state) {
     char *r = taas_value_repr(l);
     size_t len = strlen(r);
     assert_true(len >= TAAS_REPR_MAX_BYTES && len < TAAS_REPR_MAX_BYTES + 100);
-    assert_true(ends_with(r, CUT_NOTE));
+    assert_true(tu_ends_with(r, TU_REPR_CUT_NOTE));
     assert_true(taas_utf8_valid(r, len));
     assert_int_equal(strncmp(r, "['\xe2\x82\xac\xe2\x82\xac", 8), 0);
     free(r);
     r = taas_value_str(s);  /* str of the string itself: its text, cut alike */
     len = strlen(r);
-    assert_true(len <= TAAS_REPR_MAX_BYTES + 100 && ends_with(r, "... (str cut at 1 MiB; the value is bigger)"));
+    assert_true(len <= TAAS_REPR_MAX_BYTES + 100 && tu_ends_with(r, "... (str cut at 1 MiB; the value is bigger)"));
     assert_true(taas_utf8_valid(r, len));
     free(r);
     /* a buffer already full (print's next value) gets nothing more, not a second note */
@@ -648,12 +642,12 @@ static void test_repr_is_capped(void **state) {
         v = d;
     }
     r = taas_value_repr(v);
-    assert_true(strlen(r) < TAAS_REPR_MAX_BYTES + 100 && ends_with(r, CUT_NOTE));
+    assert_true(strlen(r) < TAAS_REPR_MAX_BYTES + 100 && tu_ends_with(r, TU_REPR_CUT_NOTE));
     free(r);
     json_t *mb = taas_value_mimebundle(v);  /* what a cell's result shows */
     const char *text = json_string_value(json_object_get(mb, "text/plain"));
     assert_non_null(text);
-    assert_true(ends_with(text, CUT_NOTE));
+    assert_true(tu_ends_with(text, TU_REPR_CUT_NOTE));
     json_decref(mb);
     /* a Sequential that holds another twice, and so on: refused before it gets too large */
     taas_error err;

@@ -39,6 +39,12 @@ static void frames_of(const char *const *s, size_t n, taas_frame *out) {
     }
 }
 
+/* One frame: text without its NUL. */
+static void set_frame(taas_frame *f, const char *text) {
+    f->data = text;
+    f->len = strlen(text);
+}
+
 static taas_signer *signer(void) {
     taas_error err;
     taas_signer *s = taas_signer_new(KEY, strlen(KEY), &err);
@@ -144,6 +150,12 @@ static void expect_drop(const taas_frame *f, size_t n, taas_signer *s, const cha
     assert_true(err.hint[0] != '\0');
 }
 
+/* f with a signature of zeros in place of its own (frame 2): dropped, not answered. */
+static void expect_bad_signature_dropped(taas_frame *f, size_t n, taas_signer *s) {
+    set_frame(&f[2], "0000000000000000000000000000000000000000000000000000000000000000");
+    expect_drop(f, n, s, "signature does not match");
+}
+
 /* A signed message that is kept, to be answered with an error saying why. */
 static taas_msg *expect_undecodable(const taas_frame *f, size_t n, taas_signer *s,
                                     const char *why) {
@@ -180,10 +192,8 @@ static void test_identities_and_buffers(void **state) {
     taas_frame f[10];
     /* no identities (delimiter first), two extra buffers after content */
     frames_of(JUPYTER + 1, 6, f);
-    f[6].data = "\x01\x02";
-    f[6].len = 2;
-    f[7].data = "";
-    f[7].len = 0;
+    set_frame(&f[6], "\x01\x02");
+    set_frame(&f[7], "");
     taas_msg *m;
     taas_error err;
     assert_int_equal(taas_wire_parse(f, 8, s, NULL, &m, &err), 0);
@@ -194,10 +204,8 @@ static void test_identities_and_buffers(void **state) {
     assert_int_equal(m->buffers[1].len, 0);
     taas_msg_free(m);
     /* three identities */
-    f[0].data = "a";
-    f[0].len = 1;
-    f[1].data = "b";
-    f[1].len = 1;
+    set_frame(&f[0], "a");
+    set_frame(&f[1], "b");
     frames_of(JUPYTER, 7, f + 2);
     assert_int_equal(taas_wire_parse(f, 9, s, NULL, &m, &err), 0);
     assert_int_equal(m->n_ids, 3);
@@ -212,8 +220,7 @@ static void test_malformed_dropped(void **state) {
     taas_frame f[7];
 
     frames_of(JUPYTER, 7, f);
-    f[1].data = "<IDS|MSG";   /* no delimiter */
-    f[1].len = 8;
+    set_frame(&f[1], "<IDS|MSG");   /* no delimiter */
     expect_drop(f, 7, s, "has no \"<IDS|MSG>\" delimiter");
 
     frames_of(JUPYTER, 7, f);
@@ -222,17 +229,14 @@ static void test_malformed_dropped(void **state) {
     expect_drop(f, 0, s, "has no");
 
     frames_of(JUPYTER, 7, f);
-    f[2].data = "";
-    f[2].len = 0;
+    set_frame(&f[2], "");
     expect_drop(f, 7, s, "unsigned message");
 
     frames_of(JUPYTER, 7, f);
-    f[2].data = "0000000000000000000000000000000000000000000000000000000000000000";
-    expect_drop(f, 7, s, "signature does not match");
+    expect_bad_signature_dropped(f, 7, s);
 
     frames_of(JUPYTER, 7, f);
-    f[6].data = "{\"code\": \"print(1)\"}";   /* content changed after signing */
-    f[6].len = strlen(f[6].data);
+    set_frame(&f[6], "{\"code\": \"print(1)\"}");   /* content changed after signing */
     expect_drop(f, 7, s, "signature does not match");
     taas_signer_free(s);
 
@@ -241,17 +245,13 @@ static void test_malformed_dropped(void **state) {
     taas_error err;
     taas_signer *off = taas_signer_new("", 0, &err);
     frames_of(JUPYTER, 7, f);
-    f[3].data = "{\"msg_type\": ";
-    f[3].len = strlen(f[3].data);
+    set_frame(&f[3], "{\"msg_type\": ");
     expect_drop(f, 7, off, "the header frame is not valid JSON");
-    f[3].data = "[1, 2]";
-    f[3].len = 6;
+    set_frame(&f[3], "[1, 2]");
     expect_drop(f, 7, off, "the header frame is JSON but not an object");
-    f[3].data = "{\"msg_id\": \"x\", \"session\": \"y\"}";
-    f[3].len = strlen(f[3].data);
+    set_frame(&f[3], "{\"msg_id\": \"x\", \"session\": \"y\"}");
     expect_drop(f, 7, off, "header has no msg_type");
-    f[3].data = "{\"msg_type\": 42}";
-    f[3].len = strlen(f[3].data);
+    set_frame(&f[3], "{\"msg_type\": 42}");
     expect_drop(f, 7, off, "header has no msg_type");
     taas_signer_free(off);
 }
@@ -286,8 +286,7 @@ static void test_undecodable_answered(void **state) {
         taas_msg_free(m);
         /* the same bytes badly signed: dropped, not answered */
         frames_of(frames, 7, f);
-        f[2].data = "0000000000000000000000000000000000000000000000000000000000000000";
-        expect_drop(f, 7, s, "signature does not match");
+        expect_bad_signature_dropped(f, 7, s);
     }
     taas_signer_free(s);
 }
@@ -439,8 +438,7 @@ static void test_oversized_answered(void **state) {
     snprintf(why, sizeof why, "the request is %zu bytes; the kernel takes at most 64 MiB "
              "(67108864 bytes)", rest + TAAS_WIRE_MAX_BYTES);
     taas_msg_free(expect_undecodable(f, 8, s, why));
-    f[2].data = "0000000000000000000000000000000000000000000000000000000000000000";
-    expect_drop(f, 8, s, "signature does not match");
+    expect_bad_signature_dropped(f, 8, s);
     /* just under the limit is served */
     frames_of(JUPYTER, 7, f);
     f[7].len = TAAS_WIRE_MAX_BYTES - rest;
