@@ -67,6 +67,8 @@ typedef struct taas_builtin {
     const char *doc;           /* one paragraph */
     taas_action_fn action;     /* actions only */
     int waits;                 /* 1 when the action may suspend the cell (sleep, fit) */
+    int bare;                  /* a statement of its name alone calls it (exit, quit), as
+                                  IPython's autocall does for them */
 } taas_builtin;
 
 /* All rows, in table order. */

@@ -463,6 +463,12 @@ int taas_eval_stmt(const taas_eval_env *env, const taas_stmt *s, taas_value **va
     *wait_until = -1.0;
     taas_value *v;
     if (eval(env, s->value, 1, &v, wait_until, err)) return -1;
+    if (s->kind == TAAS_S_EXPR && v->type == TAAS_V_BUILTIN && v->u.fn->bare && *wait_until < 0) {
+        const taas_builtin *b = v->u.fn;  /* `exit` alone, as a console user types it */
+        taas_unref(v);
+        taas_call_ctx cx = {env->io, env->interp, s->pos, -1.0, err};
+        if (taas_builtin_call(b, NULL, 0, &cx, &v)) return -1;
+    }
     if (s->kind == TAAS_S_ASSIGN && *wait_until < 0 && taas_scope_set(env->scope, s->target, v)) {
         taas_unref(v);
         return taas_error_set(err, TAAS_ERR_MEMORY, s->pos, "out of memory while assigning '%s'", s->target);

@@ -44,7 +44,7 @@ static void null_display(void *ctx, json_t *data, json_t *md, const char *id, in
 }
 static void null_clear(void *ctx, int wait) { (void)ctx; (void)wait; }
 static void null_page(void *ctx, json_t *data) { (void)ctx; json_decref(data); }
-static const taas_io NULL_IO = {NULL, null_stream, null_display, null_clear, null_page};
+static const taas_io NULL_IO = {.stream = null_stream, .display = null_display, .clear_output = null_clear, .page = null_page};
 
 taas_interp *taas_interp_new(void) {
     taas_interp *in = calloc(1, sizeof *in);

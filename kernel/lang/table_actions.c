@@ -340,7 +340,23 @@ static int summary_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     return 0;
 }
 
+/* ---- exit, quit ------------------------------------------------------------------- */
+
+static const taas_param EXIT_P[] = {END};
+
+static int exit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    (void)a;
+    if (!cx->io || !cx->io->ask_exit) return no_io(cx, "exit");
+    cx->io->ask_exit(cx->io->ctx);
+    *out = taas_none();
+    return 0;
+}
+
 #define ACTION(name_, params_, doc_, fn_, waits_) .b = {name_, "taas", TAAS_K_ACTION, params_, doc_, fn_, waits_}
+#define EXIT_DOC "Ends the session, as in IPython: the kernel exits once this cell has replied, and " \
+    "the reply asks the front end to end too (jupyter console does). Typed alone, without (), " \
+    "it is called. In a notebook the kernel is then gone: Jupyter restarts it, with an empty session."
+
 
 const taas_row taas_rows_actions[] = {
     {ACTION("print", PRINT_P,
@@ -354,6 +370,8 @@ const taas_row taas_rows_actions[] = {
             "display_id, a later display(..., update=True) replaces it in place.", display_action, 0),
      .check = display_check},
     {ACTION("clear_output", CLEAR_P, "Clears the cell's output so far.", clear_action, 0)},
+    {.b = {"exit", "taas", TAAS_K_ACTION, EXIT_P, EXIT_DOC, exit_action, 0, 1}},
+    {.b = {"quit", "taas", TAAS_K_ACTION, EXIT_P, EXIT_DOC, exit_action, 0, 1}},
     {ACTION("sleep", SLEEP_P,
             "Waits, without blocking the kernel: the stop button ends the wait with "
             "KeyboardInterrupt.", sleep_action, 1)},

@@ -64,12 +64,24 @@ static void io_page(void *ctx, json_t *data) {
     if (p) json_array_append_new(x->payload, p);
 }
 
+/* exit(), quit(): the reply's ask_exit payload tells a console to end; the kernel ends
+ * after the reply, as ipykernel does */
+static void io_ask_exit(void *ctx) {
+    taas_kernel *k = ctx;
+    taas_exec *x = k->current;
+    if (!x) return;
+    json_t *p = json_pack("{s:s, s:b}", "source", "ask_exit", "keepkernel", 0);
+    if (p) json_array_append_new(x->payload, p);
+    k->exit_after_cell = 1;
+}
+
 void taas_execute_io_init(taas_kernel *k) {
     k->io.ctx = k;
     k->io.stream = io_stream;
     k->io.display = io_display;
     k->io.clear_output = io_clear_output;
     k->io.page = io_page;
+    k->io.ask_exit = io_ask_exit;
 }
 
 static void exec_free(taas_exec *x) {
@@ -156,6 +168,10 @@ static void settle(taas_kernel *k, taas_exec *x, taas_run_state st, json_t *resu
     k->current = NULL;
     taas_kernel_status(k, "idle", x->req->header);
     exec_free(x);
+    if (k->exit_after_cell) {
+        taas_log("exit() asked for the session's end");
+        k->stopping = 1;
+    }
 }
 
 void taas_execute_request(taas_kernel *k, void *sock, taas_msg *msg) {

@@ -31,6 +31,6 @@ static void fz_io_page(void *ctx, json_t *data) {
     json_decref(data);
 }
 
-static const taas_io IO = {NULL, fz_io_stream, fz_io_display, fz_io_clear, fz_io_page};
+static const taas_io IO = {.stream = fz_io_stream, .display = fz_io_display, .clear_output = fz_io_clear, .page = fz_io_page};
 
 #endif

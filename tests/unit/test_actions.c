@@ -15,7 +15,7 @@
 #include "interp.h"
 
 /* What the actions wrote, one line per event: "stdout:text", "display:<id>:<update>",
- * "clear:<wait>", "page"; the last display bundle and page payload are kept. */
+ * "clear:<wait>", "page", "exit"; the last display bundle and page payload are kept. */
 typedef struct {
     taas_buf log;
     json_t *last_display;
@@ -45,6 +45,12 @@ static void rec_clear(void *ctx, int wait) {
     r->events++;
 }
 
+static void rec_exit(void *ctx) {
+    recorder *r = ctx;
+    taas_buf_puts(&r->log, "exit|");
+    r->events++;
+}
+
 static void rec_page(void *ctx, json_t *data) {
     recorder *r = ctx;
     taas_buf_puts(&r->log, "page|");
@@ -62,7 +68,7 @@ typedef struct {
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
-    f->io = (taas_io){&f->rec, rec_stream, rec_display, rec_clear, rec_page};
+    f->io = (taas_io){&f->rec, rec_stream, rec_display, rec_clear, rec_page, rec_exit};
     f->cx.io = &f->io;
     f->cx.err = &f->err;
     f->cx.wait_until = -1;
@@ -125,6 +131,18 @@ static void test_print(void **state) {
     assert_null(ACT(f, "print", "1"));
     assert_string_equal(f->err.ename, "TaasInternalError");
     f->cx.io = &f->io;
+}
+
+/* exit and quit ask the kernel to end the session; each is called by its name alone */
+static void test_exit_and_quit(void **state) {
+    fixture *f = *state;
+    expect_none(ACT0(f, "exit"));
+    assert_string_equal(logged(f), "exit|");
+    expect_none(ACT0(f, "quit"));
+    assert_string_equal(logged(f), "exit|");
+    assert_true(taas_builtin_find("exit")->bare);
+    assert_true(taas_builtin_find("quit")->bare);
+    assert_false(taas_builtin_find("help")->bare);
 }
 
 static void test_help(void **state) {
@@ -342,6 +360,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_print, setup, teardown),
         cmocka_unit_test_setup_teardown(test_help, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exit_and_quit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_display, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clear_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sleep, setup, teardown),

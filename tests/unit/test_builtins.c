@@ -72,7 +72,7 @@ static void test_rows_are_complete(void **state) {
         }
     }
     assert_null(taas_row_of(NULL));
-    taas_builtin foreign = {"Foreign", "taas", TAAS_K_LAYER, NULL, "not in the table", NULL, 0};
+    taas_builtin foreign = {"Foreign", "taas", TAAS_K_LAYER, NULL, "not in the table", NULL, 0, 0};
     assert_null(taas_row_of(&foreign));
 }
 

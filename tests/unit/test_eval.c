@@ -28,7 +28,7 @@ static void cap_display(void *ctx, json_t *d, json_t *m, const char *id, int u) 
 }
 static void cap_clear(void *ctx, int w) { (void)ctx; (void)w; }
 static void cap_page(void *ctx, json_t *d) { (void)ctx; json_decref(d); }
-static const taas_io IO = {NULL, cap_stream, cap_display, cap_clear, cap_page};
+static const taas_io IO = {.stream = cap_stream, .display = cap_display, .clear_output = cap_clear, .page = cap_page};
 
 static taas_scope *scope;
 

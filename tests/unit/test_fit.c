@@ -41,7 +41,7 @@ static void noop_page(void *ctx, json_t *data) {
     json_decref(data);
 }
 
-static const taas_io IO = {NULL, noop_stream, noop_display, noop_clear, noop_page};
+static const taas_io IO = {.stream = noop_stream, .display = noop_display, .clear_output = noop_clear, .page = noop_page};
 
 typedef struct {
     taas_interp *in;

@@ -17,7 +17,7 @@
 
 typedef struct capture {
     taas_buf text;  /* "[stdout]..." per stream call */
-    int pages, displays;
+    int pages, displays, exits;
 } capture;
 
 static void cap_stream(void *ctx, const char *name, const char *text) {
@@ -35,6 +35,8 @@ static void cap_page(void *ctx, json_t *d) {
     json_decref(d);
 }
 
+static void cap_exit(void *ctx) { ((capture *)ctx)->exits++; }
+
 static taas_interp *in;
 static capture cap;
 static taas_io io;
@@ -44,7 +46,7 @@ static int setup(void **state) {
     setenv("TAAS_CONFIG", "/nonexistent/taas-test-config.json", 1);  /* built-in configurations only */
     in = taas_interp_new();
     memset(&cap, 0, sizeof cap);
-    io = (taas_io){&cap, cap_stream, cap_display, cap_clear, cap_page};
+    io = (taas_io){&cap, cap_stream, cap_display, cap_clear, cap_page, cap_exit};
     return in ? 0 : -1;
 }
 
@@ -112,6 +114,23 @@ static void test_result_of_the_last_expression(void **state) {
     free(r);
     assert_null(run_done("help(print)"));
     assert_int_equal(cap.pages, 1);
+}
+
+/* exit and quit typed alone are called, as a console user types them (under another name
+ * too, as IPython's autocall does); passed to help() they are values */
+static void test_exit_typed_alone_is_called(void **state) {
+    (void)state;
+    assert_null(run_done("exit"));
+    assert_int_equal(cap.exits, 1);
+    assert_null(run_done("quit\n"));
+    assert_null(run_done("quit()"));
+    assert_int_equal(cap.exits, 3);
+    assert_null(run_done("e = exit"));
+    char *r = run_done("e");  /* the last expression is the bound value: the builtin alone */
+    assert_int_equal(cap.exits, 4);
+    free(r);
+    assert_null(run_done("help(exit)"));
+    assert_int_equal(cap.exits, 4);
 }
 
 static void test_errors_stop_the_cell(void **state) {
@@ -454,7 +473,8 @@ static void test_cr_line_ends(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        T(test_result_of_the_last_expression), T(test_errors_stop_the_cell),
+        T(test_result_of_the_last_expression),
+        T(test_exit_typed_alone_is_called), T(test_errors_stop_the_cell),
         T(test_invalid_utf8_never_breaks_a_cell), T(test_sleep_waits_and_resumes), T(test_interrupt),
         T(test_a_new_cell_drops_a_waiting_one), T(test_pragma_plan), T(test_pragma_errors),
         T(test_loaders), T(test_is_complete), T(test_hostile_cells_deep_code),

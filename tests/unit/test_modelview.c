@@ -36,7 +36,7 @@ static void no_page(void *ctx, json_t *data) {
 
 static taas_interp *in;
 static capture cap;
-static const taas_io IO = {&cap, no_stream, keep_display, no_clear, no_page};
+static const taas_io IO = {.ctx = &cap, .stream = no_stream, .display = keep_display, .clear_output = no_clear, .page = no_page};
 
 #define NET "net = Sequential(Conv2d(1, 32, 3, 1), ReLU(), Conv2d(32, 64, 3, 1), ReLU(), MaxPool2d(2), " \
             "Dropout(0.25), Flatten(), Linear(9216, 128), BatchNorm1d(128), ReLU(), Dropout(0.5), " \

@@ -55,7 +55,7 @@ typedef struct fixture {
 static int setup(void **state) {
     pu_worker();  /* exports TAAS_WORKER: the test binary has no taas-worker beside it */
     fixture *f = calloc(1, sizeof *f);
-    f->io = (taas_io){&f->rec, rec_stream, rec_display, rec_clear, rec_page};
+    f->io = (taas_io){.ctx = &f->rec, .stream = rec_stream, .display = rec_display, .clear_output = rec_clear, .page = rec_page};
     f->in = taas_interp_new();
     *state = f;
     return 0;
