@@ -25,7 +25,7 @@ struct taas_io {
     void (*clear_output)(void *ctx, int wait);
     /* a pager payload for the execute_reply (help()) */
     void (*page)(void *ctx, json_t *data);
-    /* exit(), quit(): the session ends after this cell's reply (may be NULL) */
+    /* exit(), quit(): the reply asks the front end to end the session (may be NULL) */
     void (*ask_exit)(void *ctx);
 };
 typedef struct taas_io taas_io;

@@ -353,9 +353,10 @@ static int exit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
 }
 
 #define ACTION(name_, params_, doc_, fn_, waits_) .b = {name_, "taas", TAAS_K_ACTION, params_, doc_, fn_, waits_}
-#define EXIT_DOC "Ends the session, as in IPython: the kernel exits once this cell has replied, and " \
-    "the reply asks the front end to end too (jupyter console does). Typed alone, without (), " \
-    "it is called. In a notebook the kernel is then gone: Jupyter restarts it, with an empty session."
+#define EXIT_DOC "Ends the session in a console: the cell's reply asks the front end to end it, " \
+    "and jupyter console then shuts the kernel down. Typed alone, without (), it is called, " \
+    "as in IPython. Notebook and JupyterLab ignore that request: there, Kernel > Shut Down " \
+    "ends the kernel."
 
 
 const taas_row taas_rows_actions[] = {

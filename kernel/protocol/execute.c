@@ -64,15 +64,16 @@ static void io_page(void *ctx, json_t *data) {
     if (p) json_array_append_new(x->payload, p);
 }
 
-/* exit(), quit(): the reply's ask_exit payload tells a console to end; the kernel ends
- * after the reply, as ipykernel does */
+/* exit(), quit(): the reply's ask_exit payload asks the front end to end the session, and
+ * the front end shuts the kernel down (jupyter console does). The kernel does not end by
+ * itself: a client that sees the process gone before it has read the reply (jupyter
+ * console asks its KernelManager) would never see the request. */
 static void io_ask_exit(void *ctx) {
     taas_kernel *k = ctx;
     taas_exec *x = k->current;
     if (!x) return;
     json_t *p = json_pack("{s:s, s:b}", "source", "ask_exit", "keepkernel", 0);
     if (p) json_array_append_new(x->payload, p);
-    k->exit_after_cell = 1;
 }
 
 void taas_execute_io_init(taas_kernel *k) {
@@ -168,10 +169,6 @@ static void settle(taas_kernel *k, taas_exec *x, taas_run_state st, json_t *resu
     k->current = NULL;
     taas_kernel_status(k, "idle", x->req->header);
     exec_free(x);
-    if (k->exit_after_cell) {
-        taas_log("exit() asked for the session's end");
-        k->stopping = 1;
-    }
 }
 
 void taas_execute_request(taas_kernel *k, void *sock, taas_msg *msg) {

@@ -50,7 +50,6 @@ struct taas_kernel {
     int aborting;          /* while one of the first n_abort is served */
     int served;            /* a request was handled: a welcome then says busy or idle */
     int stopping;          /* shutdown requested: the loop ends */
-    int exit_after_cell;   /* exit() ran: the loop ends after the cell's reply */
     int restart;
     int sig_rx;            /* read end of the signal self-pipe */
     int sig_tx;
