@@ -352,7 +352,10 @@ static int exit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     return 0;
 }
 
-#define ACTION(name_, params_, doc_, fn_, waits_) .b = {name_, "taas", TAAS_K_ACTION, params_, doc_, fn_, waits_}
+#define ACTION(name_, params_, doc_, fn_, waits_) .b = {.name = name_, .module = "taas", .kind = TAAS_K_ACTION, .params = params_, .doc = doc_, .action = fn_, .waits = waits_}
+#define EXIT_ROW(name_) \
+    .b = {.name = name_, .module = "taas", .kind = TAAS_K_ACTION, .params = EXIT_P, .doc = EXIT_DOC, \
+          .action = exit_action, .bare = 1}
 #define EXIT_DOC "Ends the session in a console: the cell's reply asks the front end to end it, " \
     "and jupyter console then shuts the kernel down. Typed alone, without (), it is called, " \
     "as in IPython. Notebook and JupyterLab ignore that request: there, Kernel > Shut Down " \
@@ -371,8 +374,8 @@ const taas_row taas_rows_actions[] = {
             "display_id, a later display(..., update=True) replaces it in place.", display_action, 0),
      .check = display_check},
     {ACTION("clear_output", CLEAR_P, "Clears the cell's output so far.", clear_action, 0)},
-    {.b = {"exit", "taas", TAAS_K_ACTION, EXIT_P, EXIT_DOC, exit_action, 0, 1}},
-    {.b = {"quit", "taas", TAAS_K_ACTION, EXIT_P, EXIT_DOC, exit_action, 0, 1}},
+    {EXIT_ROW("exit")},
+    {EXIT_ROW("quit")},
     {ACTION("sleep", SLEEP_P,
             "Waits, without blocking the kernel: the stop button ends the wait with "
             "KeyboardInterrupt.", sleep_action, 1)},

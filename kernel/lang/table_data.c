@@ -366,8 +366,8 @@ void taas_data_repr(const taas_value *v, const json_t *probe, taas_buf *out) {
         taas_repr_to(v, out);
 }
 
-#define DATASET(name_, params_, doc_) .b = {name_, "datasets", TAAS_K_DATASET, params_, doc_, NULL, 0}
-#define TRANSFORM(name_, params_, doc_) .b = {name_, "transforms", TAAS_K_TRANSFORM, params_, doc_, NULL, 0}
+#define DATASET(name_, params_, doc_) .b = {.name = name_, .module = "datasets", .kind = TAAS_K_DATASET, .params = params_, .doc = doc_}
+#define TRANSFORM(name_, params_, doc_) .b = {.name = name_, .module = "transforms", .kind = TAAS_K_TRANSFORM, .params = params_, .doc = doc_}
 
 const taas_row taas_rows_data[] = {
     {DATASET("MNIST", VISION_P,
@@ -413,11 +413,11 @@ const taas_row taas_rows_data[] = {
                "Chains transforms: Compose([ToTensor(), Normalize((0.5,), (0.5,))]) applies "
                "them in order."),
      .repr = compose_repr, .size = compose_size},
-    {.b = {"DataLoader", "torch.utils.data", TAAS_K_LOADER, LOADER_P,
+    {.b = {.name = "DataLoader", .module = "torch.utils.data", .kind = TAAS_K_LOADER, .params = LOADER_P, .doc =
            "Batches a dataset. register(loader) runs it on CPU workers for offloaded training; "
            "otherwise each rank prepares its own batches. PyTorch prints a DataLoader as an "
            "address; taas prints its settings, then its dataset, then the batches per epoch "
-           "when the dataset's size is known.", NULL, 0},
+           "when the dataset's size is known."},
      .check = loader_check, .repr = loader_repr, .size = loader_size},
 };
 const size_t taas_rows_data_n = sizeof taas_rows_data / sizeof *taas_rows_data;

@@ -1,5 +1,6 @@
 /* Rows of the nn layers. Reprs follow PyTorch's extra_repr exactly; the parameter
  * flags say which arguments show and how. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,7 @@ static int conv_check(const taas_row *r, taas_value **a, const taas_srcpos *w, t
     int lazy = strcmp(r->b.name, "LazyConv2d") == 0;
     int o = lazy ? 0 : 1; /* index of out_channels */
     int64_t groups = iarg(a, o + 5);
+    assert(groups >= 1); /* CONV_TAIL's range, checked by args.c before any row's check */
     if (!lazy && iarg(a, 0) % groups) {
         taas_error_set(err, TAAS_ERR_VALUE, w[o + 5], "%s() in_channels (%lld) must be divisible by groups (%lld)",
                        r->b.name, (long long)iarg(a, 0), (long long)groups);
@@ -268,7 +270,7 @@ static int sequential_nparams(const taas_value *v, int64_t *n) {
     return 1;
 }
 
-#define LAYER(name_, params_, doc_) .b = {name_, "nn", TAAS_K_LAYER, params_, doc_, NULL, 0}
+#define LAYER(name_, params_, doc_) .b = {.name = name_, .module = "nn", .kind = TAAS_K_LAYER, .params = params_, .doc = doc_}
 
 const taas_row taas_rows_layers[] = {
     {LAYER("Linear", LINEAR_P,

@@ -154,9 +154,9 @@ static int onecycle_check(const taas_row *r, taas_value **a, const taas_srcpos *
     return 0;
 }
 
-#define LOSS(name_, params_, doc_) .b = {name_, "nn", TAAS_K_LOSS, params_, doc_, NULL, 0}
-#define OPTIM(name_, params_, doc_) .b = {name_, "optim", TAAS_K_OPTIMIZER, params_, doc_, NULL, 0}
-#define SCHED(name_, params_, doc_) .b = {name_, "optim.lr_scheduler", TAAS_K_SCHEDULER, params_, doc_, NULL, 0}
+#define LOSS(name_, params_, doc_) .b = {.name = name_, .module = "nn", .kind = TAAS_K_LOSS, .params = params_, .doc = doc_}
+#define OPTIM(name_, params_, doc_) .b = {.name = name_, .module = "optim", .kind = TAAS_K_OPTIMIZER, .params = params_, .doc = doc_}
+#define SCHED(name_, params_, doc_) .b = {.name = name_, .module = "optim.lr_scheduler", .kind = TAAS_K_SCHEDULER, .params = params_, .doc = doc_}
 
 const taas_row taas_rows_optim[] = {
     {LOSS("NLLLoss", NLL_P,
