@@ -16,6 +16,15 @@
 #define TAAS_MAX_DIM INT32_MAX
 /* an image's side, as the decoders take it */
 #define TAAS_MAX_SIDE 65536
+/* an image's pixels: bigger is refused before anything is allocated (a corrupt header can
+ * claim 2^31). The fuzz build (FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, libFuzzer's
+ * convention) takes 2^22, so that a 300-byte input cannot make one run decode 800 MB and
+ * the fuzzer spends its time on the parsers; the refusal's code is the same. */
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+#define TAAS_MAX_PIXELS ((size_t)1 << 22)
+#else
+#define TAAS_MAX_PIXELS ((size_t)1 << 28)
+#endif
 
 /* a * b, or SIZE_MAX when it does not fit */
 static inline size_t taas_size_mul(size_t a, size_t b) {

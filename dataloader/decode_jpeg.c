@@ -10,10 +10,10 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "bounds.h"
 #include "errnames.h"
 #include "formats.h"
 
-#define MAX_PIXELS ((size_t)1 << 28)
 /* libjpeg's own working memory: a progressive image keeps all its coefficients (2 bytes a
  * pixel and component), which a 145-byte header can ask for; a baseline image needs a few
  * rows whatever its size. Past this the image is refused ("backing store not supported"). */
@@ -72,7 +72,7 @@ int taas_decode_jpeg(const unsigned char *p, size_t n, taas_image *img, taas_err
     jpeg_read_header(&cinfo, TRUE);
     /* before jpeg_start_decompress, which allocates for the size the header declares
      * (found by tests/fuzz/fuzz_jpeg: tests/fuzz/regressions/jpeg/) */
-    if ((size_t)cinfo.image_width * cinfo.image_height > MAX_PIXELS) {
+    if ((size_t)cinfo.image_width * cinfo.image_height > TAAS_MAX_PIXELS) {
         snprintf(e.why, sizeof e.why, "the image is too large (%ux%u)", (unsigned)cinfo.image_width,
                  (unsigned)cinfo.image_height);
         longjmp(e.jump, 1);
@@ -82,7 +82,7 @@ int taas_decode_jpeg(const unsigned char *p, size_t n, taas_image *img, taas_err
     else if (cinfo.jpeg_color_space != JCS_GRAYSCALE) cinfo.out_color_space = JCS_RGB;
     jpeg_start_decompress(&cinfo);
     size_t w = cinfo.output_width, h = cinfo.output_height, inc = (size_t)cinfo.output_components;
-    if (w * h > MAX_PIXELS) {
+    if (w * h > TAAS_MAX_PIXELS) {
         snprintf(e.why, sizeof e.why, "the image is too large (%zux%zu)", w, h);
         longjmp(e.jump, 1);
     }

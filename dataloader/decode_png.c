@@ -7,11 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "errnames.h"
 #include "formats.h"
-
-/* Bigger images than this are refused before allocating (a corrupt header can claim 2^31). */
-#define MAX_PIXELS ((size_t)1 << 28)
 
 typedef struct png_src {
     const unsigned char *p;
@@ -92,7 +90,7 @@ int taas_decode_png(const unsigned char *p, size_t n, taas_image *img, taas_erro
     png_read_update_info(png, info);
     int c = png_get_channels(png, info);
     size_t rowbytes = png_get_rowbytes(png, info);
-    if ((size_t)w * h > MAX_PIXELS) png_error(png, "the image is too large");
+    if ((size_t)w * h > TAAS_MAX_PIXELS) png_error(png, "the image is too large");
     if (rowbytes != (size_t)w * (size_t)c) png_error(png, "unexpected row layout");
     px = malloc((size_t)h * rowbytes);
     rows = malloc((size_t)h * sizeof *rows);
