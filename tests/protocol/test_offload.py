@@ -18,6 +18,7 @@ import time
 import unittest
 
 import taastest
+from heldjob import trainer_pids
 from taastest import only, result_text, stream_text
 
 FASHION = "/usr/share/datasets/fashion-mnist"
@@ -138,13 +139,26 @@ class Offload(taastest.KernelCase):
         return seen
 
     def test_3_a_killed_loader_is_replaced_and_every_sample_trained_once(self):
-        # two full epochs (1,876 steps, several seconds): a loader is killed early in the first
+        # two full epochs (1,876 steps): a loader is killed early in the first, while rank 1
+        # is stopped (the ranks sum at each step: none can go on), so the replacement's
+        # start is known whatever the machine's speed
         undisturbed = self.summary(self.ok(fit_cell("k0", 2, 120000, validate=False, epochs=2), timeout=180))
         msg_id = self.run_cell(fit_cell("k1", 2, 120000, validate=False, epochs=2))
         seen = self.wait_for_steps(msg_id, 10)
-        victims = loader_pids(self.k.pid)
-        self.assertEqual(len(victims), 2)
-        os.kill(victims[0], signal.SIGKILL)
+        ranks = trainer_pids(self.k.pid)
+        self.assertEqual(len(ranks), 2)
+        os.kill(ranks[1], signal.SIGSTOP)
+        try:
+            victims = loader_pids(self.k.pid)
+            self.assertEqual(len(victims), 2)
+            os.kill(victims[0], signal.SIGKILL)
+
+            def replaced():
+                seen.extend(self.k.iopub_now(msg_id, 0.05))
+                return "a replacement takes over" in stream_text(seen, "stderr")
+            self.assertTrue(taastest.wait_until(replaced, 60), stream_text(seen, "stderr"))
+        finally:
+            os.kill(ranks[1], signal.SIGCONT)
         reply = self.k.reply(msg_id, timeout=180)
         self.assertEqual(reply["content"]["status"], "ok")
         msgs = seen + self.k.iopub(msg_id)
@@ -180,6 +194,7 @@ class Offload(taastest.KernelCase):
         procs = taastest.processes()
         ranks = [p for p in job if procs[p][1].split()[0].endswith("taas-worker") and " trainer " in procs[p][1]]
         self.assertEqual(len(ranks), 2)
+        os.kill(ranks[0], signal.SIGSTOP)  # held: the job cannot end on its own first
         os.kill(ranks[1], signal.SIGKILL)
         reply = self.k.reply(msg_id, timeout=60)
         self.assertEqual(reply["content"]["status"], "error")
