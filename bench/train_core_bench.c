@@ -99,9 +99,11 @@ int main(int argc, char **argv) {
     taas_optim_config opt;
     taas_optim_config_default(&opt, TAAS_OPTIM_ADADELTA);
     float *state = calloc(taas_optim_state_floats(&opt, m->nparams) + 1, sizeof(float));
+    int rc = 0;
     if (!x || !dlogp || !y || !state) {
         fprintf(stderr, "taas-train-bench: out of memory\n");
-        return 1;
+        rc = 1;
+        goto done;
     }
     taas_init_rng rng = {(uint64_t)seed + 1, 0};
     taas_init_uniform(x, in * batch, 1.0f, &rng);
@@ -109,13 +111,17 @@ int main(int argc, char **argv) {
     double t0 = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) t0 = omp_get_wtime();
-        if (run_step(m, x, y, batch, train, dlogp, &opt, state, s + 1, &e)) return fail(&e);
+        if (run_step(m, x, y, batch, train, dlogp, &opt, state, s + 1, &e)) {
+            rc = fail(&e);
+            goto done;
+        }
     }
     double secs = omp_get_wtime() - t0;
     printf("{\"mode\": \"%s\", \"batch\": %d, \"steps\": %d, \"threads\": %d, \"seconds\": %.6f, "
            "\"samples_per_s\": %.3f, \"blas_core\": \"%s\", \"direct\": %s}\n",
            mode, batch, steps, threads, secs, (double)steps * batch / secs, taas_blas_core(), direct ? "true" : "false");
+done:
     free(x), free(dlogp), free(y), free(state);
     taas_model_free(m);
-    return 0;
+    return rc;
 }

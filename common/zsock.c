@@ -312,7 +312,7 @@ int taas_zsock_route(const char *host, char *addr, size_t n, int *v6, taas_error
     struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *ai = NULL;
     int rc = getaddrinfo(host, "9", &hints, &ai);
     int fd = rc ? -1 : socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_storage me;
+    struct sockaddr_storage me = {0}; /* getsockname fills it; the analyzer cannot see that */
     socklen_t len = sizeof me;
     addr[0] = '\0';
     *v6 = ai && ai->ai_family == AF_INET6;

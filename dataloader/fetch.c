@@ -400,17 +400,24 @@ static int local_error(const char *url, const char *what, int e, taas_error *err
     return -1;
 }
 
+/* Returns the descriptor with *st filled, or -1 (said outright, not through local_error's
+ * value: the analyzer does not follow it, and the callers read *st when this is >= 0). */
 static int local_open(const char *url, const char *path, struct stat *st, taas_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return local_error(url, "open", errno, err);
+    if (fd < 0) {
+        local_error(url, "open", errno, err);
+        return -1;
+    }
     if (fstat(fd, st) < 0) {
         int e = errno;
         close(fd);
-        return local_error(url, "stat", e, err);
+        local_error(url, "stat", e, err);
+        return -1;
     }
     if (S_ISDIR(st->st_mode)) {
         close(fd);
-        return local_error(url, "read", EISDIR, err);
+        local_error(url, "read", EISDIR, err);
+        return -1;
     }
     return fd;
 }

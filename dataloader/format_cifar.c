@@ -200,7 +200,7 @@ static int from_archive(cifar_ds *ds, taas_fetcher *f, const char *url, int trai
         if (!tar) rc = taas_fmt_oom(err, "the archive");
     }
     taas_blob_free(&gz);
-    if (rc != 0) return -1;
+    if (rc != 0 || !tar) return -1; /* tar is NULL only with rc set (taas_fmt_oom's -1, in another file) */
 
     char names[MAX_BATCHES][32];
     int nb = batch_names(train, names);

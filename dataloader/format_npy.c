@@ -179,7 +179,8 @@ static int read_images(npy_ds *ds, taas_fetcher *f, taas_error *err) {
         size_t need = 0, got = oi.size < NPY_HEAD_GUESS ? (size_t)oi.size : NPY_HEAD_GUESS;
         int rc = taas_fetch_range(f, ds->url, 0, got, head, err);
         if (rc == 0) rc = taas_npy_parse(head, got, ds->url, &ds->h, &need, err);
-        if (rc == 1 && need <= oi.size) {
+        /* need > got whenever rc is 1; said here so that realloc is never asked for 0 bytes */
+        if (rc == 1 && need > got && need <= oi.size) {
             unsigned char *bigger = realloc(head, need);
             if (!bigger) {
                 free(head);

@@ -36,9 +36,12 @@ typedef struct taps {
     double *k;
 } taps;
 
+/* NULLs them: a failed taps_pil frees, and its caller frees again at the end. */
 static void taps_free(taps *t) {
     free(t->bounds);
     free(t->k);
+    t->bounds = NULL;
+    t->k = NULL;
 }
 
 /* Pillow's precompute_coeffs with box (0, in). */
@@ -268,8 +271,10 @@ static int taps_aa(int in, int out, tx_interp mode, taps *t, float **wf) {
     t->bounds = malloc((size_t)out * 2 * sizeof *t->bounds);
     *wf = calloc((size_t)out * t->ksize, sizeof **wf);
     if (!t->bounds || !*wf) {
-        free(t->bounds);
+        free(t->bounds); /* and NULLed: the caller frees both again */
         free(*wf);
+        t->bounds = NULL;
+        *wf = NULL;
         return -1;
     }
     for (int i = 0; i < out; i++) {

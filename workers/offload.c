@@ -194,11 +194,15 @@ static int read_keys_munge(char *out, size_t n, taas_error *err) {
         return -1;
     }
     int in[2], outp[2];
-    if (pipe2(in, O_CLOEXEC) < 0) return taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "pipe: %s", strerror(errno));
+    if (pipe2(in, O_CLOEXEC) < 0) {
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "pipe: %s", strerror(errno));
+        return -1; /* said here: the caller reads out on 0, and taas_error_set's -1 is in another file */
+    }
     if (pipe2(outp, O_CLOEXEC) < 0) {
         close(in[0]);
         close(in[1]);
-        return taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "pipe: %s", strerror(errno));
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "pipe: %s", strerror(errno));
+        return -1; /* as above */
     }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

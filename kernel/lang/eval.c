@@ -1,6 +1,7 @@
 #include "eval.h"
 #include "errnames.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,6 +436,7 @@ static int eval(const taas_eval_env *env, const taas_expr *e, int top, taas_valu
             taas_unref(a);
             return -1;
         }
+        assert(a && b); /* eval sets *out when it returns 0 (the analyzer stops following it deep down) */
         int rc = taas_eval_binop(e->u.bin.op, a, b, out, err);
         if (rc) place(env, err, e);
         taas_unref(a);
@@ -444,6 +446,7 @@ static int eval(const taas_eval_env *env, const taas_expr *e, int top, taas_valu
     case TAAS_E_UNARY: {
         taas_value *a;
         if (eval(env, e->u.un.operand, 0, &a, NULL, err)) return -1;
+        assert(a); /* as above */
         int rc = taas_eval_unary(e->u.un.op, a, out, err);
         if (rc) place(env, err, e);
         taas_unref(a);

@@ -105,7 +105,7 @@ typedef struct rbuf {
 
 static void rb_put(rbuf *b, const char *s, size_t n) {
     if (b->oom) return;
-    if (b->n + n > b->cap) {
+    if (!b->p || b->n + n > b->cap) { /* !b->p means cap 0: said for the analyzer, which loses that */
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n) cap *= 2;
         char *p = realloc(b->p, cap);

@@ -34,19 +34,33 @@ int main(int argc, char **argv) {
     json_decref(spec);
     if (!m) return fail("model", &e);
     taas_st_tensor *t = taas_param_table_tensors(m->table, m->ntable, m->params, m->stats, m->counters);
-    if (!t || taas_safetensors_read(argv[2], t, m->ntable, &e)) return fail("weights", &e);
+    int bad = !t || taas_safetensors_read(argv[2], t, m->ntable, &e);
     free(t);
+    if (bad) {
+        taas_model_free(m);
+        return fail("weights", &e);
+    }
     size_t in = (size_t)n * c * (h ? h : 1) * (w ? w : 1);
     float *x = malloc(in * sizeof *x);
     FILE *f = fopen(argv[3], "rb");
-    if (!x || !f || fread(x, sizeof *x, in, f) != in) return fail("input", NULL);
+    int rc = 0;
+    if (!x || !f || fread(x, sizeof *x, in, f) != in) {
+        rc = fail("input", NULL);
+        if (f) fclose(f);
+        goto done;
+    }
     fclose(f);
     const float *y;
-    if (taas_model_forward(m, x, n, 0, 0, &y, &e)) return fail("forward", &e);
+    if (taas_model_forward(m, x, n, 0, 0, &y, &e)) {
+        rc = fail("forward", &e);
+        goto done;
+    }
     size_t out = (size_t)n * taas_model_out_numel(m);
     f = fopen(argv[8], "wb");
-    if (!f || fwrite(y, sizeof *y, out, f) != out || fclose(f)) return fail("output", NULL);
+    int wrote = f && fwrite(y, sizeof *y, out, f) == out;
+    if ((f && fclose(f)) || !wrote) rc = fail("output", NULL);
+done:
     free(x);
     taas_model_free(m);
-    return 0;
+    return rc;
 }

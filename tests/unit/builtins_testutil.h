@@ -14,9 +14,13 @@
 #define TU_MAX_ARGS 16
 
 static inline taas_value *tu_literal(const char *text, taas_value *const *objs) {
-    if (text[0] == '$') return taas_ref(objs[atoi(text + 1)]);
+    if (text[0] == '$') {
+        if (!objs) abort(); /* "$N" in a test that gives no objects */
+        return taas_ref(objs[atoi(text + 1)]);
+    }
     if ((text[0] == '[' || text[0] == '(') && strchr(text, '$')) {
         /* "[$0, $1]": a list (or tuple) of objects */
+        if (!objs) abort();
         size_t n = 0;
         for (const char *p = text; *p; p++) n += *p == '$';
         taas_value *v = text[0] == '[' ? taas_list_new(n) : taas_tuple_new(n);

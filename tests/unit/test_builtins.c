@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmocka_testutil.h"
 #include "builtins_testutil.h"
 
 /* Required arguments that make each builtin; a new row without an entry fails. */

@@ -165,7 +165,8 @@ static void test_override_builtin(void **state) {
 
 static void test_default_path_in_home(void **state) {
     (void)state;
-    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    const char *was = getenv("HOME");
+    char *home = was ? strdup(was) : NULL;
     unsetenv("TAAS_CONFIG");
     setenv("HOME", dir, 1);
     taas_machine_config c;
@@ -405,7 +406,8 @@ static void test_cluster_defaults(void **state) {
     assert_default_cluster(&c);
     taas_cluster_free(&c);
     /* no HOME and no $TAAS_CONFIG: no file */
-    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    const char *was = getenv("HOME");
+    char *home = was ? strdup(was) : NULL;
     unsetenv("TAAS_CONFIG");
     unsetenv("HOME");
     assert_int_equal(taas_cluster_load(&c, &E), 0);

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include <unistd.h>
 
+#include "cmocka_testutil.h"
 #include "cu_engine.h"
 #include "fixture_testutil.h"
 #include "init.h"

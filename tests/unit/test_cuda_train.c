@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "cmocka_testutil.h"
 #include "cu_loss.h"
 #include "cu_optim.h"
 #include "fixture_testutil.h"
@@ -106,9 +107,11 @@ static void test_twenty_steps_match_torch(void **state) {
     assert_non_null(ref);
     int n = (int)json_integer_value(json_object_get(ref, "n")), d = (int)json_integer_value(json_object_get(ref, "d"));
     size_t np = (size_t)d + 1;
-    float *X = tu_floats(ref, "X", NULL), *y = tu_floats(ref, "y", NULL), *init = tu_floats(ref, "init", NULL);
+    size_t nx, ny, ninit;
+    float *X = tu_floats(ref, "X", &nx), *y = tu_floats(ref, "y", &ny), *init = tu_floats(ref, "init", &ninit);
     float g[16];
-    assert_true(np <= 16);
+    assert_true(n >= 1 && d >= 1 && np <= 16);
+    assert_true(nx == (size_t)n * d && ny == (size_t)n && ninit == np);
     json_t *cases = json_object_get(ref, "cases"), *c;
     size_t ci;
     assert_true(json_array_size(cases) >= 10);

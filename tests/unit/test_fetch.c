@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cmocka_testutil.h"
 #include "fetch.h"
 #include "fetch_priv.h"
 #include "test_fetch_util.h"

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cmocka_testutil.h"
 #include "buf.h"
 #include "deep_testutil.h"
 #include "interp.h"

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmocka_testutil.h"
 #include "backend_procs.h"
 #include "buf.h"
 #include "clock.h"

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmocka_testutil.h"
 #include "loss.h"
 #include "fixture_testutil.h"
 
@@ -97,6 +98,7 @@ static void test_mse_matches_torch(void **state) {
     float *x = floats(json_object_get(c, "input"), &n), *y = floats(json_object_get(c, "target_values"), &m);
     float *want = floats(json_object_get(c, "grad"), &g), *grad = malloc(n * sizeof *grad);
     assert_int_equal(n, m);
+    assert_int_equal(n, g);
     close_to(taas_mse_loss_forward(x, y, n), json_number_value(json_object_get(c, "loss")), 1e-5, "mse loss", 0);
     taas_mse_loss_backward(grad, x, y, n, 1.0f);
     for (size_t i = 0; i < n; i++) close_to(grad[i], want[i], 1e-4, "mse grad", i);

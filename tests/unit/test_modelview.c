@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmocka_testutil.h"
 #include "interp.h"
 
 typedef struct {

@@ -156,9 +156,8 @@ static void forward(float *y, const float *x, const float *w, const float *b,
     int k = s->c * s->kh * s->kw, direct = taas_conv_direct_usable(s);
     size_t per = per_thread(s), in = (size_t)s->c * s->h * s->w;
     float *packed = scratch, *slices = scratch + shared_floats(s);
-    int nt = clamp_threads(nthreads, s->n);
     if (direct) taas_conv_direct_pack_forward(packed, w, s);
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(clamp_threads(nthreads, s->n)) schedule(static)
     for (int n = 0; n < s->n; n++) {
         float *mine = slices + (size_t)omp_get_thread_num() * per, *yn = y + (size_t)n * s->oc * l;
         if (direct) {

@@ -88,7 +88,8 @@ static int reserve(taas_cu_model *dm, int n, taas_error *err) {
     if (!o_act || !o_aux || !o_arg || !dm->own || !dm->acts || !dm->aux || !dm->argmax) {
         free(o_act), free(o_aux), free(o_arg);
         free_work(dm);
-        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the model's layout");
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the model's layout");
+        return -1;  /* said apart: the analyzer cannot see that taas_error_set returns it */
     }
     /* SIZE_MAX: no buffer of that kind for the layer */
     for (int i = 0; i <= nl; i++) o_act[i] = SIZE_MAX;
