@@ -11,6 +11,7 @@ packages=(
   python3-jupyter-kernel-test python3-ipykernel python3-zmq
   python3-torch  # the test that loads taas's weights into torch.nn.Sequential
   jupyter-notebook chromium  # the browser test (tests/browser)
+  python3-jupyterlab-server python3-jupyter-server libjs-mathjax  # JupyterLab built from npm (tests/browser/jupyterlab)
   jupyter-console tmux  # the console test (tests/clients), typed into a terminal
   slurm-wlm slurm-client munge openssh-server openssh-client tcpdump  # the test cluster (tests/lib/cluster.py)
   # the fuzz build (tests/fuzz, docs/testing.md): clang with libFuzzer and the sanitizer

@@ -35,8 +35,11 @@ export JUPYTER_RUNTIME_DIR="$(mktemp -d)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-# The browser test's playwright-core, at the version its package-lock.json pins.
+# The browser tests' playwright-core, at the version its package-lock.json pins, and the
+# JupyterLab application built from its npm packages (tests/browser/jupyterlab: @jupyterlab/
+# builder and webpack; Debian has no JupyterLab, only the server it runs on).
 (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
+(cd tests/browser/jupyterlab && npm ci --no-audit --no-fund --loglevel=error && npx webpack >/dev/null)
 # ctest ends with the list of skipped tests (the CUDA ones, without a GPU); the run's last line
 # is the count, as "tests: N passed, N failed, N skipped".
 log="$(mktemp)"

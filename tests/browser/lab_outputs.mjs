@@ -1,8 +1,7 @@
 // The outputs a notebook run left, as JupyterLab shows them: JupyterLab's own output area,
 // renderers, sanitizer and light theme (npm, pinned in package-lock.json; bundled here with
-// esbuild from lab/entry.js) in the same Chromium. Debian 12 packages no JupyterLab, and there is
-// no PyPI here, so the application itself cannot run in the tests; its output rendering is what
-// decides how a cell's outputs look, and that is the code used here.
+// esbuild from lab/entry.js) in the same Chromium: how the Notebook run's outputs look in
+// JupyterLab, trusted and not (the application itself runs in test_jupyterlab.py).
 //
 // Each code cell's outputs are rendered as trusted (what the session that ran them sees) and the
 // training cell's once more as not trusted (a notebook opened from elsewhere: JupyterLab

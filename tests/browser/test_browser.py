@@ -120,6 +120,20 @@ def stop_process(proc, timeout=20):
             pass
 
 
+def write_notebook(notebook_dir, full):
+    """The example into notebook_dir, its training cell's epochs=9 replaced by BUDGET unless
+    full."""
+    with open(NOTEBOOK) as f:
+        nb = json.load(f)
+    if not full:
+        train = [c for c in nb["cells"] if c.get("id") == "train"]
+        if len(train) != 1 or "epochs=9" not in "".join(train[0]["source"]):
+            raise AssertionError("the example has no cell with id 'train' that says epochs=9")
+        train[0]["source"] = "".join(train[0]["source"]).replace("epochs=9", BUDGET)
+    with open(os.path.join(notebook_dir, "fashion_mnist.ipynb"), "w") as f:
+        json.dump(nb, f, indent=1)
+
+
 class NotebookServer:
     """`jupyter notebook` on 127.0.0.1 with a token, serving notebook_dir, with the test's
     kernelspec first on JUPYTER_PATH and its own config, data and runtime folders."""
@@ -138,18 +152,22 @@ class NotebookServer:
             env[name] = os.path.join(tmp, name.lower())
         self.log_path = os.path.join(tmp, "notebook-server.log")
         self.log = open(self.log_path, "wb")
-        argv = [JUPYTER, "notebook", "--no-browser", "--ip=127.0.0.1", "--port=%d" % self.port, "--port-retries=0",
-                "--NotebookApp.token=" + self.token, "--NotebookApp.password=", "--notebook-dir=" + notebook_dir]
+        self.tmp = tmp
+        argv = self.command(notebook_dir)
         if os.geteuid() == 0:
             argv.append("--allow-root")  # scripts/test.sh runs as root
         self.proc = subprocess.Popen(
-            argv,            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.base = "http://127.0.0.1:%d" % self.port
         try:
             self._wait_ready()
         except Exception:
             self.stop()
             raise
+
+    def command(self, notebook_dir):
+        return [JUPYTER, "notebook", "--no-browser", "--ip=127.0.0.1", "--port=%d" % self.port, "--port-retries=0",
+                "--NotebookApp.token=" + self.token, "--NotebookApp.password=", "--notebook-dir=" + notebook_dir]
 
     def _wait_ready(self, timeout=60):
         deadline = time.monotonic() + timeout
@@ -209,16 +227,7 @@ class BrowserNotebook(unittest.TestCase):
     def run_in_browser(self, tmp):
         notebook_dir = os.path.join(tmp, "notebooks")
         os.makedirs(notebook_dir)
-        with open(NOTEBOOK) as f:
-            nb = json.load(f)
-        if not OPTIONS["full"]:
-            train = [c for c in nb["cells"] if c.get("id") == "train"]
-            self.assertEqual(len(train), 1, "the example has no cell with id 'train'")
-            source = "".join(train[0]["source"])
-            self.assertIn("epochs=9", source)
-            train[0]["source"] = source.replace("epochs=9", BUDGET)
-        with open(os.path.join(notebook_dir, "fashion_mnist.ipynb"), "w") as f:
-            json.dump(nb, f, indent=1)
+        write_notebook(notebook_dir, OPTIONS["full"])
         screenshot = os.path.join(tmp, "notebook.png")
         lab_screenshot = os.path.join(tmp, "jupyterlab.png")
         timeout = 1200 if OPTIONS["full"] else 400  # for Run All; a loaded machine trains 10x slower
