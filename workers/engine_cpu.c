@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
 #include "checkpoint.h"
+#include "cpu.h"
 #include "engine.h"
 #include "errnames.h"
 
@@ -114,6 +116,10 @@ static void cpu_free(taas_engine *e) {
 static const taas_engine_ops CPU_OPS = {compute, update, eval, share_stats, save, checkpoint, restore, cpu_free};
 
 taas_engine *taas_engine_cpu(taas_model *m, taas_train_loss *loss, const taas_optim_config *opt, taas_error *err) {
+    if (taas_cpu_check(err)) {  /* TAAS_CPU names no set, or one this CPU lacks */
+        taas_model_free(m);
+        return NULL;
+    }
     cpu_engine *c = calloc(1, sizeof *c);
     size_t n = taas_optim_state_floats(opt, m->nparams);
     float *state = calloc(n ? n : 1, sizeof *state);
@@ -126,7 +132,9 @@ taas_engine *taas_engine_cpu(taas_model *m, taas_train_loss *loss, const taas_op
     }
     c->base.ops = &CPU_OPS;
     c->base.nparams = m->nparams;
-    snprintf(c->base.name, sizeof c->base.name, "CPU, %d thread%s", m->nthreads, m->nthreads == 1 ? "" : "s");
+    /* the kernel set and OpenBLAS's core: what a log reader needs to compare two runs */
+    snprintf(c->base.name, sizeof c->base.name, "CPU, %d thread%s, %s kernels (OpenBLAS %s)", m->nthreads,
+             m->nthreads == 1 ? "" : "s", taas_cpu_set_name(taas_cpu_kernels()), taas_blas_core());
     c->m = m;
     c->loss = loss;
     c->state = state;

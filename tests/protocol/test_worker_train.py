@@ -61,12 +61,12 @@ class WorkerTrainTest(unittest.TestCase):
         spec.update(kw)
         return spec
 
-    def run_job(self, role, spec, timeout=60):
+    def run_job(self, role, spec, timeout=60, env=None):
         p = self.path(role + ".json")
         with open(p, "w") as f:
             json.dump(spec, f)
         r = subprocess.run([worker(), role, "--spec", p], capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env=dict(os.environ, **(env or {})))
         lines = [json.loads(l) for l in r.stdout.splitlines()]
         return r.returncode, lines, r.stderr
 
@@ -95,7 +95,8 @@ class WorkerTrainTest(unittest.TestCase):
                                  "samples": 4000, "params": 784 * 64 + 64 + 64 * 10 + 10, "ranks": 1,
                                  "engine": start["engine"], "total_steps": 63})
         # a GPU where there is one, as a rank would (docs/cuda.md), else the CPU core
-        self.assertRegex(start["engine"], r"^(CPU, 2 threads|cuda:0, .+)$" if taastest.gpus() else r"^CPU, 2 threads$")
+        cpu = r"CPU, 2 threads, (avx512|avx2|generic) kernels \(OpenBLAS \w+\)"
+        self.assertRegex(start["engine"], r"^(%s|cuda:0, .+)$" % cpu if taastest.gpus() else r"^%s$" % cpu)
         self.assertEqual((first["event"], first["epoch"], first["step"]), ("step", 1, 1))
         self.assertGreater(first["loss"], 2.0)  # about ln(10) before any step
         epochs = [l for l in lines if l["event"] == "epoch"]
@@ -129,6 +130,23 @@ class WorkerTrainTest(unittest.TestCase):
                                                            optimizer={"type": "SGD", "lr": 0.0}))
         self.assertEqual(rc, 0)
         self.assertLess(lines[1]["loss"], 1.2)
+
+    def test_kernel_set_from_taas_cpu(self):
+        """TAAS_CPU lowers the kernel set (and OpenBLAS's core with it); the engine's name says
+        which runs; a name that is no set is the job's error, before anything trains."""
+        spec = self.fit_spec(units=640)
+        rc, lines, err = self.run_job("train", spec, env={"TAAS_CPU": "generic"})
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(lines[0]["engine"], r"^CPU, 2 threads, generic kernels \(OpenBLAS \w+\)$")
+        with open("/proc/cpuinfo") as f:
+            flags = f.read().split()
+        if "avx2" in flags and "fma" in flags:
+            rc, lines, err = self.run_job("train", spec, env={"TAAS_CPU": "avx2"})
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(lines[0]["engine"], "CPU, 2 threads, avx2 kernels (OpenBLAS Haswell)")
+        rc, lines, err = self.run_job("train", spec, env={"TAAS_CPU": "sse9"})
+        e = self.assert_error(lines, rc, r"^TAAS_CPU=sse9 names no kernel set$")
+        self.assertIn("avx512, avx2 or generic", e["hint"])
 
     def test_epochs_history_and_scheduler(self):
         # two epochs over the 10000 test images with Adadelta and StepLR

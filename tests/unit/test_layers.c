@@ -15,6 +15,7 @@
 #include "conv_direct.h"
 #include "init.h"
 #include "layers.h"
+#include "cpu_testutil.h"
 
 #define TOL 1e-4
 
@@ -526,6 +527,7 @@ static void test_init_batchnorm_and_errors(void **state) {
 }
 
 int main(void) {
+    tu_kernel_set();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_conv2d),

@@ -17,6 +17,7 @@
 #include "model.h"
 #include "optim.h"
 #include "fixture_testutil.h"
+#include "cpu_testutil.h"
 
 TU_FIXTURE_GROUP(REF, "model/ref.json")
 
@@ -446,6 +447,7 @@ static void test_training_repeats_bit_for_bit(void **state) {
 }
 
 int main(void) {
+    tu_kernel_set();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_matches_state_dict),
         cmocka_unit_test(test_forward_backward_match_torch),

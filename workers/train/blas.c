@@ -1,5 +1,6 @@
 /* OpenBLAS set-up and sgemm split across OpenMP threads (see blas.h). */
 #include "blas.h"
+#include "cpu.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -29,17 +30,14 @@ static int core_level(const char *name) {
     return 0;
 }
 
-/* The newest kernel set this CPU can run, or NULL for none better than SSE. */
-static const char *cpu_best_core(void) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        return "SkylakeX";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-    if (__builtin_cpu_supports("avx")) return "Sandybridge";
-#endif
-    return NULL;
+/* OpenBLAS's core for the process's kernel set (cpu.h): its AVX-512, AVX2 or baseline
+ * kernels, so that TAAS_CPU lowers OpenBLAS with the rest. */
+static const char *core_for_set(void) {
+    switch (taas_cpu_kernels()) {
+    case TAAS_CPU_AVX512: return "SkylakeX";
+    case TAAS_CPU_AVX2: return "Haswell";
+    default: return "Nehalem";  /* SSE4.2: what every x86-64 CPU of the last 15 years runs */
+    }
 }
 
 static void setup_once(void) {
@@ -48,11 +46,15 @@ static void setup_once(void) {
      * with the OpenMP threads (measured: parallel regions 8 ms late for the first second). */
     if (blas_thread_shutdown_) blas_thread_shutdown_();
     if (getenv("OPENBLAS_CORETYPE") || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
-    const char *best = cpu_best_core();
-    if (!best || core_level(openblas_get_corename()) >= core_level(best)) return;
+    const char *want = core_for_set();
+    /* OpenBLAS's own pick stands unless it is below the set (it takes unknown CPUs for old
+     * ones) or TAAS_CPU asked for a lower set than it took */
+    int have = core_level(openblas_get_corename()), level = core_level(want);
+    int forced = taas_cpu_kernels() < taas_cpu_best();
+    if (have == level || (have > level && !forced)) return;
     /* Runs before main (the constructor below), while the process has one thread: setenv
      * is safe there, and the variable is gone again before anything else reads it. */
-    setenv("OPENBLAS_CORETYPE", best, 1);
+    setenv("OPENBLAS_CORETYPE", want, 1);
     gotoblas_dynamic_quit();
     gotoblas_dynamic_init();
     unsetenv("OPENBLAS_CORETYPE");

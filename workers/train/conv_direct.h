@@ -1,5 +1,6 @@
-/* Stride-1 Conv2d without im2col, on AVX-512 register-tiled kernels (layer_conv.c uses it
- * when the CPU has AVX-512F; otherwise, and for strides above 1, im2col + sgemm).
+/* Stride-1 Conv2d without im2col, on register-tiled kernels for AVX-512 or AVX2 + FMA, the
+ * set the process runs (cpu.h); layer_conv.c uses them where they apply, and im2col + sgemm
+ * elsewhere (the generic set, strides above 1).
  *
  * Each output row is laid out at the zero-padded input's width Wp instead of OW (the
  * Wp - OW extra columns are computed and dropped), so that output q = i*Wp + j reads
@@ -17,8 +18,11 @@
 #include "layers.h"
 
 /* 1 when the kernels run this shape here: stride 1, at least 16 products per output
- * (C*KH*KW), an AVX-512F CPU, and not turned off by taas_conv_direct_enable(0). */
+ * (C*KH*KW), a kernel set with them (avx512 or avx2), and not turned off by
+ * taas_conv_direct_enable(0). */
 int taas_conv_direct_usable(const taas_conv2d_shape *s);
+/* The set's name ("avx512", "avx2"), or "none". */
+const char *taas_conv_direct_set(void);
 /* On by default; tests turn it off to run the same cases through im2col + sgemm. */
 void taas_conv_direct_enable(int on);
 
