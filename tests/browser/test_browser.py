@@ -208,21 +208,66 @@ class NotebookServer:
         return left
 
 
+def in_tmp(prefix, run):
+    """run(tmp) in a new temporary folder, removed when it passes and kept (and named) when
+    it fails, for a look at the screenshots and the server's log."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    keep = True
+    try:
+        run(tmp)
+        keep = False
+    finally:
+        if keep:
+            print("kept for a look: %s (screenshots, the server's log)" % tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def drive(test, server, tmp, argv, wait):
+    """node argv (a driver of tests/browser) against server, at most wait seconds; then the
+    driver, the server (its kernels, their workers) and Chromium are stopped, pass or fail.
+    The driver must pass, on this build's kernel, with nothing left behind."""
+    driver = None
+    try:
+        driver = subprocess.Popen(["node"] + argv, stdin=subprocess.DEVNULL, cwd=HERE,
+                                  start_new_session=True)  # its lines go to our output
+        try:
+            driver.wait(wait)
+        except subprocess.TimeoutExpired:
+            print("the driver did not finish within %d s" % wait, flush=True)
+        kernels = server.kernels()
+    finally:
+        if driver is not None:
+            stop_process(driver, timeout=10)
+        left = server.stop()
+        # the driver makes Chromium's profile there: a process naming it is this test's browser
+        chromium_left = processes_using(os.path.join(tmp, "chromium-profile-"))
+        for pid in chromium_left:
+            os.kill(pid, signal.SIGKILL)
+    test.assertEqual(driver.returncode, 0, "the browser checks failed (output above); server log:\n"
+                     + server.log_tail())
+    test.assertEqual([args.split()[0] for _, args in kernels], [taastest.kernel_binary()],
+                     "the notebook ran on one kernel, this build's taas-kernel")
+    print("ok   the notebook ran on %s" % taastest.kernel_binary())
+    test.assertEqual(left, [], "kernel or worker processes outlived the server")
+    test.assertEqual(chromium_left, [], "Chromium processes outlived the driver")
+    print("ok   the server, its kernel and Chromium stopped")
+
+
+def keep_screenshot(test, shot, copy):
+    with open(shot, "rb") as f:
+        test.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", "the screenshot is a PNG")
+    if copy:
+        shutil.copyfile(shot, copy)
+        print("screenshot copied to %s" % copy)
+
+
 class BrowserNotebook(unittest.TestCase):
     def test_fashion_mnist_in_notebook(self):
         missing = missing_tools()
         if missing:
             self.fail("the browser test needs: " + "; ".join(missing))
-        tmp = tempfile.mkdtemp(prefix="taas-browser-")
-        keep = True
-        try:
-            self.run_in_browser(tmp)
-            keep = False
-        finally:
-            if keep:
-                print("kept for a look: %s (the screenshot, the notebook server's log)" % tmp)
-            else:
-                shutil.rmtree(tmp, ignore_errors=True)
+        in_tmp("taas-browser-", self.run_in_browser)
 
     def run_in_browser(self, tmp):
         notebook_dir = os.path.join(tmp, "notebooks")
@@ -231,45 +276,14 @@ class BrowserNotebook(unittest.TestCase):
         screenshot = os.path.join(tmp, "notebook.png")
         lab_screenshot = os.path.join(tmp, "jupyterlab.png")
         timeout = 1200 if OPTIONS["full"] else 400  # for Run All; a loaded machine trains 10x slower
-
         server = NotebookServer(notebook_dir, tmp)
-        driver = None
-        try:
-            print("notebook server %s (pid %d), training budget: %s"
-                  % (server.base, server.proc.pid, "epochs=9 (as committed)" if OPTIONS["full"] else BUDGET),
-                  flush=True)
-            driver = subprocess.Popen(
-                ["node", DRIVER, "--url", server.url("fashion_mnist.ipynb"), "--screenshot", screenshot,
-                 "--lab-screenshot", lab_screenshot,
-                 "--tmp", tmp, "--timeout", str(timeout), "--chromium", CHROMIUM],
-                stdin=subprocess.DEVNULL, cwd=HERE, start_new_session=True)  # its lines go to our output
-            try:
-                driver.wait(timeout + 120)
-            except subprocess.TimeoutExpired:
-                print("the driver did not finish within %d s" % (timeout + 120), flush=True)
-            kernels = server.kernels()
-        finally:
-            if driver is not None:
-                stop_process(driver, timeout=10)
-            left = server.stop()
-            # the driver makes Chromium's profile there: a process naming it is this test's browser
-            chromium_left = processes_using(os.path.join(tmp, "chromium-profile-"))
-            for pid in chromium_left:
-                os.kill(pid, signal.SIGKILL)
-        self.assertEqual(driver.returncode, 0, "the browser checks failed (output above); server log:\n"
-                         + server.log_tail())
-        self.assertEqual([args.split()[0] for _, args in kernels], [taastest.kernel_binary()],
-                         "the notebook ran on one kernel, this build's taas-kernel")
-        print("ok   the notebook ran on %s" % taastest.kernel_binary())
-        self.assertEqual(left, [], "kernel or worker processes outlived the notebook server")
-        self.assertEqual(chromium_left, [], "Chromium processes outlived the driver")
-        print("ok   the server, its kernel and Chromium stopped")
-        for shot, copy in ((screenshot, OPTIONS["screenshot"]), (lab_screenshot, OPTIONS["lab_screenshot"])):
-            with open(shot, "rb") as f:
-                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", "the screenshot is a PNG")
-            if copy:
-                shutil.copyfile(shot, copy)
-                print("screenshot copied to %s" % copy)
+        print("notebook server %s (pid %d), training budget: %s"
+              % (server.base, server.proc.pid, "epochs=9 (as committed)" if OPTIONS["full"] else BUDGET), flush=True)
+        drive(self, server, tmp, [DRIVER, "--url", server.url("fashion_mnist.ipynb"), "--screenshot", screenshot,
+                                  "--lab-screenshot", lab_screenshot, "--tmp", tmp, "--timeout", str(timeout),
+                                  "--chromium", CHROMIUM], timeout + 120)
+        keep_screenshot(self, screenshot, OPTIONS["screenshot"])
+        keep_screenshot(self, lab_screenshot, OPTIONS["lab_screenshot"])
 
 
 if __name__ == "__main__":

@@ -18,18 +18,14 @@ first (scripts/test.sh does both). By hand, for the screenshot in docs/ and the 
 
 import argparse
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-import taastest  # noqa: E402
-from test_browser import (CHROMIUM, BUDGET, NotebookServer, missing_tools, processes_using,  # noqa: E402
-                          stop_process, write_notebook)
+from test_browser import (BUDGET, CHROMIUM, NotebookServer, drive, in_tmp, keep_screenshot,  # noqa: E402
+                          missing_tools, write_notebook)
 
 APP = os.path.join(HERE, "jupyterlab")
 DRIVER = os.path.join(HERE, "run_lab.mjs")
@@ -66,16 +62,7 @@ class BrowserLab(unittest.TestCase):
         missing = lab_missing()
         if missing:
             self.fail("the JupyterLab test needs: " + "; ".join(missing))
-        tmp = tempfile.mkdtemp(prefix="taas-lab-")
-        keep = True
-        try:
-            self.run_in_lab(tmp)
-            keep = False
-        finally:
-            if keep:
-                print("kept for a look: %s (screenshots, the server's log)" % tmp)
-            else:
-                shutil.rmtree(tmp, ignore_errors=True)
+        in_tmp("taas-lab-", self.run_in_lab)
 
     def run_in_lab(self, tmp):
         notebook_dir = os.path.join(tmp, "notebooks")
@@ -84,39 +71,11 @@ class BrowserLab(unittest.TestCase):
         screenshot = os.path.join(tmp, "jupyterlab.png")
         timeout = 1200 if OPTIONS["full"] else 400  # for Run All; a loaded machine trains 10x slower
         server = LabServer(notebook_dir, tmp)
-        driver = None
-        try:
-            print("JupyterLab %s (pid %d), training budget: %s"
-                  % (server.base, server.proc.pid, "epochs=9 (as committed)" if OPTIONS["full"] else BUDGET),
-                  flush=True)
-            driver = subprocess.Popen(
-                ["node", DRIVER, "--url", server.url("fashion_mnist.ipynb"), "--screenshot", screenshot,
-                 "--tmp", tmp, "--timeout", str(timeout), "--chromium", CHROMIUM],
-                stdin=subprocess.DEVNULL, cwd=HERE, start_new_session=True)
-            try:
-                driver.wait(timeout + 300)
-            except subprocess.TimeoutExpired:
-                print("the driver did not finish within %d s" % (timeout + 300), flush=True)
-            kernels = server.kernels()
-        finally:
-            if driver is not None:
-                stop_process(driver, timeout=10)
-            left = server.stop()
-            chromium_left = processes_using(os.path.join(tmp, "chromium-profile-"))
-            for pid in chromium_left:
-                os.kill(pid, signal.SIGKILL)
-        self.assertEqual(driver.returncode, 0, "the browser checks failed (output above); server log:\n"
-                         + server.log_tail())
-        self.assertEqual([args.split()[0] for _, args in kernels], [taastest.kernel_binary()],
-                         "the notebook ran on one kernel, this build's taas-kernel")
-        self.assertEqual(left, [], "kernel or worker processes outlived the server")
-        self.assertEqual(chromium_left, [], "Chromium processes outlived the driver")
-        print("ok   the server, its kernel and Chromium stopped")
-        with open(screenshot, "rb") as f:
-            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", "the screenshot is a PNG")
-        if OPTIONS["screenshot"]:
-            shutil.copyfile(screenshot, OPTIONS["screenshot"])
-            print("screenshot copied to %s" % OPTIONS["screenshot"])
+        print("JupyterLab %s (pid %d), training budget: %s"
+              % (server.base, server.proc.pid, "epochs=9 (as committed)" if OPTIONS["full"] else BUDGET), flush=True)
+        drive(self, server, tmp, [DRIVER, "--url", server.url("fashion_mnist.ipynb"), "--screenshot", screenshot,
+                                  "--tmp", tmp, "--timeout", str(timeout), "--chromium", CHROMIUM], timeout + 300)
+        keep_screenshot(self, screenshot, OPTIONS["screenshot"])
 
 
 if __name__ == "__main__":
