@@ -177,10 +177,13 @@ TILE void dx_tile(float *dxp, const ptrdiff_t *off, const float *pt, const float
         }
 }
 
-/* dwt rows k.. (NS x OV vectors of output channels) += im2col rows at the NS offsets, one
+/* (Not inlined: on its own it keeps the rows' offsets in registers; inlined into backward,
+ * GCC reloaded them from the stack at every position, a fifth more instructions.)
+ * dwt rows k.. (NS x OV vectors of output channels) += im2col rows at the NS offsets, one
  * position at a time broadcast, times that position's output gradient (OV vectors of dyt):
  * the output channels lie along the vectors, so nothing is summed across lanes. */
-TILE void dw_tile(float *dwt, int ldw, const float *dyt, int ldt, const float *xp, const ptrdiff_t *off, int q) {
+KERNEL static __attribute__((noinline)) void dw_tile(float *dwt, int ldw, const float *dyt, int ldt, const float *xp,
+                                                     const ptrdiff_t *off, int q) {
     VEC acc[NS][OV];
 #pragma GCC unroll 8
     for (int t = 0; t < NS; t++)
