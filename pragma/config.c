@@ -2,6 +2,7 @@
  * ($TAAS_CONFIG, else ~/.config/taas/config.json). The file is read on every lookup, so
  * an edit takes effect in the next cell without restarting the kernel. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,24 +17,29 @@
 #define PRAGMA_ERROR TAAS_ERR_PRAGMA
 #define ENTRY_KEYS "\"gpus\" (GPUs per machine, 0 to 4096; 0 for a loader machine), " \
                    "\"cpus\" (CPU cores per machine, 1 to 65536) and optionally \"description\", " \
+                   "\"price_per_hour\" (your price of one machine for an hour, in your unit), " \
                    "and for Slurm \"partition\", \"constraint\" and \"gres\" (where the machines are)"
+/* The largest price_per_hour: a bound that keeps the cost estimates' sums finite and exact
+ * enough, far above any machine's price in any currency. */
+#define MAX_PRICE_PER_HOUR 1e9
 
 /* 96 cores: what 8-GPU training machines commonly carry (2 sockets x 48); c1.4 is the
  * small CPU machine a loader worker runs on. */
 static const taas_machine_config BUILTINS[] = {
     {.name = "g2.8", .gpus_per_machine = 8, .cpus_per_machine = 96,
-     .description = "GPU machine: 8 GPUs, 96 CPU cores"},
+     .description = "GPU machine: 8 GPUs, 96 CPU cores", .price_per_hour = -1},
     {.name = "c1.4", .gpus_per_machine = 0, .cpus_per_machine = 4,
-     .description = "loader machine: 4 CPU cores, no GPUs"},
+     .description = "loader machine: 4 CPU cores, no GPUs", .price_per_hour = -1},
 };
 #define NBUILTINS (sizeof BUILTINS / sizeof BUILTINS[0])
 
-static const char *const ENTRY_KEY_NAMES[] = {"gpus", "cpus", "description", "partition", "constraint", "gres"};
+static const char *const ENTRY_KEY_NAMES[] = {"gpus",      "cpus",       "description", "price_per_hour",
+                                              "partition", "constraint", "gres"};
 #define NENTRY_KEYS (sizeof ENTRY_KEY_NAMES / sizeof ENTRY_KEY_NAMES[0])
 
 static int entry_int(const char *path, const char *name, const json_t *entry, const char *key,
                      long long lo, long long hi, int *out, taas_error *err) {
-    char shown[200], hint[512];
+    char shown[200], hint[768];
     const json_t *v = json_object_get(entry, key);
     snprintf(hint, sizeof hint, "an entry reads \"%s\": {\"gpus\": 4, \"cpus\": 32}; it holds %s",
              name, ENTRY_KEYS);
@@ -87,6 +93,40 @@ static int entry_slurm(const char *path, const char *name, const json_t *entry, 
     return 0;
 }
 
+/* "price_per_hour": optional, a JSON number from 0 to MAX_PRICE_PER_HOUR in the user's own
+ * unit (jansson refuses NaN and infinities, and numbers that overflow a double). *out stays
+ * -1 when the key is absent: a price is never invented. */
+static int entry_price(const char *path, const char *name, const json_t *entry, double *out,
+                       taas_error *err) {
+    const json_t *v = json_object_get(entry, "price_per_hour");
+    *out = -1;
+    if (!v) return 0;
+    char hint[512], shown[200];
+    snprintf(hint, sizeof hint,
+             "write what one %s machine costs you for an hour, a number from 0 to 1e9 in any unit you "
+             "choose (the same in every entry), e.g. \"price_per_hour\": 12.5; it gives the plan's "
+             "cost estimate and the unit of --budget",
+             name);
+    if (!json_is_number(v))
+        return taas_cfile_error(err, path, hint,
+                                "configuration '%s': \"price_per_hour\" must be a number (the price of one "
+                                "machine for one hour, in your unit), not %s",
+                                name, taas_cfile_kind(v));
+    double x = json_number_value(v);
+    if (!isfinite(x))  /* not from jansson's parser, but cheap to refuse */
+        return taas_cfile_error(err, path, hint, "configuration '%s': \"price_per_hour\" is not finite", name);
+    if (x < 0)
+        return taas_cfile_error(err, path, hint, "configuration '%s': \"price_per_hour\" is %s, a negative price",
+                                name, taas_cfile_shown(shown, sizeof shown, v));
+    if (x > MAX_PRICE_PER_HOUR)
+        return taas_cfile_error(err, path, hint,
+                                "configuration '%s': \"price_per_hour\" is %s, above the largest price "
+                                "(1e9 = 1000000000)",
+                                name, taas_cfile_shown(shown, sizeof shown, v));
+    *out = x == 0 ? 0 : x;  /* -0.0 as 0 */
+    return 0;
+}
+
 static int parse_entry(const char *path, const char *key, const json_t *val,
                        taas_machine_config *c, taas_error *err) {
     char name[200];
@@ -106,9 +146,12 @@ static int parse_entry(const char *path, const char *key, const json_t *val,
         size_t i = 0;
         while (i < NENTRY_KEYS && strcmp(k, ENTRY_KEY_NAMES[i])) i++;
         if (i == NENTRY_KEYS) {
-            char kshown[200], hint[512], dym[160];
-            snprintf(hint, sizeof hint, "%san entry holds %s",
-                     taas_cfile_did_you_mean(dym, sizeof dym, k, ENTRY_KEY_NAMES, NENTRY_KEYS), ENTRY_KEYS);
+            char kshown[200], hint[768], dym[160];
+            taas_cfile_did_you_mean(dym, sizeof dym, k, ENTRY_KEY_NAMES, NENTRY_KEYS);
+            /* "price", "cost", "cost_per_hour", "pricePerHour": too far for the edit distance */
+            if (!dym[0] && (strcasestr(k, "price") || strcasestr(k, "cost")))
+                snprintf(dym, sizeof dym, "did you mean price_per_hour? ");
+            snprintf(hint, sizeof hint, "%san entry holds %s", dym, ENTRY_KEYS);
             return taas_cfile_error(err, path, hint, "configuration '%s' has an unknown key \"%s\"", name,
                                     taas_cfile_quoted(kshown, sizeof kshown, k));
         }
@@ -129,6 +172,7 @@ static int parse_entry(const char *path, const char *key, const json_t *val,
                                     name, json_string_length(d), sizeof c->description - 1);
         snprintf(c->description, sizeof c->description, "%s", json_string_value(d));
     }
+    if (entry_price(path, name, val, &c->price_per_hour, err)) return -1;
     if (entry_slurm(path, name, val, "partition", "", "gpu", c->partition, sizeof c->partition, err) ||
         entry_slurm(path, name, val, "constraint", "& | [ ]", "a100&ib", c->constraint, sizeof c->constraint,
                     err) ||

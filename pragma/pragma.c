@@ -3,6 +3,7 @@
  * belong to the interpreter, but a directive among them is an error, so the body is
  * scanned for comment lines (outside strings) too. */
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,23 +17,38 @@
 #include "utf8.h"
 
 #define PRAGMA_ERROR TAAS_ERR_PRAGMA
-#define SYNOPSIS "#pragma taas --gpus N [--cpus M] [--units U] [--detach]"
-#define FLAGS_HELP "#pragma taas takes --gpus N (1 to 4096, required), --cpus M (1 to 8, default 1), " \
-                   "--units U (samples, at least 1; default: no limit) and --detach (no value)"
+#define SYNOPSIS "#pragma taas --gpus N [--cpus M|auto[:MAX]] [--units U] [--budget B] [--detach]"
+#define FLAGS_HELP "#pragma taas takes --gpus N (1 to 4096, required), --cpus M (1 to 8, default 1) " \
+                   "or --cpus auto[:MAX] (a pool that sizes itself), --units U (samples, at least 1; " \
+                   "default: no limit), --budget B (an amount such as 25 or a time such as 2h; " \
+                   "default: no limit) and --detach (no value)"
+#define BUDGET_FORMS "an amount above 0 in the unit of the configuration file's price_per_hour " \
+                     "(25, 2.50, 1_000), or a time: a number with s, m, h or d right after it " \
+                     "(45s, 90m, 1.5h, 2d)"
+#define MAX_BUDGET_MONEY 9007199254740992.0  /* 2^53: every whole amount below it is exact */
+#define MAX_BUDGET_SECONDS (365.0 * 86400)
 
-enum { F_GPUS, F_CPUS, F_UNITS, F_DETACH, NFLAGS };
+enum { F_GPUS, F_CPUS, F_UNITS, F_BUDGET, F_DETACH, NFLAGS };
+
+/* what a flag's value is */
+enum { V_INT, V_SWITCH, V_BUDGET };
 
 static const struct flag_def {
     const char *name;
     const char *stem;   /* what a misspelling most likely still contains */
-    long long lo, hi;   /* lo = hi = 0: a switch, which takes no value */
+    int kind;           /* V_INT: a whole number from lo to hi; V_SWITCH: no value; V_BUDGET */
+    long long lo, hi;
     const char *range;  /* for the hint of an out-of-range value, or what a switch does */
 } FLAGS[NFLAGS] = {
-    {"--gpus", "gpu", 1, 4096, "--gpus takes 1 to 4096: the GPUs to train on, one rank each"},
-    {"--cpus", "cpu", 1, 8, "--cpus takes 1 to 8: the loader workers for each registered loader"},
-    {"--units", "unit", 1, LLONG_MAX,
+    {"--gpus", "gpu", V_INT, 1, 4096, "--gpus takes 1 to 4096: the GPUs to train on, one rank each"},
+    {"--cpus", "cpu", V_INT, 1, 8,
+     "--cpus takes 1 to 8: the loader workers for each registered loader; or auto (auto:MAX) "
+     "for a pool that sizes itself, within MAX (1 to 8)"},
+    {"--units", "unit", V_INT, 1, LLONG_MAX,
      "--units takes a number of samples from 1 to 9223372036854775807, e.g. --units 20_480_000"},
-    {"--detach", "detach", 0, 0, "--detach takes no value: the fit keeps running when the kernel stops"},
+    {"--budget", "budget", V_BUDGET, 0, 0, "--budget takes " BUDGET_FORMS "; at most 365 days"},
+    {"--detach", "detach", V_SWITCH, 0, 0,
+     "--detach takes no value: the fit keeps running when the kernel stops"},
 };
 
 typedef struct line {
@@ -224,6 +240,296 @@ static int is_flag(const char *p, const char *end) {
     return end - p >= 2 && p[0] == '-' && p[1] == '-';
 }
 
+/* ---- --cpus auto[:MAX] ---- */
+
+/* --cpus auto or auto:MAX at v[0..vn): 0 when it is one (out filled), 1 when the value is
+ * something else (a number, or a mistake the caller reports), -1 with an error. */
+static int cpus_auto(taas_pragma *out, const line *l, const char *v, size_t vn, taas_error *err) {
+    if (vn < 4 || memcmp(v, "auto", 4) != 0 || (vn > 4 && v[4] != ':')) return 1;
+    out->cpus = 1;
+    out->cpus_auto = 1;
+    out->cpus_max = 0;
+    if (vn == 4) return 0;
+    const char *m = v + 5;
+    size_t mn = vn - 5;
+    char shown[192];
+    if (mn == 0) {
+        fail(err, l, v, vn, "--cpus auto: has no MAX after the ':'");
+        taas_error_hint(err, "write the most loader workers for each registered loader after the "
+                             "colon, e.g. --cpus auto:4, or write --cpus auto for the default (8); "
+                             "auto:MAX takes 1 to 8");
+        return -1;
+    }
+    long long val;
+    int r = parse_int(m, mn, &val);
+    if (r < 0) {
+        fail(err, l, m, mn, "--cpus auto:MAX needs a whole number, not '%s'",
+             show(shown, sizeof shown, m, mn));
+        taas_error_hint(err, "write digits, optionally grouped by underscores, e.g. --cpus auto:4; "
+                             "auto:MAX takes 1 to 8");
+        return -1;
+    }
+    if (r > 0 || val < 1 || val > 8) {
+        fail(err, l, m, mn, "--cpus %s is out of range", show(shown, sizeof shown, v, vn));
+        taas_error_hint(err, "auto:MAX takes 1 to 8: the most loader workers for each registered "
+                             "loader that the pool may grow to, e.g. --cpus auto:4");
+        return -1;
+    }
+    out->cpus_max = (int)val;
+    return 0;
+}
+
+/* For a --cpus value that is not a number: "auto" when it looks like a misspelt auto
+ * ("Auto", "automatic", "AUTO:4", "auto4"), written into dst; NULL otherwise. */
+static const char *auto_guess(char *dst, size_t cap, const char *v, size_t vn) {
+    const char *colon = memchr(v, ':', vn);
+    size_t head = colon ? (size_t)(colon - v) : vn;
+    static const char *const AUTO[] = {"auto"};
+    if (!(head >= 4 && strncasecmp(v, "auto", 4) == 0) && taas_suggest(v, head, AUTO, 1) < 0) return NULL;
+    char rest[64] = "";
+    size_t i = 4;
+    while (i < head && v[i] >= '0' && v[i] <= '9') i++;
+    if (colon && vn - head <= 16)
+        snprintf(rest, sizeof rest, "%.*s", (int)(vn - head), colon);
+    else if (!colon && head > 4 && i == head && head - 4 <= 16 && strncasecmp(v, "auto", 4) == 0)
+        snprintf(rest, sizeof rest, ":%.*s", (int)(head - 4), v + 4);  /* "auto4": auto:4 */
+    snprintf(dst, cap, "auto%s", rest);
+    return dst;
+}
+
+/* ---- --budget AMOUNT or DURATION ---- */
+
+/* Bytes of a currency sign at p ($ € £ ¥ ₹), 0 for none. */
+static size_t currency_sign(const char *p, const char *end) {
+    const unsigned char *u = (const unsigned char *)p;
+    if (p < end && *p == '$') return 1;
+    if (end - p >= 2 && u[0] == 0xC2 && (u[1] == 0xA3 || u[1] == 0xA5)) return 2;
+    if (end - p >= 3 && u[0] == 0xE2 && u[1] == 0x82 && (u[2] == 0xAC || u[2] == 0xB9)) return 3;
+    return 0;
+}
+
+static int all_letters(const char *s, size_t n) {
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z'))) return 0;
+    return 1;
+}
+
+/* The duration unit a word spells out ("hours", "min", "S"): 's', 'm', 'h', 'd'; 0 for none.
+ * A lone "M" is no guess: it may as well mean a million. */
+static char unit_spelled(const char *s, size_t n) {
+    static const struct { const char *word; char unit; } WORDS[] = {
+        {"s", 's'},      {"sec", 's'},     {"secs", 's'},    {"second", 's'}, {"seconds", 's'},
+        {"min", 'm'},    {"mins", 'm'},    {"minute", 'm'},  {"minutes", 'm'},
+        {"h", 'h'},      {"hr", 'h'},      {"hrs", 'h'},     {"hour", 'h'},   {"hours", 'h'},
+        {"d", 'd'},      {"day", 'd'},     {"days", 'd'},
+    };
+    if (n == 1 && *s == 'm') return 'm';
+    for (size_t i = 0; i < sizeof WORDS / sizeof WORDS[0]; i++)
+        if (strlen(WORDS[i].word) == n && strncasecmp(s, WORDS[i].word, n) == 0) return WORDS[i].unit;
+    return 0;
+}
+
+/* A currency written as a word: three capitals (USD, EUR) or a common name. */
+static int currency_word(const char *s, size_t n) {
+    static const char *const WORDS[] = {"usd", "eur", "gbp", "chf", "jpy", "cny", "inr", "cad", "aud",
+                                        "dollar", "dollars", "euro", "euros", "pound", "pounds",
+                                        "cent", "cents", "yen"};
+    if (n == 3 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'A' && s[1] <= 'Z' && s[2] >= 'A' && s[2] <= 'Z')
+        return 1;
+    for (size_t i = 0; i < sizeof WORDS / sizeof WORDS[0]; i++)
+        if (strlen(WORDS[i]) == n && strncasecmp(s, WORDS[i], n) == 0) return 1;
+    return 0;
+}
+
+/* Length of the number at s[0..n) (its digits, '_' and '.'); *ok is 1 when it is a valid
+ * decimal: digits optionally grouped by single underscores, optionally a '.' and more such
+ * digits (2.50, 1_000.5; not .5, 5., 1__0). */
+static size_t decimal_at(const char *s, size_t n, int *ok) {
+    size_t k = 0;
+    while (k < n && ((s[k] >= '0' && s[k] <= '9') || s[k] == '_' || s[k] == '.')) k++;
+    *ok = 0;
+    int point = 0;
+    size_t digits = 0;  /* in the current part */
+    for (size_t i = 0; i < k; i++) {
+        char c = s[i];
+        if (c >= '0' && c <= '9') {
+            digits++;
+        } else if (c == '_') {
+            if (!digits || i + 1 == k || s[i + 1] < '0' || s[i + 1] > '9') return k;
+        } else {  /* '.' */
+            if (point || !digits || i + 1 == k || s[i + 1] < '0' || s[i + 1] > '9') return k;
+            point = 1;
+            digits = 0;
+        }
+    }
+    *ok = k > 0;
+    return k;
+}
+
+/* The value of a valid decimal s[0..n) (its underscores dropped). */
+static double decimal_value(const char *s, size_t n) {
+    char small[128];
+    char *b = n < sizeof small ? small : malloc(n + 1);
+    if (!b) return HUGE_VAL;  /* out of memory: a number this long is out of range anyway */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != '_') b[k++] = s[i];
+    b[k] = '\0';
+    double v = strtod(b, NULL);
+    if (b != small) free(b);
+    return v;
+}
+
+/* 1 when the valid decimal s[0..n) is above 2^53, compared digit by digit: strtod would round
+ * 9007199254740993 down to 2^53. */
+static int above_2_53(const char *s, size_t n) {
+    static const char MAX[] = "9007199254740992";
+    char ip[17];
+    size_t k = 0, i = 0;
+    for (; i < n && s[i] != '.'; i++) {
+        if (s[i] == '_' || (s[i] == '0' && k == 0)) continue;
+        if (k == sizeof ip - 1) return 1;  /* 17 digits or more */
+        ip[k++] = s[i];
+    }
+    ip[k] = '\0';
+    if (k < sizeof MAX - 1) return 0;
+    int c = strcmp(ip, MAX);
+    if (c) return c > 0;
+    for (; i < n; i++)  /* 2^53 exactly, unless a digit after the point is not 0 */
+        if (s[i] >= '1' && s[i] <= '9') return 1;
+    return 0;
+}
+
+/* The error of a --budget value that is neither an amount nor a duration. */
+static int budget_not_a_value(const line *l, const char *v, size_t vn, taas_error *err) {
+    char shown[192];
+    fail(err, l, v, vn, "--budget needs an amount or a duration, not '%s'", show(shown, sizeof shown, v, vn));
+    const char *why = v[0] == '+'           ? "write the number without a sign. "
+                      : memchr(v, ',', vn) ? "the decimal separator is a point (1.5). "
+                                           : "";
+    taas_error_hint(err, "%s--budget takes %s: digits, optionally grouped by underscores, with an "
+                         "optional point and digits after it (0.5, not .5); one unit at most (150m, "
+                         "not 2h30m)",
+                    why, BUDGET_FORMS);
+    return -1;
+}
+
+/* A currency in a --budget value (msg says where); bare[0..bare_n) is the number without it,
+ * for the hint when it is one. */
+static int budget_currency(const line *l, const char *at, size_t n, const char *msg, const char *bare,
+                           size_t bare_n, taas_error *err) {
+    fail(err, l, at, n, "%s", msg);
+    int ok = 0;
+    size_t k = bare_n ? decimal_at(bare, bare_n, &ok) : 0;
+    char b[40] = "25";
+    if (ok && k == bare_n && k < sizeof b) snprintf(b, sizeof b, "%.*s", (int)k, bare);
+    taas_error_hint(err, "the amount is in the unit of the configuration file's price_per_hour, "
+                         "whatever currency that is; write the bare number: --budget %s", b);
+    return -1;
+}
+
+/* --budget's value at v[0..vn): 0 with out->budget_kind and out->budget, -1 with an error.
+ * The word after a bare number is looked at too, for a unit or a currency written apart
+ * ("--budget 2 h", "--budget 5 USD"); it is not consumed. */
+static int budget_value(taas_pragma *out, const line *l, const char *v, size_t vn, taas_error *err) {
+    const char *end = l->s + l->n, *ve = v + vn;
+    char shown[192], msg[512];
+    /* a currency sign anywhere: $5, 5$, €2.50 */
+    for (const char *c = v; c < ve; c++) {
+        size_t cs = currency_sign(c, ve);
+        if (!cs) continue;
+        const char *bare = c == v ? v + cs : v;
+        size_t bare_n = c == v ? vn - cs : (size_t)(c - v);
+        snprintf(msg, sizeof msg, "--budget %s has a currency sign", show(shown, sizeof shown, v, vn));
+        return budget_currency(l, v, vn, msg, bare, bare_n, err);
+    }
+    if (v[0] == '-' && vn > 1 && v[1] >= '0' && v[1] <= '9') {
+        fail(err, l, v, vn, "--budget %s is a negative budget", show(shown, sizeof shown, v, vn));
+        taas_error_hint(err, "a budget is above 0: e.g. --budget %s; without --budget there is no limit",
+                        vn <= 32 ? show(shown, sizeof shown, v + 1, vn - 1) : "25");
+        return -1;
+    }
+    int ok;
+    size_t k = decimal_at(v, vn, &ok);
+    if (!ok) return budget_not_a_value(l, v, vn, err);  /* also +3, .5, 1__0 */
+    const char *u = v + k;
+    size_t un = vn - k;
+    double scale = 0;  /* seconds per unit; 0 for money */
+    if (un == 1 && strchr("smhd", *u)) {
+        scale = *u == 's' ? 1 : *u == 'm' ? 60 : *u == 'h' ? 3600 : 86400;
+    } else if (un > 0) {
+        size_t sign = un > 2 && (u[1] == '-' || u[1] == '+');
+        if ((*u == 'e' || *u == 'E') && un > 1 + sign && u[1 + sign] >= '0' && u[1 + sign] <= '9') {
+            fail(err, l, v, vn, "--budget %s has an exponent", show(shown, sizeof shown, v, vn));
+            taas_error_hint(err, "write the number out in digits, e.g. --budget 1000 rather than 1e3 "
+                                 "(underscores may group the digits: 1_000_000)");
+            return -1;
+        }
+        if (!all_letters(u, un)) return budget_not_a_value(l, v, vn, err);  /* 1,5 2h30m */
+        char unit = unit_spelled(u, un);
+        if (!unit && currency_word(u, un)) {
+            snprintf(msg, sizeof msg, "--budget %s names a currency", show(shown, sizeof shown, v, vn));
+            return budget_currency(l, v, vn, msg, v, k, err);
+        }
+        char uw[192];
+        fail(err, l, u, un, "--budget %s has an unknown unit '%s'", show(shown, sizeof shown, v, vn),
+             show(uw, sizeof uw, u, un));
+        char mean[128] = "";
+        if (unit && k < 64) snprintf(mean, sizeof mean, "did you mean %.*s%c? ", (int)k, v, unit);
+        taas_error_hint(err, "%sa time ends in s (seconds), m (minutes), h (hours) or d (days), "
+                             "e.g. --budget 2h; a bare number is money, in the unit of the "
+                             "configuration file's price_per_hour. No other suffixes (k, M): write "
+                             "the number out",
+                        mean);
+        return -1;
+    }
+    if (scale == 0) {
+        /* a unit or a currency written apart: "--budget 2 h", "--budget 5 USD" */
+        const char *w = skip_ws(ve, end);
+        const char *we = word_end(w, end);
+        size_t wn = (size_t)(we - w);
+        if (w < end && *w != '#' && !is_flag(w, we)) {
+            char unit = unit_spelled(w, wn);
+            if (unit) {
+                char uw[192];
+                fail(err, l, w, wn, "unexpected '%s' after --budget %s", show(uw, sizeof uw, w, wn),
+                     show(shown, sizeof shown, v, vn));
+                taas_error_hint(err, "write the unit right after the number: --budget %s%c",
+                                vn <= 32 ? show(shown, sizeof shown, v, vn) : "2", unit);
+                return -1;
+            }
+            if (currency_word(w, wn) || (currency_sign(w, we) && currency_sign(w, we) == wn)) {
+                char uw[192];
+                snprintf(msg, sizeof msg, "unexpected '%s' after --budget %s", show(uw, sizeof uw, w, wn),
+                         show(shown, sizeof shown, v, vn));
+                return budget_currency(l, w, wn, msg, v, vn, err);
+            }
+        }
+    }
+    double x = decimal_value(v, k);
+    double val = scale ? x * scale : x;
+    if (!(val > 0)) {
+        fail(err, l, v, vn, "--budget %s is out of range", show(shown, sizeof shown, v, vn));
+        taas_error_hint(err, "a budget is above 0: an amount such as --budget 25 (in the unit of the "
+                             "configuration file's price_per_hour) or a time such as --budget 2h; "
+                             "without --budget there is no limit");
+        return -1;
+    }
+    if (scale ? val > MAX_BUDGET_SECONDS : val > MAX_BUDGET_MONEY || above_2_53(v, k)) {
+        fail(err, l, v, vn, "--budget %s is out of range", show(shown, sizeof shown, v, vn));
+        if (scale)
+            taas_error_hint(err, "a time takes at most 365 days: 365d, 8760h, 525600m or 31536000s");
+        else
+            taas_error_hint(err, "an amount takes at most 9007199254740992 (2^53), in the unit of the "
+                                 "configuration file's price_per_hour");
+        return -1;
+    }
+    out->budget_kind = scale ? TAAS_BUDGET_TIME : TAAS_BUDGET_MONEY;
+    out->budget = val;
+    return 0;
+}
+
 /* The flags after "#pragma taas"; at = where they begin, head = "#pragma taas" for the
  * missing --gpus error. */
 static int parse_flags(scan *sc, const line *l, const char *at, const char *head, size_t head_n) {
@@ -263,7 +569,7 @@ static int parse_flags(scan *sc, const line *l, const char *at, const char *head
             return -1;
         }
         given[f] = p;
-        if (FLAGS[f].hi == 0) {  /* a switch */
+        if (FLAGS[f].kind == V_SWITCH) {
             if (eq) {
                 fail(err, l, p, wn, "%s takes no value", FLAGS[f].name);
                 taas_error_hint(err, "write %s alone; %s", FLAGS[f].name, FLAGS[f].range);
@@ -280,8 +586,12 @@ static int parse_flags(scan *sc, const line *l, const char *at, const char *head
             vn = (size_t)(we - v);
             if (vn == 0) {
                 fail(err, l, p, wn, "%s= has no value", FLAGS[f].name);
-                taas_error_hint(err, "write a number after the '=', e.g. %s=8; %s", FLAGS[f].name,
-                                FLAGS[f].range);
+                if (f == F_BUDGET)
+                    taas_error_hint(err, "write an amount or a time after the '=', e.g. --budget=25 or "
+                                         "--budget=2h; %s", FLAGS[f].range);
+                else
+                    taas_error_hint(err, "write a number after the '=', e.g. %s=8; %s", FLAGS[f].name,
+                                    FLAGS[f].range);
                 return -1;
             }
         } else {
@@ -289,16 +599,45 @@ static int parse_flags(scan *sc, const line *l, const char *at, const char *head
             const char *ve = word_end(v, end);
             if (v == end || *v == '#' || is_flag(v, ve)) {
                 fail(err, l, p, nn, "%s has no value", FLAGS[f].name);
-                taas_error_hint(err, "write a number after it, e.g. %s 8; %s", FLAGS[f].name,
-                                FLAGS[f].range);
+                if (f == F_BUDGET)
+                    taas_error_hint(err, "write an amount or a time after it, e.g. --budget 25 or "
+                                         "--budget 2h; %s", FLAGS[f].range);
+                else
+                    taas_error_hint(err, "write a number after it, e.g. %s 8; %s", FLAGS[f].name,
+                                    FLAGS[f].range);
                 return -1;
             }
             vn = (size_t)(ve - v);
             we = ve;
         }
+        if (f == F_BUDGET) {
+            if (budget_value(out, l, v, vn, err)) return -1;
+            p = we;
+            continue;
+        }
+        if (f == F_CPUS) {
+            int r = cpus_auto(out, l, v, vn, err);
+            if (r < 0) return -1;
+            if (r == 0) {
+                p = we;
+                continue;
+            }
+        }
         long long val;
         int r = parse_int(v, vn, &val);
         if (r < 0) {
+            char guess[96];
+            if (f == F_CPUS) {
+                fail(err, l, v, vn, "--cpus needs a whole number or auto, not '%s'",
+                     show(shown, sizeof shown, v, vn));
+                if (auto_guess(guess, sizeof guess, v, vn))
+                    taas_error_hint(err, "did you mean %s? auto is written in lower case, alone or as "
+                                         "auto:MAX. %s", guess, FLAGS[f].range);
+                else
+                    taas_error_hint(err, "write digits, optionally grouped by underscores; no fractions "
+                                         "or suffixes. %s", FLAGS[f].range);
+                return -1;
+            }
             fail(err, l, v, vn, "%s needs a whole number, not '%s'", FLAGS[f].name,
                  show(shown, sizeof shown, v, vn));
             taas_error_hint(err, "write digits, optionally grouped by underscores (20_480_000); "
@@ -316,6 +655,8 @@ static int parse_flags(scan *sc, const line *l, const char *at, const char *head
             sc->gpus_n = vn;
         } else if (f == F_CPUS) {
             out->cpus = (int)val;
+            out->cpus_auto = 0;
+            out->cpus_max = 0;
         } else {
             out->units = val;
         }
@@ -561,6 +902,7 @@ int taas_pragma_parse(const char *cell, taas_pragma *out, taas_error *err) {
     }
     if (!out->present) return 0;
     if (sc.config_hash) return apply_config(&sc);
+    out->config.price_per_hour = -1;  /* no configuration, no price */
     out->machines = 1;
     out->ranks_per_machine = out->gpus;
     return 0;

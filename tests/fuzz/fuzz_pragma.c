@@ -8,7 +8,7 @@
 #include "pragma.h"
 
 static const char CONFIG[] =
-    "{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"description\": \"four GPUs\"},"
+    "{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"description\": \"four GPUs\", \"price_per_hour\": 12.5},"
     " \"c1.2\": {\"gpus\": 0, \"cpus\": 2}, \"g2.8\": {\"gpus\": 8, \"cpus\": 96}}}";
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {

@@ -94,6 +94,11 @@ static const char *const PRAGMAS[] = {
     "x = 1\n#pragma taas --gpus 1\n",
     "s = '''\n#pragma taas --gpus 1\n'''\n#!c1.2\n",
     "#!nosuch\n#pragma taas --gpus 2\n",
+    "#!g4.4\n#pragma taas --gpus 8 --cpus auto:4 --budget 2.50\nfit(net, train)\n",
+    "#pragma taas --gpus=2 --cpus=auto --budget=1.5h --units 1_000  # a time\nfit(net, train)\n",
+    "#pragma taas --gpus 1 --budget 2 h --cpus Auto\n",
+    "#pragma taas --gpus 1 --cpus auto: --budget $5\n",
+    "#pragma taas --gpus 1 --budget 9007199254740993 --budget 1e3 --budget 366d\n",
 };
 
 static const char *const CONFIGS[] = {
@@ -109,6 +114,12 @@ static const char *const CONFIGS[] = {
     "{\"configurations\": {\"g2.8\": {\"gpus\": 2, \"cpus\": 8}, \"bad name\": {\"gpus\": 1}}}",
     "{\"configuration\": {}}",
     "[1, 2]",
+    "{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"price_per_hour\": 12.5},"
+    " \"c1.2\": {\"gpus\": 0, \"cpus\": 2, \"price_per_hour\": 0},\n"
+    " \"g2.8\": {\"gpus\": 8, \"cpus\": 96, \"price_per_hour\": 1e9}}, \"cluster\": {\"backend\": \"local\", \"loaders\": \"c1.2\"}}",
+    "{\"configurations\": {"
+    "\"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"price_per_hour\": -2},"
+    " \"c1.2\": {\"gpus\": 0, \"cpus\": 2, \"price_per_hour\": \"3\"}}}",
 };
 
 static const char *const CONNECTIONS[] = {

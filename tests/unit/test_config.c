@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,15 +85,19 @@ static void test_builtins_without_file(void **state) {
     assert_int_equal(c.gpus_per_machine, 8);
     assert_int_equal(c.cpus_per_machine, 96);
     assert_non_null(strstr(c.description, "8 GPUs"));
+    assert_true(c.price_per_hour == -1); /* no price is built in */
     find_ok("c1.4", &c);
     assert_int_equal(c.gpus_per_machine, 0);
     assert_int_equal(c.cpus_per_machine, 4);
+    assert_true(c.price_per_hour == -1);
     taas_machine_config *all;
     size_t n;
     assert_int_equal(taas_config_list(&all, &n, &E), 0);
     assert_int_equal(n, 2);
     assert_string_equal(all[0].name, "g2.8");
     assert_string_equal(all[1].name, "c1.4");
+    assert_true(all[0].price_per_hour == -1);
+    assert_true(all[1].price_per_hour == -1);
     free(all);
 }
 
@@ -350,6 +355,118 @@ static void test_slurm_keys(void **state) {
              "did you mean partition? an entry holds \"gpus\"");
     file_bad(ENTRY("\"Gres\": \"gpu\""), "unknown key \"Gres\"", "did you mean gres? ");
     file_bad(ENTRY("\"account\": \"me\""), "unknown key \"account\"", "and for Slurm \"partition\", \"constraint\" and \"gres\"");
+#undef ENTRY
+}
+
+/* "price_per_hour": the user's own price of a machine for an hour, kept by every lookup. */
+static void test_price_per_hour(void **state) {
+    (void)state;
+    use_file("{\"configurations\": {\n"
+             "  \"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"price_per_hour\": 12.5},\n"
+             "  \"c2.16\": {\"gpus\": 0, \"cpus\": 16, \"price_per_hour\": 1},\n"
+             "  \"own\": {\"gpus\": 2, \"cpus\": 8, \"price_per_hour\": 0},\n"
+             "  \"top\": {\"gpus\": 8, \"cpus\": 8, \"price_per_hour\": 1e9},\n"
+             "  \"top2\": {\"gpus\": 8, \"cpus\": 8, \"price_per_hour\": 1000000000},\n"
+             "  \"zero\": {\"gpus\": 8, \"cpus\": 8, \"price_per_hour\": -0.0},\n"
+             "  \"none\": {\"gpus\": 1, \"cpus\": 1}\n}}\n");
+    taas_machine_config c;
+    find_ok("g4.4", &c);
+    assert_true(c.price_per_hour == 12.5);
+    find_ok("c2.16", &c);
+    assert_true(c.price_per_hour == 1);
+    find_ok("own", &c); /* a machine of one's own: free */
+    assert_true(c.price_per_hour == 0);
+    find_ok("top", &c);
+    assert_true(c.price_per_hour == 1e9);
+    find_ok("top2", &c);
+    assert_true(c.price_per_hour == 1e9);
+    find_ok("zero", &c);
+    assert_true(c.price_per_hour == 0);
+    assert_false(signbit(c.price_per_hour));
+    find_ok("none", &c);
+    assert_true(c.price_per_hour == -1);
+    find_ok("g2.8", &c); /* the built-ins keep no price */
+    assert_true(c.price_per_hour == -1);
+    taas_machine_config *all;
+    size_t n;
+    assert_int_equal(taas_config_list(&all, &n, &E), 0);
+    assert_int_equal(n, 9);
+    assert_string_equal(all[2].name, "g4.4");
+    assert_true(all[2].price_per_hour == 12.5);
+    assert_string_equal(all[3].name, "c2.16");
+    assert_true(all[3].price_per_hour == 1);
+    assert_string_equal(all[8].name, "none");
+    assert_true(all[8].price_per_hour == -1);
+    free(all);
+    /* the pragma's configuration carries it */
+    taas_pragma p;
+    assert_int_equal(taas_pragma_parse("#!g4.4\n#pragma taas --gpus 8 --budget 100\nfit(net)", &p, &E), 0);
+    assert_int_equal(p.has_config, 1);
+    assert_true(p.config.price_per_hour == 12.5);
+    assert_int_equal(p.budget_kind, TAAS_BUDGET_MONEY);
+    assert_true(p.budget == 100);
+    assert_int_equal(taas_pragma_parse("#pragma taas --gpus 8\nfit(net)", &p, &E), 0);
+    assert_true(p.config.price_per_hour == -1);
+
+    /* an entry that overrides a built-in can carry a price; the other built-in keeps none */
+    use_file("{\"configurations\": {\"g2.8\": {\"gpus\": 8, \"cpus\": 96, \"price_per_hour\": 32.77, "
+             "\"partition\": \"gpu\"}, \"c1.4\": {\"gpus\": 0, \"cpus\": 4, \"price_per_hour\": 0.2}}}");
+    find_ok("g2.8", &c);
+    assert_true(c.price_per_hour == 32.77);
+    assert_string_equal(c.partition, "gpu");
+    find_ok("c1.4", &c);
+    assert_true(c.price_per_hour == 0.2);
+    assert_int_equal(taas_config_list(&all, &n, &E), 0);
+    assert_int_equal(n, 2);
+    assert_true(all[0].price_per_hour == 32.77);
+    assert_true(all[1].price_per_hour == 0.2);
+    free(all);
+    assert_int_equal(taas_pragma_parse("#!g2.8\n#pragma taas --gpus 16\nfit(net)", &p, &E), 0);
+    assert_true(p.config.price_per_hour == 32.77);
+    use_file("{\"configurations\": {\"g2.8\": {\"gpus\": 8, \"cpus\": 96, \"price_per_hour\": 32.77}}}");
+    find_ok("c1.4", &c);
+    assert_true(c.price_per_hour == -1);
+    /* the cluster's loaders are looked up with it */
+    taas_cluster cl;
+    use_file("{\"configurations\": {\"c2.16\": {\"gpus\": 0, \"cpus\": 16, \"price_per_hour\": 0.8}},"
+             " \"cluster\": {\"backend\": \"slurm\", \"loaders\": \"c2.16\"}}");
+    assert_int_equal(taas_cluster_load(&cl, &E), 0);
+    assert_string_equal(cl.loaders, "c2.16");
+    taas_cluster_free(&cl);
+
+#define ENTRY(kv) "{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32, " kv "}}}"
+    file_bad(ENTRY("\"price_per_hour\": \"12.5\""),
+             "configuration 'g4.4': \"price_per_hour\" must be a number (the price of one machine for one hour, "
+             "in your unit), not a string",
+             "write what one g4.4 machine costs you for an hour, a number from 0 to 1e9 in any unit you choose "
+             "(the same in every entry), e.g. \"price_per_hour\": 12.5");
+    assert_null(strstr(E.message, "$"));
+    file_bad(ENTRY("\"price_per_hour\": \"$3\""), "\"price_per_hour\" must be a number", "in any unit you choose");
+    file_bad(ENTRY("\"price_per_hour\": true"), "\"price_per_hour\" must be a number (the price of one machine for "
+             "one hour, in your unit), not true", "");
+    file_bad(ENTRY("\"price_per_hour\": null"), "must be a number (the price of one machine for one hour, in your unit), "
+             "not null", "");
+    file_bad(ENTRY("\"price_per_hour\": [1]"), "not an array", "");
+    file_bad(ENTRY("\"price_per_hour\": {\"usd\": 1}"), "not an object", "");
+    file_bad(ENTRY("\"price_per_hour\": -2"), "configuration 'g4.4': \"price_per_hour\" is -2, a negative price",
+             "a number from 0 to 1e9");
+    file_bad(ENTRY("\"price_per_hour\": -0.5"), "configuration 'g4.4': \"price_per_hour\" is -0.5, a negative price", "");
+    file_bad(ENTRY("\"price_per_hour\": 1000000001"),
+             "configuration 'g4.4': \"price_per_hour\" is 1000000001, above the largest price (1e9 = 1000000000)",
+             "a number from 0 to 1e9");
+    file_bad(ENTRY("\"price_per_hour\": 1e10"), "\"price_per_hour\" is 10000000000.0, above the largest price", "");
+    file_bad(ENTRY("\"price_per_hour\": 1e999"), "line 1", "fix the JSON"); /* jansson: real number overflow */
+    file_bad(ENTRY("\"price_per_hour\": NaN"), "line 1", "fix the JSON");
+    file_bad(ENTRY("\"price_per_hour\": 1, \"price_per_hour\": 2"), "duplicate", "fix the JSON");
+    /* a misspelt key */
+    file_bad(ENTRY("\"price\": 3"), "configuration 'g4.4' has an unknown key \"price\"",
+             "did you mean price_per_hour? an entry holds \"gpus\"");
+    file_bad(ENTRY("\"cost_per_hour\": 3"), "unknown key \"cost_per_hour\"", "did you mean price_per_hour?");
+    file_bad(ENTRY("\"PricePerHour\": 3"), "unknown key \"PricePerHour\"", "did you mean price_per_hour?");
+    file_bad(ENTRY("\"price_per_hr\": 3"), "unknown key \"price_per_hr\"", "did you mean price_per_hour?");
+    file_bad(ENTRY("\"ram\": 3"), "unknown key \"ram\"",
+             "\"price_per_hour\" (your price of one machine for an hour, in your unit)");
+    assert_null(strstr(E.hint, "did you mean"));
 #undef ENTRY
 }
 
@@ -760,6 +877,7 @@ int main(void) {
         cmocka_unit_test(test_unreadable_file),
         cmocka_unit_test(test_pragma_with_user_file),
         cmocka_unit_test(test_slurm_keys),
+        cmocka_unit_test(test_price_per_hour),
         cmocka_unit_test(test_cluster_defaults),
         cmocka_unit_test(test_cluster_ssh),
         cmocka_unit_test(test_cluster_slurm_and_local),

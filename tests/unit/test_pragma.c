@@ -68,7 +68,12 @@ static void test_gpus_only_defaults(void **state) {
     assert_int_equal(P.cpus, 1);
     assert_int_equal(P.units, 0);
     assert_int_equal(P.detach, 0);
+    assert_int_equal(P.cpus_auto, 0);
+    assert_int_equal(P.cpus_max, 0);
+    assert_int_equal(P.budget_kind, 0);
+    assert_true(P.budget == 0);
     assert_int_equal(P.has_config, 0);
+    assert_true(P.config.price_per_hour == -1); /* no configuration, no price */
     assert_int_equal(P.machines, 1);
     assert_int_equal(P.ranks_per_machine, 8);
     assert_int_equal(P.body_line, 2);
@@ -257,6 +262,207 @@ static void test_stray_word(void **state) {
     parse_bad("#pragma taas --gpus 8 please", 1, 23, 6, "unexpected 'please'", "each flag takes one value");
 }
 
+/* ---- --cpus auto ---- */
+
+static void test_cpus_auto(void **state) {
+    (void)state;
+    parse_ok("#pragma taas --gpus 2 --cpus auto\nfit(net, train)");
+    assert_int_equal(P.cpus, 1); /* the starting pool */
+    assert_int_equal(P.cpus_auto, 1);
+    assert_int_equal(P.cpus_max, 0); /* the backend's default */
+    parse_ok("#pragma taas --cpus=auto --gpus 2  # grows as needed\nfit(net, train)");
+    assert_int_equal(P.cpus_auto, 1);
+    assert_int_equal(P.cpus_max, 0);
+    parse_ok("#pragma taas --gpus 2 --cpus auto:4\nfit(net, train)");
+    assert_int_equal(P.cpus, 1);
+    assert_int_equal(P.cpus_auto, 1);
+    assert_int_equal(P.cpus_max, 4);
+    parse_ok("#pragma taas --gpus 2 --cpus=auto:8");
+    assert_int_equal(P.cpus_max, 8);
+    parse_ok("#pragma taas --gpus 2 --cpus auto:1");
+    assert_int_equal(P.cpus_max, 1);
+    parse_ok("#pragma taas --gpus 2 --cpus auto:0_8"); /* MAX follows the rules of a whole number */
+    assert_int_equal(P.cpus_max, 8);
+    parse_ok("#!g2.8\r\n#pragma taas --gpus 16 --cpus auto:3 --detach\r\nfit(net, train)");
+    assert_int_equal(P.cpus_max, 3);
+    assert_int_equal(P.machines, 2);
+    /* a fixed pool */
+    parse_ok("#pragma taas --gpus 2 --cpus 3");
+    assert_int_equal(P.cpus, 3);
+    assert_int_equal(P.cpus_auto, 0);
+    assert_int_equal(P.cpus_max, 0);
+}
+
+static void test_cpus_auto_errors(void **state) {
+    (void)state;
+    parse_bad("#pragma taas --gpus 1 --cpus auto:", 1, 30, 5, "--cpus auto: has no MAX after the ':'",
+              "e.g. --cpus auto:4, or write --cpus auto for the default (8); auto:MAX takes 1 to 8");
+    parse_bad("#pragma taas --gpus 1 --cpus=auto: --units 5", 1, 30, 5, "--cpus auto: has no MAX", "auto:MAX");
+    parse_bad("#pragma taas --gpus 1 --cpus auto:0", 1, 35, 1, "--cpus auto:0 is out of range",
+              "auto:MAX takes 1 to 8: the most loader workers for each registered loader");
+    parse_bad("#pragma taas --gpus 1 --cpus auto:9", 1, 35, 1, "--cpus auto:9 is out of range", "auto:MAX takes 1 to 8");
+    parse_bad("#pragma taas --gpus 1 --cpus=auto:9", 1, 35, 1, "--cpus auto:9 is out of range", "1 to 8");
+    parse_bad("#pragma taas --gpus 1 --cpus auto:-1", 1, 35, 2, "--cpus auto:-1 is out of range", "1 to 8");
+    parse_bad("#pragma taas --gpus 1 --cpus auto:99999999999999999999", 1, 35, 20, "is out of range", "1 to 8");
+    parse_bad("#pragma taas --gpus 1 --cpus auto:x", 1, 35, 1, "--cpus auto:MAX needs a whole number, not 'x'",
+              "auto:MAX takes 1 to 8");
+    parse_bad("#pragma taas --gpus 1 --cpus auto:4.5", 1, 35, 3, "--cpus auto:MAX needs a whole number, not '4.5'",
+              "e.g. --cpus auto:4");
+    parse_bad("#pragma taas --gpus 1 --cpus auto:1__0", 1, 35, 4, "not '1__0'", "underscores");
+    /* a misspelt auto */
+    parse_bad("#pragma taas --gpus 1 --cpus Auto", 1, 30, 4, "--cpus needs a whole number or auto, not 'Auto'",
+              "did you mean auto? auto is written in lower case");
+    parse_bad("#pragma taas --gpus 1 --cpus automatic", 1, 30, 9,
+              "--cpus needs a whole number or auto, not 'automatic'", "did you mean auto?");
+    parse_bad("#pragma taas --gpus 1 --cpus AUTO:4", 1, 30, 6, "not 'AUTO:4'", "did you mean auto:4?");
+    parse_bad("#pragma taas --gpus 1 --cpus auto4", 1, 30, 5, "not 'auto4'", "did you mean auto:4?");
+    parse_bad("#pragma taas --gpus 1 --cpus aut", 1, 30, 3, "not 'aut'", "did you mean auto?");
+    /* the whole-number message says that auto is accepted too */
+    parse_bad("#pragma taas --gpus 1 --cpus many", 1, 30, 4, "--cpus needs a whole number or auto, not 'many'",
+              "--cpus takes 1 to 8: the loader workers for each registered loader; or auto (auto:MAX)");
+    assert_null(strstr(E.hint, "did you mean"));
+    parse_bad("#pragma taas --gpus 1 --cpus 2.5", 1, 30, 3, "--cpus needs a whole number or auto, not '2.5'",
+              "no fractions or suffixes");
+    parse_bad("#pragma taas --gpus 1 --cpus", 1, 23, 6, "--cpus has no value", "or auto (auto:MAX)");
+    parse_bad("#pragma taas --gpus 1 --cpus auto --cpus 2", 1, 35, 6, "--cpus is given twice",
+              "the first is at column 23");
+    /* auto is for --cpus only */
+    parse_bad("#pragma taas --gpus auto", 1, 21, 4, "--gpus needs a whole number, not 'auto'", "1 to 4096");
+}
+
+/* ---- --budget ---- */
+
+static void budget_ok(const char *value, int kind, double amount) {
+    char cell[200];
+    snprintf(cell, sizeof cell, "#pragma taas --gpus 2 --budget %s\nfit(net, train)", value);
+    parse_ok(cell);
+    if (P.budget_kind != kind || P.budget != amount)
+        fail_msg("--budget %s gave kind %d, %.17g; wanted kind %d, %.17g", value, P.budget_kind, P.budget, kind,
+                 amount);
+}
+
+static void test_budget(void **state) {
+    (void)state;
+    /* an amount, in the unit of the configuration file's price_per_hour */
+    budget_ok("25", TAAS_BUDGET_MONEY, 25);
+    budget_ok("2.50", TAAS_BUDGET_MONEY, 2.5);
+    budget_ok("0.01", TAAS_BUDGET_MONEY, 0.01);
+    budget_ok("1_000", TAAS_BUDGET_MONEY, 1000);
+    budget_ok("1_000.250_5", TAAS_BUDGET_MONEY, 1000.2505);
+    budget_ok("007", TAAS_BUDGET_MONEY, 7);
+    budget_ok("9007199254740992", TAAS_BUDGET_MONEY, 9007199254740992.0); /* 2^53, the most */
+    budget_ok("9_007_199_254_740_992.000", TAAS_BUDGET_MONEY, 9007199254740992.0);
+    /* a time, in seconds */
+    budget_ok("45s", TAAS_BUDGET_TIME, 45);
+    budget_ok("90m", TAAS_BUDGET_TIME, 5400);
+    budget_ok("2h", TAAS_BUDGET_TIME, 7200);
+    budget_ok("1.5h", TAAS_BUDGET_TIME, 5400);
+    budget_ok("2d", TAAS_BUDGET_TIME, 172800);
+    budget_ok("0.5s", TAAS_BUDGET_TIME, 0.5);
+    budget_ok("1_440m", TAAS_BUDGET_TIME, 86400);
+    budget_ok("365d", TAAS_BUDGET_TIME, 31536000); /* the most */
+    budget_ok("8760h", TAAS_BUDGET_TIME, 31536000);
+    budget_ok("31536000s", TAAS_BUDGET_TIME, 31536000);
+    /* after '=', among the other flags, before a comment */
+    parse_ok("#pragma taas --budget=2h --gpus 8 --cpus auto:4 --units 1_000  # two hours at most\nfit(net, train)");
+    assert_int_equal(P.budget_kind, TAAS_BUDGET_TIME);
+    assert_true(P.budget == 7200);
+    assert_int_equal(P.gpus, 8);
+    assert_int_equal(P.cpus_max, 4);
+    assert_int_equal(P.units, 1000);
+    parse_ok("#!g2.8\n#pragma taas --gpus 16 --budget=12.5\nfit(net, train)");
+    assert_int_equal(P.budget_kind, TAAS_BUDGET_MONEY);
+    assert_true(P.budget == 12.5);
+    assert_int_equal(P.has_config, 1);
+    assert_true(P.config.price_per_hour == -1); /* the built-ins have no price */
+}
+
+static void test_budget_errors(void **state) {
+    (void)state;
+    /* no value */
+    parse_bad("#pragma taas --gpus 1 --budget", 1, 23, 8, "--budget has no value",
+              "write an amount or a time after it, e.g. --budget 25 or --budget 2h; --budget takes an amount above 0 "
+              "in the unit of the configuration file's price_per_hour");
+    parse_bad("#pragma taas --gpus 1 --budget --units 5", 1, 23, 8, "--budget has no value", "--budget 2h");
+    parse_bad("#pragma taas --gpus 1 --budget  # none", 1, 23, 8, "--budget has no value", "--budget 2h");
+    parse_bad("#pragma taas --gpus 1 --budget=", 1, 23, 9, "--budget= has no value", "e.g. --budget=25 or --budget=2h");
+    /* zero, negative, too large */
+    parse_bad("#pragma taas --gpus 1 --budget 0", 1, 32, 1, "--budget 0 is out of range",
+              "a budget is above 0: an amount such as --budget 25 (in the unit of the configuration file's "
+              "price_per_hour) or a time such as --budget 2h; without --budget there is no limit");
+    parse_bad("#pragma taas --gpus 1 --budget 0.00", 1, 32, 4, "--budget 0.00 is out of range", "above 0");
+    parse_bad("#pragma taas --gpus 1 --budget 0h", 1, 32, 2, "--budget 0h is out of range", "above 0");
+    parse_bad("#pragma taas --gpus 1 --budget -3", 1, 32, 2, "--budget -3 is a negative budget",
+              "a budget is above 0: e.g. --budget 3");
+    parse_bad("#pragma taas --gpus 1 --budget=-1.5h", 1, 32, 5, "--budget -1.5h is a negative budget", "--budget 1.5h");
+    parse_bad("#pragma taas --gpus 1 --budget 9007199254740993", 1, 32, 16, "--budget 9007199254740993 is out of range",
+              "an amount takes at most 9007199254740992 (2^53), in the unit of the configuration file's price_per_hour");
+    parse_bad("#pragma taas --gpus 1 --budget 9007199254740992.5", 1, 32, 18, "is out of range", "2^53");
+    parse_bad("#pragma taas --gpus 1 --budget 100_000_000_000_000_000", 1, 32, 23, "is out of range", "2^53");
+    parse_bad("#pragma taas --gpus 1 --budget 366d", 1, 32, 4, "--budget 366d is out of range",
+              "a time takes at most 365 days: 365d, 8760h, 525600m or 31536000s");
+    parse_bad("#pragma taas --gpus 1 --budget 8761h", 1, 32, 5, "--budget 8761h is out of range", "365 days");
+    parse_bad("#pragma taas --gpus 1 --budget 31536001s", 1, 32, 9, "is out of range", "365 days");
+    /* units */
+    parse_bad("#pragma taas --gpus 1 --budget 2x", 1, 33, 1, "--budget 2x has an unknown unit 'x'",
+              "a time ends in s (seconds), m (minutes), h (hours) or d (days), e.g. --budget 2h; a bare number "
+              "is money, in the unit of the configuration file's price_per_hour");
+    assert_null(strstr(E.hint, "did you mean"));
+    parse_bad("#pragma taas --gpus 1 --budget 2ms", 1, 33, 2, "--budget 2ms has an unknown unit 'ms'", "s (seconds)");
+    parse_bad("#pragma taas --gpus 1 --budget 5k", 1, 33, 1, "unknown unit 'k'", "No other suffixes (k, M)");
+    parse_bad("#pragma taas --gpus 1 --budget 2H", 1, 33, 1, "--budget 2H has an unknown unit 'H'",
+              "did you mean 2h? a time ends in s");
+    parse_bad("#pragma taas --gpus 1 --budget 2hours", 1, 33, 5, "unknown unit 'hours'", "did you mean 2h?");
+    parse_bad("#pragma taas --gpus 1 --budget 1.5min", 1, 35, 3, "unknown unit 'min'", "did you mean 1.5m?");
+    parse_bad("#pragma taas --gpus 1 --budget 3days", 1, 33, 4, "unknown unit 'days'", "did you mean 3d?");
+    parse_bad("#pragma taas --gpus 1 --budget 2 h", 1, 34, 1, "unexpected 'h' after --budget 2",
+              "write the unit right after the number: --budget 2h");
+    parse_bad("#pragma taas --gpus 1 --budget=90 min --units 5", 1, 35, 3, "unexpected 'min' after --budget 90",
+              "write the unit right after the number: --budget 90m");
+    parse_bad("#pragma taas --gpus 1 --budget 2 hours", 1, 34, 5, "unexpected 'hours'", "--budget 2h");
+    /* a currency */
+    parse_bad("#pragma taas --gpus 1 --budget $5", 1, 32, 2, "--budget $5 has a currency sign",
+              "the amount is in the unit of the configuration file's price_per_hour, whatever currency that is; "
+              "write the bare number: --budget 5");
+    parse_bad("#pragma taas --gpus 1 --budget 5$", 1, 32, 2, "--budget 5$ has a currency sign", "--budget 5");
+    parse_bad("#pragma taas --gpus 1 --budget 2.50\xE2\x82\xAC", 1, 32, 5, "--budget 2.50\xE2\x82\xAC has a currency sign",
+              "write the bare number: --budget 2.50");
+    parse_bad("#pragma taas --gpus 1 --budget \xC2\xA3" "12", 1, 32, 3, "has a currency sign", "--budget 12");
+    parse_bad("#pragma taas --gpus 1 --budget $", 1, 32, 1, "has a currency sign", "--budget 25");
+    parse_bad("#pragma taas --gpus 1 --budget 5USD", 1, 32, 4, "--budget 5USD names a currency",
+              "price_per_hour, whatever currency that is; write the bare number: --budget 5");
+    parse_bad("#pragma taas --gpus 1 --budget 5eur", 1, 32, 4, "--budget 5eur names a currency", "--budget 5");
+    parse_bad("#pragma taas --gpus 1 --budget 5 USD", 1, 34, 3, "unexpected 'USD' after --budget 5",
+              "write the bare number: --budget 5");
+    parse_bad("#pragma taas --gpus 1 --budget 5 dollars", 1, 34, 7, "unexpected 'dollars'", "--budget 5");
+    /* other malformed numbers */
+    parse_bad("#pragma taas --gpus 1 --budget 1e3", 1, 32, 3, "--budget 1e3 has an exponent",
+              "write the number out in digits, e.g. --budget 1000 rather than 1e3");
+    parse_bad("#pragma taas --gpus 1 --budget 2.5E-1", 1, 32, 6, "--budget 2.5E-1 has an exponent", "in digits");
+    parse_bad("#pragma taas --gpus 1 --budget +3", 1, 32, 2, "--budget needs an amount or a duration, not '+3'",
+              "write the number without a sign");
+    parse_bad("#pragma taas --gpus 1 --budget 1,5", 1, 32, 3, "not '1,5'", "the decimal separator is a point");
+    parse_bad("#pragma taas --gpus 1 --budget .5", 1, 32, 2, "not '.5'", "(0.5, not .5)");
+    parse_bad("#pragma taas --gpus 1 --budget 5.", 1, 32, 2, "not '5.'", "with an optional point and digits after it");
+    parse_bad("#pragma taas --gpus 1 --budget 1__000", 1, 32, 6, "not '1__000'", "optionally grouped by underscores");
+    parse_bad("#pragma taas --gpus 1 --budget _5", 1, 32, 2, "not '_5'", "underscores");
+    parse_bad("#pragma taas --gpus 1 --budget 2h30m", 1, 32, 5, "not '2h30m'", "one unit at most (150m, not 2h30m)");
+    parse_bad("#pragma taas --gpus 1 --budget lots", 1, 32, 4,
+              "--budget needs an amount or a duration, not 'lots'",
+              "--budget takes an amount above 0 in the unit of the configuration file's price_per_hour (25, 2.50, "
+              "1_000), or a time: a number with s, m, h or d right after it (45s, 90m, 1.5h, 2d)");
+    parse_bad("#pragma taas --gpus 1 --budget h", 1, 32, 1, "not 'h'", "");
+    /* once */
+    parse_bad("#pragma taas --gpus 1 --budget 2h --budget 3", 1, 35, 8, "--budget is given twice",
+              "keep one --budget; the first is at column 23");
+    /* a stray number after an amount is no unit */
+    parse_bad("#pragma taas --gpus 1 --budget 2 3", 1, 34, 1, "unexpected '3' in #pragma taas", "");
+    parse_bad("#pragma taas --gpus 1 --budgte 2", 1, 23, 8, "unknown flag '--budgte'", "did you mean --budget?");
+    parse_bad("#pragma taas --gpus 1 --max-budget 2", 1, 23, 12, "unknown flag '--max-budget'", "did you mean --budget?");
+    parse_bad("#pragma taas --budget 2h", 1, 1, 12, "#pragma taas needs --gpus N",
+              "--budget B (an amount such as 25 or a time such as 2h; default: no limit)");
+}
+
 /* ---- directive errors ---- */
 
 static void test_other_pragma(void **state) {
@@ -399,6 +605,10 @@ int main(void) {
         cmocka_unit_test(test_config_without_gpus),
         cmocka_unit_test(test_directive_after_code),
         cmocka_unit_test(test_detach_is_a_switch),
+        cmocka_unit_test(test_cpus_auto),
+        cmocka_unit_test(test_cpus_auto_errors),
+        cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_budget_errors),
         cmocka_unit_test(test_traceback_caret),
         cmocka_unit_test(test_odd_bytes_in_messages),
     };
