@@ -30,7 +30,7 @@
                                                 "the network)")                                                  \
     X(TAAS_ERR_DEVICE, "TaasDeviceError", "a GPU failed: the driver, CUDA, NCCL, its memory")                      \
     X(TAAS_ERR_JOB, "TaasJobError", "a detached job that cannot be reached, was cancelled, or lost its "            \
-                                  "coordinator")                                                                 \
+                                  "coordinator; a job its --budget ended before it trained a step")              \
     X(TAAS_ERR_SECURITY, "TaasSecurityError", "the keys or the encryption of a job's planes, or the message "      \
                                             "signature key")                                                     \
     X(TAAS_ERR_PROTOCOL, "TaasProtocolError", "a Jupyter message the kernel cannot use")                           \

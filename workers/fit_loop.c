@@ -583,6 +583,8 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
     json_object_set_new(start, "epochs", json_integer(f->epochs));
     json_object_set_new(start, "steps_per_epoch", json_integer((json_int_t)f->train.steps));
     json_object_set_new(start, "samples", json_integer((json_int_t)total));
+    /* validated each epoch: the kernel's estimate of the job's length counts them */
+    json_object_set_new(start, "val_samples", json_integer(f->has_val ? (json_int_t)f->val.per_epoch : 0));
     json_object_set_new(start, "params", json_integer((json_int_t)f->nparams));
     json_object_set_new(start, "engine", json_string(f->engine->name));
     json_object_set_new(start, "ranks", json_integer((json_int_t)W));
@@ -631,6 +633,10 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
                 json_object_set_new(j, "loss", json_real(loss));
                 json_object_set_new(j, "samples_per_s", json_real(now > t0 ? samples / (now - t0) : 0));
                 json_object_set_new(j, "wait", json_real(now > t0 ? (f->wait_s - wait0) / (now - t0) : 0));
+                /* this rank's wait since its first batch, and its steps, so far: the kernel
+                 * sizes a loader pool by the wait over a window of steps */
+                json_object_set_new(j, "wait_s", json_real(f->wait_s - f->first_wait_s));
+                json_object_set_new(j, "steps_done", json_integer(f->steps));
                 emit(f, j);
             }
         }

@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "bounds.h"
+#include "clock.h"
 #include "errnames.h"
 #include "jobctl.h"
 #include "offload.h"
@@ -20,6 +21,8 @@
 
 /* Seconds for the kernel to start the job (every rank said hello). */
 #define START_TIMEOUT_S 120.0
+/* Seconds between its reports of how busy it is (the kernel sizes the pool by them). */
+#define LOAD_EVERY_S 1.0
 
 typedef struct loader_args {
     long long stream, worker, generation;
@@ -94,8 +97,20 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
         if (zctx) zmq_ctx_term(zctx);
         goto out;
     }
+    /* how busy it is, for a pool that sizes itself: the time it waited for the ranks'
+     * credit is idle, the rest (making and sending) busy */
+    double t_up = taas_now(), idle = 0, last_load = t_up;
     for (;;) {
         taas_batch *b = NULL;
+        double now = taas_now();
+        if (now - last_load >= LOAD_EVERY_S) {
+            last_load = now;
+            json_t *load = taas_ctl_body("load");
+            json_object_set_new(load, "up_s", json_real(now - t_up));
+            json_object_set_new(load, "idle_s", json_real(idle));
+            taas_error e;  /* a kernel that is gone is the heartbeat's to notice */
+            taas_ctl_client_send(*ctl, load, NULL, 0, &e);
+        }
         int r = taas_pipeline_next(p, &b, err);
         if (r < 0) break;
         if (r == 1) {
@@ -105,7 +120,9 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
             if (r >= 0) rc = 0;
             break;
         }
+        double t_send = taas_now();
         r = taas_stream_send_batch(snd, b, -1, stop, err);
+        idle += taas_now() - t_send;
         if (r == 1) rc = 0;  /* cancelled */
         if (r) break;
     }

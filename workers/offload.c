@@ -52,8 +52,12 @@ int taas_offload_parse(const json_t *job, taas_offload *o, taas_error *err) {
         if (!role || (strcmp(role, "train") && strcmp(role, "validate")) || !json_is_integer(m) ||
             json_integer_value(m) < 1 || json_integer_value(m) > 256)
             return bad(err, "has a stream without a role (train or validate) or 1 to 256 workers");
+        const json_t *sl = json_object_get(s, "slots");
+        if (sl && (!json_is_integer(sl) || json_integer_value(sl) < json_integer_value(m) || json_integer_value(sl) > 256))
+            return bad(err, "has a stream whose \"slots\" is not a whole number from its workers to 256");
         o->role[i] = role;
         o->workers[i] = (uint32_t)json_integer_value(m);
+        o->slots[i] = sl ? (uint32_t)json_integer_value(sl) : o->workers[i];
         o->facts[i] = json_object_get(s, "facts");
     }
     o->nstreams = (uint32_t)i;

@@ -50,7 +50,10 @@ typedef struct taas_offload {
     uint32_t world, credit;
     uint32_t nstreams;
     const char *role[TAAS_OFFLOAD_MAX_STREAMS];     /* "train" or "validate" */
-    uint32_t workers[TAAS_OFFLOAD_MAX_STREAMS];     /* M of each stream */
+    uint32_t workers[TAAS_OFFLOAD_MAX_STREAMS];     /* M of each stream: the loaders' modulus */
+    /* the worker numbers a rank accepts: M, or the most a pool that sizes itself may reach
+     * (--cpus auto: each generation of loaders gets its own M) */
+    uint32_t slots[TAAS_OFFLOAD_MAX_STREAMS];
     const json_t *facts[TAAS_OFFLOAD_MAX_STREAMS];  /* its dataset's size and shape, or NULL */
     long long resume_epoch, resume_step;            /* loaders: where to start */
 } taas_offload;

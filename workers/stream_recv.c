@@ -64,6 +64,7 @@ struct taas_stream_recv {
     uint32_t rank, world, nstreams, credit;
     uint32_t chunk;          /* credit goes back in chunks of this many (give_back) */
     uint32_t *workers;
+    int sized;               /* cfg's */
     void *sock;              /* the receive thread's, from start to join */
     char endpoint[256];
     int wake_fd;
@@ -377,6 +378,7 @@ taas_stream_recv *taas_stream_recv_new(const taas_stream_recv_cfg *cfg, taas_err
     r->world = cfg->world;
     r->nstreams = cfg->nstreams;
     r->credit = cfg->credit;
+    r->sized = cfg->sized;
     r->chunk = cfg->credit / 4 > 1 ? cfg->credit / 4 : 1;
     r->workers = calloc(cfg->nstreams + 1, sizeof *r->workers);
     r->streams = calloc(cfg->nstreams + 1, sizeof *r->streams);
@@ -455,6 +457,14 @@ const char *taas_stream_recv_endpoint(const taas_stream_recv *r) {
 /* Why item k of stream s has not come: a TaasTimeoutError. Under mu. */
 static int timed_out(taas_stream_recv *r, uint32_t s, uint64_t epoch, uint64_t k, double timeout_s, taas_error *err) {
     uint32_t w = (uint32_t)(k % r->workers[s]);
+    if (r->sized) {
+        taas_error_set(err, TAAS_ERR_TIMEOUT, TAAS_NOPOS, "rank %u: item %llu of epoch %llu of stream %u has not come "
+                       "from its loader workers in %g s", r->rank, (unsigned long long)k, (unsigned long long)epoch, s,
+                       timeout_s);
+        taas_error_hint(err, "the stream's pool sizes itself (--cpus auto); see the kernel's lines on its loaders: "
+                             "they are slow or stuck (a slow loader needs a longer timeout)");
+        return -1;
+    }
     const conn *c = r->streams[s].cur[w];
     taas_error_set(err, TAAS_ERR_TIMEOUT, TAAS_NOPOS, "rank %u: item %llu of epoch %llu of stream %u has not come from "
                    "loader worker %u of %u in %g s", r->rank, (unsigned long long)k, (unsigned long long)epoch, s, w,

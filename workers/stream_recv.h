@@ -36,7 +36,9 @@ typedef struct taas_stream_recv_cfg {
     const char *bind;          /* e.g. "tcp://127.0.0.1:*" */
     uint32_t rank, world;      /* r and W */
     uint32_t nstreams;         /* registered loaders that stream to the ranks */
-    const uint32_t *workers;   /* M_s for each stream */
+    const uint32_t *workers;   /* M_s for each stream: the worker numbers it accepts */
+    int sized;                 /* the pools size themselves (--cpus auto): which worker makes
+                                  an item changes with the pool, so a timeout names none */
     uint32_t credit;           /* batches per connection in flight or waiting, >= 1; given
                                   back in chunks of credit/4. A window of a few MB suits
                                   small batches (bench/RESULTS.md, "Data plane") */

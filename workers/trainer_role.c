@@ -120,6 +120,13 @@ static int rank_device(void) {
     return (lr ? atoi(lr) : 0) % n;
 }
 
+/* Does a pool size itself (its accepted workers beyond what it started with)? */
+static int sized(const taas_offload *o) {
+    for (uint32_t s = 0; s < o->nstreams; s++)
+        if (o->slots[s] != o->workers[s]) return 1;
+    return 0;
+}
+
 static int run(rank_ctx *rc, const char *control, const char *keys_file, long long *step, taas_error *err) {
     char id[32];
     snprintf(id, sizeof id, "rank.%d", rc->coll.rank);
@@ -153,7 +160,8 @@ static int run(rank_ctx *rc, const char *control, const char *keys_file, long lo
         if (taas_offload_bind(&rc->off, control, bind, sizeof bind, err)) return -1;
         if (rc->job.curve && !(rc->sec = taas_zsec_new(rc->zctx, &rc->job.keys, 1, err))) return -1;
         taas_stream_recv_cfg sc = {.zctx = rc->zctx, .sec = rc->sec, .bind = bind, .rank = (uint32_t)rc->coll.rank,
-                                   .world = rc->off.world, .nstreams = rc->off.nstreams, .workers = rc->off.workers,
+                                   .world = rc->off.world, .nstreams = rc->off.nstreams, .workers = rc->off.slots,
+                                   .sized = sized(&rc->off),
                                    .credit = rc->off.credit};
         if (!(rc->recv = taas_stream_recv_new(&sc, err))) return -1;
         snprintf(endpoint, sizeof endpoint, "%s", taas_stream_recv_endpoint(rc->recv));

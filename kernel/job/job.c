@@ -82,7 +82,7 @@ static int rank_of(const taas_job *j, const char *peer) {
 static void say_where(taas_job *j) {
     if (j->said_where || j->be == &taas_backend_local || j->nready < j->world) return;
     for (int i = 0; i < j->nloaders; i++)
-        if (!j->loaders[i].hello) return;
+        if (j->loaders[i].active && !j->loaders[i].hello) return;
     j->said_where = 1;
     taas_buf b = TAAS_BUF_INIT;
     taas_buf_puts(&b, "started:");
@@ -91,6 +91,7 @@ static void say_where(taas_job *j) {
                         (int)j->ranks[r].pid, j->ranks[r].data[0] ? j->ranks[r].data : "none");
     for (int i = 0; i < j->nloaders; i++) {
         char who[96];
+        if (!j->loaders[i].active) continue;
         taas_job_loader_label(j, &j->loaders[i], who, sizeof who);
         taas_buf_printf(&b, ", %s on %s (pid %d)", who, j->loaders[i].host, (int)j->loaders[i].pid);
     }
@@ -110,7 +111,7 @@ static void start_loaders(taas_job *j) {
     }
     for (int i = 0; i < j->nloaders; i++) {
         job_loader *l = &j->loaders[i];
-        if (l->hello && !l->started) {
+        if (l->active && l->hello && !l->started) {
             send_to(j, l->peer, json_deep_copy(j->start_msg), NULL, 0);
             l->started = 1;
         }
@@ -129,7 +130,9 @@ static void send_spec(taas_job *j, const char *peer, int rank, const job_loader 
         snprintf(ep, sizeof ep, "%s%d", j->rank_bind, rank);
         json_object_set_new(off, "bind", json_string(ep));
     }
-    if (l) {
+    if (l) {  /* its generation's M (a pool that sizes itself has one for each) */
+        json_object_set_new(json_array_get(json_object_get(off, "streams"), (size_t)l->stream), "workers",
+                            json_integer(l->pool));
         json_object_set_new(off, "resume", json_pack("{s:I, s:I}", "epoch", (json_int_t)l->epoch, "step",
                                                      (json_int_t)l->step));
     }
@@ -235,6 +238,17 @@ static void on_hello(taas_job *j, const char *peer, int r, job_loader *l, const 
 }
 
 static void replace_loader(taas_job *j, job_loader *l);
+static void resize_pool(taas_job *j, int to, const char *why);
+
+/* The pool's size during each epoch, in the History's rows (--cpus auto). */
+static void pool_in_rows(const taas_job *j, json_t *rows) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(rows, i, e) {
+        if (json_is_object(e))
+            json_object_set_new(e, "loaders", taas_job_pool_of_epoch(j, (long long)json_integer_value(json_object_get(e, "epoch"))));
+    }
+}
 
 static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
     const char *t = taas_ctl_type(m);
@@ -242,6 +256,8 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
     int r = rank_of(j, m->peer);
     job_loader *l = r < 0 ? loader_of(j, m->peer) : NULL;
     if (r < 0 && !l) return;  /* not a worker of this job */
+    /* a loader the pool let go says its last lines; the rest of it is no longer the job's */
+    if (l && !l->active && strcmp(t, "log") && strcmp(t, "leaving")) return;
     if (!strcmp(t, "hello")) {
         on_hello(j, m->peer, r, l, b);
     } else if (!strcmp(t, "ready") && r >= 0 && j->ranks[r].hello && !j->ranks[r].ready) {
@@ -268,6 +284,7 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
     } else if (!strcmp(t, "start") && r == 0) {
         taas_trainview_start(j->view, b);
         j->epochs = (long long)json_integer_value(json_object_get(b, "epochs"));
+        taas_job_cost_start(j, b);
         taas_job_view(j, io, 1);
     } else if (!strcmp(t, "step") && r == 0) {
         j->epoch = (long long)json_integer_value(json_object_get(b, "epoch"));
@@ -276,16 +293,30 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         j->loss = json_number_value(json_object_get(b, "loss"));
         j->samples_per_s = json_number_value(json_object_get(b, "samples_per_s"));
         j->wait_share = json_number_value(json_object_get(b, "wait"));
+        long long steps = (long long)json_integer_value(json_object_get(b, "steps_done"));
+        taas_job_cost_step(j, steps);
+        char why[sizeof j->pool_why];
+        int to = taas_job_pool_step(j, json_number_value(json_object_get(b, "wait_s")), steps, why, sizeof why);
+        if (to != j->pool) resize_pool(j, to, why);
         taas_trainview_step(j->view, b);
         taas_job_view(j, io, 0);
     } else if (!strcmp(t, "epoch") && r == 0) {
         j->epoch = (long long)json_integer_value(json_object_get(b, "epoch"));
         j->step = (long long)json_integer_value(json_object_get(b, "steps"));
-        taas_trainview_epoch(j->view, b);
+        if (j->autosize) {
+            json_t *row = json_deep_copy(b), *rows = json_pack("[O]", row);
+            pool_in_rows(j, rows);
+            taas_trainview_epoch(j->view, row);
+            json_decref(rows);
+            json_decref(row);
+        } else {
+            taas_trainview_epoch(j->view, b);
+        }
         taas_job_view(j, io, 1);
     } else if (!strcmp(t, "done") && r == 0 && !j->done) {
         j->done = json_incref(m->body);
         if (j->evaluate) return;  /* the loss and accuracy are all of it */
+        if (j->autosize) pool_in_rows(j, json_object_get(j->done, "history"));
         if (m->blob && m->blob_len) j->have_weights = write_weights(j, m->blob, m->blob_len) == 0;
         else fail(j, TAAS_ERR_OFFLOAD, "taas-worker and taas-kernel may come from different versions",
                   "rank 0 ended without sending the trained weights");
@@ -293,6 +324,8 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         on_checkpoint(j, b, m->blob, m->blob_len);
     } else if (!strcmp(t, "ended") && l) {
         l->ended = 1;
+    } else if (!strcmp(t, "load") && l) {
+        taas_job_pool_load(j, l, b);
     } else if (!strcmp(t, "error")) {
         on_error_msg(j, m->peer, r, b);
     } else if (!strcmp(t, "leaving")) {  /* all it sent is read: now its end may be seen */
@@ -387,6 +420,7 @@ static void replace_loader(taas_job *j, job_loader *l) {
     int validate = !strcmp(j->streams[l->stream].role, "validate");
     l->due = 0;
     l->gen++;
+    l->pool = j->pool;
     l->epoch = j->epoch > 0 ? j->epoch - 1 : 0;
     l->step = validate ? 0 : j->step;
     l->hello = l->started = l->ended = 0;
@@ -397,13 +431,45 @@ static void replace_loader(taas_job *j, job_loader *l) {
     else l->alive = 1;
 }
 
+/* The pool of every stream becomes `to` workers, at the step the ranks have reached: each
+ * worker of the new pool is a new generation with the new M that makes the items from there
+ * on (a batch depends only on the seed, the epoch and its item: design.md §3), as a
+ * replacement does; the ranks drop what they have already. Workers past the new size are
+ * told to stop; what they sent is the same data and is dropped or used. So every item is
+ * trained exactly once, whatever the sizes and whenever they change. */
+static void resize_pool(taas_job *j, int to, const char *why) {
+    int from = j->pool;
+    json_t *change = json_pack("{s:f, s:I, s:I, s:i, s:i, s:s}", "t", taas_now() - j->t0, "epoch",
+                               (json_int_t)(j->epoch > 0 ? j->epoch : 1), "step", (json_int_t)j->step, "from", from,
+                               "to", to, "why", why);
+    if (!j->pool_log) j->pool_log = json_array();
+    json_array_append_new(j->pool_log, change);
+    snprintf(j->pool_why, sizeof j->pool_why, "%d \xE2\x86\x92 %d: %.160s", from, to, why);
+    char line[sizeof j->pool_why + 80];
+    snprintf(line, sizeof line, "loaders %s (epoch %lld step %lld)\n", j->pool_why, j->epoch > 0 ? j->epoch : 1,
+             j->step);
+    say(j->io, "stdout", line);
+    j->pool = to;
+    for (int i = 0; i < j->nloaders && !j->failed; i++) {
+        job_loader *l = &j->loaders[i];
+        if (l->worker < to) {
+            l->active = 1;
+            replace_loader(j, l);  /* its process, if any, goes: the backend replaces it */
+        } else if (l->active) {
+            l->active = 0;
+            if (l->hello && l->alive) send_to(j, l->peer, taas_ctl_body("cancel"), NULL, 0);
+        }
+    }
+}
+
 /* A loader worker ended. Done with its work, fine; else a replacement takes over from the
  * step the ranks have reached (items before it were trained; ranks drop what they have). */
 void taas_job_loader_ended(taas_job *j, job_loader *l, int ok, const char *how) {
     l->alive = 0;
     serve_control(j, j->io);
+    if (!l->active) return;  /* the pool let it go */
     if (l->ended && ok) return;
-    if (j->done || j->failed || j->cancelled) return;
+    if (j->done || j->failed || j->cancelled || j->budget_hit) return;
     /* the scheduler took the allocation back: the ranks' end follows and restarts the whole
      * job, and a replacement now could only fail in an allocation that is gone */
     if (j->preempted || j->allocation_gone) return;
@@ -425,8 +491,11 @@ void taas_job_loader_ended(taas_job *j, job_loader *l, int ok, const char *how) 
         return;
     }
     long long epoch = j->epoch > 0 ? j->epoch - 1 : 0;
-    snprintf(line, sizeof line, "[%s] died (pid %d on %s, %s); a replacement takes over from epoch %lld step %lld\n",
-             who, (int)l->pid, l->host[0] ? l->host : "?", how, epoch + 1,
+    char whence[160];
+    if (l->pid > 0) snprintf(whence, sizeof whence, "pid %d on %s, ", (int)l->pid, l->host[0] ? l->host : "?");
+    else snprintf(whence, sizeof whence, "before it joined the job, ");
+    snprintf(line, sizeof line, "[%s] died (%s%s); a replacement takes over from epoch %lld step %lld\n", who, whence,
+             how, epoch + 1,
              strcmp(j->streams[l->stream].role, "validate") ? j->step : 0);
     say(j->io, "stderr", line);
     replace_loader(j, l);
@@ -462,8 +531,10 @@ taas_job *taas_job_start(const taas_job_cfg *cfg, const taas_io *io, taas_error 
     for (int i = 0; i < j->nloaders; i++) {
         j->loaders[i].stream = i / j->cpus;
         j->loaders[i].worker = i % j->cpus;
+        j->loaders[i].active = j->loaders[i].worker < j->pool;
         j->loaders[i].gen = -1;  /* the launch makes generation 0 */
     }
+    j->win_steps = -1;
     if (launch_all(j, cfg->resume_epoch, cfg->resume_step, err)) goto fail;
     j->next_beat = taas_now() + TAAS_CTL_HEARTBEAT_S;
     taas_job_view(j, io, 1);
@@ -479,9 +550,12 @@ fail:
  * validate loaders at the epoch's start). */
 static int launch_all(taas_job *j, long long epoch, long long step, taas_error *err) {
     if (j->be->launch_ranks(j, err)) return -1;
+    j->win_steps = -1;
     for (int i = 0; i < j->nloaders; i++) {
         job_loader *l = &j->loaders[i];
+        if (!l->active) continue;
         l->gen++;
+        l->pool = j->pool;
         l->epoch = epoch;
         l->step = strcmp(j->streams[l->stream].role, "validate") ? step : 0;
         l->hello = l->started = l->ended = l->due = 0;
@@ -508,6 +582,7 @@ double taas_job_deadline(const taas_job *j) {
     double d = j->next_beat, v = taas_job_view_due(j);
     if (v > 0 && v < d) d = v;
     if (j->stopping && j->stop_until < d) d = j->stop_until;
+    if (!j->stopping && !j->budget_hit && taas_job_cost_due(j) < d) d = taas_job_cost_due(j);
     if (j->nready < j->world && j->hello_deadline < d) d = j->hello_deadline;
     return d;
 }
@@ -546,9 +621,9 @@ static int finish_stop(taas_job *j, const taas_io *io) {
     return kept;
 }
 
-void taas_job_stop(taas_job *j, double grace_s) {
-    if (j->stopping || j->cancelled) return;
-    j->cancelled = 1;
+/* Every worker is told to stop: the ranks after the step in progress, rank 0 then sends
+ * the weights; the stop waits grace_s for them. */
+static void send_cancel(taas_job *j, double grace_s) {
     j->stopping = 1;
     char peer[32];
     for (int r = 0; j->ranks && r < j->world; r++)
@@ -561,6 +636,28 @@ void taas_job_stop(taas_job *j, double grace_s) {
     j->stop_until = taas_now() + grace_s;
 }
 
+void taas_job_stop(taas_job *j, double grace_s) {
+    if (j->stopping || j->cancelled) return;
+    j->cancelled = 1;
+    send_cancel(j, grace_s);
+}
+
+/* The budget is reached: the job stops as with the stop button, but its end is the fit's
+ * result: the weights of the last step and the History of the epochs done. */
+static void budget_stop(taas_job *j, const taas_io *io) {
+    j->budget_hit = 1;
+    if (j->first_step_t <= 0) {  /* no step to keep: the ranks may not even be there to tell */
+        fail(j, TAAS_ERR_JOB, "give a larger --budget; the plan line's estimate says what the whole job needs",
+             "%s before rank 0 sent the weights of a step: nothing was trained", j->budget_why);
+        return;
+    }
+    taas_buf line = TAAS_BUF_INIT;
+    taas_buf_printf(&line, "%s: stopping after the step in progress\n", j->budget_why);
+    say(io, "stderr", line.data);
+    taas_buf_free(&line);
+    send_cancel(j, TAAS_JOB_BUDGET_GRACE_S);
+}
+
 int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
     /* the epoll set is level-triggered and only wakes the kernel: everything is looked at here */
     j->io = io;
@@ -571,10 +668,20 @@ int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
             j->io = NULL;
             return 1;
         }
-        int kept = finish_stop(j, io);
-        j->io = NULL;
-        return kept ? 3 : 2;
+        if (!j->budget_hit) {
+            int kept = finish_stop(j, io);
+            j->io = NULL;
+            return kept ? 3 : 2;
+        }
+        /* the budget's stop ends as a job that is done, with what rank 0 sent */
+        j->stopping = 0;
+        end_processes(j);
+        j->ranks_ended = 1;
+        if (!j->failed && !(j->done && j->have_weights))
+            fail(j, TAAS_ERR_JOB, "give a larger --budget; the plan line's estimate says what the whole job needs",
+                 "%s before rank 0 sent the weights of a step: nothing was trained", j->budget_why);
     }
+    if (!j->failed && !j->stopping && !j->budget_hit && taas_job_cost_tick(j)) budget_stop(j, io);
     if (j->restart_due && !j->failed && !j->cancelled) restart(j, io);
     heartbeats(j);
     if (!j->failed && j->nready < j->world && taas_now() > j->hello_deadline)
@@ -597,10 +704,13 @@ int taas_job_poll(taas_job *j, const taas_io *io, taas_error *err) {
         rc = -1;
     } else if (j->done && j->ranks_ended) {
         end_processes(j);  /* the loaders */
-        drop_checkpoints(j);
-        taas_trainview_end(j->view, "done", j->model);
+        if (!j->budget_hit) drop_checkpoints(j);  /* a job the budget stopped may go on from them */
+        taas_job_cost_tick(j);
+        if (!j->evaluate && !j->budget_hit) taas_job_cost_remember(j);
+        taas_trainview_end(j->view, j->budget_hit ? "budget" : "done", j->model);
         taas_job_view(j, io, 1);
         if (j->offloaded) taas_job_summary(j, io);
+        if (j->budget_hit) say_checkpoint(j, io);
         rc = 0;
     }
     j->io = NULL;
@@ -639,6 +749,7 @@ void taas_job_free(taas_job *j) {
     json_decref(j->start_msg);
     taas_trainview_free(j->view);
     json_decref(j->done);
+    json_decref(j->pool_log);
     sodium_memzero(&j->keys, sizeof j->keys);
     free(j);
 }

@@ -42,6 +42,8 @@ typedef struct taas_job taas_job;
 
 /* The stop button: rank 0 gets this long to send the weights of its last completed step. */
 #define TAAS_JOB_STOP_GRACE_S 1.0
+/* The budget's stop: the ranks finish the step in progress, however long it takes them. */
+#define TAAS_JOB_BUDGET_GRACE_S 60.0
 
 /* Plans the job and, for a pragma's, says so (stdout), checks it against the backend,
  * binds the control plane and launches the workers. NULL with err, nothing left running,

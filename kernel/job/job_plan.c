@@ -27,7 +27,8 @@ static void plan_line(const taas_job *j, const taas_pragma *pr, taas_buf *b) {
     if (pr->has_config) taas_buf_printf(b, " (%s)", pr->config.name);
     if (j->nstreams == 0) taas_buf_puts(b, ", no registered loader: each rank loads its own batches");
     for (int s = 0; s < j->nstreams; s++) {
-        taas_buf_printf(b, ", %d loader worker%s for ", j->cpus, j->cpus == 1 ? "" : "s");
+        if (j->autosize) taas_buf_printf(b, ", 1 to %d loader workers (auto) for ", j->cpus);
+        else taas_buf_printf(b, ", %d loader worker%s for ", j->cpus, j->cpus == 1 ? "" : "s");
         if (j->streams[s].name) taas_buf_printf(b, "'%s'", j->streams[s].name);
         else taas_buf_printf(b, "the %s loader", j->streams[s].role);
     }
@@ -123,6 +124,13 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
     j->pragma = pr;
     j->world = pr ? pr->gpus : 1;
     j->cpus = pr ? pr->cpus : 0;
+    j->pool = j->cpus;
+    if (pr && pr->cpus_auto) {  /* one loader each to start with, as many slots as it may grow to */
+        j->autosize = 1;
+        j->pool = pr->cpus;
+        j->cpus = pr->cpus_max > 0 ? pr->cpus_max : TAAS_POOL_MAX_DEFAULT;
+        if (j->cpus < j->pool) j->cpus = j->pool;
+    }
     j->nstreams = pr ? (cfg->nstreams > 2 ? 2 : cfg->nstreams) : 0;
     for (int s = 0; s < j->nstreams; s++) {
         j->streams[s].role = cfg->streams[s].role;
@@ -142,8 +150,10 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
     if (pr) {
         taas_buf b = TAAS_BUF_INIT;
         plan_line(j, pr, &b);
+        int rc = taas_job_cost_plan(j, cfg, &b, err);
         io->stream(io->ctx, "stdout", b.data);
         taas_buf_free(&b);
+        if (rc) return -1;
     }
     if (taas_worker_find(j->worker_path, sizeof j->worker_path, err) || j->be->plan(j, io, err) ||
         bind_control(j, err) || (json_is_string(json_object_get(j->spec, "weights")) &&
@@ -153,7 +163,8 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
 
     json_t *off = json_object(), *streams = json_array();
     for (int s = 0; s < j->nstreams; s++) {
-        json_t *st = json_pack("{s:s, s:i}", "role", j->streams[s].role, "workers", j->cpus);
+        json_t *st = json_pack("{s:s, s:i}", "role", j->streams[s].role, "workers", j->pool);
+        if (j->autosize) json_object_set_new(st, "slots", json_integer(j->cpus));
         const json_t *facts = cfg->streams[s].facts;
         if (facts)  /* the ranks need the size and shape only: they need not open the data */
             json_object_set_new(st, "facts", json_pack("{s:O, s:O, s:O}", "size", json_object_get(facts, "size"),

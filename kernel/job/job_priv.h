@@ -31,6 +31,10 @@ typedef struct job_loader {
     int deaths;           /* ends that were not its work's: the limit counts these */
     int due;              /* died while the job resumes: replaced once the ranks are ready */
     long long epoch, step;/* where its generation starts */
+    int active;           /* in the stream's pool now (worker < the pool's size) */
+    int pool;             /* the pool's size its generation was started with: its M */
+    double up_s, idle_s;  /* its last report of how busy it is (time up, time idle) */
+    double win_up, win_idle; /* the same at the pool window's start */
     char peer[64];        /* its control identity, "loader.S.J.G" */
     char host[64];        /* from its hello */
     pid_t pid;
@@ -38,8 +42,20 @@ typedef struct job_loader {
     int alive;            /* its process runs (the backend says) */
 } job_loader;
 
+/* The loader pool that sizes itself (--cpus auto, job_pool.c): the ranks may wait for data
+ * at most this share of their time, measured over windows of at least this many steps and
+ * seconds. */
+#define TAAS_POOL_WAIT_MAX 0.02
+#define TAAS_POOL_WINDOW_STEPS 20
+#define TAAS_POOL_WINDOW_S 2.0
+/* --cpus auto without :MAX: as many as a fixed --cpus may ask for */
+#define TAAS_POOL_MAX_DEFAULT 8
+
 struct taas_job {
-    int world, cpus, threads;
+    int world, threads;
+    int cpus;             /* loader slots per stream: --cpus M, or auto's most */
+    int pool;             /* loader workers per stream now: cpus, or with auto what it sized */
+    int autosize;         /* --cpus auto */
     int offloaded;        /* a #pragma taas cell's (plan line, job status, summary) */
     int evaluate;         /* evaluate(): no display, no weights */
     const taas_pragma *pragma;  /* while it is planned only */
@@ -100,6 +116,30 @@ struct taas_job {
     char restart_why[1024];
     double t0, hello_deadline, next_beat;
     double start_timeout; /* seconds from the launch for every rank to be ready */
+    /* the pool's window (job_pool.c): its start, rank 0's wait and steps then (win_steps
+     * < 0: none open, while loaders start); the smallest size that may be enough */
+    double win_t, win_wait;
+    long long win_steps;
+    int pool_floor;
+    double rank_wait_s;   /* rank 0's wait since its first batch, and its steps, last said */
+    long long rank_steps;
+    json_t *pool_log;     /* the pool's changes: {"t", "epoch", "step", "from", "to", "why"} */
+    char pool_why[200];   /* the last one's reason, for the display */
+    /* cost and budget (job_cost.c) */
+    double price_ranks, price_loader; /* a machine-hour of the ranks' and a loader's configuration; < 0: none */
+    int rank_machines;
+    double spent, rank_mh, loader_mh; /* so far: money (with prices), machine-hours */
+    double cost_t;        /* accrued up to this time */
+    double first_step_t;  /* when rank 0's first step line came, and its steps then */
+    long long first_steps, total_steps, val_samples, samples_total;
+    double est_total;     /* the job's expected length in seconds (0: not yet known) */
+    char est_key[65];     /* the cell's identity for "the last run of the same cell" */
+    double last_startup, last_step_s, last_val_s;  /* that run's, when there was one (last_step_s > 0) */
+    long long last_steps;
+    int budget_kind;      /* TAAS_BUDGET_MONEY or TAAS_BUDGET_TIME, 0: none */
+    double budget;
+    int budget_hit;       /* the budget ended the job: cancel is sent */
+    char budget_why[300];
     taas_trainview *view;
     char display_id[64];
     char model[64];       /* the model's variable, for the summary */
@@ -129,6 +169,35 @@ void taas_job_ranks_ended(taas_job *j, int ok, const char *how);
 void taas_job_loader_ended(taas_job *j, job_loader *l, int ok, const char *how);
 /* "loader train.0" */
 const char *taas_job_loader_label(const taas_job *j, const job_loader *l, char *out, size_t n);
+
+/* job_pool.c: the pool that sizes itself. Rank 0 said its wait and steps so far; the
+ * window may close with a decision (job.c resizes). The size the pool should have now. */
+int taas_job_pool_step(taas_job *j, double wait_s, long long steps, char *why, size_t n);
+/* What a window decides: the ranks waited `wait` of its time and the loaders were busy
+ * `busy` of theirs (< 0: unknown); the pool has `pool` workers, at least `floor` may be
+ * enough, at most `max` are allowed. The new size (== pool: no change). */
+int taas_pool_decide(int pool, int floor, int max, double wait, double busy);
+/* A loader's report of how busy it is. */
+void taas_job_pool_load(taas_job *j, job_loader *l, const json_t *b);
+/* The pool's size during epoch e (1-based), for the History: 3, or "1→2→3". New reference. */
+json_t *taas_job_pool_of_epoch(const taas_job *j, long long e);
+
+/* job_cost.c: prices, the estimate, the budget. */
+/* At plan time: the prices and the budget; the cost line (after the plan line). */
+int taas_job_cost_plan(taas_job *j, const taas_job_cfg *cfg, taas_buf *line, taas_error *err);
+/* Accrues the cost up to now; 1 when the budget is reached (the job should stop). */
+int taas_job_cost_tick(taas_job *j);
+/* When the budget will be reached at the present rate (for the poll's deadline); 1e300: never. */
+double taas_job_cost_due(const taas_job *j);
+/* Rank 0's start and step lines, for the estimate. */
+void taas_job_cost_start(taas_job *j, const json_t *start);
+void taas_job_cost_step(taas_job *j, long long steps);
+/* "est. 4 min 10 s, cost 0.83" for the display; nothing before there is an estimate. */
+void taas_job_cost_status(const taas_job *j, taas_buf *t);
+/* "; cost 0.81 at your prices" (or machine-hours) for the summary. */
+void taas_job_cost_summary(const taas_job *j, taas_buf *t);
+/* The job ended with its result: its measures are kept for the next run of the same cell. */
+void taas_job_cost_remember(const taas_job *j);
 
 /* job_view.c: the display, updated in place at most five times a second (final: now), and
  * when a kept update is due (0: none). */

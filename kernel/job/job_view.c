@@ -16,15 +16,18 @@ static void duration(taas_buf *b, double s) {
 
 static int loaders_alive(const taas_job *j) {
     int n = 0;
-    for (int i = 0; i < j->nloaders; i++) n += j->loaders[i].hello && j->loaders[i].alive;
+    for (int i = 0; i < j->nloaders; i++) n += j->loaders[i].active && j->loaders[i].hello && j->loaders[i].alive;
     return n;
 }
 
 /* The job's own state after the training numbers. */
 static void status_text(const taas_job *j, taas_buf *t) {
     taas_buf_printf(t, "ranks %d/%d", j->nhello, j->world);
-    if (j->nloaders) taas_buf_printf(t, "  loaders %d/%d", loaders_alive(j), j->nloaders);
+    if (j->nloaders) taas_buf_printf(t, "  loaders %d/%d", loaders_alive(j), j->nstreams * j->pool);
+    if (j->autosize && j->pool_why[0]) taas_buf_printf(t, " (auto: %s)", j->pool_why);
+    else if (j->autosize) taas_buf_puts(t, " (auto)");
     if (j->epoch > 0) taas_buf_printf(t, "  waiting for data %.0f%%", j->wait_share * 100);
+    if (j->offloaded) taas_job_cost_status(j, t);
 }
 
 void taas_job_view(taas_job *j, const taas_io *io, int final) {
@@ -62,6 +65,10 @@ void taas_job_summary(taas_job *j, const taas_io *io) {
         taas_buf_printf(&b, "; %lld checkpoint%s, %.2f s (%.1f%% of the time)", ckpts, ckpts == 1 ? "" : "s",
                         json_number_value(json_object_get(d, "checkpoint_s")),
                         secs > 0 ? 100 * json_number_value(json_object_get(d, "checkpoint_s")) / secs : 0.0);
+    taas_job_cost_summary(j, &b);
+    if (j->autosize) taas_buf_printf(&b, "; loaders at the end %d, %zu change%s of the pool", j->pool,
+                                     json_array_size(j->pool_log), json_array_size(j->pool_log) == 1 ? "" : "s");
+    if (j->budget_hit) taas_buf_printf(&b, "; stopped: %s", j->budget_why);
     const json_t *sums = json_object_get(d, "checksums");
     size_t i;
     const json_t *c;

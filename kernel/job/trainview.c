@@ -127,13 +127,29 @@ void taas_trainview_end(taas_trainview *v, const char *state, const char *weight
 
 /* ---- the epoch table (History's too) ----------------------------------------------- */
 
-static const char *const COLUMNS[] = {"epoch", "train loss", "val loss", "val accuracy", "time", "samples/s"};
-static const char *const KEYS[] = {"epoch", "train_loss", "val_loss", "val_accuracy", "time_s", "samples_per_s"};
-#define NCOL (sizeof COLUMNS / sizeof *COLUMNS)
+static const char *const COLUMNS[] = {"epoch", "train loss", "val loss", "val accuracy", "time", "samples/s",
+                                      "loaders"};
+static const char *const KEYS[] = {"epoch", "train_loss", "val_loss", "val_accuracy", "time_s", "samples_per_s",
+                                   "loaders"};
+#define ALLCOL (sizeof COLUMNS / sizeof *COLUMNS)
+
+/* The columns shown: the loaders' only when a pool sized itself (--cpus auto). */
+static size_t ncol(const json_t *rows) {
+    size_t i;
+    const json_t *e;
+    json_array_foreach(rows, i, e) {
+        if (json_object_get(e, "loaders")) return ALLCOL;
+    }
+    return ALLCOL - 1;
+}
 
 /* One cell of an epoch row: "-" for a missing number (no validation loader). */
 static void cell(const json_t *e, size_t col, char *out, size_t n) {
     const json_t *v = json_object_get(e, KEYS[col]);
+    if (json_is_string(v) && col == ALLCOL - 1) {  /* the pool's sizes in the epoch, "1→3" */
+        snprintf(out, n, "%s", json_string_value(v));
+        return;
+    }
     if (!json_is_number(v)) {
         snprintf(out, n, "-");
         return;
@@ -143,7 +159,7 @@ static void cell(const json_t *e, size_t col, char *out, size_t n) {
         snprintf(out, n, "%lld", x >= 0 ? to_ll(floor(x)) : to_ll(ceil(x)));  /* as a cast truncates */
     } else if (col == 4) {
         snprintf(out, n, "%.1f s", x);
-    } else if (col == 5) {
+    } else if (col == 5 || col == 6) {
         taas_buf b = TAAS_BUF_INIT;
         taas_buf_thousands(&b, to_ll(x));
         snprintf(out, n, "%s", b.data);
@@ -153,26 +169,34 @@ static void cell(const json_t *e, size_t col, char *out, size_t n) {
     }
 }
 
+/* Code points, for the columns' widths ("1→3" is three). */
+static size_t points(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
 void taas_epoch_table_text(const json_t *rows, taas_buf *out) {
-    size_t width[NCOL], n = json_array_size(rows);
+    size_t cols = ncol(rows), width[ALLCOL], n = json_array_size(rows);
     char c[64];
-    for (size_t k = 0; k < NCOL; k++) width[k] = strlen(COLUMNS[k]);
+    for (size_t k = 0; k < cols; k++) width[k] = strlen(COLUMNS[k]);
     for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < NCOL; k++) {
+        for (size_t k = 0; k < cols; k++) {
             cell(json_array_get(rows, i), k, c, sizeof c);
-            if (strlen(c) > width[k]) width[k] = strlen(c);
+            if (points(c) > width[k]) width[k] = points(c);
         }
-    for (size_t k = 0; k < NCOL; k++) taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)width[k], COLUMNS[k]);
+    for (size_t k = 0; k < cols; k++) taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)width[k], COLUMNS[k]);
     for (size_t i = 0; i < n; i++) {
         taas_buf_putc(out, '\n');
-        for (size_t k = 0; k < NCOL; k++) {
+        for (size_t k = 0; k < cols; k++) {
             cell(json_array_get(rows, i), k, c, sizeof c);
-            taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)width[k], c);
+            taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)(width[k] + strlen(c) - points(c)), c);
         }
     }
 }
 
 void taas_epoch_table_html(const json_t *rows, const char *caption, taas_buf *out) {
+    size_t cols = ncol(rows);
     char c[64];
     taas_buf_puts(out, "<table class=\"taas-epochs\">\n");
     if (caption) {
@@ -181,13 +205,13 @@ void taas_epoch_table_html(const json_t *rows, const char *caption, taas_buf *ou
         taas_buf_puts(out, "</caption>\n");
     }
     taas_buf_puts(out, "<thead><tr>");
-    for (size_t k = 0; k < NCOL; k++) taas_buf_printf(out, "<th>%s</th>", COLUMNS[k]);
+    for (size_t k = 0; k < cols; k++) taas_buf_printf(out, "<th>%s</th>", COLUMNS[k]);
     taas_buf_puts(out, "</tr></thead>\n<tbody>\n");
     size_t i;
     const json_t *e;
     json_array_foreach(rows, i, e) {
         taas_buf_puts(out, "<tr>");
-        for (size_t k = 0; k < NCOL; k++) {
+        for (size_t k = 0; k < cols; k++) {
             cell(e, k, c, sizeof c);
             taas_buf_printf(out, "<td>%s</td>", c);
         }
@@ -369,7 +393,10 @@ static void summary(const taas_trainview *v, taas_buf *t) {
                                          json_number_value(json_object_get(e, "time_s"))));
         train_s += json_number_value(json_object_get(e, "time_s"));
     }
-    taas_buf_printf(t, "%s after ", !strcmp(v->state, "done") ? "done" : !strcmp(v->state, "stopped") ? "stopped" : "failed");
+    taas_buf_printf(t, "%s after ", !strcmp(v->state, "done")      ? "done"
+                                    : !strcmp(v->state, "stopped") ? "stopped"
+                                    : !strcmp(v->state, "budget")  ? "stopped by its budget"
+                                                                   : "failed");
     duration(t, secs);
     taas_buf_printf(t, ": %zu epoch%s, ", json_array_size(v->rows), json_array_size(v->rows) == 1 ? "" : "s");
     taas_buf_thousands(t, done_steps(v));

@@ -263,7 +263,8 @@ class Language(unittest.TestCase):
                                    "TaasOffloadError")
         out = stream_text(msgs)
         self.assertTrue(out.startswith("plan: "), out)
-        self.assertEqual(out.count("\n"), 1, out)
+        self.assertEqual(out.count("\n"), 2, out)  # the plan, and what it will cost
+        self.assertIn("\ncost: ", out)
         self.assertIn("2 machines × 8 GPUs (g2.8)", out)
         self.assertIn("2 loader workers for 'train'", out)
         self.assertIn("20,480,000 samples", out)

@@ -95,7 +95,8 @@ class Offload(taastest.KernelCase):
         # a checkpoint by time comes after 10 s of training: a slow machine's job has one
         self.assertRegex(self.summary(msgs), r"^done: 1 epoch, 100 steps on 2 ranks in [0-9.]+ s; the ranks waited "
                                              r"for data [0-9.]+% of the time \([0-9.]+% after the first batch\)"
-                                             r"(; \d+ checkpoints?, [0-9.]+ s \([0-9.]+% of the time\))?; samples "
+                                             r"(; \d+ checkpoints?, [0-9.]+ s \([0-9.]+% of the time\))?; [0-9.]+ machine-hours of the ranks' "
+                                             r"machines, [0-9.]+ of loader machines; samples "
                                              r"trained and their checksum: epoch 1 6,400 0x[0-9a-f]{16}$")
         history = result_text(msgs)
         self.assertTrue(history.startswith("History (1 epoch)"), history)

@@ -265,7 +265,9 @@ static void test_pragma_plan(void **state) {
                              "--gpus 16 with g2.8 (8 GPUs a machine) needs 2 machines, but the local backend runs "
                              "on this machine only");
     assert_string_equal(out(), "[stdout]plan: 2 machines \xC3\x97 8 GPUs (g2.8), 2 loader workers for 'train', "
-                               "up to 20,480,000 samples\n");
+                               "up to 20,480,000 samples\ncost: estimated after the first steps (no earlier run of "
+                               "this cell); no prices (price_per_hour in the configuration file): the size in "
+                               "machine-hours\n");
     assert_int_equal(e.pos.line, 2);
     assert_non_null(strstr(e.hint, "--gpus 8"));
     /* a shape error is found before the plan: nothing is printed */

@@ -446,6 +446,45 @@ static void test_a_loader_lost_while_resuming_waits_for_the_ranks(void **state) 
     taas_job_free(j);
 }
 
+/* The pool's decisions (--cpus auto): grow by the ranks' wait, shrink by the loaders' idleness,
+ * never below a size that was too small, never past MAX. */
+static void test_the_pool_decides_by_wait_and_idleness(void **state) {
+    (void)state;
+    assert_int_equal(taas_pool_decide(1, 0, 8, 0.50, 1.0), 2);   /* half the time waiting: twice the loaders */
+    assert_int_equal(taas_pool_decide(2, 0, 8, 0.60, 1.0), 5);   /* 2 / 0.4 */
+    assert_int_equal(taas_pool_decide(1, 0, 8, 0.03, 1.0), 2);   /* just over 2 %: one more */
+    assert_int_equal(taas_pool_decide(1, 0, 8, 0.99, 1.0), 8);   /* 90 % at most: 1 / 0.1 = 10, within MAX */
+    assert_int_equal(taas_pool_decide(1, 0, 3, 0.99, 1.0), 3);
+    assert_int_equal(taas_pool_decide(3, 0, 3, 0.50, 1.0), 3);   /* at MAX */
+    assert_int_equal(taas_pool_decide(2, 0, 8, 0.02, 1.0), 2);   /* at the goal: stays */
+    assert_int_equal(taas_pool_decide(4, 0, 8, 0.0, 0.3), 2);    /* 4 x 0.3 / 0.8 = 1.5: 2 */
+    assert_int_equal(taas_pool_decide(4, 3, 8, 0.0, 0.3), 3);    /* 3 was needed once */
+    assert_int_equal(taas_pool_decide(4, 0, 8, 0.0, 0.9), 4);    /* busy: stays */
+    assert_int_equal(taas_pool_decide(4, 0, 8, 0.01, 0.1), 4);   /* some wait: no shrinking */
+    assert_int_equal(taas_pool_decide(4, 0, 8, 0.0, -1), 4);     /* the loaders said nothing */
+    assert_int_equal(taas_pool_decide(1, 0, 8, 0.0, 0.0), 1);
+}
+
+/* The History's pool column: the size in each epoch, with its changes. */
+static void test_the_pool_of_each_epoch(void **state) {
+    (void)state;
+    taas_job j = {.pool = 1};
+    json_t *one = taas_job_pool_of_epoch(&j, 1);
+    assert_int_equal(json_integer_value(one), 1);
+    json_decref(one);
+    j.pool_log = json_pack("[{s:i, s:i, s:i}, {s:i, s:i, s:i}]", "epoch", 1, "from", 1, "to", 3, "epoch", 3, "from", 3,
+                           "to", 2);
+    j.pool = 2;
+    const char *want[] = {"1\xE2\x86\x92" "3", NULL, "3\xE2\x86\x92" "2", NULL};
+    for (int e = 1; e <= 4; e++) {
+        json_t *v = taas_job_pool_of_epoch(&j, e);
+        if (want[e - 1]) assert_string_equal(json_string_value(v), want[e - 1]);
+        else assert_int_equal(json_integer_value(v), e == 2 ? 3 : 2);
+        json_decref(v);
+    }
+    json_decref(j.pool_log);
+}
+
 int main(void) {
     if (access(FASHION "/train-images-idx3-ubyte.gz", R_OK) != 0) {
         fprintf(stderr, "test_job needs Debian's Fashion-MNIST (apt-get install dataset-fashion-mnist)\n");
@@ -461,6 +500,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_ranks_that_never_start_time_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mpiruns_report_of_a_death_ends_the_ranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_loader_lost_while_resuming_waits_for_the_ranks, setup, teardown),
+        cmocka_unit_test(test_the_pool_decides_by_wait_and_idleness),
+        cmocka_unit_test(test_the_pool_of_each_epoch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
