@@ -34,10 +34,12 @@ NET = ("Sequential(Conv2d(1, 32, 3, 1), ReLU(), Conv2d(32, 64, 3, 1), ReLU(), Ma
        "Flatten(), Linear(9216, 128), BatchNorm1d(128), ReLU(), Dropout(0.5), Linear(128, 10), LogSoftmax(dim=1))")
 
 
-def start_server(latency, rate, tmp):
+def start_server(latency, rate, tmp, root=FASHION):
+    """tests/lib/faultserver.py serving root (Fashion-MNIST's folder) with its delays; it and
+    its port."""
     portfile = os.path.join(tmp, "port")
     proc = subprocess.Popen([sys.executable, os.path.join(SOURCE, "tests", "lib", "faultserver.py"),
-                             "--root", FASHION, "--portfile", portfile, "--latency", str(latency),
+                             "--root", root, "--portfile", portfile, "--latency", str(latency),
                              "--rate", str(rate)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 10

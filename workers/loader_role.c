@@ -100,6 +100,7 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
     /* how busy it is, for a pool that sizes itself: the time it waited for the ranks'
      * credit is idle, the rest (making and sending) busy */
     double t_up = taas_now(), idle = 0, last_load = t_up;
+    long long sent = 0;
     for (;;) {
         taas_batch *b = NULL;
         double now = taas_now();
@@ -108,6 +109,7 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
             json_t *load = taas_ctl_body("load");
             json_object_set_new(load, "up_s", json_real(now - t_up));
             json_object_set_new(load, "idle_s", json_real(idle));
+            json_object_set_new(load, "items", json_integer(sent));
             taas_error e;  /* a kernel that is gone is the heartbeat's to notice */
             taas_ctl_client_send(*ctl, load, NULL, 0, &e);
         }
@@ -123,6 +125,7 @@ static int run(const char *control, const loader_args *a, const char *keys_from,
         double t_send = taas_now();
         r = taas_stream_send_batch(snd, b, -1, stop, err);
         idle += taas_now() - t_send;
+        sent += r == 0;
         if (r == 1) rc = 0;  /* cancelled */
         if (r) break;
     }

@@ -294,15 +294,17 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         j->samples_per_s = json_number_value(json_object_get(b, "samples_per_s"));
         j->wait_share = json_number_value(json_object_get(b, "wait"));
         long long steps = (long long)json_integer_value(json_object_get(b, "steps_done"));
-        taas_job_cost_step(j, steps);
+        double wait_s = json_number_value(json_object_get(b, "wait_s"));
+        taas_job_cost_step(j, steps, wait_s);
         char why[sizeof j->pool_why];
-        int to = taas_job_pool_step(j, json_number_value(json_object_get(b, "wait_s")), steps, why, sizeof why);
+        int to = taas_job_pool_step(j, wait_s, steps, why, sizeof why);
         if (to != j->pool) resize_pool(j, to, why);
         taas_trainview_step(j->view, b);
         taas_job_view(j, io, 0);
     } else if (!strcmp(t, "epoch") && r == 0) {
         j->epoch = (long long)json_integer_value(json_object_get(b, "epoch"));
         j->step = (long long)json_integer_value(json_object_get(b, "steps"));
+        taas_job_speed_restart(j);  /* its validation is not a step's time */
         if (j->autosize) {
             json_t *row = json_deep_copy(b), *rows = json_pack("[O]", row);
             pool_in_rows(j, rows);
@@ -450,6 +452,7 @@ static void resize_pool(taas_job *j, int to, const char *why) {
              j->step);
     say(j->io, "stdout", line);
     j->pool = to;
+    taas_job_speed_restart(j);  /* the ranks' speed with the new pool */
     for (int i = 0; i < j->nloaders && !j->failed; i++) {
         job_loader *l = &j->loaders[i];
         if (l->worker < to) {
@@ -572,6 +575,7 @@ static int launch_all(taas_job *j, long long epoch, long long step, taas_error *
 
 void taas_job_launched(taas_job *j) {
     j->hello_deadline = taas_now() + j->start_timeout;
+    if (j->launched_t <= 0) j->launched_t = taas_now();
 }
 
 int taas_job_fd(const taas_job *j) {

@@ -37,6 +37,11 @@ static void amount(taas_buf *b, double x) {
     taas_buf_printf(b, x > 0 && x < 0.01 ? "%.4f" : "%.2f", x);
 }
 
+/* Machine-hours: a job of a minute is a small part of one, said to a second or so. */
+static void hours(taas_buf *b, double x) {
+    taas_buf_printf(b, x < 1 ? "%.4f" : "%.2f", x);
+}
+
 static int loader_count(const taas_job *j) {
     return j->nstreams * j->pool;
 }
@@ -119,11 +124,36 @@ static long long epochs_run(const taas_job *j) {
     return e < j->epochs ? e : j->epochs;
 }
 
-/* Seconds a step takes now (0: not measured yet). */
+/* Seconds a step takes now (0: not measured yet): the slower of what the ranks need to
+ * compute a step (their time not waiting for data) and what the loaders need to make its W
+ * batches, both since the speed's measure began. Neither is fooled by the batches the
+ * loaders made before the ranks started, which the ranks take at their own speed for a
+ * while; rank 0's speed in the epoch is the fallback while there is no measure. */
 static double step_seconds(const taas_job *j) {
+    if (j->step_s > 0) return j->step_s;
     if (j->samples_per_s > 0 && j->total_steps > 0 && j->samples_total > 0)
         return ((double)j->samples_total / (double)j->total_steps) / j->samples_per_s;
     return 0;
+}
+
+static void measure_speed(taas_job *j, double wait_s) {
+    double now = taas_now();
+    long long n = j->rank_steps - j->speed_steps;
+    if (j->speed_t <= 0 || n < 3 || now <= j->speed_t) return;
+    double compute = ((now - j->speed_t) - (wait_s - j->speed_wait)) / (double)n, rate = 0;
+    for (int i = 0; i < j->nloaders; i++) {
+        const job_loader *l = &j->loaders[i];
+        if (l->active && l->speed_up >= 0 && l->up_s > l->speed_up && !strcmp(j->streams[l->stream].role, "train"))
+            rate += (double)(l->items - l->speed_items) / (l->up_s - l->speed_up);
+    }
+    double step = compute > 0 ? compute : 0;
+    if (rate > 0 && j->world / rate > step) step = j->world / rate;
+    if (step > 0) j->step_s = step;
+}
+
+/* The speed is measured anew from the next step line (the pool changed, an epoch began). */
+void taas_job_speed_restart(taas_job *j) {
+    j->speed_t = 0;
 }
 
 static double val_seconds(const taas_job *j) {
@@ -132,7 +162,13 @@ static double val_seconds(const taas_job *j) {
 }
 
 void taas_job_cost_remember(const taas_job *j) {
+    /* a step's time from every rank's time in steps and waiting for batches (validation and
+     * checkpoints are not in it), else the last speed */
     double step = step_seconds(j);
+    const json_t *d = j->done;
+    long long steps = (long long)json_integer_value(json_object_get(d, "steps"));
+    double in_steps = json_number_value(json_object_get(d, "step_s")) + json_number_value(json_object_get(d, "wait_s"));
+    if (steps > 0 && in_steps > 0 && j->world > 0) step = in_steps / j->world / (double)steps;
     char path[PATH_MAX];
     if (!j->offloaded || !j->est_key[0] || step <= 0 || j->first_step_t <= 0 || runs_path(path, sizeof path)) return;
     json_t *all = runs_read();
@@ -261,18 +297,26 @@ static void estimate(taas_job *j) {
     j->est_total = now + (double)left * step + (double)vals * val_seconds(j);
 }
 
-void taas_job_cost_step(taas_job *j, long long steps) {
+void taas_job_cost_step(taas_job *j, long long steps, double wait_s) {
     if (j->first_step_t <= 0) {
         j->first_step_t = taas_now();
         j->first_steps = steps;
     }
     j->rank_steps = steps;
+    if (j->speed_t <= 0) {
+        j->speed_t = taas_now();
+        j->speed_steps = steps;
+        j->speed_wait = wait_s;
+        for (int i = 0; i < j->nloaders; i++) j->loaders[i].speed_up = -1;
+    }
+    measure_speed(j, wait_s);
     estimate(j);
 }
 
 int taas_job_cost_tick(taas_job *j) {
     double now = taas_now();
-    if (j->cost_t <= 0) j->cost_t = j->t0;
+    if (j->launched_t <= 0) return 0;  /* queued: no machine is held yet */
+    if (j->cost_t <= 0) j->cost_t = j->launched_t;
     double dt = now - j->cost_t, r = rate(j);
     if (dt > 0) {
         j->cost_t = now;
@@ -282,7 +326,7 @@ int taas_job_cost_tick(taas_job *j) {
     }
     if (!j->budget_kind || j->budget_hit || j->evaluate) return 0;
     /* stopped before the next step would go past it */
-    double step = step_seconds(j), elapsed = now - j->t0, used, next;
+    double step = step_seconds(j), elapsed = now - j->launched_t, used, next;
     taas_buf what = TAAS_BUF_INIT;
     if (j->budget_kind == TAAS_BUDGET_TIME) {
         used = elapsed;
@@ -317,9 +361,9 @@ int taas_job_cost_tick(taas_job *j) {
 }
 
 double taas_job_cost_due(const taas_job *j) {
-    if (!j->budget_kind || j->budget_hit || j->evaluate) return 1e300;
+    if (!j->budget_kind || j->budget_hit || j->evaluate || j->launched_t <= 0) return 1e300;
     double step = step_seconds(j);
-    if (j->budget_kind == TAAS_BUDGET_TIME) return j->t0 + j->budget - step;
+    if (j->budget_kind == TAAS_BUDGET_TIME) return j->launched_t + j->budget - step;
     double r = rate(j);
     if (r <= 0) return 1e300;
     return j->cost_t + (j->budget - j->spent) * 3600 / r - step;
@@ -355,8 +399,8 @@ void taas_job_cost_summary(const taas_job *j, taas_buf *t) {
         amount(t, j->spent);
     }
     taas_buf_puts(t, "; ");
-    amount(t, j->rank_mh);
+    hours(t, j->rank_mh);
     taas_buf_puts(t, " machine-hours of the ranks' machines, ");
-    amount(t, j->loader_mh);
+    hours(t, j->loader_mh);
     taas_buf_puts(t, " of loader machines");
 }

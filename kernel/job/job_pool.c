@@ -13,22 +13,42 @@
 #define WAIT_LOW 0.005
 /* A smaller pool must stay this busy at most, so that a burst does not make the ranks wait. */
 #define BUSY_AFTER 0.8
+/* A new pool's first steps and seconds, which are not its measure. */
+#define SETTLE_STEPS 2
+#define SETTLE_S 0.5
+/* A growth must make the ranks this much faster to be kept. */
+#define GAIN_MIN 1.05
 
-int taas_pool_decide(int pool, int floor, int max, double wait, double busy) {
-    if (pool < 1) return 1;
-    if (wait > TAAS_POOL_WAIT_MAX && pool < max) {
-        /* loaders that make a share 1 - wait of what the ranks take: pool / (1 - wait) of them
-         * would make all of it (a wait of 90 % or more says no more than that) */
-        double w = wait < 0.9 ? wait : 0.9;
-        int to = (int)ceil(pool / (1.0 - w) - 1e-9);
-        if (to < pool + 1) to = pool + 1;
-        return to > max ? max : to;
+int taas_pool_decide(const taas_pool_window *w, int *why) {
+    *why = TAAS_POOL_STAYS;
+    int pool = w->pool < 1 ? 1 : w->pool;
+    /* the first window after a growth: loaders that did not make the ranks faster are not
+     * the bottleneck (the storage, the network or the machine's cores are): back to before */
+    if (w->grown_from > 0 && w->grown_from < pool && w->rate < w->rate_before * GAIN_MIN) {
+        *why = TAAS_POOL_NO_GAIN;
+        return w->grown_from;
     }
-    if (wait <= WAIT_LOW && pool > 1 && busy >= 0 && busy < BUSY_AFTER) {
-        int to = (int)ceil(pool * busy / BUSY_AFTER - 1e-9);
-        if (to < floor) to = floor;
+    int limit = w->ceiling > 0 && w->ceiling < w->max ? w->ceiling : w->max;
+    if (w->wait > TAAS_POOL_WAIT_MAX && pool < limit) {
+        /* loaders that make a share 1 - wait of what the ranks take: pool / (1 - wait) of them
+         * would make all of it (a wait of 90 % or more says no more than that), at most four
+         * times as many at once, since more loaders may not be all the ranks lack (the next
+         * window sees whether they were) */
+        double wt = w->wait < 0.9 ? w->wait : 0.9;
+        int to = (int)ceil(pool / (1.0 - wt) - 1e-9);
+        if (to > 4 * pool) to = 4 * pool;
+        if (to < pool + 1) to = pool + 1;
+        *why = TAAS_POOL_GROWS;
+        return to > limit ? limit : to;
+    }
+    if (w->wait <= WAIT_LOW && pool > 1 && w->busy >= 0 && w->busy < BUSY_AFTER) {
+        int to = (int)ceil(pool * w->busy / BUSY_AFTER - 1e-9);
+        if (to < w->floor) to = w->floor;
         if (to < 1) to = 1;
-        if (to < pool) return to;
+        if (to < pool) {
+            *why = TAAS_POOL_SHRINKS;
+            return to;
+        }
     }
     return pool;
 }
@@ -39,6 +59,11 @@ void taas_job_pool_load(taas_job *j, job_loader *l, const json_t *b) {
     if (up >= l->up_s && idle >= 0 && idle <= up) {
         l->up_s = up;
         l->idle_s = idle;
+        l->items = (long long)json_integer_value(json_object_get(b, "items"));
+        if (l->speed_up < 0) {  /* its first word since the speed's measure began */
+            l->speed_up = up;
+            l->speed_items = l->items;
+        }
     }
 }
 
@@ -86,20 +111,38 @@ int taas_job_pool_step(taas_job *j, double wait_s, long long steps, char *why, s
     }
     double dt = taas_now() - j->win_t;
     long long dsteps = steps - j->win_steps;
-    if (dsteps < TAAS_POOL_WINDOW_STEPS || dt < TAAS_POOL_WINDOW_S) return j->pool;
+    if (j->settling && dsteps >= SETTLE_STEPS && dt >= SETTLE_S) {
+        j->settling = 0;
+        open_window(j, wait_s, steps);
+        return j->pool;
+    }
+    if (j->settling || dsteps < TAAS_POOL_WINDOW_STEPS || dt < TAAS_POOL_WINDOW_S) return j->pool;
     double wait = (wait_s - j->win_wait) / dt;
     wait = wait < 0 ? 0 : wait > 1 ? 1 : wait;
-    double busy = busy_share(j);
-    int to = taas_pool_decide(j->pool, j->pool_floor, j->cpus, wait, busy);
-    if (to > j->pool) {
+    taas_pool_window w = {.pool = j->pool, .max = j->cpus, .floor = j->pool_floor, .ceiling = j->pool_ceiling,
+                          .grown_from = j->grown_from, .rate_before = j->rate_before, .wait = wait,
+                          .busy = busy_share(j), .rate = (double)dsteps / dt};
+    int why_code, to = taas_pool_decide(&w, &why_code);
+    j->grown_from = 0;
+    if (why_code == TAAS_POOL_GROWS) {
         if (j->pool + 1 > j->pool_floor) j->pool_floor = j->pool + 1;  /* this size was not enough */
+        j->grown_from = j->pool;
+        j->rate_before = w.rate;
         snprintf(why, n, "the ranks waited for data %.0f%% of the time over the last %lld steps", wait * 100, dsteps);
-    } else if (to < j->pool) {
+    } else if (why_code == TAAS_POOL_NO_GAIN) {
+        j->pool_ceiling = to;
+        if (j->pool_floor > to) j->pool_floor = to;
+        snprintf(why, n, "%d loaders made the ranks no faster than %d (%.1f against %.1f steps/s): the data's "
+                 "source or this machine's cores hold them back", j->pool, to, w.rate, j->rate_before);
+    } else if (why_code == TAAS_POOL_SHRINKS) {
         snprintf(why, n, "the ranks waited %.1f%% and the loaders were busy %.0f%% of the time over the last %lld "
-                 "steps", wait * 100, busy * 100, dsteps);
+                 "steps", wait * 100, w.busy * 100, dsteps);
     }
     open_window(j, wait_s, steps);
-    if (to != j->pool) j->win_steps = -1;  /* the next window opens when the new pool runs */
+    if (to != j->pool) {  /* the next window opens when the new pool runs, and settles first */
+        j->win_steps = -1;
+        j->settling = 1;
+    }
     return to;
 }
 

@@ -35,6 +35,10 @@ typedef struct job_loader {
     int pool;             /* the pool's size its generation was started with: its M */
     double up_s, idle_s;  /* its last report of how busy it is (time up, time idle) */
     double win_up, win_idle; /* the same at the pool window's start */
+    long long items;      /* the batches it has sent, as it last said */
+    double speed_up;      /* its up_s and items when the speed's measure began (speed_up < 0:
+                             it had not said yet) */
+    long long speed_items;
     char peer[64];        /* its control identity, "loader.S.J.G" */
     char host[64];        /* from its hello */
     pid_t pid;
@@ -46,8 +50,8 @@ typedef struct job_loader {
  * at most this share of their time, measured over windows of at least this many steps and
  * seconds. */
 #define TAAS_POOL_WAIT_MAX 0.02
-#define TAAS_POOL_WINDOW_STEPS 20
-#define TAAS_POOL_WINDOW_S 2.0
+#define TAAS_POOL_WINDOW_STEPS 3
+#define TAAS_POOL_WINDOW_S 1.0
 /* --cpus auto without :MAX: as many as a fixed --cpus may ask for */
 #define TAAS_POOL_MAX_DEFAULT 8
 
@@ -120,7 +124,11 @@ struct taas_job {
      * < 0: none open, while loaders start); the smallest size that may be enough */
     double win_t, win_wait;
     long long win_steps;
-    int pool_floor;
+    int pool_floor, pool_ceiling;
+    int settling;         /* the pool changed: its first window, while the new workers fill
+                             their pipelines and the ranks what they hold, is not a measure */
+    int grown_from;       /* the last change was a growth from this size (0: it was not) */
+    double rate_before;   /* the ranks' steps/s in the window that made it */
     double rank_wait_s;   /* rank 0's wait since its first batch, and its steps, last said */
     long long rank_steps;
     json_t *pool_log;     /* the pool's changes: {"t", "epoch", "step", "from", "to", "why"} */
@@ -130,8 +138,16 @@ struct taas_job {
     int rank_machines;
     double spent, rank_mh, loader_mh; /* so far: money (with prices), machine-hours */
     double cost_t;        /* accrued up to this time */
+    double launched_t;    /* its machines were first held (a Slurm job's grant): the cost and a
+                             time budget count from here */
     double first_step_t;  /* when rank 0's first step line came, and its steps then */
     long long first_steps, total_steps, val_samples, samples_total;
+    double speed_t;       /* the ranks' speed is measured from this step line on (the first of
+                             an epoch, or the first after the pool changed), at speed_steps
+                             and rank 0's wait speed_wait */
+    long long speed_steps;
+    double speed_wait;
+    double step_s;        /* a step's time, as last measured (0: not yet) */
     double est_total;     /* the job's expected length in seconds (0: not yet known) */
     char est_key[65];     /* the cell's identity for "the last run of the same cell" */
     double last_startup, last_step_s, last_val_s;  /* that run's, when there was one (last_step_s > 0) */
@@ -173,10 +189,20 @@ const char *taas_job_loader_label(const taas_job *j, const job_loader *l, char *
 /* job_pool.c: the pool that sizes itself. Rank 0 said its wait and steps so far; the
  * window may close with a decision (job.c resizes). The size the pool should have now. */
 int taas_job_pool_step(taas_job *j, double wait_s, long long steps, char *why, size_t n);
-/* What a window decides: the ranks waited `wait` of its time and the loaders were busy
- * `busy` of theirs (< 0: unknown); the pool has `pool` workers, at least `floor` may be
- * enough, at most `max` are allowed. The new size (== pool: no change). */
-int taas_pool_decide(int pool, int floor, int max, double wait, double busy);
+/* What a window of rank 0's steps says, and what the pool knows of its sizes. */
+typedef struct taas_pool_window {
+    int pool, max;        /* its size now, the most it may have */
+    int floor;            /* a smaller size was too small: at least this many may be needed */
+    int ceiling;          /* more than this did not make the ranks faster (0: not known) */
+    int grown_from;       /* the size before a growth this window measures the first (0: none) */
+    double rate_before;   /* the ranks' steps/s at grown_from */
+    double wait;          /* the share of the window the ranks waited for data */
+    double busy;          /* the share of their time the loaders were not idle (< 0: unknown) */
+    double rate;          /* the ranks' steps/s in the window */
+} taas_pool_window;
+enum { TAAS_POOL_STAYS, TAAS_POOL_GROWS, TAAS_POOL_NO_GAIN, TAAS_POOL_SHRINKS };
+/* The size the pool should have (== pool: it stays), and why (TAAS_POOL_...). */
+int taas_pool_decide(const taas_pool_window *w, int *why);
 /* A loader's report of how busy it is. */
 void taas_job_pool_load(taas_job *j, job_loader *l, const json_t *b);
 /* The pool's size during epoch e (1-based), for the History: 3, or "1→2→3". New reference. */
@@ -191,7 +217,9 @@ int taas_job_cost_tick(taas_job *j);
 double taas_job_cost_due(const taas_job *j);
 /* Rank 0's start and step lines, for the estimate. */
 void taas_job_cost_start(taas_job *j, const json_t *start);
-void taas_job_cost_step(taas_job *j, long long steps);
+void taas_job_cost_step(taas_job *j, long long steps, double wait_s);
+/* The speed is measured anew from the next step line (the pool changed, an epoch began). */
+void taas_job_speed_restart(taas_job *j);
 /* "est. 4 min 10 s, cost 0.83" for the display; nothing before there is an estimate. */
 void taas_job_cost_status(const taas_job *j, taas_buf *t);
 /* "; cost 0.81 at your prices" (or machine-hours) for the summary. */

@@ -237,25 +237,32 @@ class SameJobEverywhere(unittest.TestCase):
                         CL.slurm("squeue").stdout)
 
 
-@unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
-class Faults(unittest.TestCase):
-    """A running job, held by the test, that loses a loader, is stopped, loses a node, or is
-    approached by a process without its keys."""
+class ClusterKernel(unittest.TestCase):
+    """One kernel for the class's tests, in WORK/<folder>, that has run `setup`."""
 
-    maxDiff = None
+    folder, setup = None, None
 
     @classmethod
     def setUpClass(cls):
-        cls.cwd = os.path.join(WORK, "faults")
+        cls.cwd = os.path.join(WORK, cls.folder)
         os.makedirs(cls.cwd, exist_ok=True)
         write_config("local")
         cls.k = taastest.Kernel(env=kernel_env(), cwd=cls.cwd)
-        reply, msgs = cls.k.execute(SETUP, timeout=60)
+        reply, msgs = cls.k.execute(cls.setup, timeout=60)
         assert reply["content"]["status"] == "ok", msgs
 
     @classmethod
     def tearDownClass(cls):
         cls.k.close()
+
+
+@unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
+class Faults(ClusterKernel):
+    """A running job, held by the test, that loses a loader, is stopped, loses a node, or is
+    approached by a process without its keys."""
+
+    maxDiff = None
+    folder, setup = "faults", SETUP
 
     def start(self, backend, units, gpus=2, fit=FIT):
         write_config(backend)
@@ -530,6 +537,55 @@ print("answers", len(got))
         self.assertEqual(reply["content"]["status"], "ok", stream_text(msgs, "stderr"))
         self.assertNotIn("forged", stream_text(msgs, "stderr").lower())
         self.assertEqual(summary(stream_text(msgs)), before)
+
+# A loader that is slow by its work: each sample is made 336 x 336 and back, while the ranks
+# train one linear layer; the ranks always outrun one such loader.
+SLOW_SETUP = """\
+heavy = Compose([Resize(336), Resize(28), ToTensor(), Normalize((0.2860,), (0.3530,))])
+slow = DataLoader(FashionMNIST(root='%s', train=True, transform=heavy), batch_size=32, shuffle=False)
+register(slow)
+""" % FASHION
+TINY_FIT = ("tiny = Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))\n"
+            "h = fit(tiny, slow, epochs=1, loss=NLLLoss(), optimizer=Adam(lr=0.002), seed=5)\n"
+            "save(tiny, 'tiny-%s.safetensors')\nh")
+
+
+@unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
+class PoolAndBudget(ClusterKernel):
+    """--cpus auto and --budget on the ssh and slurm backends: the pool grows over the loader
+    hosts with the weights of the local backend's --cpus 1; a time budget stops the job with
+    its History and weights, counted from when the machines are held."""
+
+    folder, setup = "pool", SLOW_SETUP
+
+    def run_cell(self, backend, flags, name, timeout=600):
+        write_config(backend)
+        head = "#!t1.4\n" if backend == "slurm" else ""
+        reply, msgs = self.k.execute(head + "#pragma taas --gpus 2 %s\n" % flags + TINY_FIT % name, timeout=timeout)
+        self.assertEqual(reply["content"]["status"], "ok", stream_text(msgs) + stream_text(msgs, "stderr"))
+        return msgs
+
+    def test_1_auto_grows_over_the_loader_hosts(self):
+        local = summary(stream_text(self.run_cell("local", "--cpus 1 --units 6400", "local")))
+        for backend in ("ssh", "slurm"):
+            msgs = self.run_cell(backend, "--cpus auto:2 --units 6400", backend)
+            out = stream_text(msgs)
+            self.assertRegex(out, r"\nloaders 1 → 2: the ranks waited for data \d+% of the time", out)
+            self.assertEqual(sha256(os.path.join(self.cwd, "tiny-%s.safetensors" % backend)),
+                             sha256(os.path.join(self.cwd, "tiny-local.safetensors")), backend)
+            self.assertEqual(summary(out), local, backend)  # the same samples, with the same contents
+
+    def test_2_a_time_budget_stops_the_job(self):
+        # a whole epoch of the slow loader takes minutes; the budget is a small part of it
+        for backend in ("ssh", "slurm"):
+            msgs = self.run_cell(backend, "--cpus 1 --budget 20s", "budget-" + backend)
+            err = stream_text(msgs, "stderr")
+            self.assertRegex(err, r"the budget \(--budget 20 s\) is used up after \d+ s, at epoch 1 step \d+",
+                             backend)
+            self.assertTrue(taastest.result_text(msgs).startswith("History ("), backend)
+            self.assertGreater(os.path.getsize(os.path.join(self.cwd, "tiny-budget-%s.safetensors" % backend)), 0)
+
+
 
 
 class BadConfiguration(unittest.TestCase):

@@ -137,17 +137,18 @@ class Pool(taastest.KernelCase):
                          r"steps \(epoch 1 step \d+\)$", out, re.M)
         self.assertTrue(grew, out)
         self.assertGreater(int(grew.group(2)), 2)
-        self.assertGreaterEqual(int(grew.group(3)), 20)
+        self.assertGreaterEqual(int(grew.group(3)), 3)
         self.assertTrue(killed, "no loader of the grown pool was seen")
         self.assertRegex(err, r"\[loader slow\.[12]\] died \((pid %d on .*|before it joined the job), signal 9 "
                               r"\(Killed\)\); a replacement takes over" % killed[0])
         # the display: the pool's size and why it changed
-        self.assertRegex(self.last_display(msgs), r"loaders \d/[23] \(auto: 1 → [23]: the ranks waited for data")
+        self.assertRegex(out, r"loaders 1 → [23]: .*\n(loaders \d → \d: .*\n)*")
+        self.assertRegex(self.last_display(msgs), r"loaders \d/[123] \(auto: \d → \d: ")
         # the History: the pool by epoch, "1→3" in the first
         history = result_text(msgs)
         self.assertRegex(history.splitlines()[1], r"loaders$")
-        self.assertRegex(history.splitlines()[2], r"\s1→[23]$")
-        self.assertRegex(out, r"; loaders at the end [23], [12] changes? of the pool")
+        self.assertRegex(history.splitlines()[2], r"\s1→[23](→\d)*$")
+        self.assertRegex(out, r"; loaders at the end [123], \d+ changes? of the pool")
         self.ok(fit_cell("a1", "--cpus 1", "slow"), timeout=300)
         self.assertEqual(self.weights("a"), self.weights("a1"))
 

@@ -446,23 +446,45 @@ static void test_a_loader_lost_while_resuming_waits_for_the_ranks(void **state) 
     taas_job_free(j);
 }
 
-/* The pool's decisions (--cpus auto): grow by the ranks' wait, shrink by the loaders' idleness,
- * never below a size that was too small, never past MAX. */
+/* The pool's decisions (--cpus auto): grow by the ranks' wait (at most fourfold), back when a
+ * growth did not make the ranks faster, shrink by the loaders' idleness, never below a size
+ * that was too small, never past MAX or a size that did not help. */
+static int decide(int pool, int floor, int max, double wait, double busy, int *why) {
+    taas_pool_window w = {.pool = pool, .max = max, .floor = floor, .wait = wait, .busy = busy, .rate = 10};
+    return taas_pool_decide(&w, why);
+}
+
 static void test_the_pool_decides_by_wait_and_idleness(void **state) {
     (void)state;
-    assert_int_equal(taas_pool_decide(1, 0, 8, 0.50, 1.0), 2);   /* half the time waiting: twice the loaders */
-    assert_int_equal(taas_pool_decide(2, 0, 8, 0.60, 1.0), 5);   /* 2 / 0.4 */
-    assert_int_equal(taas_pool_decide(1, 0, 8, 0.03, 1.0), 2);   /* just over 2 %: one more */
-    assert_int_equal(taas_pool_decide(1, 0, 8, 0.99, 1.0), 8);   /* 90 % at most: 1 / 0.1 = 10, within MAX */
-    assert_int_equal(taas_pool_decide(1, 0, 3, 0.99, 1.0), 3);
-    assert_int_equal(taas_pool_decide(3, 0, 3, 0.50, 1.0), 3);   /* at MAX */
-    assert_int_equal(taas_pool_decide(2, 0, 8, 0.02, 1.0), 2);   /* at the goal: stays */
-    assert_int_equal(taas_pool_decide(4, 0, 8, 0.0, 0.3), 2);    /* 4 x 0.3 / 0.8 = 1.5: 2 */
-    assert_int_equal(taas_pool_decide(4, 3, 8, 0.0, 0.3), 3);    /* 3 was needed once */
-    assert_int_equal(taas_pool_decide(4, 0, 8, 0.0, 0.9), 4);    /* busy: stays */
-    assert_int_equal(taas_pool_decide(4, 0, 8, 0.01, 0.1), 4);   /* some wait: no shrinking */
-    assert_int_equal(taas_pool_decide(4, 0, 8, 0.0, -1), 4);     /* the loaders said nothing */
-    assert_int_equal(taas_pool_decide(1, 0, 8, 0.0, 0.0), 1);
+    int why;
+    assert_int_equal(decide(1, 0, 8, 0.50, 1.0, &why), 2);  /* half the time waiting: twice the loaders */
+    assert_int_equal(why, TAAS_POOL_GROWS);
+    assert_int_equal(decide(3, 0, 8, 0.40, 1.0, &why), 5);  /* 3 / 0.6 */
+    assert_int_equal(decide(2, 0, 8, 0.60, 1.0, &why), 5);  /* 2 / 0.4 */
+    assert_int_equal(decide(1, 0, 8, 0.95, 1.0, &why), 4);  /* 1 / 0.1 = 10, at most four times as many */
+    assert_int_equal(decide(1, 0, 8, 0.03, 1.0, &why), 2);  /* just over 2 %: one more */
+    assert_int_equal(decide(4, 0, 5, 0.99, 1.0, &why), 5);  /* within MAX */
+    assert_int_equal(decide(3, 0, 3, 0.50, 1.0, &why), 3);  /* at MAX */
+    assert_int_equal(why, TAAS_POOL_STAYS);
+    assert_int_equal(decide(2, 0, 8, 0.02, 1.0, &why), 2);  /* at the goal: stays */
+    assert_int_equal(decide(4, 0, 8, 0.0, 0.3, &why), 2);   /* 4 x 0.3 / 0.8 = 1.5: 2 */
+    assert_int_equal(why, TAAS_POOL_SHRINKS);
+    assert_int_equal(decide(4, 3, 8, 0.0, 0.3, &why), 3);   /* 3 was needed once */
+    assert_int_equal(decide(4, 0, 8, 0.0, 0.9, &why), 4);   /* busy: stays */
+    assert_int_equal(decide(4, 0, 8, 0.01, 0.1, &why), 4);  /* some wait: no shrinking */
+    assert_int_equal(decide(4, 0, 8, 0.0, -1, &why), 4);    /* the loaders said nothing */
+    assert_int_equal(decide(1, 0, 8, 0.0, 0.0, &why), 1);
+    /* a growth from 2 to 4 that made the ranks 3 % faster goes back, and 2 is the ceiling */
+    taas_pool_window w = {.pool = 4, .max = 8, .floor = 3, .grown_from = 2, .rate_before = 10, .wait = 0.3,
+                          .busy = 1, .rate = 10.3};
+    assert_int_equal(taas_pool_decide(&w, &why), 2);
+    assert_int_equal(why, TAAS_POOL_NO_GAIN);
+    w.rate = 11;  /* 10 % faster: kept, and it grows on */
+    assert_int_equal(taas_pool_decide(&w, &why), 6);
+    assert_int_equal(why, TAAS_POOL_GROWS);
+    w = (taas_pool_window){.pool = 2, .max = 8, .ceiling = 2, .wait = 0.3, .busy = 1, .rate = 10};
+    assert_int_equal(taas_pool_decide(&w, &why), 2);  /* more did not help before */
+    assert_int_equal(why, TAAS_POOL_STAYS);
 }
 
 /* The History's pool column: the size in each epoch, with its changes. */
