@@ -93,7 +93,7 @@ class WorkerTrainTest(unittest.TestCase):
         start, first, done = lines[0], lines[1], lines[-1]
         self.assertEqual(start, {"event": "start", "epochs": 1, "steps_per_epoch": 938,
                                  "samples": 4000, "params": 784 * 64 + 64 + 64 * 10 + 10, "ranks": 1,
-                                 "engine": start["engine"], "total_steps": 63})
+                                 "engine": start["engine"], "total_steps": 63, "val_samples": 10000})
         # a GPU where there is one, as a rank would (docs/cuda.md), else the CPU core
         cpu = r"CPU, 2 threads, (avx512|avx2|generic) kernels \(OpenBLAS \w+\)"
         self.assertRegex(start["engine"], r"^(%s|cuda:0, .+)$" % cpu if taastest.gpus() else r"^%s$" % cpu)
