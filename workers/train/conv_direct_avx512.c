@@ -1,9 +1,11 @@
 /* The direct Conv2d kernels on AVX-512 (conv_direct_impl.h): 16 floats a vector; a tile of
- * 4 rows by 6 vectors is 24 of the 32 zmm registers, with 6 loads and a broadcast beside. */
+ * 8 rows by 3 vectors is 24 of the 32 zmm registers, with 3 loads and a broadcast beside.
+ * 3 vectors rather than 6: a 3x3 convolution of 26 x 26 has 39 vectors of outputs a channel,
+ * which 6-vector tiles leave half empty at the end (bench/RESULTS.md, issue 19). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-enum { VL = 16, MR = 4, NV = 6, NS = 6, OV = 4 };
+enum { VL = 16, MR = 8, NV = 3, NS = 6, OV = 4 };
 #define VEC __m512
 #define MASK __mmask16
 #define TARGET "avx512f"
