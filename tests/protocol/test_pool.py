@@ -196,6 +196,18 @@ class Pool(taastest.KernelCase):
                                                       r"epoch \d+ step \d+")
         self.assertTrue(result_text(msgs).startswith("History ("))
 
+    def test_7_a_detached_job_keeps_auto_and_its_budget(self):
+        # its coordinator reads the pragma again: the pool sizes itself, and the budget stops it
+        # (20 epochs take at least 20 x 1,536 x 5 ms / (3 loaders x 2 threads) = 26 s)
+        msgs = self.ok(fit_cell("d", "--cpus auto:3 --budget 15s --detach", "slow", epochs=20, tail="\nh_d"),
+                       timeout=300)
+        out = stream_text(msgs)
+        self.assertIn("1 to 3 loader workers (auto) for 'slow'", out)
+        self.assertIn("; budget 15 s\n", out)
+        self.assertRegex(out, r"loaders 1 → [23]: ")
+        self.assertRegex(stream_text(msgs, "stderr"), r"the budget \(--budget 15 s\) is used up after")
+        self.assertTrue(result_text(msgs).startswith("History ("), result_text(msgs))
+
     def test_6_budget_errors(self):
         tb = self.error(fit_cell("e", "--cpus 1 --budget 0.001", "slow", header="#!g2.2\n"), "TaasJobError")
         self.assertIn("before rank 0 sent the weights of a step: nothing was trained", tb)
