@@ -77,3 +77,13 @@ void taas_buf_free(taas_buf *b) {
     b->data = NULL;
     b->len = b->cap = 0;
 }
+
+void taas_buf_duration(taas_buf *b, double s, int tenths) {
+    if (!(s >= 0)) s = 0;  /* and NaN */
+    if (s > 1e12) s = 1e12;  /* within a long, whatever an estimate says */
+    long t = (long)(s + 0.5);
+    if (t >= 3600) taas_buf_printf(b, "%ld h %ld min", t / 3600, t / 60 % 60);
+    else if (t >= 60) taas_buf_printf(b, "%ld min %ld s", t / 60, t % 60);
+    else if (tenths) taas_buf_printf(b, "%.1f s", s);
+    else taas_buf_printf(b, "%.0f s", s < 1 ? 1 : s);
+}

@@ -20,6 +20,9 @@ void taas_buf_printf(taas_buf *b, const char *fmt, ...) __attribute__((format(pr
 void taas_buf_html(taas_buf *b, const char *s);
 /* Appends an integer with thousands separators: 1200138 -> "1,200,138". */
 void taas_buf_thousands(taas_buf *b, long long n);
+/* Appends a duration as a person reads it: "1 h 2 min", "3 min 5 s", then below a minute
+ * "5.2 s" (tenths), or "5 s" (whole seconds, at least 1: an estimate or a budget). */
+void taas_buf_duration(taas_buf *b, double seconds, int tenths);
 /* Hands the string to the caller (never NULL: "" for an empty buffer) and resets b. */
 char *taas_buf_take(taas_buf *b);
 void taas_buf_free(taas_buf *b);

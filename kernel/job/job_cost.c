@@ -26,13 +26,6 @@
 /* Validation's forward pass over a sample, against a training step's forward and backward. */
 #define EVAL_SHARE (1.0 / 3.0)
 
-static void duration(taas_buf *b, double s) {
-    long t = (long)(s + 0.5);
-    if (t >= 3600) taas_buf_printf(b, "%ld h %ld min", t / 3600, t / 60 % 60);
-    else if (t >= 60) taas_buf_printf(b, "%ld min %ld s", t / 60, t % 60);
-    else taas_buf_printf(b, "%.0f s", s < 1 ? 1 : s);
-}
-
 static void amount(taas_buf *b, double x) {
     taas_buf_printf(b, x > 0 && x < 0.01 ? "%.4f" : "%.2f", x);
 }
@@ -107,10 +100,14 @@ static void last_run(taas_job *j) {
     json_t *all = runs_read();
     const json_t *r = json_object_get(all, j->est_key);
     double step = json_number_value(json_object_get(r, "step_s"));
+    double startup = json_number_value(json_object_get(r, "startup_s"));
+    double val = json_number_value(json_object_get(r, "val_all_s"));
     long long steps = (long long)json_integer_value(json_object_get(r, "steps"));
-    if (json_is_object(r) && step > 0 && isfinite(step) && steps > 0) {
-        j->last_startup = json_number_value(json_object_get(r, "startup_s"));
-        j->last_val_s = json_number_value(json_object_get(r, "val_all_s"));
+    /* the file is the user's to edit or damage: a value out of reason is no estimate */
+    if (json_is_object(r) && step > 0 && step < 1e6 && steps > 0 && steps < (1LL << 40) && startup >= 0 &&
+        startup < 1e7 && val >= 0 && val < 1e9) {
+        j->last_startup = startup;
+        j->last_val_s = val;
         j->last_step_s = step;
         j->last_steps = steps;
     }
@@ -197,7 +194,13 @@ void taas_job_cost_remember(const taas_job *j) {
 
 /* ---- the plan ------------------------------------------------------------------------ */
 
-/* "; 0.12 GPU machine-hours ..." or the cost of a duration at the present rate */
+/* The budget as the cell gave it: "2.50", or "2 h 0 min". */
+static void budget_value(const taas_job *j, taas_buf *b) {
+    if (j->budget_kind == TAAS_BUDGET_TIME) taas_buf_duration(b, j->budget, 0);
+    else amount(b, j->budget);
+}
+
+/* The cost of a duration at the present rate, or its machine-hours without prices. */
 static void cost_of(const taas_job *j, double secs, taas_buf *b) {
     double r = rate(j);
     if (r >= 0) {
@@ -258,7 +261,7 @@ int taas_job_cost_plan(taas_job *j, const taas_job_cfg *cfg, taas_buf *line, taa
     if (j->last_step_s > 0) {
         double est = j->last_startup + (double)j->last_steps * j->last_step_s + j->last_val_s;
         taas_buf_puts(line, "about ");
-        duration(line, est);
+        taas_buf_duration(line, est, 0);
         taas_buf_puts(line, ", ");
         cost_of(j, est, line);
         taas_buf_puts(line, " (from the last run of this cell); ");
@@ -266,12 +269,9 @@ int taas_job_cost_plan(taas_job *j, const taas_job_cfg *cfg, taas_buf *line, taa
         taas_buf_puts(line, "estimated after the first steps (no earlier run of this cell); ");
     }
     price_words(j, pr, loaders, line);
-    if (j->budget_kind == TAAS_BUDGET_MONEY) {
+    if (j->budget_kind) {
         taas_buf_puts(line, "; budget ");
-        amount(line, j->budget);
-    } else if (j->budget_kind == TAAS_BUDGET_TIME) {
-        taas_buf_puts(line, "; budget ");
-        duration(line, j->budget);
+        budget_value(j, line);
     }
     taas_buf_puts(line, "\n");
     return 0;
@@ -340,12 +340,11 @@ int taas_job_cost_tick(taas_job *j) {
         return 0;
     }
     taas_buf_puts(&what, "the budget (--budget ");
+    budget_value(j, &what);
     if (j->budget_kind == TAAS_BUDGET_TIME) {
-        duration(&what, j->budget);
         taas_buf_puts(&what, ") is used up after ");
-        duration(&what, used);
+        taas_buf_duration(&what, used, 0);
     } else {
-        amount(&what, j->budget);
         taas_buf_puts(&what, ") is used up: ");
         amount(&what, used);
         taas_buf_puts(&what, " spent");
@@ -372,7 +371,7 @@ double taas_job_cost_due(const taas_job *j) {
 void taas_job_cost_status(const taas_job *j, taas_buf *t) {
     if (j->est_total <= 0) return;
     taas_buf_puts(t, "  est. ");
-    duration(t, j->est_total);
+    taas_buf_duration(t, j->est_total, 0);
     taas_buf_puts(t, " in all, ");
     double r = rate(j);
     if (r >= 0) {
@@ -382,13 +381,9 @@ void taas_job_cost_status(const taas_job *j, taas_buf *t) {
         double left = fmax(0, j->est_total - (taas_now() - j->t0));
         taas_buf_printf(t, "%.2f machine-hours", j->rank_mh + j->loader_mh + (j->rank_machines + loader_count(j)) * left / 3600);
     }
-    if (j->budget_kind == TAAS_BUDGET_MONEY) {
+    if (j->budget_kind) {
         taas_buf_puts(t, " (budget ");
-        amount(t, j->budget);
-        taas_buf_puts(t, ")");
-    } else if (j->budget_kind == TAAS_BUDGET_TIME) {
-        taas_buf_puts(t, " (budget ");
-        duration(t, j->budget);
+        budget_value(j, t);
         taas_buf_puts(t, ")");
     }
 }

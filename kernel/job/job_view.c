@@ -7,13 +7,6 @@
 #include "clock.h"
 #include "job_priv.h"
 
-static void duration(taas_buf *b, double s) {
-    long t = (long)(s + 0.5);
-    if (t >= 3600) taas_buf_printf(b, "%ld h %ld min", t / 3600, t / 60 % 60);
-    else if (t >= 60) taas_buf_printf(b, "%ld min %ld s", t / 60, t % 60);
-    else taas_buf_printf(b, "%.1f s", s);
-}
-
 static int loaders_alive(const taas_job *j) {
     int n = 0;
     for (int i = 0; i < j->nloaders; i++) n += j->loaders[i].active && j->loaders[i].hello && j->loaders[i].alive;
@@ -54,7 +47,7 @@ void taas_job_summary(taas_job *j, const taas_io *io) {
     taas_buf_printf(&b, "done: %zu epoch%s, ", epochs, epochs == 1 ? "" : "s");
     taas_buf_thousands(&b, steps);
     taas_buf_printf(&b, " steps on %d rank%s in ", j->world, j->world == 1 ? "" : "s");
-    duration(&b, secs);
+    taas_buf_duration(&b, secs, 1);
     double wait = json_number_value(json_object_get(d, "wait_s")), busy = json_number_value(json_object_get(d, "step_s"));
     double later = wait - json_number_value(json_object_get(d, "first_wait_s"));
     if (wait + busy > 0)

@@ -348,13 +348,6 @@ static void chart_img(const taas_trainview *v, taas_buf *h) {
 
 /* ---- the display -------------------------------------------------------------------- */
 
-static void duration(taas_buf *b, double s) {
-    long t = (long)(s + 0.5);
-    if (t >= 3600) taas_buf_printf(b, "%ld h %ld min", t / 3600, t / 60 % 60);
-    else if (t >= 60) taas_buf_printf(b, "%ld min %ld s", t / 60, t % 60);
-    else taas_buf_printf(b, "%.1f s", s);
-}
-
 static long long done_steps(const taas_trainview *v) {
     long long d = sat_add(v->steps_before, v->step);
     return v->total_steps > 0 && d > v->total_steps ? v->total_steps : d;
@@ -375,7 +368,7 @@ static void line(const taas_trainview *v, taas_buf *t) {
     }
     if (v->status[0]) taas_buf_printf(t, "  %s", v->status);
     taas_buf_puts(t, "  ");
-    duration(t, (v->t_end > 0 ? v->t_end : taas_now()) - v->t0);
+    taas_buf_duration(t, (v->t_end > 0 ? v->t_end : taas_now()) - v->t0, 1);
 }
 
 static void summary(const taas_trainview *v, taas_buf *t) {
@@ -397,7 +390,7 @@ static void summary(const taas_trainview *v, taas_buf *t) {
                                     : !strcmp(v->state, "stopped") ? "stopped"
                                     : !strcmp(v->state, "budget")  ? "stopped by its budget"
                                                                    : "failed");
-    duration(t, secs);
+    taas_buf_duration(t, secs, 1);
     taas_buf_printf(t, ": %zu epoch%s, ", json_array_size(v->rows), json_array_size(v->rows) == 1 ? "" : "s");
     taas_buf_thousands(t, done_steps(v));
     taas_buf_printf(t, " step%s", done_steps(v) == 1 ? "" : "s");

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "buf.h"
@@ -123,11 +124,28 @@ static void test_buf(void **state) {
     taas_buf_free(&b);
 }
 
+/* Durations as the display, the cost line and the budget say them; nothing an estimate
+ * holds (huge, negative, NaN) is undefined behaviour. */
+static void test_buf_duration(void **state) {
+    (void)state;
+    struct { double s; int tenths; const char *want; } cases[] = {
+        {5.24, 1, "5.2 s"}, {5.24, 0, "5 s"}, {0.2, 0, "1 s"}, {0.2, 1, "0.2 s"}, {65, 1, "1 min 5 s"},
+        {7200, 0, "2 h 0 min"}, {3725, 0, "1 h 2 min"}, {-3, 0, "1 s"}, {NAN, 1, "0.0 s"},
+        {1e300, 0, "277777777 h 46 min"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        taas_buf b = TAAS_BUF_INIT;
+        taas_buf_duration(&b, cases[i].s, cases[i].tenths);
+        assert_string_equal(b.data, cases[i].want);
+        taas_buf_free(&b);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8_valid),        cmocka_unit_test(test_utf8_sanitize),
         cmocka_unit_test(test_utf8_positions),    cmocka_unit_test(test_utf8_clip),    cmocka_unit_test(test_error_traceback),
-        cmocka_unit_test(test_error_without_place), cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_error_without_place), cmocka_unit_test(test_buf), cmocka_unit_test(test_buf_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
