@@ -240,6 +240,13 @@ static void on_hello(taas_job *j, const char *peer, int r, job_loader *l, const 
 static void replace_loader(taas_job *j, job_loader *l);
 static void resize_pool(taas_job *j, int to, const char *why);
 
+/* A new process in the slot counts its time and batches from 0: what the last one said goes. */
+static void new_generation_load(job_loader *l) {
+    l->up_s = l->idle_s = l->win_up = l->win_idle = 0;
+    l->items = l->speed_items = 0;
+    l->speed_up = -1;
+}
+
 /* The pool's size during each epoch, in the History's rows (--cpus auto). */
 static void pool_in_rows(const taas_job *j, json_t *rows) {
     size_t i;
@@ -426,6 +433,7 @@ static void replace_loader(taas_job *j, job_loader *l) {
     l->epoch = j->epoch > 0 ? j->epoch - 1 : 0;
     l->step = validate ? 0 : j->step;
     l->hello = l->started = l->ended = 0;
+    new_generation_load(l);
     l->pid = 0;
     snprintf(l->peer, sizeof l->peer, "loader.%d.%d.%d", l->stream, l->worker, l->gen);
     taas_error e;
@@ -562,6 +570,7 @@ static int launch_all(taas_job *j, long long epoch, long long step, taas_error *
         l->epoch = epoch;
         l->step = strcmp(j->streams[l->stream].role, "validate") ? step : 0;
         l->hello = l->started = l->ended = l->due = 0;
+        new_generation_load(l);
         l->pid = 0;
         l->host[0] = '\0';
         snprintf(l->peer, sizeof l->peer, "loader.%d.%d.%d", l->stream, l->worker, l->gen);

@@ -56,10 +56,11 @@ int taas_pool_decide(const taas_pool_window *w, int *why) {
 void taas_job_pool_load(taas_job *j, job_loader *l, const json_t *b) {
     (void)j;
     double up = json_number_value(json_object_get(b, "up_s")), idle = json_number_value(json_object_get(b, "idle_s"));
-    if (up >= l->up_s && idle >= 0 && idle <= up) {
+    long long items = (long long)json_integer_value(json_object_get(b, "items"));
+    if (up >= l->up_s && idle >= 0 && idle <= up && items >= l->items) {
         l->up_s = up;
         l->idle_s = idle;
-        l->items = (long long)json_integer_value(json_object_get(b, "items"));
+        l->items = items;
         if (l->speed_up < 0) {  /* its first word since the speed's measure began */
             l->speed_up = up;
             l->speed_items = l->items;
