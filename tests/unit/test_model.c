@@ -345,6 +345,30 @@ static void test_dropout_reproducible(void **state) {
     taas_model_free(m);
 }
 
+/* Dropout with p = 0 is the identity in train mode too (as PyTorch's): the output and the
+ * input gradient are the input and the output gradient, bit for bit, and nothing is drawn. */
+static void test_dropout_zero_is_identity(void **state) {
+    (void)state;
+    taas_error e;
+    taas_model *m = build("{\"type\":\"Sequential\",\"layers\":[{\"type\":\"Linear\",\"in_features\":8,"
+                          "\"out_features\":8},{\"type\":\"Dropout\",\"p\":0}]}",
+                          8, 0, 0, &e);
+    assert_non_null(m);
+    float x[16], dy[16];
+    const float *out;
+    for (int i = 0; i < 16; i++) x[i] = (float)i - 7.5f, dy[i] = 0.25f * (float)i - 1.0f;
+    assert_int_equal(taas_model_forward(m, x, 2, 0, 1, &out, &e), 0);
+    float eval[16];
+    memcpy(eval, out, sizeof eval);
+    assert_int_equal(taas_model_forward(m, x, 2, 1, 1, &out, &e), 0);
+    assert_memory_equal(eval, out, sizeof eval);
+    assert_int_equal(taas_model_backward(m, dy, &e), 0);
+    /* the Linear's bias gradient is the sum of what reached it: dy, untouched */
+    const float *db = m->grads + m->layers[0].b_off;
+    for (int j = 0; j < 8; j++) assert_float_equal(db[j], dy[j] + dy[8 + j], 0.0f);
+    taas_model_free(m);
+}
+
 /* The layers the torch fixture leaves out, wired together in train mode (dropout masks fixed
  * by the step): every parameter gradient against central differences of sum(out * r). */
 static double weighted_sum(taas_model *m, const float *x, const float *r, int n) {
@@ -458,6 +482,7 @@ int main(void) {
         cmocka_unit_test(test_channel_mismatch),
         cmocka_unit_test(test_wrong_rank_and_unsupported),
         cmocka_unit_test(test_dropout_reproducible),
+        cmocka_unit_test(test_dropout_zero_is_identity),
         cmocka_unit_test(test_more_spec_errors),
         cmocka_unit_test(test_run_errors),
         cmocka_unit_test(test_other_layers_gradcheck),

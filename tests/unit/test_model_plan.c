@@ -114,6 +114,12 @@ static void test_fusion_is_decided_by_the_plan(void **state) {
     assert_true(taas_layers_fold_into_nll(p.layers, p.nlayers));
     assert_false(taas_layers_fold_into_nll(p.layers, p.nlayers - 1));
     taas_model_plan_free(&p);
+    /* Dropout with p = 0 is the identity: in place, nothing to run; p > 0 is not */
+    assert_int_equal(plan(&p, SEQ("{\"type\":\"Dropout\",\"p\":0},{\"type\":\"Dropout2d\",\"p\":0},"
+                                  "{\"type\":\"Dropout\",\"p\":0.1}"), 1, 4, 4, &e), 0);
+    assert_true(p.layers[0].in_place && p.layers[1].in_place);
+    assert_false(p.layers[2].in_place);
+    taas_model_plan_free(&p);
     /* a LogSoftmax over channels (dim 1 of (N, C, H, W)) is not a classifier's */
     assert_int_equal(plan(&p, SEQ(CONV(1, 2) ",{\"type\":\"LogSoftmax\",\"dim\":1}"), 1, 5, 5, &e), 0);
     assert_false(taas_layers_fold_into_nll(p.layers, p.nlayers));

@@ -409,7 +409,9 @@ static void plan_fusion(taas_model_plan *p) {
             p->layers[i - 1].fusion = TAAS_FUSE_RELU;
             L->fusion = TAAS_FUSED;
         }
-        L->in_place = L->kind == TAAS_L_FLATTEN || L->fusion == TAAS_FUSED;
+        /* Dropout with p = 0 is the identity, as in PyTorch (no mask drawn, nothing scaled) */
+        int identity = (L->kind == TAAS_L_DROPOUT || L->kind == TAAS_L_DROPOUT2D) && L->p == 0.0f;
+        L->in_place = L->kind == TAAS_L_FLATTEN || L->fusion == TAAS_FUSED || identity;
     }
 }
 

@@ -38,7 +38,8 @@ typedef enum taas_layer_fusion {
 typedef struct taas_model_layer {
     taas_layer_kind kind;
     taas_layer_fusion fusion;
-    int in_place;                   /* its output is its input's buffer: Flatten, a fused ReLU */
+    int in_place;                   /* its output is its input's buffer, nothing to run either way:
+                                     * Flatten, a fused ReLU, Dropout with p = 0 */
     char name[32];                  /* the spec's type, "LazyLinear" included */
     taas_act_shape in, out;
     size_t w_off, b_off;            /* in the parameter buffer; b_off SIZE_MAX when no bias */

@@ -110,6 +110,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
     m->last_train = train;
     for (int i = 0; i < m->nlayers; i++) {
         const taas_model_layer *L = &m->layers[i];
+        if (L->in_place) continue;  /* its output is its input already (model_plan.h) */
         const float *xi = m->acts[i];
         float *y = m->acts[i + 1];
         float *p = m->params;
@@ -138,7 +139,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
             break;
         }
         case TAAS_L_RELU:
-            if (L->fusion != TAAS_FUSED) taas_relu_forward(y, xi, cnt);
+            taas_relu_forward(y, xi, cnt);
             break;
         case TAAS_L_LEAKY_RELU: taas_leaky_relu_forward(y, xi, cnt, L->slope); break;
         case TAAS_L_TANH: taas_tanh_forward(y, xi, cnt); break;
@@ -173,7 +174,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
             }
             break;
         }
-        case TAAS_L_FLATTEN: break;
+        case TAAS_L_FLATTEN: break; /* skipped above */
         case TAAS_L_LOG_SOFTMAX:
         case TAAS_L_SOFTMAX: {
             int c = L->in.d[0], d = L->in.rank == 3 ? L->in.d[1] * L->in.d[2] : 1;
@@ -195,14 +196,14 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
     }
     int n = m->batch, cur = 0;
     omp_set_num_threads(m->nthreads);
-    memcpy(m->dbuf[0], dout, taas_model_out_numel(m) * (size_t)n * sizeof(float));
+    const float *dy = dout;  /* read in place: no layer writes its output gradient */
     for (int i = m->nlayers - 1; i >= 0; i--) {
         const taas_model_layer *L = &m->layers[i];
         /* the gradient passes through in place: Flatten, or the ReLU its Conv2d masks for */
         if (m->layers[i].in_place) continue;
-        const float *dy = m->dbuf[cur], *xi = m->acts[i], *y = m->acts[i + 1], *p = m->params;
+        const float *xi = m->acts[i], *y = m->acts[i + 1], *p = m->params;
         /* The first layer's input gradient is never needed; the layers that can skip it do. */
-        float *dx = m->dbuf[1 - cur], *g = m->grads;
+        float *dx = m->dbuf[cur], *g = m->grads;
         float *db = L->has_b ? g + L->b_off : NULL;
         size_t cnt = numel(&L->in) * (size_t)n;
         switch (L->kind) {
@@ -263,6 +264,7 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
             break;
         }
         }
+        dy = dx;
         cur = 1 - cur;
     }
     return 0;

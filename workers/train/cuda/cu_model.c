@@ -144,6 +144,7 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
     size_t cnt = numel(&L->in) * (size_t)n;
     /* Dropout counters: a disjoint 2^32 range per (step, layer), as model_run.c */
     uint64_t off = (step * (uint64_t)m->nlayers + (uint64_t)i) << 32;
+    if (L->in_place) return 0;  /* its output is its input already (model_plan.h) */
     switch (L->kind) {
     case TAAS_L_LINEAR: return taas_cu_linear_forward(cu, y, x, p + L->w_off, b, n, L->lin_in, L->lin_out, err);
     case TAAS_L_CONV2D: {
@@ -159,7 +160,7 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
         taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
         return taas_cu_avgpool2d_forward(cu, y, x, &ps, err);
     }
-    case TAAS_L_RELU: return L->fusion == TAAS_FUSED ? 0 : taas_cu_act_forward(cu, TAAS_CU_RELU, y, x, cnt, 0, err);
+    case TAAS_L_RELU: return taas_cu_act_forward(cu, TAAS_CU_RELU, y, x, cnt, 0, err);
     case TAAS_L_LEAKY_RELU: return taas_cu_act_forward(cu, TAAS_CU_LEAKY_RELU, y, x, cnt, L->slope, err);
     case TAAS_L_TANH: return taas_cu_act_forward(cu, TAAS_CU_TANH, y, x, cnt, 0, err);
     case TAAS_L_SIGMOID: return taas_cu_act_forward(cu, TAAS_CU_SIGMOID, y, x, cnt, 0, err);
@@ -184,7 +185,7 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
         m->counters[L->counter]++;
         return 0;
     }
-    case TAAS_L_FLATTEN: return 0;
+    case TAAS_L_FLATTEN: return 0;  /* skipped above */
     case TAAS_L_LOG_SOFTMAX:
     case TAAS_L_SOFTMAX:
         return taas_cu_softmax_forward(cu, y, x, n, chans(L), plane(L), L->kind == TAAS_L_LOG_SOFTMAX, err);
