@@ -18,6 +18,7 @@ TILE VEC v_set1(float x) { return _mm256_set1_ps(x); }
 TILE VEC v_loadu(const float *p) { return _mm256_loadu_ps(p); }
 TILE void v_storeu(float *p, VEC x) { _mm256_storeu_ps(p, x); }
 TILE VEC v_add(VEC a, VEC b) { return _mm256_add_ps(a, b); }
+TILE VEC v_max(VEC a, VEC b) { return _mm256_max_ps(a, b); }
 TILE VEC v_fma(VEC a, VEC b, VEC c) { return _mm256_fmadd_ps(a, b, c); }
 TILE float v_reduce(VEC x) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
@@ -31,6 +32,8 @@ TILE void v_maskstore(float *p, MASK m, VEC x) { _mm256_maskstore_ps(p, m, x); }
 TILE MASK mask_first(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+/* lanes lo..hi-1 */
+TILE MASK mask_span(int lo, int hi) { return _mm256_andnot_si256(mask_first(lo), mask_first(hi)); }
 
 /* dst (8 x 8, row stride ldd) = src (8 x 8, row stride lds) transposed: pairs of rows
  * interleaved, pairs of pairs, then the 128-bit halves exchanged */

@@ -19,11 +19,13 @@ TILE VEC v_set1(float x) { return _mm512_set1_ps(x); }
 TILE VEC v_loadu(const float *p) { return _mm512_loadu_ps(p); }
 TILE void v_storeu(float *p, VEC x) { _mm512_storeu_ps(p, x); }
 TILE VEC v_add(VEC a, VEC b) { return _mm512_add_ps(a, b); }
+TILE VEC v_max(VEC a, VEC b) { return _mm512_max_ps(a, b); }
 TILE VEC v_fma(VEC a, VEC b, VEC c) { return _mm512_fmadd_ps(a, b, c); }
 TILE float v_reduce(VEC x) { return _mm512_reduce_add_ps(x); }
 TILE VEC v_maskload(const float *p, MASK m) { return _mm512_maskz_loadu_ps(m, p); }
 TILE void v_maskstore(float *p, MASK m, VEC x) { _mm512_mask_storeu_ps(p, m, x); }
 TILE MASK mask_first(int n) { return n >= VL ? (MASK)0xFFFF : (MASK)((1u << n) - 1); }
+TILE MASK mask_span(int lo, int hi) { return (MASK)(mask_first(hi) & ~mask_first(lo)); }
 
 /* dst (16 x 16, row stride ldd) = src (16 x 16, row stride lds) transposed */
 TILE void transpose_block(float *dst, size_t ldd, const float *src, size_t lds) {

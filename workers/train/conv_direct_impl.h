@@ -10,7 +10,8 @@
  *   VEC, MASK           the vector type, and a mask of a vector's first lanes
  *   TARGET              the functions' target ("avx512f", "avx2,fma")
  *   SET_TABLE, SET_NAME the table's name and the set's ("avx512", "avx2")
- *   v_zero v_set1 v_loadu v_storeu v_add v_fma v_reduce v_maskload v_maskstore mask_first
+ *   v_zero v_set1 v_loadu v_storeu v_add v_max v_fma v_reduce v_maskload v_maskstore
+ *   mask_first mask_span
  *   transpose_block     (VL x VL floats, row strides ldd and lds)
  * Every buffer size follows from VL and the tiles, so the layouts of two sets differ; a
  * process uses one set throughout (taas_cpu_set). */
@@ -21,6 +22,7 @@
 typedef struct geom {
     int hp, wp, oh, ow;  /* padded input, output */
     int q, qv, ldq;      /* outputs per channel on the padded-width grid; in vectors; row stride */
+    int qe;              /* the end of the last real output: a tile's reads stop inside the plane */
     size_t plane, xp;    /* a padded plane; a padded image with its zero slack */
     int k, ocp, cp;      /* C*KH*KW; OC and C rounded up to MR */
     int ocw;             /* OC rounded up to a weight-gradient tile's OV vectors */
@@ -31,6 +33,9 @@ static geom geometry(const taas_conv2d_shape *s) {
     g.hp = s->h + 2 * s->ph, g.wp = s->w + 2 * s->pw;
     g.oh = g.hp - s->kh + 1, g.ow = g.wp - s->kw + 1;
     g.q = g.oh * g.wp, g.qv = (g.q + VL - 1) / VL, g.ldq = g.qv * VL;
+    /* q < qe reads at most q + (KH-1)*Wp + KW-1 < Hp*Wp; the extra columns past it are
+     * dropped anyway */
+    g.qe = (g.oh - 1) * g.wp + g.ow;
     g.plane = (size_t)g.hp * g.wp;
     /* a read at q + ki*Wp + kj, q < ldq, ends at most KW + VL floats past the last plane */
     g.xp = ((size_t)s->c * g.plane + (size_t)s->kw + 2 * VL + VL - 1) / VL * VL;
@@ -40,9 +45,10 @@ static geom geometry(const taas_conv2d_shape *s) {
     return g;
 }
 
-/* Per thread: padded image | zeros (dummy weight-gradient rows read them) | staging rows
- * (the output, OCp x ldq; or the output gradient, OCw x ldq) | padded input gradient |
- * sink (dummy input-gradient rows write there) | the output gradient transposed (ldq x OCw). */
+/* Per thread: padded image | zeros (dummy weight-gradient rows read them) | the output
+ * gradient on the grid (OCw x ldq) | padded input gradient | sink (dummy input-gradient
+ * rows write there) | the output gradient transposed (ldq x OCw). Without padding the kernels
+ * read the image and write the input gradient in place, and the padded ones go unused. */
 static size_t thread_floats(const taas_conv2d_shape *s) {
     geom g = geometry(s);
     return 2 * g.xp + 2 * ((size_t)g.ldq + VL) + 2 * (size_t)g.ocw * g.ldq;
@@ -92,19 +98,17 @@ static void pack_backward(float *packed, const float *w, const taas_conv2d_shape
                     }
 }
 
+static int padded(const taas_conv2d_shape *s) { return s->ph > 0 || s->pw > 0; }
 
-/* dst = the image zero-padded into planes of Hp x Wp, then zeros to the end of the slack. */
-KERNEL static void pad_image(float *dst, const float *img, const taas_conv2d_shape *s, const geom *g) {
-    if (s->ph == 0 && s->pw == 0) {
-        memcpy(dst, img, sizeof(float) * (size_t)s->c * g->plane);
-        memset(dst + (size_t)s->c * g->plane, 0, sizeof(float) * (g->xp - (size_t)s->c * g->plane));
-        return;
-    }
+/* The image as planes of Hp x Wp: itself without padding, else zero-padded into dst. */
+KERNEL static const float *pad_image(float *dst, const float *img, const taas_conv2d_shape *s, const geom *g) {
+    if (!padded(s)) return img;
     memset(dst, 0, sizeof(float) * g->xp);
     for (int c = 0; c < s->c; c++)
         for (int y = 0; y < s->h; y++)
             memcpy(dst + c * g->plane + (size_t)(y + s->ph) * g->wp + s->pw,
                    img + ((size_t)c * s->h + y) * s->w, sizeof(float) * s->w);
+    return dst;
 }
 
 /* Masks of a tile's NV vectors from position q0: whole vectors, the last partial one,
@@ -113,6 +117,29 @@ KERNEL static void tile_masks(MASK *m, int q0, int q) {
     for (int v = 0; v < NV; v++) {
         int left = q - q0 - VL * v;
         m[v] = mask_first(left < 0 ? 0 : left > VL ? VL : left);
+    }
+}
+
+/* Where a tile's vectors go in a channel of the output (OH x OW): vector v of the tile at
+ * q0 covers output rows i.. of the grid, and its lanes in row i, columns below OW, land at
+ * at[v][k] + lane under mask m[v][k] (the k-th row it touches, n[v] of them). */
+typedef struct out_map {
+    int n[NV];
+    ptrdiff_t at[NV][VL];
+    MASK m[NV][VL];
+} out_map;
+
+KERNEL static void out_pieces(out_map *om, int q0, const geom *g) {
+    for (int v = 0; v < NV; v++) {
+        int p0 = q0 + VL * v, n = 0;
+        for (int i = p0 / g->wp; i < g->oh && i * g->wp < p0 + VL; i++) {
+            int lo = i * g->wp - p0, hi = i * g->wp + g->ow - p0;
+            lo = lo < 0 ? 0 : lo, hi = hi > VL ? VL : hi;
+            if (hi <= lo) continue;
+            om->at[v][n] = (ptrdiff_t)p0 - (ptrdiff_t)i * (g->wp - g->ow);
+            om->m[v][n++] = mask_span(lo, hi);
+        }
+        om->n[v] = n;
     }
 }
 
@@ -139,29 +166,46 @@ TILE void rank1(VEC acc[MR][NV], const float *row, const float *w, const MASK *m
     }
 }
 
-/* stage rows ob*MR.. (MR x NV vectors from q0) = packed block * im2col rows read in place */
-TILE void fwd_tile(float *stage, int ldq, const float *wp, const float *xp, const taas_conv2d_shape *s,
-                   const geom *g, int q0, const MASK *m, int full) {
+/* output channels y.. (rows of ldy floats; rows of them, at most MR) at the tile's outputs
+ * (om) = packed block * im2col rows read in place, + bias, then the ReLU with relu */
+TILE void fwd_tile(float *y, size_t ldy, int rows, const float *bias, int relu, const float *wp, const float *xp,
+                   const taas_conv2d_shape *s, const geom *g, int q0, const MASK *m, const out_map *om, int full) {
     VEC acc[MR][NV];
     zero_tile(acc);
+    if (s->kw == 3 && s->kh == 3) {
+        for (int c = 0; c < s->c; c++, wp += 9 * MR) {
+            const float *base = xp + c * g->plane + q0;
+#pragma GCC unroll 3
+            for (int ki = 0; ki < 3; ki++) {
+                rank1(acc, base + ki * g->wp, wp + 3 * ki * MR, m, full);
+                rank1(acc, base + ki * g->wp + 1, wp + (3 * ki + 1) * MR, m, full);
+                rank1(acc, base + ki * g->wp + 2, wp + (3 * ki + 2) * MR, m, full);
+            }
+        }
+    } else {
     for (int c = 0; c < s->c; c++)
         for (int ki = 0; ki < s->kh; ki++) {
             const float *base = xp + c * g->plane + (size_t)ki * g->wp + q0;
             for (int kj = 0; kj < s->kw; kj++, wp += MR) rank1(acc, base + kj, wp, m, full);
         }
+    }
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < MR; r++) {
+        if (r >= rows) break;
+        VEC b = v_set1(bias[r]);
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) {
-            float *out = stage + (size_t)r * ldq + q0 + VL * v;
-            if (full) v_storeu(out, acc[r][v]);
-            else v_maskstore(out, m[v], acc[r][v]);
+            VEC out = v_add(acc[r][v], b);
+            if (relu) out = v_max(out, v_zero());  /* 0 for a NaN too, as the ReLU's mask reads it */
+            for (int k = 0; k < om->n[v]; k++) v_maskstore(y + r * ldy + om->at[v][k], om->m[v][k], out);
         }
+    }
 }
 
-/* dxp at the MR offsets += packed block (OC x MR)^T * output-gradient rows, NV vectors */
-TILE void dx_tile(float *dxp, const ptrdiff_t *off, const float *pt, const float *dyq, int ldq, int oc,
-                  int q0, const MASK *m, int full) {
+/* the MR planes' rows at q0 += packed block (OC x MR)^T * output-gradient rows, NV vectors;
+ * = with first */
+TILE void dx_tile(float *const *dst, const float *pt, const float *dyq, int ldq, int oc, int q0, const MASK *m,
+                  int full, int first) {
     VEC acc[MR][NV];
     zero_tile(acc);
     for (int o = 0; o < oc; o++, pt += MR) rank1(acc, dyq + (size_t)o * ldq + q0, pt, m, full);
@@ -169,21 +213,21 @@ TILE void dx_tile(float *dxp, const ptrdiff_t *off, const float *pt, const float
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) {
-            float *out = dxp + off[r] + q0 + VL * v;
+            float *out = dst[r] + q0 + VL * v;
             if (full)
-                v_storeu(out, v_add(v_loadu(out), acc[r][v]));
+                v_storeu(out, first ? acc[r][v] : v_add(v_loadu(out), acc[r][v]));
             else
-                v_maskstore(out, m[v], v_add(v_maskload(out, m[v]), acc[r][v]));
+                v_maskstore(out, m[v], first ? acc[r][v] : v_add(v_maskload(out, m[v]), acc[r][v]));
         }
 }
 
 /* (Not inlined: on its own it keeps the rows' offsets in registers; inlined into backward,
  * GCC reloaded them from the stack at every position, a fifth more instructions.)
- * dwt rows k.. (NS x OV vectors of output channels) += im2col rows at the NS offsets, one
- * position at a time broadcast, times that position's output gradient (OV vectors of dyt):
- * the output channels lie along the vectors, so nothing is summed across lanes. */
-KERNEL static __attribute__((noinline)) void dw_tile(float *dwt, int ldw, const float *dyt, int ldt, const float *xp,
-                                                     const ptrdiff_t *off, int q) {
+ * dwt rows k.. (NS x OV vectors of output channels) += the NS im2col rows, one position
+ * at a time broadcast, times that position's output gradient (OV vectors of dyt): the output
+ * channels lie along the vectors, so nothing is summed across lanes. */
+KERNEL static __attribute__((noinline)) void dw_tile(float *dwt, int ldw, const float *dyt, int ldt,
+                                                     const float *const *rows, int q) {
     VEC acc[NS][OV];
 #pragma GCC unroll 8
     for (int t = 0; t < NS; t++)
@@ -191,7 +235,7 @@ KERNEL static __attribute__((noinline)) void dw_tile(float *dwt, int ldw, const 
         for (int v = 0; v < OV; v++) acc[t][v] = v_zero();
     const float *x[NS];
 #pragma GCC unroll 8
-    for (int t = 0; t < NS; t++) x[t] = xp + off[t];
+    for (int t = 0; t < NS; t++) x[t] = rows[t];
     for (int p = 0; p < q; p++, dyt += ldt) {
         VEC d[OV];
 #pragma GCC unroll 8
@@ -215,32 +259,22 @@ KERNEL static __attribute__((noinline)) void dw_tile(float *dwt, int ldw, const 
 KERNEL static void forward(float *y, const float *x, const float *packed, const float *b,
                            const taas_conv2d_shape *s, float *mine, int relu) {
     geom g = geometry(s);
-    float *xp = mine, *stage = mine + g.xp + g.ldq + VL;
-    pad_image(xp, x, s, &g);
-    for (int q0 = 0; q0 < g.q; q0 += NV * VL) {
+    const float *xp = pad_image(mine, x, s, &g);
+    size_t ldy = (size_t)g.oh * g.ow;
+    for (int q0 = 0; q0 < g.qe; q0 += NV * VL) {
         MASK m[NV];
-        tile_masks(m, q0, g.q);
-        int full = q0 + NV * VL <= g.q;
+        out_map om;
+        tile_masks(m, q0, g.qe);
+        out_pieces(&om, q0, &g);
+        int full = q0 + NV * VL <= g.qe;
         for (int ob = 0; ob < g.ocp / MR; ob++) {
-            float *st = stage + (size_t)ob * MR * g.ldq;
+            int rows = s->oc - ob * MR < MR ? s->oc - ob * MR : MR;
+            float bias[MR];
+            for (int r = 0; r < MR; r++) bias[r] = b && r < rows ? b[ob * MR + r] : 0.0f;
+            float *yb = y + (size_t)ob * MR * ldy;
             const float *wp = packed + (size_t)ob * g.k * MR;
-            if (full) fwd_tile(st, g.ldq, wp, xp, s, &g, q0, m, 1);
-            else fwd_tile(st, g.ldq, wp, xp, s, &g, q0, m, 0);
-        }
-    }
-    /* the first OW columns of each row, with the bias and the ReLU */
-    for (int o = 0; o < s->oc; o++) {
-        float bo = b ? b[o] : 0.0f;
-        for (int i = 0; i < g.oh; i++) {
-            const float *src = stage + (size_t)o * g.ldq + (size_t)i * g.wp;
-            float *dst = y + ((size_t)o * g.oh + i) * g.ow;
-            if (relu) {
-#pragma omp simd
-                for (int j = 0; j < g.ow; j++) dst[j] = src[j] + bo > 0.0f ? src[j] + bo : 0.0f;
-            } else {
-#pragma omp simd
-                for (int j = 0; j < g.ow; j++) dst[j] = src[j] + bo;
-            }
+            if (full) fwd_tile(yb, ldy, rows, bias, relu, wp, xp, s, &g, q0, m, &om, 1);
+            else fwd_tile(yb, ldy, rows, bias, relu, wp, xp, s, &g, q0, m, &om, 0);
         }
     }
 }
@@ -274,16 +308,16 @@ KERNEL static void stage_grad(float *dyq, float *db, const float *dy, const floa
     }
 }
 
-/* Offsets in the padded image of im2col rows k0 .. k0+NS-1, walking (c, ki, kj) along;
- * rows past the last read the zeros. */
-static void row_offsets(ptrdiff_t *off, int *c, int *ki, int *kj, int k0, const taas_conv2d_shape *s,
-                        const geom *g, ptrdiff_t zeros) {
+/* im2col rows k0 .. k0+NS-1 in the padded image, walking (c, ki, kj) along; rows past the
+ * last read the zeros. */
+static void im2col_rows(const float **rows, int *c, int *ki, int *kj, int k0, const taas_conv2d_shape *s,
+                        const geom *g, const float *xp, const float *zeros) {
     for (int t = 0; t < NS; t++) {
         if (k0 + t >= g->k) {
-            off[t] = zeros;
+            rows[t] = zeros;
             continue;
         }
-        off[t] = (ptrdiff_t)(*c * g->plane + (size_t)*ki * g->wp + *kj);
+        rows[t] = xp + *c * g->plane + (size_t)*ki * g->wp + *kj;
         if (++*kj == s->kw) {
             *kj = 0;
             if (++*ki == s->kh) *ki = 0, ++*c;
@@ -294,46 +328,54 @@ static void row_offsets(ptrdiff_t *off, int *c, int *ki, int *kj, int k0, const 
 KERNEL static void backward(float *dx, float *dwt, float *db, const float *dy, const float *relu_y,
                             const float *x, const float *packed, const taas_conv2d_shape *s, float *mine) {
     geom g = geometry(s);
-    float *xp = mine, *zeros = xp + g.xp, *dyq = zeros + g.ldq + VL, *dxp = dyq + (size_t)g.ocw * g.ldq;
+    float *zeros = mine + g.xp, *dyq = zeros + g.ldq + VL, *dxp = dyq + (size_t)g.ocw * g.ldq;
     float *sink = dxp + g.xp, *dyt = sink + g.ldq + VL;
     stage_grad(dyq, db, dy, relu_y, s, &g);
     if (dwt) {
-        pad_image(xp, x, s, &g);
+        const float *xp = pad_image(mine, x, s, &g);
         memset(zeros, 0, sizeof(float) * (g.ldq + VL));
         for (int qb = 0; qb < g.qv; qb++)
             for (int ob = 0; ob < g.ocw / VL; ob++)
                 transpose_block(dyt + (size_t)qb * VL * g.ocw + ob * VL, g.ocw, dyq + (size_t)ob * VL * g.ldq + qb * VL,
-                            g.ldq);
+                                g.ldq);
         for (int o0 = 0; o0 < g.ocw; o0 += OV * VL) {
             int c = 0, ki = 0, kj = 0;
             for (int k0 = 0; k0 < g.k; k0 += NS) {
-                ptrdiff_t off[NS];
-                row_offsets(off, &c, &ki, &kj, k0, s, &g, zeros - xp);
+                const float *rows[NS];
+                im2col_rows(rows, &c, &ki, &kj, k0, s, &g, xp, zeros);
                 /* rows past the last k land in dwt's slack (taas_conv_direct_dw_floats) */
-                dw_tile(dwt + (size_t)k0 * g.ocw + o0, g.ocw, dyt + o0, g.ocw, xp, off, g.q);
+                dw_tile(dwt + (size_t)k0 * g.ocw + o0, g.ocw, dyt + o0, g.ocw, rows, g.qe);
             }
         }
     }
     if (!dx) return;
-    memset(dxp, 0, sizeof(float) * g.xp);
-    int cb_n = g.cp / MR;
-    for (int q0 = 0; q0 < g.q; q0 += NV * VL) {
+    if (!padded(s)) dxp = dx;  /* its planes are the grid's: written in place */
+    /* The taps from the largest shift S = (KH-1)*Wp + KW-1 down: the tile at q0 writes
+     * [q0 + S, q0 + 3 VL + S) first, which no earlier tile reached, so it stores instead of
+     * adding, and the tiles' first taps cover each plane from S to its end; [0, S) is zeroed. */
+    int cb_n = g.cp / MR, shift = (s->kh - 1) * g.wp + s->kw - 1;
+    for (int c = 0; c < s->c; c++) memset(dxp + c * g.plane, 0, sizeof(float) * (size_t)shift);
+    for (int q0 = 0; q0 < g.qe; q0 += NV * VL) {
         MASK m[NV];
-        tile_masks(m, q0, g.q);
-        int full = q0 + NV * VL <= g.q;
-        const float *pt = packed;
-        for (int ki = 0; ki < s->kh; ki++)
-            for (int kj = 0; kj < s->kw; kj++)
-                for (int cb = 0; cb < cb_n; cb++, pt += (size_t)s->oc * MR) {
-                    ptrdiff_t off[MR];
+        tile_masks(m, q0, g.qe);
+        int full = q0 + NV * VL <= g.qe;
+        for (int ki = s->kh - 1; ki >= 0; ki--)
+            for (int kj = s->kw - 1; kj >= 0; kj--)
+                for (int cb = 0; cb < cb_n; cb++) {
+                    const float *pt = packed + ((size_t)(ki * s->kw + kj) * cb_n + cb) * s->oc * MR;
+                    int first = ki == s->kh - 1 && kj == s->kw - 1;
+                    float *dst[MR];
                     for (int r = 0; r < MR; r++) {
                         int c = cb * MR + r;
-                        off[r] = c < s->c ? (ptrdiff_t)(c * g.plane + (size_t)ki * g.wp + kj) : sink - dxp;
+                        dst[r] = c < s->c ? dxp + c * g.plane + (size_t)ki * g.wp + kj : sink;
                     }
-                    if (full) dx_tile(dxp, off, pt, dyq, g.ldq, s->oc, q0, m, 1);
-                    else dx_tile(dxp, off, pt, dyq, g.ldq, s->oc, q0, m, 0);
+                    if (full && first) dx_tile(dst, pt, dyq, g.ldq, s->oc, q0, m, 1, 1);
+                    else if (full) dx_tile(dst, pt, dyq, g.ldq, s->oc, q0, m, 1, 0);
+                    else if (first) dx_tile(dst, pt, dyq, g.ldq, s->oc, q0, m, 0, 1);
+                    else dx_tile(dst, pt, dyq, g.ldq, s->oc, q0, m, 0, 0);
                 }
     }
+    if (!padded(s)) return;
     /* the image without its padding */
     for (int c = 0; c < s->c; c++)
         for (int yy = 0; yy < s->h; yy++)
