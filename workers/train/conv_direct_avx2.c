@@ -19,6 +19,8 @@ TILE VEC v_loadu(const float *p) { return _mm256_loadu_ps(p); }
 TILE void v_storeu(float *p, VEC x) { _mm256_storeu_ps(p, x); }
 TILE VEC v_add(VEC a, VEC b) { return _mm256_add_ps(a, b); }
 TILE VEC v_max(VEC a, VEC b) { return _mm256_max_ps(a, b); }
+/* a's lanes where r > 0 (not a NaN), else 0: the ReLU's mask on a gradient */
+TILE VEC v_where_positive(VEC a, VEC r) { return _mm256_and_ps(_mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_GT_OQ), a); }
 TILE VEC v_fma(VEC a, VEC b, VEC c) { return _mm256_fmadd_ps(a, b, c); }
 TILE float v_reduce(VEC x) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));

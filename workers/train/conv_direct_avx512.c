@@ -20,6 +20,10 @@ TILE VEC v_loadu(const float *p) { return _mm512_loadu_ps(p); }
 TILE void v_storeu(float *p, VEC x) { _mm512_storeu_ps(p, x); }
 TILE VEC v_add(VEC a, VEC b) { return _mm512_add_ps(a, b); }
 TILE VEC v_max(VEC a, VEC b) { return _mm512_max_ps(a, b); }
+/* a's lanes where r > 0 (not a NaN), else 0: the ReLU's mask on a gradient */
+TILE VEC v_where_positive(VEC a, VEC r) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, _mm512_setzero_ps(), _CMP_GT_OQ), a);
+}
 TILE VEC v_fma(VEC a, VEC b, VEC c) { return _mm512_fmadd_ps(a, b, c); }
 TILE float v_reduce(VEC x) { return _mm512_reduce_add_ps(x); }
 TILE VEC v_maskload(const float *p, MASK m) { return _mm512_maskz_loadu_ps(m, p); }

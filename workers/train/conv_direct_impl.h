@@ -10,8 +10,8 @@
  *   VEC, MASK           the vector type, and a mask of a vector's first lanes
  *   TARGET              the functions' target ("avx512f", "avx2,fma")
  *   SET_TABLE, SET_NAME the table's name and the set's ("avx512", "avx2")
- *   v_zero v_set1 v_loadu v_storeu v_add v_max v_fma v_reduce v_maskload v_maskstore
- *   mask_first mask_span
+ *   v_zero v_set1 v_loadu v_storeu v_add v_max v_where_positive v_fma v_reduce v_maskload
+ *   v_maskstore mask_first mask_span
  *   transpose_block     (VL x VL floats, row strides ldd and lds)
  * Every buffer size follows from VL and the tiles, so the layouts of two sets differ; a
  * process uses one set throughout (taas_cpu_set). */
@@ -225,9 +225,10 @@ TILE void dx_tile(float *const *dst, const float *pt, const float *dyq, int ldq,
  * GCC reloaded them from the stack at every position, a fifth more instructions.)
  * dwt rows k.. (NS x OV vectors of output channels) += the NS im2col rows, one position
  * at a time broadcast, times that position's output gradient (OV vectors of dyt): the output
- * channels lie along the vectors, so nothing is summed across lanes. */
+ * channels lie along the vectors, so nothing is summed across lanes. Only the real outputs'
+ * positions: the grid's extra columns hold zeros there. */
 KERNEL static __attribute__((noinline)) void dw_tile(float *dwt, int ldw, const float *dyt, int ldt,
-                                                     const float *const *rows, int q) {
+                                                     const float *const *rows, const geom *g) {
     VEC acc[NS][OV];
 #pragma GCC unroll 8
     for (int t = 0; t < NS; t++)
@@ -236,16 +237,21 @@ KERNEL static __attribute__((noinline)) void dw_tile(float *dwt, int ldw, const 
     const float *x[NS];
 #pragma GCC unroll 8
     for (int t = 0; t < NS; t++) x[t] = rows[t];
-    for (int p = 0; p < q; p++, dyt += ldt) {
-        VEC d[OV];
+    int ow = g->ow, skip = g->wp - g->ow;
+    for (int i = 0; i < g->oh; i++, dyt += (size_t)skip * ldt) {
+        for (int j = 0; j < ow; j++, dyt += ldt) {
+            VEC d[OV];
 #pragma GCC unroll 8
-        for (int v = 0; v < OV; v++) d[v] = v_loadu(dyt + VL * v);
+            for (int v = 0; v < OV; v++) d[v] = v_loadu(dyt + VL * v);
 #pragma GCC unroll 8
-        for (int t = 0; t < NS; t++) {
-            VEC xv = v_set1(x[t][p]);
+            for (int t = 0; t < NS; t++) {
+                VEC xv = v_set1(x[t][j]);
 #pragma GCC unroll 8
-            for (int v = 0; v < OV; v++) acc[t][v] = v_fma(xv, d[v], acc[t][v]);
+                for (int v = 0; v < OV; v++) acc[t][v] = v_fma(xv, d[v], acc[t][v]);
+            }
         }
+#pragma GCC unroll 8
+        for (int t = 0; t < NS; t++) x[t] += g->wp;
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NS; t++)
@@ -289,22 +295,22 @@ KERNEL static void stage_grad(float *dyq, float *db, const float *dy, const floa
             memset(row, 0, sizeof(float) * g->ldq);
             continue;
         }
+        VEC sum = v_zero();
         for (int i = 0; i < g->oh; i++) {
             size_t at = ((size_t)o * g->oh + i) * g->ow;
             float *dst = row + (size_t)i * g->wp;
-            if (relu_y) {
-#pragma omp simd
-                for (int j = 0; j < g->ow; j++) dst[j] = relu_y[at + j] > 0.0f ? dy[at + j] : 0.0f;
-            } else {
-                memcpy(dst, dy + at, sizeof(float) * g->ow);
+            /* whole vectors up to Wp: lanes past OW load as zeros, the extra columns' value */
+            for (int j = 0; j < g->wp; j += VL) {
+                int in = g->ow - j, all = g->wp - j;
+                MASK ml = mask_first(in < 0 ? 0 : in), ms = mask_first(all);
+                VEC d = v_maskload(dy + at + j, ml);
+                if (relu_y) d = v_where_positive(d, v_maskload(relu_y + at + j, ml));
+                v_maskstore(dst + j, ms, d);
+                sum = v_add(sum, d);
             }
-            for (int j = g->ow; j < g->wp; j++) dst[j] = 0.0f;
         }
         memset(row + g->q, 0, sizeof(float) * (size_t)(g->ldq - g->q));
-        if (!db) continue;
-        VEC acc = v_zero();
-        for (int v = 0; v < g->qv; v++) acc = v_add(acc, v_loadu(row + VL * v));
-        db[o] += v_reduce(acc);
+        if (db) db[o] += v_reduce(sum);
     }
 }
 
@@ -344,7 +350,7 @@ KERNEL static void backward(float *dx, float *dwt, float *db, const float *dy, c
                 const float *rows[NS];
                 im2col_rows(rows, &c, &ki, &kj, k0, s, &g, xp, zeros);
                 /* rows past the last k land in dwt's slack (taas_conv_direct_dw_floats) */
-                dw_tile(dwt + (size_t)k0 * g.ocw + o0, g.ocw, dyt + o0, g.ocw, rows, g.qe);
+                dw_tile(dwt + (size_t)k0 * g.ocw + o0, g.ocw, dyt + o0, g.ocw, rows, &g);
             }
         }
     }
