@@ -1,14 +1,18 @@
 /* The training core on in-memory data, for bench/train_bench.py: no worker, no data
  * pipeline, the same set-up as the PyTorch side of the benchmark.
  *
- *   taas-train-bench --model FILE --input C,H,W --mode train|infer [--batch N] [--steps S]
+ *   taas-train-bench --model FILE --input C,H,W --mode train|infer|layer [--batch N] [--steps S]
  *                    [--warmup W] [--threads T] [--seed S] [--no-direct]
  *
  * FILE holds a Sequential spec (as in a job spec's "model"). The inputs are uniform in
  * [-1, 1), the labels i mod (output width); one batch, reused every step.
  *   train: per step zero_grad, forward in train mode, NLLLoss, backward, Adadelta(lr=1.0)
  *   infer: forward in eval mode (running statistics, no dropout)
- * --no-direct runs every convolution through im2col + sgemm (conv_direct.h's kernels off).
+ *   layer: the model's first Conv2d alone (with its ReLU when the plan fuses one): forward,
+ *          then backward with all three products (input, weight and bias gradients) on a
+ *          fixed output gradient; the layer's own speed, without the rest of the step. The
+ *          line adds "gflop_per_sample" (its multiply-adds x 2, all three products) and
+ *          "gflops". * --no-direct runs every convolution through im2col + sgemm (conv_direct.h's kernels off).
  * W untimed steps, then S timed ones. Prints one JSON line:
  *   {"mode": ..., "batch": N, "steps": S, "threads": T, "seconds": t, "samples_per_s": r,
  *    "blas_core": "...", "direct": true|false} */
@@ -26,7 +30,7 @@
 #include "optim.h"
 
 static int usage(void) {
-    fprintf(stderr, "usage: taas-train-bench --model FILE --input C,H,W --mode train|infer [--batch N] "
+    fprintf(stderr, "usage: taas-train-bench --model FILE --input C,H,W --mode train|infer|layer [--batch N] "
                     "[--steps S] [--warmup W] [--threads T] [--seed S] [--no-direct]\n");
     return 2;
 }
@@ -53,6 +57,54 @@ static int run_step(taas_model *m, const float *x, const int64_t *y, int n, int 
     return 0;
 }
 
+/* --mode layer */
+static int bench_layer(const taas_model *m, int n, int warmup, int steps, int threads, uint64_t seed, int direct) {
+    const taas_model_layer *L = NULL;
+    for (int i = 0; i < m->nlayers && !L; i++)
+        if (m->layers[i].kind == TAAS_L_CONV2D) L = &m->layers[i];
+    if (!L) {
+        fprintf(stderr, "taas-train-bench: --mode layer needs a Conv2d in the model\n");
+        return 2;
+    }
+    taas_conv2d_shape s = taas_layer_conv_shape(L, n);
+    int relu = L->fusion == TAAS_FUSE_RELU, oh = taas_conv2d_out_h(&s), ow = taas_conv2d_out_w(&s);
+    size_t in = (size_t)n * s.c * s.h * s.w, out = (size_t)n * s.oc * oh * ow, k = (size_t)s.c * s.kh * s.kw;
+    float *x = malloc(sizeof(float) * in), *dx = malloc(sizeof(float) * in), *y = malloc(sizeof(float) * out);
+    float *dy = malloc(sizeof(float) * out), *dw = malloc(sizeof(float) * s.oc * k), *db = malloc(sizeof(float) * s.oc);
+    float *scratch = malloc(sizeof(float) * taas_conv2d_scratch_floats(&s, threads));
+    int rc = 0;
+    if (!x || !dx || !y || !dy || !dw || !db || !scratch) {
+        fprintf(stderr, "taas-train-bench: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    taas_init_rng rng = {seed + 1, 0};
+    taas_init_uniform(x, in, 1.0f, &rng);
+    taas_init_uniform(dy, out, 1.0f, &rng);
+    const float *w = m->params + L->w_off, *b = L->has_b ? m->params + L->b_off : NULL;
+    double t0 = 0;
+    for (int st = 0; st < warmup + steps; st++) {
+        if (st == warmup) t0 = omp_get_wtime();
+        memset(dw, 0, sizeof(float) * s.oc * k), memset(db, 0, sizeof(float) * s.oc);
+        if (relu) {
+            taas_conv2d_relu_forward(y, x, w, b, &s, scratch, threads);
+            taas_conv2d_relu_backward(dx, dw, db, dy, y, x, w, &s, scratch, threads);
+        } else {
+            taas_conv2d_forward(y, x, w, b, &s, scratch, threads);
+            taas_conv2d_backward(dx, dw, db, dy, x, w, &s, scratch, threads);
+        }
+    }
+    double secs = omp_get_wtime() - t0, gflop = 3.0 * 2.0 * (double)s.oc * (double)k * oh * ow / 1e9;
+    printf("{\"mode\": \"layer\", \"batch\": %d, \"steps\": %d, \"threads\": %d, \"seconds\": %.6f, "
+           "\"samples_per_s\": %.3f, \"gflop_per_sample\": %.6f, \"gflops\": %.1f, \"blas_core\": \"%s\", "
+           "\"direct\": %s}\n",
+           n, steps, threads, secs, (double)steps * n / secs, gflop, gflop * steps * n / secs, taas_blas_core(),
+           direct ? "true" : "false");
+done:
+    free(x), free(dx), free(y), free(dy), free(dw), free(db), free(scratch);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *model = NULL, *mode = NULL;
     int c = 0, h = 0, w = 0, batch = 64, steps = 50, warmup = 5, threads = 2;
@@ -77,7 +129,7 @@ int main(int argc, char **argv) {
         else return usage();
     }
     if (!model || !mode || c < 1 || batch < 1 || steps < 1 || warmup < 0 || threads < 1 ||
-        (strcmp(mode, "train") && strcmp(mode, "infer")))
+        (strcmp(mode, "train") && strcmp(mode, "infer") && strcmp(mode, "layer")))
         return usage();
     int train = !strcmp(mode, "train");
     taas_conv_direct_enable(direct);
@@ -93,6 +145,11 @@ int main(int argc, char **argv) {
     json_decref(spec);
     if (!m) return fail(&e);
     taas_model_set_threads(m, threads);
+    if (!strcmp(mode, "layer")) {
+        int rc = bench_layer(m, batch, warmup, steps, threads, (uint64_t)seed, direct);
+        taas_model_free(m);
+        return rc;
+    }
     size_t in = (size_t)c * (h ? h : 1) * (w ? w : 1), k = taas_model_out_numel(m);
     float *x = malloc(sizeof(float) * in * batch), *dlogp = malloc(sizeof(float) * k * batch);
     int64_t *y = malloc(sizeof(int64_t) * batch);
