@@ -71,7 +71,8 @@ static int bench_layer(const taas_model *m, int n, int warmup, int steps, int th
     size_t in = (size_t)n * s.c * s.h * s.w, out = (size_t)n * s.oc * oh * ow, k = (size_t)s.c * s.kh * s.kw;
     float *x = malloc(sizeof(float) * in), *dx = malloc(sizeof(float) * in), *y = malloc(sizeof(float) * out);
     float *dy = malloc(sizeof(float) * out), *dw = malloc(sizeof(float) * s.oc * k), *db = malloc(sizeof(float) * s.oc);
-    float *scratch = malloc(sizeof(float) * taas_conv2d_scratch_floats(&s, threads));
+    /* 64-byte aligned, as the model's (model_run.c): the kernels' slices keep it */
+    float *scratch = aligned_alloc(64, (sizeof(float) * taas_conv2d_scratch_floats(&s, threads) + 63) / 64 * 64);
     int rc = 0;
     if (!x || !dx || !y || !dy || !dw || !db || !scratch) {
         fprintf(stderr, "taas-train-bench: out of memory\n");
