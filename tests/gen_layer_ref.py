@@ -138,6 +138,9 @@ def main():
     conv("conv2d_padded", 2, 3, 9, 20, 6, (3, 3), (1, 1), (1, 1))
     conv("conv2d_1x1", 2, 5, 4, 6, 3, (1, 1), (1, 1), (0, 0))
     pool("maxpool2d_k2_wide", nn.MaxPool2d, 2, 3, 5, 21, (2, 2), (2, 2), (0, 0))
+    # the direct kernels' wide tiles: output channels past one tile (64 at AVX-512) and
+    # whole 16 x 16 transposed blocks with a partial one beside; padding on one side only
+    conv("conv2d_wide", 2, 5, 7, 9, 70, (3, 3), (1, 1), (1, 0))
 
 
 if __name__ == "__main__":

@@ -162,6 +162,7 @@ static void test_conv2d(void **state) {
         conv_case("conv2d_padded", 1);  /* channel, row and position tails; zero padding */
         conv_case("conv2d_padded", 2);
         conv_case("conv2d_1x1", 2); /* im2col: no copy, the image is the matrix */
+        conv_case("conv2d_wide", 2);  /* OC past a tile of channels, whole transposed blocks */
     }
     taas_conv_direct_enable(1);
 }

@@ -2,14 +2,14 @@
  * set the process runs (cpu.h); layer_conv.c uses them where they apply, and im2col + sgemm
  * elsewhere (the generic set, strides above 1).
  *
- * Each output row is laid out at the zero-padded input's width Wp instead of OW (the
- * Wp - OW extra columns are computed and dropped), so that output q = i*Wp + j reads
- * element q + ki*Wp + kj of a padded input plane: every row of the im2col matrix is a
- * contiguous slice of the padded image, read in place. The weight gradient sums over the
- * same grid (the output gradient is zero in the extra columns) with the output channels
- * along the vectors (the output gradient transposed, 16x16 blocks at a time), and the input
- * gradient adds each weight row's product back into the padded plane at its shift: no
- * col2im.
+ * The image is read in place (or zero-padded once when the layer pads): output (i, j) reads
+ * element (i+ki)*Wp + j+kj of a padded plane of width Wp, so every im2col column and row is
+ * a shift of the plane, never built. The forward broadcasts a few outputs' inputs against
+ * vectors of output channels and transposes its results into the output (VL x VL blocks);
+ * the weight gradient does the same with the output gradient transposed. The input gradient
+ * lays the output gradient on the padded width (its Wp - OW extra columns zero) with vectors
+ * along the positions, and adds each weight row's product back into the plane at its shift:
+ * no col2im.
  * All work is per sample, in the calling thread's slice of the scratch memory. */
 #ifndef TAAS_CONV_DIRECT_H
 #define TAAS_CONV_DIRECT_H

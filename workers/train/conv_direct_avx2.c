@@ -1,10 +1,13 @@
 /* The direct Conv2d kernels on AVX2 + FMA (conv_direct_impl.h): 8 floats a vector, and 16
- * ymm registers: a tile of 4 rows by 3 vectors is 12 accumulators, with 3 loads and a
- * broadcast beside; masked ends through vmaskmovps. */
+ * ymm registers. The input-gradient tile, 4 rows by 3 vectors, is 12 accumulators with 3
+ * loads and a broadcast beside; the forward and weight-gradient tiles, 6 broadcast values by
+ * 2 vectors of 8 output channels, are 12 with 2 loads and a broadcast (6 x 2 beat 4 x 3 and
+ * 3 x 4 by 8 to 20 %, and waste no channels of 16 or 64: bench/RESULTS.md, issue 19); masked
+ * ends through vmaskmovps. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-enum { VL = 8, MR = 4, NV = 3, NS = 4, OV = 3 };
+enum { VL = 8, MR = 4, NV = 3, NS = 6, OV = 2 };
 #define VEC __m256
 #define MASK __m256i
 #define TARGET "avx2,fma"
@@ -34,8 +37,6 @@ TILE void v_maskstore(float *p, MASK m, VEC x) { _mm256_maskstore_ps(p, m, x); }
 TILE MASK mask_first(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
-/* lanes lo..hi-1 */
-TILE MASK mask_span(int lo, int hi) { return _mm256_andnot_si256(mask_first(lo), mask_first(hi)); }
 
 /* dst (8 x 8, row stride ldd) = src (8 x 8, row stride lds) transposed: pairs of rows
  * interleaved, pairs of pairs, then the 128-bit halves exchanged */

@@ -1,7 +1,9 @@
-/* The direct Conv2d kernels on AVX-512 (conv_direct_impl.h): 16 floats a vector; a tile of
- * 8 rows by 3 vectors is 24 of the 32 zmm registers, with 3 loads and a broadcast beside.
- * 3 vectors rather than 6: a 3x3 convolution of 26 x 26 has 39 vectors of outputs a channel,
- * which 6-vector tiles leave half empty at the end (bench/RESULTS.md, issue 19). */
+/* The direct Conv2d kernels on AVX-512 (conv_direct_impl.h): 16 floats a vector. The
+ * input-gradient tile of 8 rows by 3 vectors is 24 of the 32 zmm registers, with 3 loads and
+ * a broadcast beside; 3 vectors rather than 6: a 3x3 convolution of 26 x 26 has 39 vectors
+ * of positions a channel, which 6-vector tiles leave half empty at the end. The forward and
+ * weight-gradient tiles, 6 broadcast values by 4 vectors of output channels, are 24 too, with
+ * 4 loads and a broadcast (bench/RESULTS.md, issue 19). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -29,7 +31,6 @@ TILE float v_reduce(VEC x) { return _mm512_reduce_add_ps(x); }
 TILE VEC v_maskload(const float *p, MASK m) { return _mm512_maskz_loadu_ps(m, p); }
 TILE void v_maskstore(float *p, MASK m, VEC x) { _mm512_mask_storeu_ps(p, m, x); }
 TILE MASK mask_first(int n) { return n >= VL ? (MASK)0xFFFF : (MASK)((1u << n) - 1); }
-TILE MASK mask_span(int lo, int hi) { return (MASK)(mask_first(hi) & ~mask_first(lo)); }
 
 /* dst (16 x 16, row stride ldd) = src (16 x 16, row stride lds) transposed */
 TILE void transpose_block(float *dst, size_t ldd, const float *src, size_t lds) {

@@ -5,13 +5,14 @@
  *
  * What a set defines:
  *   VL                  floats a vector
- *   MR, NV              a forward and input-gradient tile: MR rows by NV vectors
- *   NS, OV              a weight-gradient tile: NS im2col rows by OV vectors of channels
+ *   MR, NV              the input-gradient tile: MR input channels by NV vectors of positions
+ *   NS, OV              the forward and weight-gradient tiles: NS broadcast values (outputs,
+ *                       im2col rows) by OV vectors of output channels
  *   VEC, MASK           the vector type, and a mask of a vector's first lanes
  *   TARGET              the functions' target ("avx512f", "avx2,fma")
  *   SET_TABLE, SET_NAME the table's name and the set's ("avx512", "avx2")
  *   v_zero v_set1 v_loadu v_storeu v_add v_max v_where_positive v_fma v_reduce v_maskload
- *   v_maskstore mask_first mask_span
+ *   v_maskstore mask_first
  *   transpose_block     (VL x VL floats, row strides ldd and lds)
  * Every buffer size follows from VL and the tiles, so the layouts of two sets differ; a
  * process uses one set throughout (taas_cpu_set). */
@@ -19,13 +20,17 @@
 
 #include "conv_direct_kernels.h"
 
+/* The forward's outputs a chunk: whole tiles and whole transposed blocks */
+enum { CHUNK = NS * VL };
+
 typedef struct geom {
     int hp, wp, oh, ow;  /* padded input, output */
     int q, qv, ldq;      /* outputs per channel on the padded-width grid; in vectors; row stride */
     int qe;              /* the end of the last real output: a tile's reads stop inside the plane */
     size_t plane, xp;    /* a padded plane; a padded image with its zero slack */
-    int k, ocp, cp;      /* C*KH*KW; OC and C rounded up to MR */
-    int ocw;             /* OC rounded up to a weight-gradient tile's OV vectors */
+    int k, cp;           /* C*KH*KW; C rounded up to MR */
+    int ocw;             /* OC rounded up to a tile's OV vectors */
+    int p;               /* real outputs a channel */
 } geom;
 
 static geom geometry(const taas_conv2d_shape *s) {
@@ -40,8 +45,9 @@ static geom geometry(const taas_conv2d_shape *s) {
     /* a read at q + ki*Wp + kj, q < ldq, ends at most KW + VL floats past the last plane */
     g.xp = ((size_t)s->c * g.plane + (size_t)s->kw + 2 * VL + VL - 1) / VL * VL;
     g.k = s->c * s->kh * s->kw;
-    g.ocp = (s->oc + MR - 1) / MR * MR, g.cp = (s->c + MR - 1) / MR * MR;
+    g.cp = (s->c + MR - 1) / MR * MR;
     g.ocw = (s->oc + OV * VL - 1) / (OV * VL) * (OV * VL);
+    g.p = g.oh * g.ow;
     return g;
 }
 
@@ -51,7 +57,9 @@ static geom geometry(const taas_conv2d_shape *s) {
  * read the image and write the input gradient in place, and the padded ones go unused. */
 static size_t thread_floats(const taas_conv2d_shape *s) {
     geom g = geometry(s);
-    return 2 * g.xp + 2 * ((size_t)g.ldq + VL) + 2 * (size_t)g.ocw * g.ldq;
+    size_t bwd = 2 * g.xp + 2 * ((size_t)g.ldq + VL) + 2 * (size_t)g.ocw * g.ldq;
+    size_t fwd = g.xp + (size_t)CHUNK * g.ocw;
+    return fwd > bwd ? fwd : bwd;
 }
 
 static size_t dw_floats(const taas_conv2d_shape *s) {
@@ -67,18 +75,20 @@ static void add_dw(float *dw, const float *dwt, const taas_conv2d_shape *s) {
 
 static size_t shared_floats(const taas_conv2d_shape *s) {
     geom g = geometry(s);
-    size_t fwd = (size_t)g.ocp * g.k, bwd = (size_t)s->kh * s->kw * g.cp * s->oc;
+    size_t fwd = (size_t)g.ocw * g.k, bwd = (size_t)s->kh * s->kw * g.cp * s->oc;
     return fwd > bwd ? fwd : bwd;
 }
 
-/* Forward: block ob, step k, lane r holds w[ob*MR + r][k] (zero past OC). */
+/* Forward: block ob of OV vectors of output channels, step k = (c, ki, kj): lane l holds
+ * w[ob*OV*VL + l][k] (zero past OC). */
 static void pack_forward(float *packed, const float *w, const taas_conv2d_shape *s) {
     geom g = geometry(s);
-    for (int ob = 0; ob < g.ocp / MR; ob++)
+    int bl = OV * VL;
+    for (int ob = 0; ob < g.ocw / bl; ob++)
         for (int k = 0; k < g.k; k++)
-            for (int r = 0; r < MR; r++) {
-                int o = ob * MR + r;
-                packed[((size_t)ob * g.k + k) * MR + r] = o < s->oc ? w[(size_t)o * g.k + k] : 0.0f;
+            for (int l = 0; l < bl; l++) {
+                int o = ob * bl + l;
+                packed[((size_t)ob * g.k + k) * bl + l] = o < s->oc ? w[(size_t)o * g.k + k] : 0.0f;
             }
 }
 
@@ -120,29 +130,6 @@ KERNEL static void tile_masks(MASK *m, int q0, int q) {
     }
 }
 
-/* Where a tile's vectors go in a channel of the output (OH x OW): vector v of the tile at
- * q0 covers output rows i.. of the grid, and its lanes in row i, columns below OW, land at
- * at[v][k] + lane under mask m[v][k] (the k-th row it touches, n[v] of them). */
-typedef struct out_map {
-    int n[NV];
-    ptrdiff_t at[NV][VL];
-    MASK m[NV][VL];
-} out_map;
-
-KERNEL static void out_pieces(out_map *om, int q0, const geom *g) {
-    for (int v = 0; v < NV; v++) {
-        int p0 = q0 + VL * v, n = 0;
-        for (int i = p0 / g->wp; i < g->oh && i * g->wp < p0 + VL; i++) {
-            int lo = i * g->wp - p0, hi = i * g->wp + g->ow - p0;
-            lo = lo < 0 ? 0 : lo, hi = hi > VL ? VL : hi;
-            if (hi <= lo) continue;
-            om->at[v][n] = (ptrdiff_t)p0 - (ptrdiff_t)i * (g->wp - g->ow);
-            om->m[v][n++] = mask_span(lo, hi);
-        }
-        om->n[v] = n;
-    }
-}
-
 #define LOAD(p, v) (full ? v_loadu((p) + VL * (v)) : v_maskload((p) + VL * (v), m[v]))
 
 /* acc (MR x NV) = 0 */
@@ -166,42 +153,6 @@ TILE void rank1(VEC acc[MR][NV], const float *row, const float *w, const MASK *m
     }
 }
 
-/* output channels y.. (rows of ldy floats; rows of them, at most MR) at the tile's outputs
- * (om) = packed block * im2col rows read in place, + bias, then the ReLU with relu */
-TILE void fwd_tile(float *y, size_t ldy, int rows, const float *bias, int relu, const float *wp, const float *xp,
-                   const taas_conv2d_shape *s, const geom *g, int q0, const MASK *m, const out_map *om, int full) {
-    VEC acc[MR][NV];
-    zero_tile(acc);
-    if (s->kw == 3 && s->kh == 3) {
-        for (int c = 0; c < s->c; c++, wp += 9 * MR) {
-            const float *base = xp + c * g->plane + q0;
-#pragma GCC unroll 3
-            for (int ki = 0; ki < 3; ki++) {
-                rank1(acc, base + ki * g->wp, wp + 3 * ki * MR, m, full);
-                rank1(acc, base + ki * g->wp + 1, wp + (3 * ki + 1) * MR, m, full);
-                rank1(acc, base + ki * g->wp + 2, wp + (3 * ki + 2) * MR, m, full);
-            }
-        }
-    } else {
-    for (int c = 0; c < s->c; c++)
-        for (int ki = 0; ki < s->kh; ki++) {
-            const float *base = xp + c * g->plane + (size_t)ki * g->wp + q0;
-            for (int kj = 0; kj < s->kw; kj++, wp += MR) rank1(acc, base + kj, wp, m, full);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; r++) {
-        if (r >= rows) break;
-        VEC b = v_set1(bias[r]);
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; v++) {
-            VEC out = v_add(acc[r][v], b);
-            if (relu) out = v_max(out, v_zero());  /* 0 for a NaN too, as the ReLU's mask reads it */
-            for (int k = 0; k < om->n[v]; k++) v_maskstore(y + r * ldy + om->at[v][k], om->m[v][k], out);
-        }
-    }
-}
-
 /* the MR planes' rows at q0 += packed block (OC x MR)^T * output-gradient rows, NV vectors;
  * = with first */
 TILE void dx_tile(float *const *dst, const float *pt, const float *dyq, int ldq, int oc, int q0, const MASK *m,
@@ -221,6 +172,30 @@ TILE void dx_tile(float *const *dst, const float *pt, const float *dyq, int ldq,
         }
 }
 
+/* acc (NS x OV) += x[t][off] broadcast, times the OV vectors at w: a step of the tiles whose
+ * vectors run along the output channels (forward, weight gradient) */
+TILE void bcast_step(VEC acc[NS][OV], const float *const *x, size_t off, const float *w) {
+    VEC wv[OV];
+#pragma GCC unroll 8
+    for (int v = 0; v < OV; v++) wv[v] = v_loadu(w + VL * v);
+#pragma GCC unroll 16
+    for (int t = 0; t < NS; t++) {
+        VEC xv = v_set1(x[t][off]);
+#pragma GCC unroll 8
+        for (int v = 0; v < OV; v++) acc[t][v] = v_fma(xv, wv[v], acc[t][v]);
+    }
+}
+
+/* acc = 0, and the NS broadcast sources x from `from` */
+TILE void bcast_start(VEC acc[NS][OV], const float **x, const float *const *from) {
+#pragma GCC unroll 16
+    for (int t = 0; t < NS; t++) {
+        x[t] = from[t];
+#pragma GCC unroll 8
+        for (int v = 0; v < OV; v++) acc[t][v] = v_zero();
+    }
+}
+
 /* (Not inlined: on its own it keeps the rows' offsets in registers; inlined into backward,
  * GCC reloaded them from the stack at every position, a fifth more instructions.)
  * dwt rows k.. (NS x OV vectors of output channels) += the NS im2col rows, one position
@@ -230,26 +205,11 @@ TILE void dx_tile(float *const *dst, const float *pt, const float *dyq, int ldq,
 KERNEL static __attribute__((noinline)) void dw_tile(float *dwt, int ldw, const float *dyt, int ldt,
                                                      const float *const *rows, const geom *g) {
     VEC acc[NS][OV];
-#pragma GCC unroll 8
-    for (int t = 0; t < NS; t++)
-#pragma GCC unroll 8
-        for (int v = 0; v < OV; v++) acc[t][v] = v_zero();
     const float *x[NS];
-#pragma GCC unroll 8
-    for (int t = 0; t < NS; t++) x[t] = rows[t];
+    bcast_start(acc, x, rows);
     int ow = g->ow, skip = g->wp - g->ow;
     for (int i = 0; i < g->oh; i++, dyt += (size_t)skip * ldt) {
-        for (int j = 0; j < ow; j++, dyt += ldt) {
-            VEC d[OV];
-#pragma GCC unroll 8
-            for (int v = 0; v < OV; v++) d[v] = v_loadu(dyt + VL * v);
-#pragma GCC unroll 8
-            for (int t = 0; t < NS; t++) {
-                VEC xv = v_set1(x[t][j]);
-#pragma GCC unroll 8
-                for (int v = 0; v < OV; v++) acc[t][v] = v_fma(xv, d[v], acc[t][v]);
-            }
-        }
+        for (int j = 0; j < ow; j++, dyt += ldt) bcast_step(acc, x, (size_t)j, dyt);
 #pragma GCC unroll 8
         for (int t = 0; t < NS; t++) x[t] += g->wp;
     }
@@ -262,26 +222,92 @@ KERNEL static __attribute__((noinline)) void dw_tile(float *dwt, int ldw, const 
         }
 }
 
+/* (Not inlined, as dw_tile.) yt rows of NS outputs (ldt floats apart), OV vectors of output
+ * channels = bias + a block of packed weights times the outputs' im2col columns, whose
+ * first reads are cols[t] (the output's corner in the padded image); ReLU with relu. The
+ * output channels lie along the vectors: an output is only ever broadcast. */
+KERNEL static __attribute__((noinline)) void fwd_tile(float *yt, int ldt, const float *wp, const float *const *cols,
+                                                      const float *bias, int relu, const taas_conv2d_shape *s,
+                                                      const geom *g) {
+    VEC acc[NS][OV];
+    const float *x[NS];
+    bcast_start(acc, x, cols);
+    if (s->kh == 3 && s->kw == 3) {
+        size_t w1 = (size_t)g->wp, w2 = 2 * (size_t)g->wp;
+        for (int c = 0; c < s->c; c++, wp += 9 * OV * VL) {
+            bcast_step(acc, x, 0, wp);
+            bcast_step(acc, x, 1, wp + OV * VL);
+            bcast_step(acc, x, 2, wp + 2 * OV * VL);
+            bcast_step(acc, x, w1, wp + 3 * OV * VL);
+            bcast_step(acc, x, w1 + 1, wp + 4 * OV * VL);
+            bcast_step(acc, x, w1 + 2, wp + 5 * OV * VL);
+            bcast_step(acc, x, w2, wp + 6 * OV * VL);
+            bcast_step(acc, x, w2 + 1, wp + 7 * OV * VL);
+            bcast_step(acc, x, w2 + 2, wp + 8 * OV * VL);
+#pragma GCC unroll 16
+            for (int t = 0; t < NS; t++) x[t] += g->plane;
+        }
+    } else {
+        for (int c = 0; c < s->c; c++) {
+            for (int ki = 0; ki < s->kh; ki++)
+                for (int kj = 0; kj < s->kw; kj++, wp += OV * VL) bcast_step(acc, x, (size_t)ki * g->wp + kj, wp);
+#pragma GCC unroll 16
+            for (int t = 0; t < NS; t++) x[t] += g->plane;
+        }
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < OV; v++) {
+        VEC b = v_loadu(bias + VL * v);
+#pragma GCC unroll 16
+        for (int t = 0; t < NS; t++) {
+            VEC out = v_add(acc[t][v], b);
+            if (relu) out = v_max(out, v_zero());  /* 0 for a NaN too, as the ReLU's mask reads it */
+            v_storeu(yt + (size_t)t * ldt + VL * v, out);
+        }
+    }
+}
+
+/* y (OC, P) at outputs p0 .. p0+n-1 = yt (n x OCw, by position) transposed, VL x VL blocks;
+ * the edges through a block on the stack */
+KERNEL static void untranspose(float *y, int p, const float *yt, int ldt, int p0, int n, int oc) {
+    for (int o0 = 0; o0 < oc; o0 += VL)
+        for (int i = 0; i < n; i += VL) {
+            const float *src = yt + (size_t)i * ldt + o0;
+            float *dst = y + (size_t)o0 * p + p0 + i;
+            if (o0 + VL <= oc && i + VL <= n) {
+                transpose_block(dst, (size_t)p, src, (size_t)ldt);
+                continue;
+            }
+            float blk[VL * VL];
+            transpose_block(blk, VL, src, (size_t)ldt);
+            int rows = oc - o0 < VL ? oc - o0 : VL, cols = n - i < VL ? n - i : VL;
+            for (int r = 0; r < rows; r++) memcpy(dst + (size_t)r * p, blk + r * VL, sizeof(float) * cols);
+        }
+}
+
 KERNEL static void forward(float *y, const float *x, const float *packed, const float *b,
                            const taas_conv2d_shape *s, float *mine, int relu) {
     geom g = geometry(s);
     const float *xp = pad_image(mine, x, s, &g);
-    size_t ldy = (size_t)g.oh * g.ow;
-    for (int q0 = 0; q0 < g.qe; q0 += NV * VL) {
-        MASK m[NV];
-        out_map om;
-        tile_masks(m, q0, g.qe);
-        out_pieces(&om, q0, &g);
-        int full = q0 + NV * VL <= g.qe;
-        for (int ob = 0; ob < g.ocp / MR; ob++) {
-            int rows = s->oc - ob * MR < MR ? s->oc - ob * MR : MR;
-            float bias[MR];
-            for (int r = 0; r < MR; r++) bias[r] = b && r < rows ? b[ob * MR + r] : 0.0f;
-            float *yb = y + (size_t)ob * MR * ldy;
-            const float *wp = packed + (size_t)ob * g.k * MR;
-            if (full) fwd_tile(yb, ldy, rows, bias, relu, wp, xp, s, &g, q0, m, &om, 1);
-            else fwd_tile(yb, ldy, rows, bias, relu, wp, xp, s, &g, q0, m, &om, 0);
+    float *yt = mine + g.xp;  /* a chunk of outputs by position: CHUNK x OCw */
+    int bl = OV * VL;
+    float bias[OV * VL];
+    /* chunks of outputs, each written out while it is in cache and between the tiles' work */
+    for (int c0 = 0; c0 < g.p; c0 += CHUNK) {
+        int n = g.p - c0 < CHUNK ? g.p - c0 : CHUNK;
+        for (int ob = 0; ob < g.ocw / bl; ob++) {
+            for (int l = 0; l < bl; l++) bias[l] = b && ob * bl + l < s->oc ? b[ob * bl + l] : 0.0f;
+            const float *wb = packed + (size_t)ob * g.k * bl;
+            for (int p0 = c0; p0 < c0 + n; p0 += NS) {
+                const float *cols[NS];
+                for (int t = 0; t < NS; t++) {
+                    int p = p0 + t < g.p ? p0 + t : g.p - 1;  /* past the last: its rows are slack */
+                    cols[t] = xp + (size_t)(p / g.ow) * g.wp + p % g.ow;
+                }
+                fwd_tile(yt + (size_t)(p0 - c0) * g.ocw + ob * bl, g.ocw, wb, cols, bias, relu, s, &g);
+            }
         }
+        untranspose(y, g.p, yt, g.ocw, c0, n, s->oc);
     }
 }
 
