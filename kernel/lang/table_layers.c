@@ -302,10 +302,10 @@ const taas_row taas_rows_layers[] = {
     {LAYER("GELU", GELU_P, "The Gaussian error linear unit x * Phi(x), element-wise.")},
     {LAYER("Dropout", DROPOUT_P,
            "During training, zeroes each element with probability p and scales the rest by "
-           "1 / (1 - p); does nothing in evaluation.")},
+           "1 / (1 - p); does nothing in evaluation, nor with p = 0 (it then costs nothing).")},
     {LAYER("Dropout2d", DROPOUT_P,
            "During training, zeroes whole channels of an (N, C, H, W) input with probability p "
-           "and scales the rest by 1 / (1 - p); does nothing in evaluation.")},
+           "and scales the rest by 1 / (1 - p); does nothing in evaluation, nor with p = 0.")},
     {LAYER("BatchNorm1d", BATCHNORM_P,
            "Batch normalisation over an (N, C) or (N, C, L) input: each channel is normalised "
            "by the batch's mean and variance in training and by the running ones in evaluation."),
