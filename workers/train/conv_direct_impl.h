@@ -42,7 +42,7 @@ static geom geometry(const taas_conv2d_shape *s) {
      * dropped anyway */
     g.qe = (g.oh - 1) * g.wp + g.ow;
     g.plane = (size_t)g.hp * g.wp;
-    /* a read at q + ki*Wp + kj, q < ldq, ends at most KW + VL floats past the last plane */
+    /* with slack past the last plane (zeroed when padded); no read reaches it: tiles stop at qe */
     g.xp = ((size_t)s->c * g.plane + (size_t)s->kw + 2 * VL + VL - 1) / VL * VL;
     g.k = s->c * s->kh * s->kw;
     g.cp = (s->c + MR - 1) / MR * MR;
