@@ -50,13 +50,17 @@ def start_server(latency, rate, tmp, root=FASHION):
     return proc, int(open(portfile).read())
 
 
-def run_job(k, port, cpus, units):
-    code = ("#pragma taas --gpus 2 --cpus %d --units %d\n"
+def run_fit(k, cpus, units, timeout=7200):
+    """The §1 job in a `#pragma taas --gpus 2 --cpus CPUS --units UNITS` cell on the registered
+    `train`: (its streams' text, its messages, wall seconds, the match of its summary line:
+    group 1 the job's time, 2 and 3 the ranks' wait over the whole run and after the first
+    batch). Shared with pool_bench.py."""
+    code = ("#pragma taas --gpus 2 --cpus %s --units %d\n"
             "net = %s\n"
             "fit(net, train, epochs=1, loss=NLLLoss(), optimizer=Adadelta(lr=1.0), seed=1)" % (cpus, units, NET))
     t = time.monotonic()
-    reply, msgs = k.execute(code, timeout=3600)
-    secs = time.monotonic() - t
+    reply, msgs = k.execute(code, timeout=timeout)
+    wall = time.monotonic() - t
     if reply["content"]["status"] != "ok":
         raise SystemExit("the job failed: %s" % msgs)
     text = "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
@@ -64,6 +68,11 @@ def run_job(k, port, cpus, units):
                   r"first batch\)", text)
     if not m:
         raise SystemExit("no summary line in:\n" + text)
+    return text, msgs, wall, m
+
+
+def run_job(k, cpus, units):
+    _, msgs, secs, m = run_fit(k, cpus, units, timeout=3600)
     rate = re.findall(r"([0-9,]+) samples/s", "".join(
         m2["content"]["data"]["text/plain"] for m2 in msgs if m2["msg_type"] == "update_display_data"))
     return float(m.group(2)), float(m.group(3)), secs, rate[-1] if rate else "?"
@@ -91,7 +100,7 @@ def main():
             assert reply["content"]["status"] == "ok", msgs
             rows = []
             for c in [int(x) for x in args.cpus.split(",")]:
-                rows.append((c,) + run_job(k, port, c, args.units))
+                rows.append((c,) + run_job(k, c, args.units))
         finally:
             k.close()
             server.terminate()

@@ -25,7 +25,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 
 import numpy
 
@@ -34,7 +33,7 @@ SOURCE = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(SOURCE, "tests", "lib"))
 sys.path.insert(0, HERE)
 from loader_bench import machine  # noqa: E402  (one description of the machine for RESULTS.md)
-from offload_bench import FASHION, NET, start_server  # noqa: E402  (the §1 job and the slow server)
+from offload_bench import FASHION, run_fit, start_server  # noqa: E402  (the §1 job and the slow server)
 
 def idx(path):
     with gzip.open(path) as f:
@@ -53,20 +52,11 @@ def seconds(text):
 
 
 def run_job(k, cpus, units):
-    code = ("#pragma taas --gpus 2 --cpus %s --units %d\n"
-            "net = %s\n"
-            "fit(net, train, epochs=1, loss=NLLLoss(), optimizer=Adadelta(lr=1.0), seed=1)" % (cpus, units, NET))
-    t = time.monotonic()
-    reply, msgs = k.execute(code, timeout=7200)
-    wall = time.monotonic() - t
-    if reply["content"]["status"] != "ok":
-        raise SystemExit("the job failed: %s" % msgs)
-    text = "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
-    m = re.search(r"done: .* in (.+?); the ranks waited for data ([0-9.]+)% of the time \(([0-9.]+)% after the "
-                  r"first batch\).*?; ([0-9.]+) machine-hours of the ranks' machines, ([0-9.]+) of loader machines",
-                  text)
-    if not m:
-        raise SystemExit("no summary line in:\n" + text)
+    text, msgs, wall, m = run_fit(k, cpus, units)
+    line = text[m.end():].split("\n", 1)[0]  # the rest of the summary line
+    hours = re.search(r"([0-9.]+) machine-hours of the ranks' machines, ([0-9.]+) of loader machines", line)
+    if not hours:
+        raise SystemExit("no machine-hours in the summary line:\n" + text)
     secs = seconds(m.group(1))
     displays = [d["content"]["data"]["text/plain"] for d in msgs if d["msg_type"] == "update_display_data"]
     estimate = None
@@ -79,7 +69,7 @@ def run_job(k, cpus, units):
     speed = re.search(r"done after .*?, ([0-9,]+) samples/s while training", displays[-1])
     changes = re.findall(r"^loaders (\d+ → \d+): .*$", text, re.M)
     return {"cpus": cpus, "secs": secs, "wall": wall, "wait": float(m.group(3)),
-            "loader_s": float(m.group(5)) * 3600, "rate": int(speed.group(1).replace(",", "")) if speed else 0,
+            "loader_s": float(hours.group(2)) * 3600, "rate": int(speed.group(1).replace(",", "")) if speed else 0,
             "estimate": estimate, "changes": changes}
 
 
