@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "cluster.h"
 #include "config_file.h"
+#include "cpu.h"
 #include "pragma.h"
 #include "utf8.h"
 
@@ -17,7 +18,7 @@
 #define WHERE "\"cluster\""
 
 static const char *const CLUSTER_KEYS[] = {"backend", "kernel_address", "loaders", "worker", "ssh_config", "hosts",
-                                           "munge_socket"};
+                                           "munge_socket", "kernels"};
 #define NCLUSTER_KEYS (sizeof CLUSTER_KEYS / sizeof CLUSTER_KEYS[0])
 static const char *const HOST_KEYS[] = {"name", "address", "gpus", "cpus"};
 #define NHOST_KEYS (sizeof HOST_KEYS / sizeof HOST_KEYS[0])
@@ -28,7 +29,7 @@ static const char *const BACKENDS[] = {"local", "slurm", "ssh"};
                     "\"gpus\": 8, \"cpus\": 96}, {\"name\": \"cpu1\", \"gpus\": 0, \"cpus\": 32}]}"
 #define CLUSTER_HOLDS "\"cluster\" holds \"backend\" (required: \"local\", \"slurm\" or \"ssh\") and optionally " \
                       "\"kernel_address\", \"loaders\" (a machine configuration without GPUs), \"worker\" " \
-                      "(taas-worker's absolute path on the hosts), for ssh \"hosts\" (required) and " \
+                      "(taas-worker's absolute path on the hosts), \"kernels\" (the ranks' kernel set), for ssh \"hosts\" (required) and " \
                       "\"ssh_config\", for slurm \"munge_socket\"; see docs/pragma.md"
 #define HOST_HOLDS "a host holds \"name\" (required), \"address\" (optional: what ssh connects to; default " \
                    "the name), \"gpus\" (required, 0 to 4096) and \"cpus\" (required, 1 to 65536), e.g. " \
@@ -307,6 +308,16 @@ static int parse_cluster(const char *path, const json_t *sec, taas_cluster *c, t
         return -1;
     if (sc && parse_path(path, "ssh_config", sc, "/home/me/.ssh/config", c->ssh_config, sizeof c->ssh_config, err))
         return -1;
+    const json_t *ks = json_object_get(sec, "kernels");
+    c->kernels = -1;
+    if (ks) {
+        const char *hint = "\"kernels\" names the kernel set every rank runs: \"avx512\", \"avx2\" or \"generic\" "
+                           "(leave it out for the best every rank's host runs); see docs/training.md";
+        if (need_string(path, WHERE, "kernels", ks, hint, err)) return -1;
+        if ((c->kernels = taas_cpu_parse(json_string_value(ks))) < 0)
+            return taas_cfile_error(err, path, hint, WHERE ": \"kernels\" must be \"avx512\", \"avx2\" or \"generic\", "
+                                    "not %s", taas_cfile_shown(shown, sizeof shown, ks));
+    }
     const json_t *l = json_object_get(sec, "loaders");
     if (l && need_string(path, WHERE, "loaders", l,
                          "name a machine configuration without GPUs, e.g. \"loaders\": \"" DEFAULT_LOADERS "\"", err))
@@ -317,6 +328,7 @@ static int parse_cluster(const char *path, const json_t *sec, taas_cluster *c, t
 
 static void defaults(taas_cluster *c) {
     memset(c, 0, sizeof *c);
+    c->kernels = -1;
     snprintf(c->backend, sizeof c->backend, "local");
     snprintf(c->loaders, sizeof c->loaders, DEFAULT_LOADERS);
 }

@@ -13,6 +13,8 @@
  *     "worker": "/usr/local/bin/taas-worker",    optional: taas-worker's path on the hosts
  *                                                (default: the path of the kernel's own)
  *     "ssh_config": "/home/me/.ssh/config",      ssh only, optional: `ssh -F` this file
+ *     "kernels": "avx2",                         optional: the kernel set every rank runs
+ *                                                (default: the best every rank's host runs)
  *     "munge_socket": "/run/munge/munge.socket.2",  slurm only, optional: munged's socket on
  *                                                this machine and the hosts (the job's keys
  *                                                travel in a MUNGE credential)
@@ -46,6 +48,7 @@ typedef struct taas_cluster {
     char worker[1024];          /* "" when not given */
     char ssh_config[1024];      /* "" when not given */
     char munge_socket[1024];    /* "" when not given: munge's default */
+    int kernels;                /* a taas_cpu_set (cpu.h), or -1 when not given */
     taas_cluster_host *hosts;   /* malloc'd; ssh only */
     size_t nhosts;
     char path[1024];            /* the file it was read from ("" for the default local) */

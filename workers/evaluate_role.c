@@ -33,7 +33,8 @@ json_t *taas_evaluate_spec(const json_t *job, taas_error *err) {
     }
     long long units, seed;
     taas_train_loss loss;
-    if (taas_train_int(job, "the job spec", "units", 0, 0, INT64_MAX, &units, err) ||
+    if (taas_train_kernels(job, err) ||
+        taas_train_int(job, "the job spec", "units", 0, 0, INT64_MAX, &units, err) ||
         taas_train_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &seed, err) ||
         taas_train_loss_parse(json_object_get(job, "loss"), &loss, err))
         return NULL;

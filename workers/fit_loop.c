@@ -11,6 +11,7 @@
 
 #include "bounds.h"
 #include "checkpoint.h"
+#include "cpu.h"
 #include "clock.h"
 #include "engine.h"
 #include "errnames.h"
@@ -104,6 +105,7 @@ static json_t *checkpoint_meta(const taas_fit *f, long long e, long long s, doub
     json_object_set_new(m, "step", json_integer(s));
     json_object_set_new(m, "steps", json_integer(f->steps));
     json_object_set_new(m, "world", json_integer(f->coll->world));
+    json_object_set_new(m, "kernels", json_string(taas_cpu_set_name(taas_cpu_kernels())));
     json_object_set_new(m, "seed", json_integer(f->seed));
     json_object_set_new(m, "epochs", json_integer(f->epochs));
     json_object_set_new(m, "units", json_integer(f->units));
@@ -210,6 +212,7 @@ static int setup(taas_fit *f, taas_error *err) {
         taas_error_hint(err, "run evaluate jobs with taas-worker evaluate");
         return -1;
     }
+    if (taas_train_kernels(job, err)) return -1;
     if (taas_train_int(job, "the job spec", "epochs", 1, 1, TAAS_MAX_EPOCHS, &f->epochs, err) ||
         taas_train_int(job, "the job spec", "units", 0, 0, INT64_MAX, &f->units, err) ||
         taas_train_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &f->seed, err) ||

@@ -107,11 +107,16 @@ int taas_train_evaluate(taas_model *m, taas_train_loader *l, taas_train_loss *lo
 int taas_train_int(const json_t *o, const char *ctx, const char *key, long long dflt, long long min,
                  long long max, long long *out, taas_error *err);
 
-/* The job spec from a file, or stdin for "-": a JSON object. */
+/* The spec's "kernels" (docs/jobspec.md), the set the kernel chose for every rank: this
+ * process takes it (cpu.h, and OpenBLAS's core with it) before its model exists. A spec
+ * without one keeps the process's own set. 0, or -1 with err. */
+int taas_train_kernels(const json_t *job, taas_error *err);
+
 /* Runs an evaluate job spec (docs/jobspec.md): {"event": "done", "loss", "accuracy",
  * "samples"} (new reference), or NULL with err. evaluate_role.c. */
 json_t *taas_evaluate_spec(const json_t *job, taas_error *err);
 
+/* The job spec from a file, or stdin for "-": a JSON object. */
 json_t *taas_train_read(const char *path, taas_error *err);
 
 /* {"event": "error", ...} on stdout; step < 0 prints null. */

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
+#include "cpu.h"
 #include "errnames.h"
 #include "role.h"
 #include "train_job.h"
@@ -14,6 +16,21 @@ int taas_train_emit(json_t *j) {
     fflush(stdout);
     json_decref(j);
     return rc;
+}
+
+int taas_train_kernels(const json_t *job, taas_error *err) {
+    const json_t *k = json_object_get(job, "kernels");
+    if (!k || json_is_null(k)) return 0;
+    int set = taas_cpu_parse(json_string_value(k));
+    if (set < 0) {
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's \"kernels\" must be \"avx512\", \"avx2\" or "
+                       "\"generic\"");
+        taas_error_hint(err, "the kernel and worker may be of different builds");
+        return -1;
+    }
+    if (taas_cpu_use((taas_cpu_set)set, err)) return -1;
+    taas_blas_follow();
+    return 0;
 }
 
 json_t *taas_train_read(const char *path, taas_error *err) {

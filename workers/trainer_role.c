@@ -13,6 +13,7 @@
 #include <zmq.h>
 
 #include "collective.h"
+#include "cpu.h"
 #include "engine.h"
 #include "errnames.h"
 #include "fit_loop.h"
@@ -130,7 +131,9 @@ static int sized(const taas_offload *o) {
 static int run(rank_ctx *rc, const char *control, const char *keys_file, long long *step, taas_error *err) {
     char id[32];
     snprintf(id, sizeof id, "rank.%d", rc->coll.rank);
-    json_t *hello = json_pack("{s:s, s:i}", "role", "trainer", "rank", rc->coll.rank);
+    /* the set this host runs (TAAS_CPU may lower it): the kernel gives every rank the lowest */
+    json_t *hello = json_pack("{s:s, s:i, s:s}", "role", "trainer", "rank", rc->coll.rank, "cpu",
+                              taas_cpu_set_name(taas_cpu_kernels()));
     int joined = taas_offload_join(control, id, hello, keys_file, &rc->job, err);
     rc->ctl = rc->job.ctl;
     if (joined) return -1;

@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "cpu.h"
 #include "errnames.h"
 #include "fdio.h"
 #include "job_priv.h"
@@ -218,6 +219,46 @@ static void on_error_msg(taas_job *j, const char *peer, int r, const json_t *b) 
     if (first && r < 0) j->failed_by_loader = 1;
 }
 
+/* Every rank said hello: the kernel set they all run (the asked one, else the lowest of
+ * their hosts'), in the spec; one that cannot run it is the job's error, before any step. */
+static int decide_kernels(taas_job *j) {
+    int set = j->kernels_asked, low = TAAS_CPU_AVX512;
+    for (int r = 0; r < j->world; r++)
+        if (j->ranks[r].cpu < low) low = j->ranks[r].cpu;
+    if (set < 0) set = low;
+    for (int r = 0; r < j->world; r++) {
+        const job_rank *k = &j->ranks[r];
+        if (k->cpu >= set) continue;
+        if (k->cpu < 0) {
+            fail(j, TAAS_ERR_OFFLOAD, "install the same taas on every host (or give its path as \"worker\" in the "
+                 "cluster section)", "rank %d on %s did not say which kernels its CPU runs", r, k->host);
+            return -1;
+        }
+        fail(j, TAAS_ERR_OFFLOAD, NULL, "rank %d on %s cannot run the %s kernels the job asks for (%s): its CPU runs "
+             "up to %s", r, k->host, taas_cpu_set_name((taas_cpu_set)set), j->kernels_why,
+             taas_cpu_set_name((taas_cpu_set)k->cpu));
+        taas_error_hint(&j->failure, "name a set every rank's host runs (\"kernels\" in the cluster section of the "
+                        "configuration file, or TAAS_CPU), or leave it out for the best they all run; weights then "
+                        "match only runs with the same set");
+        return -1;
+    }
+    j->kernels = set;
+    json_object_set_new(j->spec, "kernels", json_string(taas_cpu_set_name((taas_cpu_set)set)));
+    if (j->offloaded && !j->said_kernels) {
+        char line[sizeof j->kernels_why + 96];
+        snprintf(line, sizeof line, "kernels: %s on every rank (%s)\n", taas_cpu_set_name((taas_cpu_set)set),
+                 j->kernels_asked >= 0 ? j->kernels_why : "the best every rank's host runs");
+        say(j->io, "stdout", line);
+        j->said_kernels = 1;
+    }
+    /* resumed, the job keeps its set, wherever its ranks are then */
+    if (j->kernels_asked < 0) {
+        j->kernels_asked = set;
+        snprintf(j->kernels_why, sizeof j->kernels_why, "the job's own, kept when it resumes");
+    }
+    return 0;
+}
+
 static void on_hello(taas_job *j, const char *peer, int r, job_loader *l, const json_t *b) {
     const char *host = json_string_value(json_object_get(b, "host"));
     pid_t pid = (pid_t)json_integer_value(json_object_get(b, "pid"));
@@ -225,9 +266,15 @@ static void on_hello(taas_job *j, const char *peer, int r, job_loader *l, const 
         job_rank *k = &j->ranks[r];
         k->hello = 1;
         k->pid = pid;
+        k->cpu = taas_cpu_parse(json_string_value(json_object_get(b, "cpu")));
         snprintf(k->host, sizeof k->host, "%s", host ? host : "?");
-        j->nhello++;
-        send_spec(j, peer, r, NULL);
+        /* the spec goes out once every rank said what it runs */
+        if (++j->nhello < j->world || decide_kernels(j)) return;
+        for (int q = 0; q < j->world; q++) {
+            char id[32];
+            snprintf(id, sizeof id, "rank.%d", q);
+            send_spec(j, id, q, NULL);
+        }
     } else if (l && !l->hello) {
         l->hello = 1;
         l->pid = pid;

@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "buf.h"
+#include "cpu.h"
 #include "errnames.h"
 #include "job_priv.h"
 #include "jobctl.h"
@@ -118,6 +119,36 @@ int taas_job_read_weights(taas_job *j, const char *path, taas_error *err) {
     return 0;
 }
 
+/* The kernel set the job asks its ranks for, and why: TAAS_CPU in the kernel's environment,
+ * else the cluster section's "kernels" (config), else the checkpoint's that a resumed fit
+ * goes on from (the spec's "kernels"), else none (-1: the best every rank's host runs). */
+static int asked_kernels(taas_job *j, int config, taas_error *err) {
+    const char *env = getenv("TAAS_CPU");
+    const char *ckpt = json_string_value(json_object_get(j->spec, "kernels"));
+    j->kernels = j->kernels_asked = -1;
+    if (env && *env) {
+        if ((j->kernels_asked = taas_cpu_parse(env)) < 0) {
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "TAAS_CPU=%.40s names no kernel set", env);
+            taas_error_hint(err, "use avx512, avx2 or generic, or leave TAAS_CPU unset for the best every rank's host "
+                                 "runs");
+            return -1;
+        }
+        snprintf(j->kernels_why, sizeof j->kernels_why, "TAAS_CPU");
+    } else if (config >= 0) {
+        j->kernels_asked = config;
+        snprintf(j->kernels_why, sizeof j->kernels_why, "\"kernels\" in %s", j->cluster.path);
+    } else if (ckpt) {
+        j->kernels_asked = taas_cpu_parse(ckpt);
+        snprintf(j->kernels_why, sizeof j->kernels_why, "the checkpoint's, which the fit goes on from");
+    }
+    if (ckpt && j->kernels_asked >= 0 && taas_cpu_parse(ckpt) != j->kernels_asked) {
+        size_t n = strlen(j->kernels_why);
+        snprintf(j->kernels_why + n, sizeof j->kernels_why - n, "; the checkpoint's were %.16s: the numbers from "
+                 "here on differ from an uninterrupted run's", ckpt);
+    }
+    return 0;
+}
+
 int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_error *err) {
     const taas_pragma *pr = cfg->pragma;
     j->offloaded = pr != NULL;
@@ -144,6 +175,7 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
     if (!j->spec) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the job spec");
     j->be = cfg->backend ? cfg->backend : &taas_backend_local;
     if (pr && !cfg->backend && taas_cluster_load(&j->cluster, err)) return -1;
+    if (asked_kernels(j, pr && !cfg->backend ? j->cluster.kernels : -1, err)) return -1;
     static const taas_backend *const backends[] = {&taas_backend_local, &taas_backend_ssh, &taas_backend_slurm};
     for (size_t i = 0; pr && !cfg->backend && i < sizeof backends / sizeof backends[0]; i++)
         if (!strcmp(j->cluster.backend, backends[i]->name)) j->be = backends[i];

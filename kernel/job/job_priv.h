@@ -20,6 +20,7 @@
 
 typedef struct job_rank {
     int hello, ready;
+    int cpu;              /* the kernel set its host runs (cpu.h), as its hello said */
     pid_t pid;
     char host[64];
     char data[160];       /* its data plane endpoint */
@@ -96,6 +97,12 @@ struct taas_job {
     int have_weights;
     int ranks_ended;      /* the backend saw the ranks' processes end */
     int said_where;       /* the "started:" line is out */
+    /* the kernel set of every rank (cpu.h): asked for (-1: the best every rank's host runs)
+     * and why, then what the ranks were given (-1 until every rank said hello); a resumed
+     * job keeps it */
+    int kernels_asked, kernels;
+    char kernels_why[PATH_MAX + 64];
+    int said_kernels;
     /* the end */
     int failed;
     int failed_by_loader; /* the failure is a loader's (a rank's death that follows is its cause) */

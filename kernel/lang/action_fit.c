@@ -13,6 +13,7 @@
 
 #include "checkpoint.h"
 #include "clock.h"
+#include "cpu.h"
 #include "dataview.h"
 #include "errnames.h"
 #include "fit.h"
@@ -139,6 +140,9 @@ static json_t *resume_from(taas_call_ctx *cx, const taas_value *model, const cha
         cx->err->pos = cx->pos;
         return NULL;
     }
+    /* the set it was trained with: the job keeps it (docs/training.md) */
+    const char *kernels = json_string_value(json_object_get(meta, "kernels"));
+    rs->kernels = taas_cpu_parse(kernels);
     rs->epoch = (long long)json_integer_value(json_object_get(meta, "epoch"));
     rs->step = (long long)json_integer_value(json_object_get(meta, "step"));
     json_decref(meta);
@@ -153,13 +157,14 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_need_session(cx, "fit") || check_model(cx, a[0], a[1], a[3], NULL) ||
         (a[6]->type != TAAS_V_NONE && check_model(cx, a[0], a[6], a[3], "validate")))
         return -1;
-    taas_fit_resume rs = {(int)a[11]->u.i, 0, 0};
+    taas_fit_resume rs = {(int)a[11]->u.i, 0, 0, -1};
     json_t *from = a[10]->type == TAAS_V_NONE ? NULL : resume_from(cx, a[0], a[10]->u.str.s, &rs);
     if (a[10]->type != TAAS_V_NONE && !from) return -1;
     json_t *job = job_spec("fit", a[0], a[1], a[8]);
     if (from) {  /* the checkpoint's weights, optimizer state and position, not the model's */
         json_object_set_new(job, "weights", from);
         json_object_set_new(job, "resume", json_true());
+        if (rs.kernels >= 0) json_object_set_new(job, "kernels", json_string(taas_cpu_set_name((taas_cpu_set)rs.kernels)));
     }
     json_object_set_new(job, "checkpoint_every", a[9]->type == TAAS_V_INT   ? json_integer(a[9]->u.i)
                                                  : a[9]->type == TAAS_V_STR ? json_string(a[9]->u.str.s)

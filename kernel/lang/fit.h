@@ -21,6 +21,7 @@ int taas_load_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taa
 typedef struct taas_fit_resume {
     int max_restarts;
     long long epoch, step;   /* 0-based epoch, step in it (the spec's "resume") */
+    int kernels;             /* the checkpoint's kernel set (cpu.h), or -1 when it names none */
 } taas_fit_resume;
 
 /* action_job.c: fit() as a job, offloaded by the cell's pragma (pr), or one rank here (pr

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "blas.h"
+#include "cpu.h"
 
 static float *rnd(size_t n, unsigned seed) {
     float *p = malloc(n * sizeof *p);
@@ -72,31 +73,38 @@ static void test_sgemm_repeats(void **state) {
     free(a), free(b), free(c1), free(c2);
 }
 
-/* On a CPU with AVX-512 (or AVX2), OpenBLAS runs kernels that use it, whatever its own
- * detection made of the CPU model, unless OPENBLAS_CORETYPE chose otherwise. */
-static void test_kernel_set_fits_the_cpu(void **state) {
+/* OpenBLAS runs the one core of the kernel set in use, whatever its own detection made of the
+ * CPU and whatever OPENBLAS_CORETYPE says (tests/CMakeLists.txt runs this test with it set to
+ * a core no set uses), and it follows a job's set (taas_cpu_use). */
+static void test_core_is_the_sets(void **state) {
     (void)state;
+    static const char *const cores[] = {"Nehalem", "Haswell", "SkylakeX"};
     const char *core = taas_blas_core();
     assert_non_null(core);
-    if (getenv("OPENBLAS_CORETYPE")) return;
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    if (avx512 && strcasecmp(core, "SkylakeX") && strcasecmp(core, "Cooperlake") &&
-        strcasecmp(core, "SapphireRapids"))
-        fail_msg("the CPU has AVX-512 but OpenBLAS runs its %s kernels", core);
-    if (!avx512 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        !strcasecmp(core, "Prescott"))
-        fail_msg("the CPU has AVX2 but OpenBLAS runs its %s kernels", core);
-#endif
+    taas_cpu_set own = taas_cpu_kernels();
+    if (strcasecmp(core, cores[own])) fail_msg("the %s set runs OpenBLAS's %s core", taas_cpu_set_name(own), core);
+    taas_error err;
+    for (int s = (int)taas_cpu_best(); s >= 0; s--) {
+        assert_int_equal(taas_cpu_use((taas_cpu_set)s, &err), 0);
+        taas_blas_follow();
+        if (strcasecmp(taas_blas_core(), cores[s]))
+            fail_msg("the job's %s set runs OpenBLAS's %s core", taas_cpu_set_name((taas_cpu_set)s), taas_blas_core());
+    }
+    if (taas_cpu_best() < TAAS_CPU_AVX512) {  /* a set the CPU lacks is an error, and nothing changes */
+        assert_int_equal(taas_cpu_use(TAAS_CPU_AVX512, &err), -1);
+        assert_non_null(strstr(err.message, "cannot run the job's avx512 kernels"));
+        assert_int_equal(taas_cpu_kernels(), TAAS_CPU_GENERIC);
+    }
+    assert_int_equal(taas_cpu_use(own, &err), 0);
+    taas_blas_follow();
+    assert_string_equal(taas_blas_core(), cores[own]);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgemm_matches_loops),
         cmocka_unit_test(test_sgemm_repeats),
-        cmocka_unit_test(test_kernel_set_fits_the_cpu),
+        cmocka_unit_test(test_core_is_the_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

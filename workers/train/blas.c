@@ -17,21 +17,10 @@ extern void gotoblas_dynamic_quit(void) __attribute__((weak));
  * OpenBLAS runs single-threaded. */
 extern int blas_thread_shutdown_(void) __attribute__((weak));
 
-/* How much SIMD a kernel set uses: 0 SSE, 1 AVX, 2 AVX2+FMA, 3 AVX-512. */
-static int core_level(const char *name) {
-    static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
-    static const char *const avx2[] = {"Haswell", "Zen", "Excavator", "Steamroller"};
-    for (size_t i = 0; i < sizeof avx512 / sizeof *avx512; i++)
-        if (!strcasecmp(name, avx512[i])) return 3;
-    for (size_t i = 0; i < sizeof avx2 / sizeof *avx2; i++)
-        if (!strcasecmp(name, avx2[i])) return 2;
-    if (!strcasecmp(name, "Sandybridge") || !strcasecmp(name, "Bulldozer") || !strcasecmp(name, "Piledriver"))
-        return 1;
-    return 0;
-}
-
-/* OpenBLAS's core for the process's kernel set (cpu.h): its AVX-512, AVX2 or baseline
- * kernels, so that TAAS_CPU lowers OpenBLAS with the rest. */
+/* OpenBLAS's core for the kernel set in use (cpu.h), always the same one, so that every
+ * host of a job sums its products in the same order: whatever OpenBLAS picked itself (it
+ * takes unknown CPUs for old ones, and an AVX-512 CPU for a SkylakeX, Cooperlake or
+ * SapphireRapids), and whatever OPENBLAS_CORETYPE in a host's environment says. */
 static const char *core_for_set(void) {
     switch (taas_cpu_kernels()) {
     case TAAS_CPU_AVX512: return "SkylakeX";
@@ -40,29 +29,42 @@ static const char *core_for_set(void) {
     }
 }
 
+/* OpenBLAS reads its core from OPENBLAS_CORETYPE when it starts again: the variable is set
+ * for that moment, then the environment is as it was (children see the user's). It runs
+ * before main (the constructor below), while the process has one thread, and in a rank once
+ * more, from taas_blas_follow, before any compute thread exists (ZeroMQ's and Open MPI's
+ * threads do not read the environment after they start). */
+static void follow(void) {
+    if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;  /* a build for one CPU */
+    const char *want = core_for_set();
+    if (!strcasecmp(openblas_get_corename(), want)) return;
+    const char *had = getenv("OPENBLAS_CORETYPE");
+    char saved[64] = "";
+    int restore = had && strlen(had) < sizeof saved;
+    if (restore) strcpy(saved, had);
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    gotoblas_dynamic_quit();
+    gotoblas_dynamic_init();
+    if (restore) setenv("OPENBLAS_CORETYPE", saved, 1);
+    else unsetenv("OPENBLAS_CORETYPE");
+}
+
 static void setup_once(void) {
     openblas_set_num_threads(1);
     /* Its idle threads spin for a while after start and would take turns on the cores
      * with the OpenMP threads (measured: parallel regions 8 ms late for the first second). */
     if (blas_thread_shutdown_) blas_thread_shutdown_();
-    if (getenv("OPENBLAS_CORETYPE") || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
-    const char *want = core_for_set();
-    /* OpenBLAS's own pick stands unless it is below the set (it takes unknown CPUs for old
-     * ones) or TAAS_CPU asked for a lower set than it took */
-    int have = core_level(openblas_get_corename()), level = core_level(want);
-    int forced = taas_cpu_kernels() < taas_cpu_best();
-    if (have == level || (have > level && !forced)) return;
-    /* Runs before main (the constructor below), while the process has one thread: setenv
-     * is safe there, and the variable is gone again before anything else reads it. */
-    setenv("OPENBLAS_CORETYPE", want, 1);
-    gotoblas_dynamic_quit();
-    gotoblas_dynamic_init();
-    unsetenv("OPENBLAS_CORETYPE");
+    follow();
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 void taas_blas_setup(void) { pthread_once(&once, setup_once); }
+
+void taas_blas_follow(void) {
+    taas_blas_setup();
+    follow();
+}
 
 __attribute__((constructor)) static void setup_at_start(void) { taas_blas_setup(); }
 

@@ -8,11 +8,14 @@
 #include <cblas.h>
 
 /* Once per process, before any sgemm (cheap to call again; every layer that multiplies
- * calls it): makes OpenBLAS single-threaded, and when its CPU detection fell back to a
- * kernel older than the CPU (OpenBLAS 0.3.21 takes unknown Intel models, such as Emerald
- * Rapids, for a Prescott and runs SSE3 code on AVX-512 cores: 3.5x slower) switches it to
- * the newest kernel set the CPU supports. OPENBLAS_CORETYPE in the environment wins. */
+ * calls it): makes OpenBLAS single-threaded and gives it the one core of the kernel set in
+ * use (cpu.h): SkylakeX for avx512, Haswell for avx2, Nehalem for generic. Neither its own
+ * CPU detection (OpenBLAS 0.3.21 takes unknown Intel models, such as Emerald Rapids, for a
+ * Prescott and runs SSE3 code on AVX-512 cores: 3.5x slower) nor OPENBLAS_CORETYPE in the
+ * environment changes it: the same set sums in the same order on every host. */
 void taas_blas_setup(void);
+/* After taas_cpu_use changed the set: OpenBLAS's core follows it (before any compute thread). */
+void taas_blas_follow(void);
 /* The OpenBLAS kernel set in use ("SkylakeX", "Haswell", ...). */
 const char *taas_blas_core(void);
 
