@@ -18,7 +18,7 @@
 #define WHERE "\"cluster\""
 
 static const char *const CLUSTER_KEYS[] = {"backend", "kernel_address", "loaders", "worker", "ssh_config", "hosts",
-                                           "munge_socket", "kernels"};
+                                           "munge_socket", "kernels", "ssh"};
 #define NCLUSTER_KEYS (sizeof CLUSTER_KEYS / sizeof CLUSTER_KEYS[0])
 static const char *const HOST_KEYS[] = {"name", "address", "gpus", "cpus"};
 #define NHOST_KEYS (sizeof HOST_KEYS / sizeof HOST_KEYS[0])
@@ -29,8 +29,9 @@ static const char *const BACKENDS[] = {"local", "slurm", "ssh"};
                     "\"gpus\": 8, \"cpus\": 96}, {\"name\": \"cpu1\", \"gpus\": 0, \"cpus\": 32}]}"
 #define CLUSTER_HOLDS "\"cluster\" holds \"backend\" (required: \"local\", \"slurm\" or \"ssh\") and optionally " \
                       "\"kernel_address\", \"loaders\" (a machine configuration without GPUs), \"worker\" " \
-                      "(taas-worker's absolute path on the hosts), \"kernels\" (the ranks' kernel set), for ssh \"hosts\" (required) and " \
-                      "\"ssh_config\", for slurm \"munge_socket\"; see docs/pragma.md"
+                      "(taas-worker's absolute path on the hosts), \"kernels\" (the ranks' kernel set), for " \
+                      "ssh \"hosts\" (required), \"ssh_config\" and \"ssh\", for slurm \"munge_socket\"; see " \
+                      "docs/pragma.md"
 #define HOST_HOLDS "a host holds \"name\" (required), \"address\" (optional: what ssh connects to; default " \
                    "the name), \"gpus\" (required, 0 to 4096) and \"cpus\" (required, 1 to 65536), e.g. " \
                    "{\"name\": \"gpu1\", \"address\": \"10.0.0.21\", \"gpus\": 8, \"cpus\": 96}"
@@ -98,6 +99,25 @@ static int parse_path(const char *path, const char *key, const json_t *v, const 
                                     taas_cfile_shown(shown, sizeof shown, v));
     }
     memcpy(dst, s, len + 1);
+    return 0;
+}
+
+/* "ssh": a PATH_RULE path of plain characters only, since Open MPI hands it to a shell as
+ * its ssh agent (quoting it there cannot be made safe for every shell). */
+#define PLAIN_RULE "an absolute path of letters, digits and / . _ - + only"
+static int parse_plain_path(const char *path, const char *key, const json_t *v, const char *example, char *dst,
+                            size_t cap, taas_error *err) {
+    if (parse_path(path, key, v, example, dst, cap, err)) return -1;
+    for (const char *c = dst; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("/._-+", *c))
+            continue;
+        char shown[200], what[64], hint[256];
+        snprintf(hint, sizeof hint, "%s, e.g. \"%s\": \"%s\"", PLAIN_RULE, key, example);
+        int rc = taas_cfile_error(err, path, hint, WHERE ": \"%s\" may not contain %s, which a shell would read: %s",
+                                  key, taas_cfile_char(what, sizeof what, c), taas_cfile_shown(shown, sizeof shown, v));
+        dst[0] = '\0';
+        return rc;
+    }
     return 0;
 }
 
@@ -288,6 +308,12 @@ static int parse_cluster(const char *path, const json_t *sec, taas_cluster *c, t
                                 "\"backend\": \"ssh\"",
                                 WHERE ": \"ssh_config\" is for backend ssh only, not %s", c->backend);
 
+    const json_t *sp = json_object_get(sec, "ssh");
+    if (sp && !ssh)
+        return taas_cfile_error(err, path,
+                                "\"ssh\" names the ssh program of backend ssh: remove it, or write \"backend\": \"ssh\"",
+                                WHERE ": \"ssh\" is for backend ssh only, not %s", c->backend);
+    if (sp && parse_plain_path(path, "ssh", sp, "/usr/bin/ssh", c->ssh, sizeof c->ssh, err)) return -1;
     const json_t *ms = json_object_get(sec, "munge_socket");
     if (ms && strcmp(c->backend, "slurm") != 0)
         return taas_cfile_error(err, path,

@@ -13,6 +13,8 @@
  *     "worker": "/usr/local/bin/taas-worker",    optional: taas-worker's path on the hosts
  *                                                (default: the path of the kernel's own)
  *     "ssh_config": "/home/me/.ssh/config",      ssh only, optional: `ssh -F` this file
+ *     "ssh": "/usr/bin/ssh",                     ssh only, optional: the ssh program (default:
+ *                                                $TAAS_SSH, else ssh on PATH)
  *     "kernels": "avx2",                         optional: the kernel set every rank runs
  *                                                (default: the best every rank's host runs)
  *     "munge_socket": "/run/munge/munge.socket.2",  slurm only, optional: munged's socket on
@@ -47,6 +49,7 @@ typedef struct taas_cluster {
     char loaders[64];           /* a machine configuration's name; "c1.4" by default */
     char worker[1024];          /* "" when not given */
     char ssh_config[1024];      /* "" when not given */
+    char ssh[1024];             /* "" when not given */
     char munge_socket[1024];    /* "" when not given: munge's default */
     int kernels;                /* a taas_cpu_set (cpu.h), or -1 when not given */
     taas_cluster_host *hosts;   /* malloc'd; ssh only */

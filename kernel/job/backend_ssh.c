@@ -20,8 +20,11 @@
 #include "errnames.h"
 #include "worker.h"
 
-/* Seconds for every host to answer the check before the job starts. */
+/* Seconds for every host to answer the check before the job starts, and to confirm a
+ * cancel: a round trip through a bastion, or a loaded host, takes seconds, not one. */
 #define CHECK_S 30.0
+/* Seconds a host waits, after SIGKILL, for the job's processes to be gone. */
+#define GONE_S 10
 
 typedef struct ssh_state {
     char mpirun[PATH_MAX], ssh[PATH_MAX];
@@ -31,6 +34,7 @@ typedef struct ssh_state {
     int *loader_host;         /* the host of each loader slot */
     int *cpu_hosts, ncpu;     /* where loaders go */
     int killed;               /* the hosts were told to kill the job's pids */
+    int launches;             /* the ranks' launches: each has its own keys file */
     char keys_file[96];       /* on each rank host: the job's keys, mode 0600 */
     int *rank_hosts;          /* used[] of the hosts with ranks */
     job_procs procs;
@@ -222,7 +226,8 @@ static int ssh_plan(taas_job *j, const taas_io *io, taas_error *err) {
         taas_error_hint(err, "give \"worker\" in the cluster section of %s", cl->path);
         goto out;
     }
-    if (taas_program_find("ssh", "TAAS_SSH", "openssh-client", st->ssh, sizeof st->ssh, err) ||
+    if (cl->ssh[0]) snprintf(st->ssh, sizeof st->ssh, "%s", cl->ssh);
+    if ((!cl->ssh[0] && taas_program_find("ssh", "TAAS_SSH", "openssh-client", st->ssh, sizeof st->ssh, err)) ||
         taas_program_find("mpirun", "TAAS_MPIRUN", "openmpi-bin", st->mpirun, sizeof st->mpirun, err) ||
         check_hosts(j, st, used, err))
         goto out;
@@ -252,7 +257,8 @@ out:
  * mpirun's command line, nor in its environment, which Open MPI sends to its daemons in the
  * clear. */
 static int send_keys(taas_job *j, ssh_state *st, taas_error *err) {
-    snprintf(st->keys_file, sizeof st->keys_file, "/tmp/taas-keys-%s", j->id);
+    /* a launch's own name: a relaunch never meets a file of the job's, kept or not */
+    snprintf(st->keys_file, sizeof st->keys_file, "/tmp/taas-keys-%s-%d", j->id, st->launches++);
     taas_buf cmd = TAAS_BUF_INIT;
     taas_buf_puts(&cmd, "umask 077 && set -C && cat > ");
     shell_word(&cmd, st->keys_file);
@@ -342,10 +348,48 @@ static void ssh_watch(taas_job *j) {
     taas_procs_watch(j, &st->procs);
 }
 
+/* A host that did not confirm the cancel: a job that was to resume cannot (its old ranks
+ * may still run there); one that ends anyway says it. */
+static void fail_or_say(taas_job *j, const taas_cluster_host *h, const char *why) {
+    char what[1024];
+    snprintf(what, sizeof what, "host %s (%s) did not confirm that the job's processes are gone and its keys removed: "
+             "%.600s", h ? h->name : "?", h ? h->address : "?", why);
+    if (j->resuming) {
+        if (j->failed) return;
+        taas_job_fail(j, TAAS_ERR_OFFLOAD, NULL, "%s", what);
+        taas_error_hint(&j->failure, "check the host (ssh %s true), end any taas-worker left there, and run the cell "
+                        "again", h ? h->address : "HOST");
+        return;
+    }
+    char line[1100];
+    snprintf(line, sizeof line, "[job] %s\n", what);
+    if (j->io && j->io->stream) j->io->stream(j->io->ctx, "stderr", line);
+}
+
+/* The command that ends the job on one host: SIGKILL to its pids, its keys file removed,
+ * then a wait (GONE_S at most) until the pids are gone; "gone" on stdout says all of it held.
+ * The pids are numbers from the hellos; the keys file's name is the job's own. */
+static void cancel_command(const ssh_state *st, const taas_buf *pids, int keys, taas_buf *cmd) {
+    if (pids->len) taas_buf_printf(cmd, "kill -9%s 2>/dev/null; ", pids->data);
+    if (keys) {
+        taas_buf_puts(cmd, "rm -f ");
+        shell_word(cmd, st->keys_file);
+        taas_buf_puts(cmd, "|| exit 3; ");
+    }
+    /* gone: no /proc entry, or a zombie (its parent may be slow to reap it) */
+    if (pids->len)
+        taas_buf_printf(cmd, "for p in%s; do i=0; while :; do s=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -c1); "
+                        "[ -z \"$s\" ] || [ \"$s\" = Z ] && break; i=$((i+1)); [ $i -gt %d ] && exit 4; sleep 0.1; "
+                        "done; done; ", pids->data, GONE_S * 10);
+    taas_buf_puts(cmd, "echo gone");
+}
+
 /* Ends every process of the job on every host: the local ssh and mpirun go (a loader's stdin
  * closes, so it exits; Open MPI's daemons end their ranks when mpirun's connection goes),
- * and each host is told to kill the pids the workers gave in their hellos, in parallel, for
- * at most a second. */
+ * and each host is told to kill the pids the workers gave in their hellos and remove the
+ * keys, in parallel, and to say when they are gone: it waits for every host's word, CHECK_S
+ * at most, so that a relaunch never starts beside the old processes. A host that does not
+ * confirm is named: the job's error when it was to resume, a line otherwise. */
 static void ssh_cancel(taas_job *j) {
     ssh_state *st = j->be_state;
     taas_procs_kill(j, &st->procs);
@@ -354,41 +398,58 @@ static void ssh_cancel(taas_job *j) {
     int nh = (int)j->cluster.nhosts;
     taas_buf *pids = calloc((size_t)nh, sizeof *pids);
     taas_proc **p = calloc((size_t)nh, sizeof *p);
-    for (int r = 0; pids && j->ranks && r < j->world; r++)
+    if (!pids || !p) {
+        free(pids);
+        free(p);
+        fail_or_say(j, NULL, "out of memory");
+        return;
+    }
+    for (int r = 0; j->ranks && r < j->world; r++)
         if (j->ranks[r].hello && j->ranks[r].pid > 0)
             taas_buf_printf(&pids[st->rank_host[r]], " %d", (int)j->ranks[r].pid);
-    for (int i = 0; pids && j->loaders && i < j->nloaders; i++)
+    for (int i = 0; j->loaders && i < j->nloaders; i++)
         if (j->loaders[i].hello && j->loaders[i].pid > 0)
             taas_buf_printf(&pids[st->loader_host[i]], " %d", (int)j->loaders[i].pid);
-    for (int h = 0; pids && p && h < nh; h++) {
-        if (!pids[h].len && !(st->keys_file[0] && st->rank_hosts[h])) continue;
+    for (int h = 0; h < nh; h++) {
+        int keys = st->keys_file[0] && st->rank_hosts[h];
+        if (!pids[h].len && !keys) continue;
         taas_buf cmd = TAAS_BUF_INIT;
-        if (pids[h].len) taas_buf_printf(&cmd, "kill -9%s 2>/dev/null; ", pids[h].data);
-        if (st->keys_file[0] && st->rank_hosts[h]) {
-            taas_buf_puts(&cmd, "rm -f ");
-            shell_word(&cmd, st->keys_file);
-            taas_buf_puts(&cmd, "; ");
-        }
-        taas_buf_puts(&cmd, "true");
+        cancel_command(st, &pids[h], keys, &cmd);
         const char *argv[24];
         int n = ssh_argv(j, st, argv, 20);
         argv[n++] = host_of(j, h)->address;
         argv[n++] = cmd.data;
         argv[n] = NULL;
         taas_error e;
-        p[h] = taas_proc_spawn("ssh kill", (char **)argv, NULL, NULL, 0, &e);
+        if (!(p[h] = taas_proc_spawn("ssh kill", (char **)argv, NULL, NULL, 0, &e))) fail_or_say(j, host_of(j, h), e.message);
         taas_buf_free(&cmd);
     }
-    double until = taas_now() + 1.0;
-    for (int h = 0; p && h < nh; h++) {
-        while (p[h] && !taas_proc_reap(p[h]) && taas_now() < until) {
+    double until = taas_now() + CHECK_S;
+    for (int h = 0; h < nh; h++) {
+        if (!p[h]) continue;
+        while (!taas_proc_reap(p[h]) && taas_now() < until) {
             taas_proc_read(p[h], NULL, NULL);
-            struct pollfd pf = {p[h]->pidfd, POLLIN, 0};
-            poll(&pf, 1, 20);
+            struct pollfd pf[2] = {{p[h]->pidfd, POLLIN, 0}, {p[h]->out_fd, POLLIN, 0}};
+            poll(pf, p[h]->out_fd >= 0 ? 2 : 1, 100);
+        }
+        taas_proc_read(p[h], NULL, NULL);
+        if (!p[h]->exited) {
+            char why[64];
+            snprintf(why, sizeof why, "no answer over ssh within %.0f s", CHECK_S);
+            fail_or_say(j, host_of(j, h), why);
+        } else if (!taas_proc_ok(p[h]) || !strstr(p[h]->tail, "gone")) {
+            int status = WIFEXITED(p[h]->status) ? WEXITSTATUS(p[h]->status) : -1;
+            char why[700];
+            snprintf(why, sizeof why, "%.600s", status == 4   ? "its processes outlived SIGKILL"
+                                            : status == 3 ? "it could not remove the job's keys file"
+                                                          : p[h]->tail[0] ? p[h]->tail : "ssh failed");
+            for (char *c = why; *c; c++)
+                if (*c == '\n' || *c == '\r') *c = ' ';
+            fail_or_say(j, host_of(j, h), why);
         }
         taas_proc_free(p[h]);
     }
-    for (int h = 0; pids && h < nh; h++) taas_buf_free(&pids[h]);
+    for (int h = 0; h < nh; h++) taas_buf_free(&pids[h]);
     free(pids);
     free(p);
 }

@@ -450,6 +450,7 @@ static void restart(taas_job *j, const taas_io *io) {
     say(io, "stderr", line.data);
     taas_buf_free(&line);
     j->be->cancel(j);
+    if (j->failed) return;  /* a host did not confirm that the old ranks are gone */
     j->be->reset(j);
     taas_error e;
     if (j->ckpt[0][0]) {

@@ -58,20 +58,32 @@ CONFIGURATIONS = {"t1.4": {"gpus": 1, "cpus": THREADS, "partition": "gpu"},
 CL = None
 WORK = None
 CONFIG = None
+SHARED = None  # a folder every host sees (in the build tree), for the test's wrappers
+
+
+def shared_script(name, text):
+    """An executable script at a path every host and this machine see."""
+    path = os.path.join(SHARED, name)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+    return path
 
 
 def setUpModule():
-    global CL, WORK, CONFIG
+    global CL, WORK, CONFIG, SHARED
     if os.geteuid() != 0:
         raise RuntimeError("the cluster tests need root (network and mount namespaces, Slurm and sshd "
                            "daemons); run them as root")
     WORK = tempfile.mkdtemp(prefix="taas-backends-")
+    SHARED = tempfile.mkdtemp(prefix="taas-backends-", dir=BUILD_DIR)
     CONFIG = os.path.join(WORK, "config.json")
     try:
         CL = TestCluster(cpus=2, gpus=2, share=[SOURCE_DIR, BUILD_DIR], cpus_per_host=max(4, THREADS))
         CL.start()
     except BaseException:
         shutil.rmtree(WORK, ignore_errors=True)
+        shutil.rmtree(SHARED, ignore_errors=True)
         raise
 
 
@@ -81,6 +93,7 @@ def tearDownModule():
             CL.stop()
     finally:
         shutil.rmtree(WORK, ignore_errors=True)
+        shutil.rmtree(SHARED, ignore_errors=True)
 
 
 def hosts_section():
@@ -103,8 +116,11 @@ def write_config(backend, t14=None, **cluster):
     os.replace(CONFIG + ".part", CONFIG)
 
 
-def kernel_env():
-    return CL.slurm_env(dict(os.environ, TAAS_CONFIG=CONFIG))
+def kernel_env(**extra):
+    """The kernels' environment: OpenBLAS's variables set as some hosts set them (and the
+    cluster's hosts do not), which must change no number of a job (docs/training.md)."""
+    return CL.slurm_env(dict(os.environ, TAAS_CONFIG=CONFIG, OPENBLAS_CORETYPE="Haswell", OPENBLAS_L2_SIZE="512",
+                             **extra))
 
 
 def pragma(backend, units, cpus=2, gpus=2):
@@ -113,15 +129,16 @@ def pragma(backend, units, cpus=2, gpus=2):
     return head + "#pragma taas --gpus %d --cpus %d --units %d\n" % (gpus, cpus, units)
 
 
-def run_nbclient(backend, cwd, units=1280, cpus=2):
-    """SETUP and the fit cell in a notebook, executed by nbclient on backend; the fit cell."""
+def run_nbclient(backend, cwd, units=1280, cpus=2, env=None, **cluster):
+    """SETUP and the fit cell in a notebook, executed by nbclient on backend (the cluster
+    section's keys added, env in the kernel's environment); the fit cell."""
     from nbclient import NotebookClient
 
-    write_config(backend)
+    write_config(backend, **cluster)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(pragma(backend, units, cpus) + FIT)]
     saved = dict(os.environ)
-    os.environ.update(kernel_env())
+    os.environ.update(kernel_env(**(env or {})))
     try:
         taastest.install_test_kernelspec()
         NotebookClient(nb, kernel_name="taas", timeout=600, resources={"metadata": {"path": cwd}}).execute()
@@ -203,12 +220,14 @@ class SameJobEverywhere(unittest.TestCase):
     def test_1_local(self):
         text = self.run_backend("local")
         self.assertRegex(summary(text), r"^samples trained and their checksum: epoch 1 1,280 0x[0-9a-f]{16}$")
+        self.assertIn("\nkernels: %s on every rank (the best every rank's host runs)\n" % taastest.best_kernels(), text)
 
     def check_remote(self, backend, cpus):
         # the batches do not depend on how many loaders make them: --cpus 4 gives the bytes
         # that --cpus 2 gave
         text = self.run_backend(backend, capture=True, cpus=cpus)
         self.assertEqual(self.results[backend][:2], self.results["local"][:2], text)
+        self.assertIn("\nkernels: %s on every rank (the best every rank's host runs)\n" % taastest.best_kernels(), text)
         where = started(text)
         gpu = {h.name: h.addr for h in CL.gpu_hosts}
         self.assertEqual(sorted(where[r][0] for r in ("rank 0", "rank 1")), sorted(gpu))
@@ -235,6 +254,28 @@ class SameJobEverywhere(unittest.TestCase):
         self.assertRegex(text, r"slurm: job \d+ granted")
         self.assertTrue(taastest.wait_until(lambda: not CL.slurm("squeue", "-h").stdout.strip(), 5),
                         CL.slurm("squeue").stdout)
+
+    def test_4_a_host_that_runs_less_lowers_every_rank(self):
+        """gpu2's worker reports a lower set (TAAS_CPU in its host's environment, set by a
+        wrapper named as the cluster's "worker"): on ssh and Slurm every rank runs that set,
+        with the weights of a local run whose kernel has TAAS_CPU set to it."""
+        low = taastest.lower_kernels()
+        cwd = os.path.join(WORK, "low-local")
+        os.makedirs(cwd, exist_ok=True)
+        text = cell_stdout(run_nbclient("local", cwd, env={"TAAS_CPU": low}))
+        self.assertIn("\nkernels: %s on every rank (TAAS_CPU)\n" % low, text)
+        want = (sha256(os.path.join(cwd, "out.safetensors")), summary(text))
+        if low != taastest.best_kernels() and "local" in self.results:  # the set shows in the numbers
+            self.assertNotEqual(want[0], self.results["local"][0])
+        worker = shared_script("worker-low.sh", '#!/bin/sh\n[ "$(hostname)" = %s ] && export TAAS_CPU=%s\nexec %s "$@"\n'
+                               % (CL.gpu_hosts[1].name, low, os.path.join(BUILD_DIR, "kernel", "taas-worker")))
+        for backend in ("ssh", "slurm"):
+            with self.subTest(backend=backend):
+                cwd = os.path.join(WORK, "low-" + backend)
+                os.makedirs(cwd, exist_ok=True)
+                text = cell_stdout(run_nbclient(backend, cwd, worker=worker))
+                self.assertIn("\nkernels: %s on every rank (the best every rank's host runs)\n" % low, text)
+                self.assertEqual((sha256(os.path.join(cwd, "out.safetensors")), summary(text)), want, text)
 
 
 class ClusterKernel(unittest.TestCase):
@@ -264,8 +305,8 @@ class Faults(ClusterKernel):
     maxDiff = None
     folder, setup = "faults", SETUP
 
-    def start(self, backend, units, gpus=2, fit=FIT):
-        write_config(backend)
+    def start(self, backend, units, gpus=2, fit=FIT, **cluster):
+        write_config(backend, **cluster)
         msg_id = self.k.send("shell", "execute_request", {"code": pragma(backend, units, gpus=gpus) + fit,
                                                           "silent": False,
                                                           "store_history": True, "user_expressions": {},
@@ -309,8 +350,8 @@ class Faults(ClusterKernel):
         self.assertTrue(taastest.wait_until(lambda: not left(), within), left())
         return time.monotonic() - t0
 
-    def undisturbed(self, backend, units, gpus=2):
-        msg_id, seen, _ = self.start(backend, units, gpus)
+    def undisturbed(self, backend, units, gpus=2, **cluster):
+        msg_id, seen, _ = self.start(backend, units, gpus, **cluster)
         reply, msgs = self.finish(msg_id, seen)
         self.assertEqual(reply["content"]["status"], "ok", stream_text(msgs, "stderr"))
         return summary(stream_text(msgs))
@@ -373,16 +414,19 @@ class Faults(ClusterKernel):
             CL.start_slurmd(host, wait=True)
 
     def test_6_a_dead_rank_resumes_byte_for_byte(self):
-        """ssh: rank 1 killed; Slurm: a one-rank job's node killed, the job resumes on the
-        other gpu host. From the last checkpoint, with the undisturbed run's result."""
+        """ssh: rank 1 killed, on a fast network and on one where every ssh command takes 3 s
+        more (a wrapper named as the cluster's "ssh": a bastion's round trip); Slurm: a
+        one-rank job's node killed, the job resumes on the other gpu host. From the last
+        checkpoint, with the undisturbed run's result."""
         fit = FIT.replace("seed=5)", "seed=5, checkpoint_every=1)")
-        for backend, gpus in (("ssh", 2), ("slurm", 1)):
-            with self.subTest(backend=backend):
+        slow = {"ssh": shared_script("ssh-slow.sh", '#!/bin/sh\nsleep 3\nexec ssh "$@"\n')}
+        for backend, gpus, cluster in (("ssh", 2, {}), ("ssh", 2, slow), ("slurm", 1, {})):
+            with self.subTest(backend=backend, slow=bool(cluster)):
                 self.k.execute(NET)  # both runs start from the same weights
                 before = self.undisturbed(backend, 3200, gpus)
                 weights = sha256(os.path.join(self.cwd, "out.safetensors"))
                 self.k.execute(NET)
-                msg_id, seen, where = self.start(backend, 3200, gpus, fit)
+                msg_id, seen, where = self.start(backend, 3200, gpus, fit, **cluster)
                 host = where["rank %d" % (gpus - 1)][0]
                 held = self.hold(host)
                 try:

@@ -2,7 +2,7 @@
 through a wrapper (the kernel's TAAS_WORKER) that keeps loader worker 3 of the training loader
 from starting until the test opens its gate. Rank 1 trains item 3 at step 2 (items k = 2s + r),
 so a job with the gate shut trains step 1, checkpoints, and waits there for as long as the
-test likes."""
+test likes. A file `cpu` beside the gate gives the workers TAAS_CPU (a host that runs less)."""
 
 import os
 import stat
@@ -25,6 +25,8 @@ WRAPPER = """#!/bin/sh
 case " $* " in
   *" loader "*" --worker 3 "*) [ -e '%(dir)s/open' ] || read -r _ < '%(dir)s/gate' ;;
 esac
+# a host whose CPU runs less: the kernel set the test writes in cpu, for this worker only
+[ -e '%(dir)s/cpu' ] && export TAAS_CPU="$(cat '%(dir)s/cpu')"
 exec '%(real)s' "$@"
 """
 

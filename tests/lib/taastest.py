@@ -147,6 +147,28 @@ def worker_pids(parent=None):
     return pids
 
 
+def best_kernels():
+    """The kernel set this machine's CPU runs at best (workers/train/cpu.h), from /proc/cpuinfo."""
+    with open("/proc/cpuinfo") as f:
+        flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+    if all(x in flags for x in ("avx512f", "avx512bw", "avx512dq", "avx512vl")):
+        return "avx512"
+    return "avx2" if "avx2" in flags and "fma" in flags else "generic"
+
+
+def lower_kernels():
+    """A set below the best, for a host to report (generic on a CPU whose best is generic)."""
+    return {"avx512": "avx2"}.get(best_kernels(), "generic")
+
+
+def checkpoint_record(path):
+    """A checkpoint's record: the JSON of its safetensors __metadata__["taas.checkpoint"]."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    return json.loads(header["__metadata__"]["taas.checkpoint"])
+
+
 def wait_until(predicate, timeout, interval=0.02):
     """Polls predicate until it is true or timeout seconds pass; returns its last value."""
     deadline = time.monotonic() + timeout

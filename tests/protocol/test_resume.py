@@ -89,8 +89,12 @@ class Resume(taastest.KernelCase):
         path = m.group(2)
         self.assertEqual(m.group(1), path)
         self.assertTrue(os.path.isfile(path))
+        # it records the kernel set it was trained with, and the resumed job keeps it
+        self.assertEqual(taastest.checkpoint_record(path)["kernels"], taastest.best_kernels())
         self.gate(True)
         msgs = self.ok(fit_cell("b", ", resume='%s'" % path) + "\nh_b", timeout=300)
+        self.assertIn("kernels: %s on every rank (the checkpoint's, which the fit goes on from)\n"
+                      % taastest.best_kernels(), stream_text(msgs))
         self.same_as_undisturbed("b", msgs, msgs)
         # a checkpoint loads wherever weights do
         self.ok("c = %s\nload('%s', into=c)" % (NET, path))
@@ -148,6 +152,31 @@ class Resume(taastest.KernelCase):
                                                       r"on signal 9 \(Killed\)( \(mpirun's exit status 137\))?; "
                                                       r"starting again \(no checkpoint yet\), restart 1 of 3\n")
         self.same_as_undisturbed("n", msgs, self.ok("h_n"))
+
+    def test_7_a_checkpoint_keeps_its_kernels(self):
+        """A checkpoint resumed where a rank's host runs a lower kernel set (TAAS_CPU for the
+        workers only) is the job's error before any step, naming the rank and its host."""
+        msg_id = self.start_held("v")
+        self.k.request("control", "interrupt_request")
+        self.assertEqual(self.k.reply(msg_id, timeout=30)["content"]["ename"], "KeyboardInterrupt")
+        err = stream_text(self.k.iopub(msg_id), "stderr")
+        m = re.search(r"resume='(\S+)'\) goes on from it\n", err)
+        self.assertTrue(m, err)
+        best, low = taastest.best_kernels(), taastest.lower_kernels()
+        cpu = os.path.join(self.tmp.name, "cpu")
+        with open(cpu, "w") as f:
+            f.write(low)
+        try:
+            reply, msgs = self.k.execute(fit_cell("w", ", resume='%s'" % m.group(1)), timeout=120)
+        finally:
+            os.unlink(cpu)
+        self.assertEqual(reply["content"]["status"], "error", stream_text(msgs))
+        e = taastest.error_of(msgs)
+        self.assertEqual(e["ename"], "TaasOffloadError")
+        self.assertRegex(e["evalue"], r"^rank \d on \S+ cannot run the %s kernels the job asks for \(the "
+                                      r"checkpoint's, which the fit goes on from\): its CPU runs up to %s$" % (best, low))
+        self.assertIn("name a set every rank's host runs", taastest.traceback_text(e))
+        self.assertTrue(taastest.wait_until(lambda: not trainer_pids(self.k.pid), 30), "ranks were left")
 
     def test_6_the_kernel_answers_while_a_job_stops(self):
         """The stop button does not hold the kernel's loop while the job is torn down (issue

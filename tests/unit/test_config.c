@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "cpu.h"
 #include "error.h"
 #include "pragma.h"
 #include "utf8.h"
@@ -504,6 +505,8 @@ static void assert_default_cluster(const taas_cluster *c) {
     assert_string_equal(c->kernel_address, "");
     assert_string_equal(c->worker, "");
     assert_string_equal(c->ssh_config, "");
+    assert_string_equal(c->ssh, "");
+    assert_int_equal(c->kernels, -1);
     assert_null(c->hosts);
     assert_int_equal(c->nhosts, 0);
     assert_string_equal(c->path, "");
@@ -800,8 +803,32 @@ static void test_cluster_bad_values(void **state) {
                 "e.g. \"ssh_config\": \"/home/me/.ssh/config\"");
     cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": {}, " SSH1 "}}",
                 "\"ssh_config\" must be a string, not an object", "");
+    /* "ssh": a plain path (Open MPI gives it to a shell); "kernels": a set's name */
+    cluster_bad("{\"cluster\": {\"backend\": \"slurm\", \"ssh\": \"/usr/bin/ssh\"}}",
+                "\"cluster\": \"ssh\" is for backend ssh only, not slurm", "the ssh program of backend ssh");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"ssh\": \"ssh\", " SSH1 "}}",
+                "\"ssh\" must be an absolute path (starting with '/'), not \"ssh\"", "e.g. \"ssh\": \"/usr/bin/ssh\"");
+    static const char *const bad_ssh[] = {"/x/ssh$(touch /tmp/pwned)", "/x/`id`", "/x/a;b", "/x/a|b", "/x/a&b",
+                                          "/x/a\\nb", "/x/a'b", "/x/a\\\"b", "/x/a b"};
+    for (size_t i = 0; i < sizeof bad_ssh / sizeof *bad_ssh; i++) {
+        char doc[256];
+        snprintf(doc, sizeof doc, "{\"cluster\": {\"backend\": \"ssh\", \"ssh\": \"%s\", " SSH1 "}}", bad_ssh[i]);
+        cluster_bad(doc, "\"cluster\": \"ssh\" may not contain ", "e.g. \"ssh\": \"/usr/bin/ssh\"");
+    }
+    cluster_bad(SLURM("\"kernels\": \"avx-512\""),
+                "\"cluster\": \"kernels\" must be \"avx512\", \"avx2\" or \"generic\", not \"avx-512\"",
+                "the kernel set every rank runs");
+    cluster_bad(SLURM("\"kernels\": 2"), "\"cluster\": \"kernels\" must be a string, not an integer", "");
     /* paths with spaces are fine */
     taas_cluster c;
+    cluster_ok("{\"cluster\": {\"backend\": \"ssh\", \"ssh\": \"/opt/ssh-2.0/bin/ssh+x\", \"kernels\": \"avx2\", "
+               SSH1 "}}", &c);
+    assert_string_equal(c.ssh, "/opt/ssh-2.0/bin/ssh+x");
+    assert_int_equal(c.kernels, TAAS_CPU_AVX2);
+    taas_cluster_free(&c);
+    cluster_ok(SLURM("\"kernels\": \"generic\""), &c);
+    assert_int_equal(c.kernels, TAAS_CPU_GENERIC);
+    taas_cluster_free(&c);
     cluster_ok("{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": \"/home/me/my ssh/config\", "
                "\"worker\": \"/opt/t\xc3\xa4\x61s/taas-worker\", " SSH1 "}}", &c);
     assert_string_equal(c.ssh_config, "/home/me/my ssh/config");
