@@ -105,9 +105,10 @@ def gpus():
 def rank_line(ranks):
     """The line the plan of a pragma cell prints about where its ranks train, on this machine."""
     n = len(gpus())
+    who = "the %d rank%s train%s" % (ranks, "" if ranks == 1 else "s", "s" if ranks == 1 else "")
     if n == 0:
-        return "no GPU on this machine: the %d ranks train on the CPU" % ranks
-    return "GPUs: the %d ranks train on %d of this machine's %d" % (ranks, ranks, n)
+        return "no GPU on this machine: %s on the CPU" % who
+    return "GPUs: %s on %d of this machine's %d" % (who, ranks, n)
 
 
 def processes():
@@ -147,18 +148,38 @@ def worker_pids(parent=None):
     return pids
 
 
+def set_pragma(source, header):
+    """A cell's source with its own `#!` and `#pragma taas` lines replaced by header (lines
+    that end in a newline)."""
+    lines = source.split("\n")
+    while lines and (lines[0].startswith("#pragma taas") or lines[0].startswith("#!")):
+        lines.pop(0)
+    return header + "\n".join(lines)
+
+
 def best_kernels():
-    """The kernel set this machine's CPU runs at best (workers/train/cpu.h), from /proc/cpuinfo."""
+    """The kernel set a job of this machine runs at best (workers/train/cpu.h): the CPU's best
+    from /proc/cpuinfo, or TAAS_CPU's when the suite runs under it."""
     with open("/proc/cpuinfo") as f:
         flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
-    if all(x in flags for x in ("avx512f", "avx512bw", "avx512dq", "avx512vl")):
-        return "avx512"
-    return "avx2" if "avx2" in flags and "fma" in flags else "generic"
+    sets = ["generic"]
+    if "avx2" in flags and "fma" in flags:
+        sets.append("avx2")
+        if all(x in flags for x in ("avx512f", "avx512bw", "avx512dq", "avx512vl")):
+            sets.append("avx512")
+    asked = os.environ.get("TAAS_CPU")
+    return asked if asked in sets else sets[-1]
 
 
 def lower_kernels():
-    """A set below the best, for a host to report (generic on a CPU whose best is generic)."""
+    """A set below best_kernels(), for a host to report (generic when the best is generic)."""
     return {"avx512": "avx2"}.get(best_kernels(), "generic")
+
+
+def kernels_why(why):
+    """Why a job runs its set, as its `kernels:` line says: TAAS_CPU when the suite runs under
+    it (the kernel's environment names the set), else why."""
+    return "TAAS_CPU" if os.environ.get("TAAS_CPU") else why
 
 
 def checkpoint_record(path):

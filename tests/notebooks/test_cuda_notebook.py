@@ -1,5 +1,5 @@
-"""examples/fashion_mnist.ipynb with its training cell offloaded to a GPU: the fit cell gets
-`#pragma taas --gpus 1 --cpus 2` and two epochs (`epochs=9` becomes `epochs=2`), and nbclient
+"""examples/fashion_mnist.ipynb with its training cell offloaded to a GPU: the fit cell's pragma
+becomes `#pragma taas --gpus 1 --cpus 2` and two epochs (`epochs=9` becomes `epochs=2`), and nbclient
 executes the notebook against this build's kernel twice, with the same seed (fit's default):
 on the GPU, and with CUDA_VISIBLE_DEVICES= (empty), which hides the GPU so that the rank trains
 on the CPU core. Checked:
@@ -48,7 +48,7 @@ def run_notebook(gpu):
     source = cells["train"].source
     if "epochs=9" not in source:
         raise AssertionError("the fit cell of %s no longer says epochs=9: %r" % (NOTEBOOK, source))
-    cells["train"].source = HEADER + source.replace("epochs=9", "epochs=%d" % EPOCHS)
+    cells["train"].source = taastest.set_pragma(source.replace("epochs=9", "epochs=%d" % EPOCHS), HEADER)
     env = dict(os.environ, TAAS_CUDA_STATS="1")
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""

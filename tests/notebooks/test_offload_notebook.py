@@ -1,5 +1,6 @@
 """The docs/design.md §1 notebook with its pragma lines, executed by nbclient: the training cell
-of examples/fashion_mnist.ipynb gets `#!g2.8` and `#pragma taas --gpus 2 --cpus 2 --units 6400`,
+of examples/fashion_mnist.ipynb gets `#!g2.8` and `#pragma taas --gpus 2 --cpus 2 --units 6400`
+in place of its own pragma,
 so it runs as an offloaded job — two trainer ranks on this machine's CPU under mpirun, two
 loader workers for the registered training loader — and the notebook goes on with the
 trained model: History shown, weights saved with PyTorch's names, the evaluation cell."""
@@ -32,7 +33,7 @@ class OffloadNotebook(unittest.TestCase):
 
         nb = nbformat.read(NOTEBOOK, as_version=4)
         cells = {c["id"]: c for c in nb.cells if c.cell_type == "code"}
-        cells["train"].source = HEADER + cells["train"].source
+        cells["train"].source = taastest.set_pragma(cells["train"].source, HEADER)
         with tempfile.TemporaryDirectory(prefix="taas-offload-nb-") as d:
             NotebookClient(nb, kernel_name="taas", timeout=600, resources={"metadata": {"path": d}}).execute()
             with open(os.path.join(d, "fashion_cnn.safetensors"), "rb") as f:

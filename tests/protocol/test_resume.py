@@ -93,8 +93,8 @@ class Resume(taastest.KernelCase):
         self.assertEqual(taastest.checkpoint_record(path)["kernels"], taastest.best_kernels())
         self.gate(True)
         msgs = self.ok(fit_cell("b", ", resume='%s'" % path) + "\nh_b", timeout=300)
-        self.assertIn("kernels: %s on every rank (the checkpoint's, which the fit goes on from)\n"
-                      % taastest.best_kernels(), stream_text(msgs))
+        self.assertIn("kernels: %s on every rank (%s)\n" % (taastest.best_kernels(), taastest.kernels_why(
+            "the checkpoint's, which the fit goes on from")), stream_text(msgs))
         self.same_as_undisturbed("b", msgs, msgs)
         # a checkpoint loads wherever weights do
         self.ok("c = %s\nload('%s', into=c)" % (NET, path))
@@ -173,8 +173,9 @@ class Resume(taastest.KernelCase):
         self.assertEqual(reply["content"]["status"], "error", stream_text(msgs))
         e = taastest.error_of(msgs)
         self.assertEqual(e["ename"], "TaasOffloadError")
-        self.assertRegex(e["evalue"], r"^rank \d on \S+ cannot run the %s kernels the job asks for \(the "
-                                      r"checkpoint's, which the fit goes on from\): its CPU runs up to %s$" % (best, low))
+        self.assertRegex(e["evalue"], r"^rank \d on \S+ cannot run the %s kernels the job asks for \(%s\): its CPU "
+                                      r"runs up to %s$" % (best, re.escape(taastest.kernels_why(
+                                          "the checkpoint's, which the fit goes on from")), low))
         self.assertIn("name a set every rank's host runs", taastest.traceback_text(e))
         self.assertTrue(taastest.wait_until(lambda: not trainer_pids(self.k.pid), 30), "ranks were left")
 

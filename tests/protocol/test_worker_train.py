@@ -26,6 +26,19 @@ MLP = {"type": "Sequential", "layers": [
 ]}
 
 
+# two convolutions: the first by im2col (9 products an output), the second by the direct
+# kernels where the set has them; their weight gradients are summed over slices of the batch
+CNN = {"type": "Sequential", "layers": [
+    {"type": "Conv2d", "in_channels": 1, "out_channels": 8, "kernel_size": 3},
+    {"type": "ReLU"},
+    {"type": "Conv2d", "in_channels": 8, "out_channels": 8, "kernel_size": 3},
+    {"type": "ReLU"},
+    {"type": "Flatten"},
+    {"type": "Linear", "in_features": 8 * 24 * 24, "out_features": 10},
+    {"type": "LogSoftmax", "dim": 1},
+]}
+
+
 def worker():
     return os.path.join(os.path.dirname(taastest.kernel_binary()), "taas-worker")
 
@@ -61,12 +74,13 @@ class WorkerTrainTest(unittest.TestCase):
         spec.update(kw)
         return spec
 
-    def run_job(self, role, spec, timeout=60, env=None):
+    def run_job(self, role, spec, timeout=60, env=None, clean=False):
+        """clean: env is the whole environment, not added to this one."""
         p = self.path(role + ".json")
         with open(p, "w") as f:
             json.dump(spec, f)
         r = subprocess.run([worker(), role, "--spec", p], capture_output=True, text=True,
-                           timeout=timeout, env=dict(os.environ, **(env or {})))
+                           timeout=timeout, env=env if clean else dict(os.environ, **(env or {})))
         lines = [json.loads(l) for l in r.stdout.splitlines()]
         return r.returncode, lines, r.stderr
 
@@ -147,6 +161,29 @@ class WorkerTrainTest(unittest.TestCase):
         rc, lines, err = self.run_job("train", spec, env={"TAAS_CPU": "sse9"})
         e = self.assert_error(lines, rc, r"^TAAS_CPU=sse9 names no kernel set$")
         self.assertIn("avx512, avx2 or generic", e["hint"])
+
+    def test_the_same_bytes_whatever_the_environment(self):
+        """The spec's "kernels" is the set the job runs, and the trained bytes depend on the
+        spec alone: OpenBLAS's variables (a core no set uses, an L2 size, its own threads) and
+        OpenMP's (a team that may come smaller than the spec's threads) change nothing."""
+        spec = self.fit_spec(model=CNN, units=640, optimizer={"type": "Adam", "lr": 0.002})
+        plain = {k: v for k, v in os.environ.items() if not k.startswith(("OPENBLAS_", "OMP_", "GOMP_", "TAAS_CPU"))}
+        hostile = dict(OPENBLAS_CORETYPE="Prescott", OPENBLAS_L2_SIZE="512", OPENBLAS_NUM_THREADS="4",
+                       OMP_NUM_THREADS="7", OMP_DYNAMIC="true", OMP_THREAD_LIMIT="1")
+        runs = {}
+        for kernels in sorted({taastest.best_kernels(), "generic"}):
+            spec["kernels"] = kernels
+            for name, env in (("plain", {}), ("hostile", hostile)):
+                rc, lines, err = self.run_job("train", spec, env=dict(plain, **env), clean=True)
+                self.assertEqual(rc, 0, err)
+                self.assertRegex(lines[0]["engine"], r"^CPU, 2 threads, %s kernels \(OpenBLAS %s\)$"
+                                 % (kernels, {"avx512": "SkylakeX", "avx2": "Haswell", "generic": "Nehalem"}[kernels]))
+                with open(lines[-1]["weights"], "rb") as f:
+                    runs[kernels, name] = f.read()
+            self.assertEqual(runs[kernels, "plain"], runs[kernels, "hostile"], kernels)
+        spec["kernels"] = "sse9"
+        rc, lines, err = self.run_job("train", spec)
+        self.assert_error(lines, rc, r'^the job spec\'s "kernels" must be "avx512", "avx2" or "generic"$')
 
     def test_epochs_history_and_scheduler(self):
         # two epochs over the 10000 test images with Adadelta and StepLR

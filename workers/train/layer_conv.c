@@ -198,13 +198,17 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
     float *packed = scratch, *slices = scratch + shared_floats(s);
     int nt = clamp_threads(nthreads, s->n);
     if (direct && dx) taas_conv_direct_pack_backward(packed, w, s);
+    /* nt slices of the batch, each summed into its own dw_t in a fixed order: the team
+     * OpenMP gives (OMP_DYNAMIC or OMP_THREAD_LIMIT may make it smaller) takes them in turn,
+     * so the sums never depend on how many threads came */
+    int q = s->n / nt, r = s->n % nt;
 #pragma omp parallel num_threads(nt)
-    {
-        float *mine = slices + (size_t)omp_get_thread_num() * per;
+    for (int t = omp_get_thread_num(); t < nt; t += omp_get_num_threads()) {
+        float *mine = slices + (size_t)t * per;
         float *dwt = mine + work, *dbt = dwt + dwsz, *masked = mine + col_floats(s);
         memset(dwt, 0, sizeof(float) * (dwsz + (size_t)s->oc));
-#pragma omp for schedule(static)
-        for (int n = 0; n < s->n; n++) {
+        int lo = t * q + (t < r ? t : r), hi = lo + q + (t < r);
+        for (int n = lo; n < hi; n++) {
             const float *dyn = dy + n * out;
             if (direct) {
                 taas_conv_direct_backward(dx ? dx + n * in : NULL, dw ? dwt : NULL, db ? dbt : NULL, dyn,
