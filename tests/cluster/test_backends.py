@@ -482,6 +482,30 @@ class Faults(ClusterKernel):
         self.assertEqual(summary(stream_text(msgs)), before)
         self.assertEqual(sha256(os.path.join(self.cwd, "out.safetensors")), weights)
 
+    def test_9_a_host_that_does_not_confirm_the_cancel(self):
+        """ssh: rank 1 killed, and the host never answers the cancel (a wrapper named as the
+        cluster's "ssh" holds that command): the job does not resume beside processes that
+        may still run there; it stops with an error that names the host, and nothing of it
+        is left."""
+        mute = {"ssh": shared_script("ssh-mute.sh", '#!/bin/sh\ncase "$*" in *"echo gone"*) exec sleep 600 ;; esac\n'
+                                                   'exec ssh "$@"\n')}
+        fit = FIT.replace("seed=5)", "seed=5, checkpoint_every=1)")
+        msg_id, seen, where = self.start("ssh", 3200, 2, fit, **mute)
+        host = where["rank 1"][0]
+        os.kill(self.hold(host), signal.SIGKILL)
+        reply, msgs = self.finish(msg_id, seen, timeout=120)
+        self.assertEqual(reply["content"]["status"], "error", stream_text(msgs))
+        err = taastest.error_of(msgs)
+        addr = {h.name: h.addr for h in CL.gpu_hosts + CL.cpu_hosts}
+        self.assertEqual(err["ename"], "TaasOffloadError", err["evalue"])
+        self.assertRegex(err["evalue"], r"^host \S+ \([0-9.]+\) did not confirm that the job's processes are gone and its "
+                                        r"keys removed: no answer over ssh within 30 s \(while resuming after: .*%s"
+                                        % re.escape(host))
+        named = re.match(r"host (\S+) \(([0-9.]+)\)", err["evalue"])
+        self.assertEqual(addr[named.group(1)], named.group(2))
+        self.assertIn("end any taas-worker left there", taastest.traceback_text(err))
+        self.no_job_left(30)
+
     def test_8_a_detached_job_outlives_its_kernel(self):
         """Slurm: a --detach fit, held by the test, while its kernel shuts down; a fresh kernel
         lists it with jobs() and attach() gives the undisturbed run's result and weights."""

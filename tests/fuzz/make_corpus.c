@@ -120,8 +120,7 @@ static const char *const CONFIGS[] = {
     "{\"configurations\": {"
     "\"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"price_per_hour\": -2},"
     " \"c1.2\": {\"gpus\": 0, \"cpus\": 2, \"price_per_hour\": \"3\"}}}",
-    "{\"cluster\": {\"backend\": \"ssh\", \"ssh\": \"/usr/bin/ssh\", \"kernels\": \"avx2\",\n"
-    "  \"hosts\": [{\"name\": \"gpu1\", \"gpus\": 8, \"cpus\": 96}]}}",
+    "{\"cluster\": {\"backend\": \"ssh\", \"ssh\": \"/usr/bin/ssh\", \"kernels\": \"avx2\", \"hosts\": [{\"name\": \"gpu1\"}]}}",
 };
 
 static const char *const CONNECTIONS[] = {
