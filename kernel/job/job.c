@@ -223,17 +223,19 @@ static void on_error_msg(taas_job *j, const char *peer, int r, const json_t *b) 
  * their hosts'), in the spec; one that cannot run it is the job's error, before any step. */
 static int decide_kernels(taas_job *j) {
     int set = j->kernels_asked, low = TAAS_CPU_AVX512;
-    for (int r = 0; r < j->world; r++)
-        if (j->ranks[r].cpu < low) low = j->ranks[r].cpu;
-    if (set < 0) set = low;
     for (int r = 0; r < j->world; r++) {
         const job_rank *k = &j->ranks[r];
-        if (k->cpu >= set) continue;
-        if (k->cpu < 0) {
+        if (k->cpu < 0) {  /* a hello without a set's name: another build, or not a worker */
             fail(j, TAAS_ERR_OFFLOAD, "install the same taas on every host (or give its path as \"worker\" in the "
                  "cluster section)", "rank %d on %s did not say which kernels its CPU runs", r, k->host);
             return -1;
         }
+        if (k->cpu < low) low = k->cpu;
+    }
+    if (set < 0) set = low;
+    for (int r = 0; r < j->world; r++) {
+        const job_rank *k = &j->ranks[r];
+        if (k->cpu >= set) continue;
         fail(j, TAAS_ERR_OFFLOAD, NULL, "rank %d on %s cannot run the %s kernels the job asks for (%s): its CPU runs "
              "up to %s", r, k->host, taas_cpu_set_name((taas_cpu_set)set), j->kernels_why,
              taas_cpu_set_name((taas_cpu_set)k->cpu));
@@ -242,7 +244,6 @@ static int decide_kernels(taas_job *j) {
                         "match only runs with the same set");
         return -1;
     }
-    j->kernels = set;
     json_object_set_new(j->spec, "kernels", json_string(taas_cpu_set_name((taas_cpu_set)set)));
     if (j->offloaded && !j->said_kernels) {
         char line[sizeof j->kernels_why + 96];

@@ -125,7 +125,7 @@ int taas_job_read_weights(taas_job *j, const char *path, taas_error *err) {
 static int asked_kernels(taas_job *j, int config, taas_error *err) {
     const char *env = getenv("TAAS_CPU");
     const char *ckpt = json_string_value(json_object_get(j->spec, "kernels"));
-    j->kernels = j->kernels_asked = -1;
+    j->kernels_asked = -1;
     if (env && *env) {
         if ((j->kernels_asked = taas_cpu_parse(env)) < 0) {
             taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "TAAS_CPU=%.40s names no kernel set", env);

@@ -98,9 +98,8 @@ struct taas_job {
     int ranks_ended;      /* the backend saw the ranks' processes end */
     int said_where;       /* the "started:" line is out */
     /* the kernel set of every rank (cpu.h): asked for (-1: the best every rank's host runs)
-     * and why, then what the ranks were given (-1 until every rank said hello); a resumed
-     * job keeps it */
-    int kernels_asked, kernels;
+     * and why; once decided, the job keeps it when it resumes */
+    int kernels_asked;
     char kernels_why[PATH_MAX + 64];
     int said_kernels;
     /* the end */
