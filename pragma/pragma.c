@@ -167,12 +167,14 @@ static int pragma_name(const line *l, const char *hash, const char *after, const
     return 0;
 }
 
-/* 0 and *v for an integer (digits, optionally grouped by single underscores: 1_000);
- * -1 when the text is not one; 1 when it does not fit in a long long. */
+/* 0 and *v for an integer (digits, optionally grouped by single underscores: 1_000; a '-'
+ * makes it negative, for the range's error); -1 when the text is not one, "+1" included: no
+ * number of the pragma takes a '+' (one rule for every flag); 1 when it does not fit in a
+ * long long. */
 static int parse_int(const char *s, size_t n, long long *v) {
     size_t i = 0;
     int neg = 0;
-    if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+    if (i < n && s[i] == '-') neg = 1, i++;
     size_t first = i;
     if (i == n) return -1;
     unsigned long long acc = 0;
@@ -240,6 +242,11 @@ static int is_flag(const char *p, const char *end) {
     return end - p >= 2 && p[0] == '-' && p[1] == '-';
 }
 
+/* The start of a hint for a value written with a '+', which no number here takes. */
+static const char *sign_note(const char *v, size_t vn) {
+    return vn && v[0] == '+' ? "write the number without a sign. " : "";
+}
+
 /* ---- --cpus auto[:MAX] ---- */
 
 /* --cpus auto or auto:MAX at v[0..vn): 0 when it is one (out filled), 1 when the value is
@@ -265,8 +272,8 @@ static int cpus_auto(taas_pragma *out, const line *l, const char *v, size_t vn, 
     if (r < 0) {
         fail(err, l, m, mn, "--cpus auto:MAX needs a whole number, not '%s'",
              show(shown, sizeof shown, m, mn));
-        taas_error_hint(err, "write digits, optionally grouped by underscores, e.g. --cpus auto:4; "
-                             "auto:MAX takes 1 to 8");
+        taas_error_hint(err, "%swrite digits, optionally grouped by underscores, e.g. --cpus auto:4; "
+                             "auto:MAX takes 1 to 8", sign_note(m, mn));
         return -1;
     }
     if (r > 0 || val < 1 || val > 8) {
@@ -381,22 +388,22 @@ static double decimal_value(const char *s, size_t n) {
     return v;
 }
 
-/* 1 when the valid decimal s[0..n) is above 2^53, compared digit by digit: strtod would round
- * 9007199254740993 down to 2^53. */
-static int above_2_53(const char *s, size_t n) {
-    static const char MAX[] = "9007199254740992";
-    char ip[17];
-    size_t k = 0, i = 0;
+/* 1 when the valid decimal s[0..n) is above the whole number max (digits, no leading 0),
+ * compared digit by digit: strtod would take 9007199254740993 for 2^53, and
+ * 365.000000000000001 for 365. */
+static int decimal_above(const char *s, size_t n, const char *max) {
+    size_t mn = strlen(max), k = 0, i = 0;
+    char ip[24];
     for (; i < n && s[i] != '.'; i++) {
         if (s[i] == '_' || (s[i] == '0' && k == 0)) continue;
-        if (k == sizeof ip - 1) return 1;  /* 17 digits or more */
+        if (k == mn || k == sizeof ip - 1) return 1;  /* more digits than max */
         ip[k++] = s[i];
     }
     ip[k] = '\0';
-    if (k < sizeof MAX - 1) return 0;
-    int c = strcmp(ip, MAX);
+    if (k < mn) return 0;
+    int c = strcmp(ip, max);
     if (c) return c > 0;
-    for (; i < n; i++)  /* 2^53 exactly, unless a digit after the point is not 0 */
+    for (; i < n; i++)  /* max exactly, unless a digit after the point is not 0 */
         if (s[i] >= '1' && s[i] <= '9') return 1;
     return 0;
 }
@@ -405,9 +412,7 @@ static int above_2_53(const char *s, size_t n) {
 static int budget_not_a_value(const line *l, const char *v, size_t vn, taas_error *err) {
     char shown[192];
     fail(err, l, v, vn, "--budget needs an amount or a duration, not '%s'", show(shown, sizeof shown, v, vn));
-    const char *why = v[0] == '+'           ? "write the number without a sign. "
-                      : memchr(v, ',', vn) ? "the decimal separator is a point (1.5). "
-                                           : "";
+    const char *why = v[0] == '+' ? sign_note(v, vn) : memchr(v, ',', vn) ? "the decimal separator is a point (1.5). " : "";
     taas_error_hint(err, "%s--budget takes %s: digits, optionally grouped by underscores, with an "
                          "optional point and digits after it (0.5, not .5); one unit at most (150m, "
                          "not 2h30m)",
@@ -446,8 +451,12 @@ static int budget_value(taas_pragma *out, const line *l, const char *v, size_t v
     }
     if (v[0] == '-' && vn > 1 && v[1] >= '0' && v[1] <= '9') {
         fail(err, l, v, vn, "--budget %s is a negative budget", show(shown, sizeof shown, v, vn));
+        /* the same without its '-', when that is a budget (not for -0) */
+        int pos_ok;
+        size_t pk = decimal_at(v + 1, vn - 1, &pos_ok);
+        int suggest = pos_ok && vn <= 32 && decimal_value(v + 1, pk) > 0;
         taas_error_hint(err, "a budget is above 0: e.g. --budget %s; without --budget there is no limit",
-                        vn <= 32 ? show(shown, sizeof shown, v + 1, vn - 1) : "25");
+                        suggest ? show(shown, sizeof shown, v + 1, vn - 1) : "25 or --budget 2h");
         return -1;
     }
     int ok;
@@ -516,7 +525,10 @@ static int budget_value(taas_pragma *out, const line *l, const char *v, size_t v
                              "without --budget there is no limit");
         return -1;
     }
-    if (scale ? val > MAX_BUDGET_SECONDS : val > MAX_BUDGET_MONEY || above_2_53(v, k)) {
+    /* the most, in the unit written: 365 days */
+    const char *most = !scale ? "9007199254740992" : scale == 1 ? "31536000" : scale == 60 ? "525600"
+                     : scale == 3600 ? "8760" : "365";
+    if ((scale ? val > MAX_BUDGET_SECONDS : val > MAX_BUDGET_MONEY) || decimal_above(v, k, most)) {
         fail(err, l, v, vn, "--budget %s is out of range", show(shown, sizeof shown, v, vn));
         if (scale)
             taas_error_hint(err, "a time takes at most 365 days: 365d, 8760h, 525600m or 31536000s");
@@ -525,6 +537,21 @@ static int budget_value(taas_pragma *out, const line *l, const char *v, size_t v
                                  "configuration file's price_per_hour");
         return -1;
     }
+    /* kept as written (without its underscores), so that every message shows the budget the
+     * cell gave, never a rounding of it */
+    size_t tn = 0;
+    for (size_t i = 0; i < k; i++) tn += v[i] != '_';
+    if (tn + 2 > sizeof out->budget_text) {
+        fail(err, l, v, vn, "--budget %s has too many digits: a budget's number is at most %zu characters long "
+             "(its underscores not counted)", show(shown, sizeof shown, v, vn), sizeof out->budget_text - 2);
+        taas_error_hint(err, "write fewer decimals, e.g. --budget 2.50 or --budget 1.5h");
+        return -1;
+    }
+    tn = 0;
+    for (size_t i = 0; i < k; i++)
+        if (v[i] != '_') out->budget_text[tn++] = v[i];
+    if (scale) out->budget_text[tn++] = *u;
+    out->budget_text[tn] = '\0';
     out->budget_kind = scale ? TAAS_BUDGET_TIME : TAAS_BUDGET_MONEY;
     out->budget = val;
     return 0;
@@ -634,14 +661,14 @@ static int parse_flags(scan *sc, const line *l, const char *at, const char *head
                     taas_error_hint(err, "did you mean %s? auto is written in lower case, alone or as "
                                          "auto:MAX. %s", guess, FLAGS[f].range);
                 else
-                    taas_error_hint(err, "write digits, optionally grouped by underscores; no fractions "
-                                         "or suffixes. %s", FLAGS[f].range);
+                    taas_error_hint(err, "%swrite digits, optionally grouped by underscores; no fractions "
+                                         "or suffixes. %s", sign_note(v, vn), FLAGS[f].range);
                 return -1;
             }
             fail(err, l, v, vn, "%s needs a whole number, not '%s'", FLAGS[f].name,
                  show(shown, sizeof shown, v, vn));
-            taas_error_hint(err, "write digits, optionally grouped by underscores (20_480_000); "
-                                 "no fractions or suffixes. %s", FLAGS[f].range);
+            taas_error_hint(err, "%swrite digits, optionally grouped by underscores (20_480_000); "
+                                 "no fractions or suffixes. %s", sign_note(v, vn), FLAGS[f].range);
             return -1;
         }
         if (r > 0 || val < FLAGS[f].lo || val > FLAGS[f].hi) {

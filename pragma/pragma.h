@@ -43,6 +43,8 @@ typedef struct taas_pragma {
     int budget_kind;         /* 0: no --budget; TAAS_BUDGET_MONEY or TAAS_BUDGET_TIME */
     double budget;           /* the amount (money, > 0, at most 2^53) or seconds (time, > 0, at
                               * most 365 days); 0 without --budget */
+    char budget_text[48];    /* the budget as the cell wrote it, underscores dropped: "2.50",
+                              * "1.5h"; what messages show */
     int detach;              /* --detach: the cell's fit outlives the kernel (docs/offload.md) */
     int has_config;          /* 1 when a #!CONFIG line named a configuration */
     taas_machine_config config;  /* with has_config; otherwise zeroed but for

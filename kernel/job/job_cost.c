@@ -194,10 +194,10 @@ void taas_job_cost_remember(const taas_job *j) {
 
 /* ---- the plan ------------------------------------------------------------------------ */
 
-/* The budget as the cell gave it: "2.50", or "2 h 0 min". */
+/* The budget as the cell wrote it ("2.50", "1.5h"): a rounding of it (0.000001s as 1 s,
+ * 2^53 as 9.0072e+15) would say another budget than the one that stops the job. */
 static void budget_value(const taas_job *j, taas_buf *b) {
-    if (j->budget_kind == TAAS_BUDGET_TIME) taas_buf_duration(b, j->budget, 0);
-    else amount(b, j->budget);
+    taas_buf_puts(b, j->budget_text);
 }
 
 /* The cost of a duration at the present rate, or its machine-hours without prices. */
@@ -247,9 +247,10 @@ int taas_job_cost_plan(taas_job *j, const taas_job_cfg *cfg, taas_buf *line, taa
     }
     j->budget_kind = pr->budget_kind;
     j->budget = pr->budget;
+    snprintf(j->budget_text, sizeof j->budget_text, "%s", pr->budget_text);
     if (j->budget_kind == TAAS_BUDGET_MONEY && rate(j) < 0) {
-        taas_error_set(err, TAAS_ERR_PRAGMA, (taas_srcpos){pr->line, 1}, "--budget %g is an amount of money, but no "
-                       "machine of this job has a price", pr->budget);
+        taas_error_set(err, TAAS_ERR_PRAGMA, (taas_srcpos){pr->line, 1}, "--budget %s is an amount of money, but no "
+                       "machine of this job has a price", pr->budget_text);
         taas_error_hint(err, "give the ranks' configuration (#!NAME) or the loaders' (%s) a \"price_per_hour\" in the "
                         "configuration file (docs/pragma.md), or give the budget as a time, e.g. --budget 2h", loaders);
         return -1;

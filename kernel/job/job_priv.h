@@ -160,6 +160,7 @@ struct taas_job {
     long long last_steps;
     int budget_kind;      /* TAAS_BUDGET_MONEY or TAAS_BUDGET_TIME, 0: none */
     double budget;
+    char budget_text[sizeof ((taas_pragma *)0)->budget_text];  /* as the cell wrote it */
     int budget_hit;       /* the budget ended the job: cancel is sent */
     char budget_why[300];
     taas_trainview *view;

@@ -161,27 +161,14 @@ static int wait_on(taas_call_ctx *cx, const char *dir, taas_value *model, int qu
     return 0;
 }
 
-/* A budget as the pragma reads it: decimals, never an exponent, never 0 (the parser took
- * it above 0; a smaller one than the decimals can say is their smallest). */
-static void decimal(char *out, size_t n, double x) {
-    snprintf(out, n, "%.17f", x);
-    char *end = out + strlen(out);
-    while (end > out && end[-1] == '0') *--end = '\0';
-    if (end > out && end[-1] == '.') *--end = '\0';
-    if (!strcmp(out, "0")) snprintf(out, n, "0.00000000000000001");
-}
-
 /* The header the coordinator reads again: the pragma's own flags, in their canonical form. */
 static void header_of(const taas_pragma *pr, char *out, size_t n) {
-    char units[40] = "", cpus[40], budget[96] = "", num[64];
+    char units[40] = "", cpus[40], budget[96] = "";
     if (pr->units) snprintf(units, sizeof units, " --units %lld", pr->units);
     if (pr->cpus_auto && pr->cpus_max) snprintf(cpus, sizeof cpus, "auto:%d", pr->cpus_max);
     else if (pr->cpus_auto) snprintf(cpus, sizeof cpus, "auto");
     else snprintf(cpus, sizeof cpus, "%d", pr->cpus);
-    if (pr->budget_kind) {
-        decimal(num, sizeof num, pr->budget);
-        snprintf(budget, sizeof budget, " --budget %s%s", num, pr->budget_kind == TAAS_BUDGET_TIME ? "s" : "");
-    }
+    if (pr->budget_kind) snprintf(budget, sizeof budget, " --budget %s", pr->budget_text);
     snprintf(out, n, "%s%s%s#pragma taas --gpus %d --cpus %s%s%s --detach\n", pr->has_config ? "#!" : "",
              pr->has_config ? pr->config.name : "", pr->has_config ? "\n" : "", pr->gpus, cpus, units, budget);
 }

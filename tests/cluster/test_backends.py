@@ -651,7 +651,7 @@ class PoolAndBudget(ClusterKernel):
         for backend in ("ssh", "slurm"):
             msgs = self.run_cell(backend, "--cpus 1 --budget 20s", "budget-" + backend)
             err = stream_text(msgs, "stderr")
-            self.assertRegex(err, r"the budget \(--budget 20 s\) is used up after \d+ s, at epoch 1 step \d+",
+            self.assertRegex(err, r"the budget \(--budget 20s\) is used up after \d+ s, at epoch 1 step \d+",
                              backend)
             self.assertTrue(taastest.result_text(msgs).startswith("History ("), backend)
             self.assertGreater(os.path.getsize(os.path.join(self.cwd, "tiny-budget-%s.safetensors" % backend)), 0)

@@ -178,10 +178,10 @@ class Pool(taastest.KernelCase):
         # 20 epochs of the slow source take at least 20 x 1,536 x 5 ms / 2 threads = 77 s
         msgs = self.ok(fit_cell("b", "--cpus 1 --budget 8s", "slow", epochs=20, tail="\nh_b"), timeout=300)
         err, out = stream_text(msgs, "stderr"), stream_text(msgs)
-        self.assertRegex(err, r"the budget \(--budget 8 s\) is used up after \d s, at epoch \d+ step \d+ \(\d+% of the "
+        self.assertRegex(err, r"the budget \(--budget 8s\) is used up after \d s, at epoch \d+ step \d+ \(\d+% of the "
                               r"job\): stopping after the step in progress\n")
         self.assertIn("stopped by its budget after", self.last_display(msgs))
-        self.assertRegex(out, r"; stopped: the budget \(--budget 8 s\) is used up")
+        self.assertRegex(out, r"; stopped: the budget \(--budget 8s\) is used up")
         self.assertTrue(result_text(msgs).startswith("History ("), result_text(msgs))
         # the model has the weights of the last step: saved above, and evaluate uses them
         self.assertTrue(os.path.getsize(os.path.join(self.tmp.name, "b.safetensors")) > 0)
@@ -191,8 +191,8 @@ class Pool(taastest.KernelCase):
         # g2.2 and one c1.4 at 1,800 an hour each: one a second
         msgs = self.ok(fit_cell("m", "--cpus 1 --budget 8", "slow", epochs=20, header="#!g2.2\n", tail="\nh_m"),
                        timeout=300)
-        self.assertIn("at your prices: 1 × g2.2 1800.00/h + 1 × c1.4 1800.00/h; budget 8.00\n", stream_text(msgs))
-        self.assertRegex(stream_text(msgs, "stderr"), r"the budget \(--budget 8.00\) is used up: [78]\.\d\d spent, at "
+        self.assertIn("at your prices: 1 × g2.2 1800.00/h + 1 × c1.4 1800.00/h; budget 8\n", stream_text(msgs))
+        self.assertRegex(stream_text(msgs, "stderr"), r"the budget \(--budget 8\) is used up: [78]\.\d\d spent, at "
                                                       r"epoch \d+ step \d+")
         self.assertTrue(result_text(msgs).startswith("History ("))
 
@@ -203,9 +203,9 @@ class Pool(taastest.KernelCase):
                        timeout=300)
         out = stream_text(msgs)
         self.assertIn("1 to 3 loader workers (auto) for 'slow'", out)
-        self.assertIn("; budget 15 s\n", out)
+        self.assertIn("; budget 15s\n", out)
         self.assertRegex(out, r"loaders 1 → [23]: ")
-        self.assertRegex(stream_text(msgs, "stderr"), r"the budget \(--budget 15 s\) is used up after")
+        self.assertRegex(stream_text(msgs, "stderr"), r"the budget \(--budget 15s\) is used up after")
         self.assertTrue(result_text(msgs).startswith("History ("), result_text(msgs))
 
     def test_6_budget_errors(self):
@@ -215,6 +215,11 @@ class Pool(taastest.KernelCase):
         tb = self.error(fit_cell("e", "--budget 5", "slow"), "TaasPragmaError")
         self.assertIn("--budget 5 is an amount of money, but no machine of this job has a price", tb)
         self.assertIn("--budget 2h", tb)
+        # the budget as written, never a rounding of it (it was 9.0072e+15, and "--budget 1 s")
+        tb = self.error(fit_cell("e", "--budget 9_007_199_254_740_992", "slow"), "TaasPragmaError")
+        self.assertIn("--budget 9007199254740992 is an amount of money", tb)
+        tb = self.error(fit_cell("e", "--cpus 1 --budget 0.000001s", "slow"), "TaasJobError")
+        self.assertIn("the budget (--budget 0.000001s) is used up", tb)
         # a negative price: the file is wrong for every configuration, and says where
         path = os.path.join(self.tmp.name, "config.json")
         bad = dict(CONFIG["configurations"], neg={"gpus": 2, "cpus": 2, "price_per_hour": -2})

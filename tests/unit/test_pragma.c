@@ -224,6 +224,16 @@ static void test_not_an_integer(void **state) {
     parse_bad("#pragma taas --gpus 8 --units 1000_", 1, 31, 5, "not '1000_'", "underscores");
     parse_bad("#pragma taas --gpus 0x10", 1, 21, 4, "not '0x10'", "1 to 4096");
     parse_bad("#pragma taas --gpus -", 1, 21, 1, "not '-'", "1 to 4096");
+    /* no number of the pragma takes a '+', as --budget never did: one rule for every flag */
+    parse_bad("#pragma taas --gpus +1", 1, 21, 2, "--gpus needs a whole number, not '+1'",
+              "write the number without a sign. write digits");
+    parse_bad("#pragma taas --gpus 1 --cpus +2", 1, 30, 2, "--cpus needs a whole number or auto, not '+2'",
+              "write the number without a sign");
+    parse_bad("#pragma taas --gpus 1 --cpus auto:+4", 1, 35, 2, "--cpus auto:MAX needs a whole number, not '+4'",
+              "write the number without a sign");
+    parse_bad("#pragma taas --gpus 1 --units=+5", 1, 31, 2, "--units needs a whole number, not '+5'",
+              "write the number without a sign");
+    parse_bad("#pragma taas --gpus 1 --budget +3", 1, 32, 2, "not '+3'", "write the number without a sign");
 }
 
 static void test_out_of_range(void **state) {
@@ -333,12 +343,18 @@ static void test_cpus_auto_errors(void **state) {
 /* ---- --budget ---- */
 
 static void budget_ok(const char *value, int kind, double amount) {
-    char cell[200];
+    char cell[200], text[64];
     snprintf(cell, sizeof cell, "#pragma taas --gpus 2 --budget %s\nfit(net, train)", value);
     parse_ok(cell);
     if (P.budget_kind != kind || P.budget != amount)
         fail_msg("--budget %s gave kind %d, %.17g; wanted kind %d, %.17g", value, P.budget_kind, P.budget, kind,
                  amount);
+    /* what messages show: the budget as written, without its underscores */
+    size_t k = 0;
+    for (const char *c = value; *c; c++)
+        if (*c != '_') text[k++] = *c;
+    text[k] = '\0';
+    assert_string_equal(P.budget_text, text);
 }
 
 static void test_budget(void **state) {
@@ -359,6 +375,8 @@ static void test_budget(void **state) {
     budget_ok("1.5h", TAAS_BUDGET_TIME, 5400);
     budget_ok("2d", TAAS_BUDGET_TIME, 172800);
     budget_ok("0.5s", TAAS_BUDGET_TIME, 0.5);
+    budget_ok("0.000001s", TAAS_BUDGET_TIME, 0.000001);
+    budget_ok("0.0000001", TAAS_BUDGET_MONEY, 0.0000001);
     budget_ok("1_440m", TAAS_BUDGET_TIME, 86400);
     budget_ok("365d", TAAS_BUDGET_TIME, 31536000); /* the most */
     budget_ok("8760h", TAAS_BUDGET_TIME, 31536000);
@@ -403,6 +421,21 @@ static void test_budget_errors(void **state) {
               "a time takes at most 365 days: 365d, 8760h, 525600m or 31536000s");
     parse_bad("#pragma taas --gpus 1 --budget 8761h", 1, 32, 5, "--budget 8761h is out of range", "365 days");
     parse_bad("#pragma taas --gpus 1 --budget 31536001s", 1, 32, 9, "is out of range", "365 days");
+    /* the limit compared digit by digit, in the unit written: strtod reads these as the limit */
+    parse_bad("#pragma taas --gpus 1 --budget 365.000000000000001d", 1, 32, 20, "is out of range", "365 days");
+    parse_bad("#pragma taas --gpus 1 --budget 8760.0000000000000001h", 1, 32, 22, "is out of range", "365 days");
+    parse_bad("#pragma taas --gpus 1 --budget 525600.00000000000001m", 1, 32, 22, "is out of range", "365 days");
+    parse_bad("#pragma taas --gpus 1 --budget 31536000.000000001s", 1, 32, 19, "is out of range", "365 days");
+    parse_bad("#pragma taas --gpus 1 --budget 9007199254740992.0000001", 1, 32, 24, "is out of range", "2^53");
+    budget_ok("365.000d", TAAS_BUDGET_TIME, 31536000);
+    budget_ok("0_365d", TAAS_BUDGET_TIME, 31536000);
+    /* -0 has no positive twin to suggest */
+    parse_bad("#pragma taas --gpus 1 --budget -0", 1, 32, 2, "--budget -0 is a negative budget",
+              "a budget is above 0: e.g. --budget 25 or --budget 2h;");
+    parse_bad("#pragma taas --gpus 1 --budget -0.00h", 1, 32, 6, "negative budget", "e.g. --budget 25 or --budget 2h");
+    /* too many digits to show as written */
+    parse_bad("#pragma taas --gpus 1 --budget 0.0000000000000000000000000000000000000000000001", 1, 32, 48,
+              "has too many digits: a budget's number is at most 46 characters long", "write fewer decimals");
     /* units */
     parse_bad("#pragma taas --gpus 1 --budget 2x", 1, 33, 1, "--budget 2x has an unknown unit 'x'",
               "a time ends in s (seconds), m (minutes), h (hours) or d (days), e.g. --budget 2h; a bare number "
