@@ -1,5 +1,6 @@
 #include "utf8.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,5 +106,29 @@ const char *taas_utf8_clip(char *dst, size_t cap, const char *s, size_t n, size_
         i += len;
     }
     dst[k] = '\0';
+    return dst;
+}
+
+const char *taas_utf8_char_name(char *dst, size_t cap, const char *s) {
+    unsigned char c = (unsigned char)s[0];
+    size_t n = taas_utf8_seqlen(s);
+    if (c == ' ') {
+        snprintf(dst, cap, "a space");
+    } else if (c < 0x20 || c == 0x7f) {
+        snprintf(dst, cap, "a control character (U+%04X)", c);
+    } else if (c < 0x80) {
+        snprintf(dst, cap, "'%c'", c);
+    } else if (!taas_utf8_valid(s, n)) {
+        snprintf(dst, cap, "the byte 0x%02X (not UTF-8)", c);
+    } else {
+        unsigned cp = n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+        for (size_t i = 1; i < n; i++) cp = (cp << 6) | ((unsigned char)s[i] & 0x3f);
+        char one[16];
+        taas_utf8_clip(one, sizeof one, s, n, 1);
+        if (cp >= 0x80 && cp < 0xa0)
+            snprintf(dst, cap, "a control character (U+%04X)", cp);
+        else
+            snprintf(dst, cap, "'%s' (U+%04X)", one, cp);
+    }
     return dst;
 }

@@ -26,4 +26,9 @@ size_t taas_utf8_offset(const char *s, size_t cp);
  * most max code points, "…" where cut; written into dst (cap bytes, >= 8), returned. */
 const char *taas_utf8_clip(char *dst, size_t cap, const char *s, size_t n, size_t max);
 
+/* The character at s, for "may not contain <it>": "a space", "a control character
+ * (U+000A)", "'\"'", "'é' (U+00E9)", or "the byte 0xFF" where s is not valid UTF-8 (an
+ * environment variable's). Written into dst (cap bytes), returned. */
+const char *taas_utf8_char_name(char *dst, size_t cap, const char *s);
+
 #endif

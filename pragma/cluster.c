@@ -71,7 +71,7 @@ static int parse_address(const char *path, const char *where, const char *key, c
     for (size_t i = 0; i < len; i++) {
         if (s[i] == ' ' || control_at(s + i))
             return taas_cfile_error(err, path, hint, "%s: \"%s\" may not contain %s: %s", where, key,
-                                    taas_cfile_char(what, sizeof what, s + i),
+                                    taas_utf8_char_name(what, sizeof what, s + i),
                                     taas_cfile_shown(shown, sizeof shown, v));
     }
     memcpy(dst, s, len + 1);
@@ -95,7 +95,7 @@ static int parse_path(const char *path, const char *key, const json_t *v, const 
     for (size_t i = 0; i < len; i++) {
         if (control_at(s + i))
             return taas_cfile_error(err, path, hint, WHERE ": \"%s\" may not contain %s: %s", key,
-                                    taas_cfile_char(what, sizeof what, s + i),
+                                    taas_utf8_char_name(what, sizeof what, s + i),
                                     taas_cfile_shown(shown, sizeof shown, v));
     }
     memcpy(dst, s, len + 1);
@@ -114,7 +114,7 @@ static int parse_plain_path(const char *path, const char *key, const json_t *v, 
         char shown[200], what[64], hint[256];
         snprintf(hint, sizeof hint, "%s, e.g. \"%s\": \"%s\"", PLAIN_RULE, key, example);
         int rc = taas_cfile_error(err, path, hint, WHERE ": \"%s\" may not contain %s, which a shell would read: %s",
-                                  key, taas_cfile_char(what, sizeof what, c), taas_cfile_shown(shown, sizeof shown, v));
+                                  key, taas_utf8_char_name(what, sizeof what, c), taas_cfile_shown(shown, sizeof shown, v));
         dst[0] = '\0';
         return rc;
     }

@@ -86,7 +86,7 @@ static int entry_slurm(const char *path, const char *name, const json_t *entry, 
             strchr("._-:,=+", c) || (c != ' ' && strchr(extra, c)))
             continue;
         return taas_cfile_error(err, path, hint, "configuration '%s': \"%s\" may not contain %s: %s", name, key,
-                                taas_cfile_char(what, sizeof what, s + i),
+                                taas_utf8_char_name(what, sizeof what, s + i),
                                 taas_cfile_shown(shown, sizeof shown, v));
     }
     memcpy(dst, s, len + 1);

@@ -50,29 +50,6 @@ const char *taas_cfile_quoted(char *dst, size_t cap, const char *s) {
     return taas_utf8_clip(dst, cap, s, strlen(s), 40);
 }
 
-const char *taas_cfile_char(char *dst, size_t cap, const char *s) {
-    unsigned char c = (unsigned char)s[0];
-    if (c == ' ') {
-        snprintf(dst, cap, "a space");
-    } else if (c < 0x20 || c == 0x7f) {
-        snprintf(dst, cap, "a control character (U+%04X)", c);
-    } else if (c < 0x80) {
-        snprintf(dst, cap, "'%c'", c);
-    } else {
-        /* jansson hands over valid UTF-8 only; decode the code point for its number */
-        size_t n = taas_utf8_seqlen(s);
-        unsigned cp = n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : n == 4 ? c & 0x07 : c;
-        for (size_t i = 1; i < n; i++) cp = (cp << 6) | ((unsigned char)s[i] & 0x3f);
-        char one[16];
-        taas_utf8_clip(one, sizeof one, s, n, 1);
-        if (cp >= 0x80 && cp < 0xa0)
-            snprintf(dst, cap, "a control character (U+%04X)", cp);
-        else
-            snprintf(dst, cap, "'%s' (U+%04X)", one, cp);
-    }
-    return dst;
-}
-
 const char *taas_cfile_did_you_mean(char *dst, size_t cap, const char *word,
                                     const char *const *known, size_t n) {
     int close = taas_suggest(word, strlen(word), known, n);

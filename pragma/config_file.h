@@ -34,10 +34,6 @@ const char *taas_cfile_shown(char *dst, size_t cap, const json_t *v);
 /* Text from the file as a message quotes it: valid UTF-8, cut to 40 code points. */
 const char *taas_cfile_quoted(char *dst, size_t cap, const char *s);
 
-/* The code point at s, for "may not contain <it>": "a space", "a control character
- * (U+000A)", "'\"'", "'é' (U+00E9)". */
-const char *taas_cfile_char(char *dst, size_t cap, const char *s);
-
 /* "did you mean <closest>? " when one of known[0..n) is close to word, else "". */
 const char *taas_cfile_did_you_mean(char *dst, size_t cap, const char *word,
                                     const char *const *known, size_t n);

@@ -1,4 +1,4 @@
-/* common/: UTF-8 handling, error tracebacks, the string buffer. */
+/* common/: UTF-8 handling, error tracebacks, the string buffer, plain words and shell quoting. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,10 +6,13 @@
 #include <cmocka.h>
 #include <stdlib.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "error.h"
+#include "shell.h"
 #include "utf8.h"
 
 static void test_utf8_valid(void **state) {
@@ -141,11 +144,81 @@ static void test_buf_duration(void **state) {
     }
 }
 
+/* A plain word: ASCII letters, digits and _ @ % + = : , . / -, not empty, not starting
+ * with '-'; anything else is where the rule breaks. */
+static void test_shell_plain(void **state) {
+    (void)state;
+    static const char *const plain[] = {"/usr/bin/ssh", "me@gpu1.example.org", "fe80::1%eth0", "a_b+c=d,e:f.g/h-i",
+                                        "10.0.0.21", "x-"};
+    for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) assert_null(taas_shell_unplain(plain[i]));
+    static const struct { const char *s; size_t at; } bad[] = {
+        {"", 0}, {"-oProxyCommand=x", 0}, {"/x/a b", 4}, {"/x/$(id)", 3}, {"/x/`id`", 3}, {"a;b", 1}, {"a|b", 1},
+        {"a&b", 1}, {"a\nb", 1}, {"a'b", 1}, {"a\"b", 1}, {"a\\b", 1}, {"a*", 1}, {"a?", 1}, {"~/x", 0}, {"a#b", 1},
+        {"a<b", 1}, {"a>b", 1}, {"a(b", 1}, {"a{b}", 1}, {"a[1]", 1}, {"a!b", 1}, {"t\xc3\xa4", 1}, {"a\x7f", 1},
+        {"a\tb", 1}, {"a^b", 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *at = taas_shell_unplain(bad[i].s);
+        if (at != bad[i].s + bad[i].at) fail_msg("'%s': wanted offset %zu, got %s", bad[i].s, bad[i].at, at ? "another" : "plain");
+    }
+    assert_true(taas_shell_plain_char('%'));
+    assert_false(taas_shell_plain_char('\0'));
+    assert_false(taas_shell_plain_char(' '));
+}
+
+/* A quoted word reads back as itself through a real shell (printf '%s' WORD), whatever it
+ * holds, and nothing in it runs; plain words stay as they are. */
+static void test_shell_quote(void **state) {
+    (void)state;
+    char dir[] = "/tmp/taas-test-shell-XXXXXX", pwned[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(pwned, sizeof pwned, "%s/pwned", dir);
+    char inject[5][128];
+    snprintf(inject[0], sizeof inject[0], "a;touch${IFS}%s", pwned);
+    snprintf(inject[1], sizeof inject[1], "$(touch %s)", pwned);
+    snprintf(inject[2], sizeof inject[2], "`touch %s`", pwned);
+    snprintf(inject[3], sizeof inject[3], "'; touch %s; '", pwned);
+    snprintf(inject[4], sizeof inject[4], "a\ntouch %s", pwned);
+    const char *words[] = {inject[0], inject[1], inject[2], inject[3], inject[4], "", "it's", "a b", "-v", "\\",
+                           "\"x\"", "*", "~", "/usr/bin/ssh"};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+        taas_buf cmd = TAAS_BUF_INIT;
+        taas_buf_puts(&cmd, "printf '%s' ");
+        taas_shell_quote(&cmd, words[i]);
+        FILE *p = popen(cmd.data, "r");
+        assert_non_null(p);
+        char out[256];
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = '\0';
+        assert_int_equal(pclose(p), 0);
+        if (strcmp(out, words[i])) fail_msg("%s printed '%s'", cmd.data, out);
+        taas_buf_free(&cmd);
+    }
+    assert_int_equal(access(pwned, F_OK), -1);
+    rmdir(dir);
+    taas_buf b = TAAS_BUF_INIT;
+    taas_shell_quote(&b, "/usr/bin/ssh");
+    assert_string_equal(b.data, "/usr/bin/ssh");
+    taas_buf_free(&b);
+    taas_shell_quote(&b, "");
+    assert_string_equal(b.data, "''");
+    taas_buf_free(&b);
+    taas_shell_quote(&b, "it's");
+    assert_string_equal(b.data, "'it'\\''s'");
+    taas_buf_free(&b);
+    /* the hint's command: ssh a;touch${IFS}/tmp/pwned true, quoted word by word */
+    const char *argv[] = {"ssh", "-F", "/home/me/my ssh", "a;touch${IFS}/tmp/pwned", "true"};
+    taas_shell_command(&b, argv, 5);
+    assert_string_equal(b.data, "ssh -F '/home/me/my ssh' 'a;touch${IFS}/tmp/pwned' true");
+    taas_buf_free(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8_valid),        cmocka_unit_test(test_utf8_sanitize),
         cmocka_unit_test(test_utf8_positions),    cmocka_unit_test(test_utf8_clip),    cmocka_unit_test(test_error_traceback),
         cmocka_unit_test(test_error_without_place), cmocka_unit_test(test_buf), cmocka_unit_test(test_buf_duration),
+        cmocka_unit_test(test_shell_plain),       cmocka_unit_test(test_shell_quote),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
