@@ -12,6 +12,7 @@
 #include "config_file.h"
 #include "cpu.h"
 #include "pragma.h"
+#include "shell.h"
 #include "utf8.h"
 
 #define DEFAULT_LOADERS "c1.4"
@@ -37,14 +38,6 @@ static const char *const BACKENDS[] = {"local", "slurm", "ssh"};
                    "{\"name\": \"gpu1\", \"address\": \"10.0.0.21\", \"gpus\": 8, \"cpus\": 96}"
 #define BACKENDS_ARE "local runs the job on this machine, slurm submits it to Slurm, ssh runs it on the " \
                      "\"hosts\" over ssh; see docs/cluster.md"
-#define ADDRESS_RULE "1 to 255 bytes, no spaces or control characters, not starting with '-'"
-#define PATH_RULE "an absolute path: it starts with '/', has at most 1023 bytes and no control characters"
-
-/* A C0 or C1 control character, or DEL, at s (jansson's strings are valid UTF-8). */
-static int control_at(const char *s) {
-    unsigned char c = (unsigned char)s[0];
-    return c < 0x20 || c == 0x7f || (c == 0xc2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] < 0xa0);
-}
 
 /* v must be a string; "where: "key" must be a string, not <kind>" otherwise. */
 static int need_string(const char *path, const char *where, const char *key, const json_t *v,
@@ -54,10 +47,15 @@ static int need_string(const char *path, const char *where, const char *key, con
                             taas_cfile_kind(v));
 }
 
-/* An address ssh connects to, or the kernel is reached at: ADDRESS_RULE. */
-static int parse_address(const char *path, const char *where, const char *key, const json_t *v,
-                         const char *hint, char *dst, size_t cap, taas_error *err) {
-    char shown[200], what[64];
+/* A value that reaches a command line or a shell (Open MPI's ssh agent string, a command ssh
+ * runs on a host, ssh's host argument): a plain word (shell.h), refused otherwise, never
+ * quoted; with absolute, an absolute path. what says what the value is and why it must be
+ * plain, example is a valid value. */
+static int parse_plain(const char *path, const char *where, const char *key, const json_t *v, int absolute,
+                       const char *what, const char *example, char *dst, size_t cap, taas_error *err) {
+    char shown[200], ch[64], hint[512];
+    snprintf(hint, sizeof hint, "\"%s\" %s: %s of 1 to %zu bytes of %s; e.g. \"%s\": \"%s\"", key, what,
+             absolute ? "an absolute path" : "a word", cap - 1, TAAS_SHELL_PLAIN_RULE, key, example);
     if (need_string(path, where, key, v, hint, err)) return -1;
     const char *s = json_string_value(v);
     size_t len = json_string_length(v);
@@ -65,61 +63,25 @@ static int parse_address(const char *path, const char *where, const char *key, c
     if (len >= cap)
         return taas_cfile_error(err, path, hint, "%s: \"%s\" is %zu bytes long; at most %zu fit", where, key,
                                 len, cap - 1);
-    if (s[0] == '-')
-        return taas_cfile_error(err, path, hint, "%s: \"%s\" starts with '-', which ssh would read as an option: %s",
+    if (absolute && s[0] != '/')
+        return taas_cfile_error(err, path, hint, "%s: \"%s\" must be an absolute path (starting with '/'), not %s",
                                 where, key, taas_cfile_shown(shown, sizeof shown, v));
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == ' ' || control_at(s + i))
-            return taas_cfile_error(err, path, hint, "%s: \"%s\" may not contain %s: %s", where, key,
-                                    taas_utf8_char_name(what, sizeof what, s + i),
-                                    taas_cfile_shown(shown, sizeof shown, v));
-    }
+    const char *bad = taas_shell_unplain(s);
+    if (bad && bad == s && s[0] == '-')
+        return taas_cfile_error(err, path, hint, "%s: \"%s\" starts with '-', which a command would read as an "
+                                "option: %s", where, key, taas_cfile_shown(shown, sizeof shown, v));
+    if (bad)
+        return taas_cfile_error(err, path, hint, "%s: \"%s\" may not contain %s: %s", where, key,
+                                taas_utf8_char_name(ch, sizeof ch, bad), taas_cfile_shown(shown, sizeof shown, v));
     memcpy(dst, s, len + 1);
     return 0;
 }
 
-/* "worker" and "ssh_config": PATH_RULE. */
-static int parse_path(const char *path, const char *key, const json_t *v, const char *example, char *dst,
-                      size_t cap, taas_error *err) {
-    char shown[200], what[64], hint[256];
-    snprintf(hint, sizeof hint, "%s, e.g. \"%s\": \"%s\"", PATH_RULE, key, example);
-    if (need_string(path, WHERE, key, v, hint, err)) return -1;
-    const char *s = json_string_value(v);
-    size_t len = json_string_length(v);
-    if (s[0] != '/')
-        return taas_cfile_error(err, path, hint, WHERE ": \"%s\" must be an absolute path (starting with '/'), not %s",
-                                key, taas_cfile_shown(shown, sizeof shown, v));
-    if (len >= cap)
-        return taas_cfile_error(err, path, hint, WHERE ": \"%s\" is %zu bytes long; at most %zu fit", key, len,
-                                cap - 1);
-    for (size_t i = 0; i < len; i++) {
-        if (control_at(s + i))
-            return taas_cfile_error(err, path, hint, WHERE ": \"%s\" may not contain %s: %s", key,
-                                    taas_utf8_char_name(what, sizeof what, s + i),
-                                    taas_cfile_shown(shown, sizeof shown, v));
-    }
-    memcpy(dst, s, len + 1);
-    return 0;
-}
-
-/* "ssh": a PATH_RULE path of plain characters only, since Open MPI hands it to a shell as
- * its ssh agent (quoting it there cannot be made safe for every shell). */
-#define PLAIN_RULE "an absolute path of letters, digits and / . _ - + only"
-static int parse_plain_path(const char *path, const char *key, const json_t *v, const char *example, char *dst,
-                            size_t cap, taas_error *err) {
-    if (parse_path(path, key, v, example, dst, cap, err)) return -1;
-    for (const char *c = dst; *c; c++) {
-        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("/._-+", *c))
-            continue;
-        char shown[200], what[64], hint[256];
-        snprintf(hint, sizeof hint, "%s, e.g. \"%s\": \"%s\"", PLAIN_RULE, key, example);
-        int rc = taas_cfile_error(err, path, hint, WHERE ": \"%s\" may not contain %s, which a shell would read: %s",
-                                  key, taas_utf8_char_name(what, sizeof what, c), taas_cfile_shown(shown, sizeof shown, v));
-        dst[0] = '\0';
-        return rc;
-    }
-    return 0;
-}
+/* Why each value must be plain (docs/cluster.md), for the hints. */
+#define WHY_AGENT "is in the ssh agent string that Open MPI hands to a shell"
+#define WHY_REMOTE "is in the commands ssh runs through the hosts' shell"
+#define WHY_HOST "is what ssh connects to, which its config's ProxyCommand (%h) hands to a shell"
+#define WHY_MUNGE "is on munge's command line"
 
 static int host_int(const char *path, const char *where, const json_t *host, const char *key, int lo, int hi,
                     int *out, taas_error *err) {
@@ -169,11 +131,13 @@ static int parse_host(const char *path, const json_t *hosts, size_t i, taas_clus
     snprintf(h->name, sizeof h->name, "%s", json_string_value(name));
     const json_t *addr = json_object_get(v, "address");
     if (addr) {
-        if (parse_address(path, where, "address", addr,
-                          "the address ssh connects to, a host name or an IP address: " ADDRESS_RULE
-                          ", e.g. \"address\": \"10.0.0.21\"",
-                          h->address, sizeof h->address, err))
+        if (parse_plain(path, where, "address", addr, 0, "(a host name, user@host or an IP address) " WHY_HOST,
+                        "10.0.0.21", h->address, sizeof h->address, err))
             return -1;
+    } else if (h->name[0] == '-') {
+        return taas_cfile_error(err, path, "give the host an \"address\", e.g. \"address\": \"10.0.0.21\"",
+                                "%s: a name that starts with '-' cannot be what ssh connects to (it would read it "
+                                "as an option)", where);
     } else {
         snprintf(h->address, sizeof h->address, "%s", h->name);
     }
@@ -313,26 +277,29 @@ static int parse_cluster(const char *path, const json_t *sec, taas_cluster *c, t
         return taas_cfile_error(err, path,
                                 "\"ssh\" names the ssh program of backend ssh: remove it, or write \"backend\": \"ssh\"",
                                 WHERE ": \"ssh\" is for backend ssh only, not %s", c->backend);
-    if (sp && parse_plain_path(path, "ssh", sp, "/usr/bin/ssh", c->ssh, sizeof c->ssh, err)) return -1;
+    if (sp && parse_plain(path, WHERE, "ssh", sp, 1, "(the ssh program) " WHY_AGENT, "/usr/bin/ssh", c->ssh,
+                          sizeof c->ssh, err))
+        return -1;
     const json_t *ms = json_object_get(sec, "munge_socket");
     if (ms && strcmp(c->backend, "slurm") != 0)
         return taas_cfile_error(err, path,
                                 "\"munge_socket\" names munged's socket for backend slurm: remove it, or write "
                                 "\"backend\": \"slurm\"",
                                 WHERE ": \"munge_socket\" is for backend slurm only, not %s", c->backend);
-    if (ms && parse_path(path, "munge_socket", ms, "/run/munge/munge.socket.2", c->munge_socket,
-                         sizeof c->munge_socket, err))
+    if (ms && parse_plain(path, WHERE, "munge_socket", ms, 1, "(munged's socket) " WHY_MUNGE,
+                          "/run/munge/munge.socket.2", c->munge_socket, sizeof c->munge_socket, err))
         return -1;
     const json_t *ka = json_object_get(sec, "kernel_address");
-    if (ka && parse_address(path, WHERE, "kernel_address", ka,
-                            "the address the hosts reach the kernel at, a host name or an IP address of this "
-                            "machine: " ADDRESS_RULE ", e.g. \"kernel_address\": \"10.0.0.1\"",
-                            c->kernel_address, sizeof c->kernel_address, err))
+    if (ka && parse_plain(path, WHERE, "kernel_address", ka, 0,
+                          "(the address the hosts reach the kernel at, a host name or an IP address of this "
+                          "machine) " WHY_REMOTE, "10.0.0.1", c->kernel_address, sizeof c->kernel_address, err))
         return -1;
     const json_t *w = json_object_get(sec, "worker");
-    if (w && parse_path(path, "worker", w, "/usr/local/bin/taas-worker", c->worker, sizeof c->worker, err))
+    if (w && parse_plain(path, WHERE, "worker", w, 1, "(taas-worker on the hosts) " WHY_REMOTE,
+                         "/usr/local/bin/taas-worker", c->worker, sizeof c->worker, err))
         return -1;
-    if (sc && parse_path(path, "ssh_config", sc, "/home/me/.ssh/config", c->ssh_config, sizeof c->ssh_config, err))
+    if (sc && parse_plain(path, WHERE, "ssh_config", sc, 1, "(the file ssh -F reads) " WHY_AGENT,
+                          "/home/me/.ssh/config", c->ssh_config, sizeof c->ssh_config, err))
         return -1;
     const json_t *ks = json_object_get(sec, "kernels");
     c->kernels = -1;

@@ -11,6 +11,7 @@
 #include "config_file.h"
 #include "errnames.h"
 #include "pragma.h"
+#include "shell.h"
 #include "suggest.h"
 #include "utf8.h"
 
@@ -53,19 +54,20 @@ static int entry_int(const char *path, const char *name, const json_t *entry, co
     return 0;
 }
 
-/* "partition", "constraint" and "gres": words that go on sbatch's command line
- * (--partition, --constraint, --gres), so 1 to 63 bytes of letters, digits and . _ - : , = +
- * (and extra), not starting with '-'. dst (64 bytes) stays "" when the key is absent. */
+/* "partition", "constraint" and "gres": words that go on sbatch's and salloc's command lines
+ * (--partition, --constraint, --gres), as arguments of execve, never through a shell: 1 to
+ * 63 bytes of the plain words' characters (shell.h, the rule of every value that reaches a
+ * command), and extra (a constraint's & | [ ], Slurm's syntax). dst (64 bytes) stays ""
+ * when the key is absent. */
 static int entry_slurm(const char *path, const char *name, const json_t *entry, const char *key,
                        const char *extra, const char *example, char *dst, size_t cap,
                        taas_error *err) {
     const json_t *v = json_object_get(entry, key);
     if (!v) return 0;
     char hint[512], shown[200], what[64];
-    snprintf(hint, sizeof hint,
-             "Slurm's --%s: 1 to %zu letters, digits and . _ - : , = +%s%s, not starting with '-', "
-             "e.g. \"%s\": \"%s\"",
-             key, cap - 1, extra[0] ? " " : "", extra, key, example);
+    snprintf(hint, sizeof hint, "Slurm's --%s: 1 to %zu bytes of %s%s%s%s; e.g. \"%s\": \"%s\"", key, cap - 1,
+             TAAS_SHELL_PLAIN_RULE, extra[0] ? "; it may also hold " : "", extra, extra[0] ? " (Slurm's syntax)" : "",
+             key, example);
     if (!json_is_string(v))
         return taas_cfile_error(err, path, hint, "configuration '%s': \"%s\" must be a string, not %s",
                                 name, key, taas_cfile_kind(v));
@@ -81,10 +83,7 @@ static int entry_slurm(const char *path, const char *name, const json_t *entry, 
                                 "configuration '%s': \"%s\" starts with '-', which sbatch would read as an option: %s",
                                 name, key, taas_cfile_shown(shown, sizeof shown, v));
     for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            strchr("._-:,=+", c) || (c != ' ' && strchr(extra, c)))
-            continue;
+        if (taas_shell_plain_char(s[i]) || (s[i] != ' ' && strchr(extra, s[i]))) continue;
         return taas_cfile_error(err, path, hint, "configuration '%s': \"%s\" may not contain %s: %s", name, key,
                                 taas_utf8_char_name(what, sizeof what, s + i),
                                 taas_cfile_shown(shown, sizeof shown, v));

@@ -121,6 +121,7 @@ static const char *const CONFIGS[] = {
     "\"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"price_per_hour\": -2},"
     " \"c1.2\": {\"gpus\": 0, \"cpus\": 2, \"price_per_hour\": \"3\"}}}",
     "{\"cluster\": {\"backend\": \"ssh\", \"ssh\": \"/usr/bin/ssh\", \"kernels\": \"avx2\", \"hosts\": [{\"name\": \"gpu1\"}]}}",
+    "{\"configurations\": {\"g\": {\"gpus\": 1, \"cpus\": 1, \"partition\": \"a;b\", \"gres\": \"$(id)\", \"constraint\": \"[a&b|c]`id`\"}}, \"cluster\": {\"backend\": \"ssh\", \"ssh\": \"/usr/bin/ssh;id\", \"ssh_config\": \"/tmp/x/cfg$(touch${IFS}/tmp/pwned)\", \"worker\": \"/opt/w `id`\", \"kernel_address\": \"10.0.0.1|id\", \"hosts\": [{\"name\": \"-v\", \"gpus\": 1, \"cpus\": 1}, {\"name\": \"h\", \"address\": \"me@h'\\\"&\\n\", \"gpus\": 0, \"cpus\": 1}]}}",
 };
 
 static const char *const CONNECTIONS[] = {

@@ -1,7 +1,7 @@
 /* pragma/config.c and pragma/cluster.c: built-in machine configurations and the user's JSON
  * file, read from $TAAS_CONFIG or ~/.config/taas/config.json: valid files, overrides, a
- * missing file, the "cluster" section, and every way the file, one of its entries or its
- * cluster section can be wrong. */
+ * missing file, the "cluster" section, every way the file, one of its entries or its
+ * cluster section can be wrong, and every value that reaches a command refused unless plain. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -331,11 +332,11 @@ static void test_slurm_keys(void **state) {
 
 #define ENTRY(kv) "{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32, " kv "}}}"
     file_bad(ENTRY("\"partition\": 5"), "configuration 'g4.4': \"partition\" must be a string, not an integer",
-             "Slurm's --partition: 1 to 63 letters, digits and . _ - : , = +, not starting with '-', "
-             "e.g. \"partition\": \"gpu\"");
+             "Slurm's --partition: 1 to 63 bytes of ASCII letters, digits and _ @ % + = : , . / - only, not "
+             "starting with '-'; e.g. \"partition\": \"gpu\"");
     file_bad(ENTRY("\"gres\": [\"gpu:1\"]"), "\"gres\" must be a string, not an array", "e.g. \"gres\": \"gpu:a100:8\"");
     file_bad(ENTRY("\"constraint\": \"\""), "configuration 'g4.4': \"constraint\" is empty",
-             "letters, digits and . _ - : , = + & | [ ]");
+             "not starting with '-'; it may also hold & | [ ] (Slurm's syntax)");
     snprintf(text, sizeof text, ENTRY("\"partition\": \"%064d\""), 0);
     file_bad(text, "\"partition\" is 64 bytes long; at most 63 fit", "Slurm's --partition");
     file_bad(ENTRY("\"partition\": \"-p\""), "\"partition\" starts with '-', which sbatch would read as an option: \"-p\"",
@@ -735,15 +736,16 @@ static void test_cluster_bad_hosts(void **state) {
     cluster_bad(ADDR("21"), "\"cluster\": host 'gpu1': \"address\" must be a string, not an integer",
                 "e.g. \"address\": \"10.0.0.21\"");
     cluster_bad(ADDR("[\"10.0.0.21\"]"), "\"address\" must be a string, not an array", "");
-    cluster_bad(ADDR("\"\""), "\"cluster\": host 'gpu1': \"address\" is empty", "1 to 255 bytes");
+    cluster_bad(ADDR("\"\""), "\"cluster\": host 'gpu1': \"address\" is empty", "a word of 1 to 255 bytes");
     char text[1024];
     snprintf(text, sizeof text, ADDR("\"%0256d\""), 0);
     cluster_bad(text, "\"address\" is 256 bytes long; at most 255 fit", "");
     cluster_bad(ADDR("\"-oProxyCommand=evil\""),
-                "\"cluster\": host 'gpu1': \"address\" starts with '-', which ssh would read as an option: \"-oProxyCommand=evil\"",
+                "\"cluster\": host 'gpu1': \"address\" starts with '-', which a command would read as an option: "
+                "\"-oProxyCommand=evil\"",
                 "not starting with '-'");
-    cluster_bad(ADDR("\"gpu1 -v\""), "\"address\" may not contain a space: \"gpu1 -v\"", "no spaces");
-    cluster_bad(ADDR("\"gpu1\\n\""), "\"address\" may not contain a control character (U+000A)", "control characters");
+    cluster_bad(ADDR("\"gpu1 -v\""), "\"address\" may not contain a space: \"gpu1 -v\"", "ASCII letters, digits and");
+    cluster_bad(ADDR("\"gpu1\\n\""), "\"address\" may not contain a control character (U+000A)", "ProxyCommand");
     cluster_bad(ADDR("\"gpu1\\u007f\""), "a control character (U+007F)", "");
     cluster_bad(ADDR("\"gpu1\\u009b\""), "a control character (U+009B)", "");
     cluster_bad(ADDR("null"), "\"address\" must be a string, not null", "");
@@ -788,9 +790,10 @@ static void test_cluster_bad_values(void **state) {
     /* worker and ssh_config: absolute paths */
     cluster_bad(SLURM("\"worker\": \"bin/taas-worker\""),
                 "\"cluster\": \"worker\" must be an absolute path (starting with '/'), not \"bin/taas-worker\"",
-                "an absolute path: it starts with '/', has at most 1023 bytes and no control characters, "
-                "e.g. \"worker\": \"/usr/local/bin/taas-worker\"");
-    cluster_bad(SLURM("\"worker\": \"\""), "\"worker\" must be an absolute path (starting with '/'), not \"\"", "");
+                "\"worker\" (taas-worker on the hosts) is in the commands ssh runs through the hosts' shell: an "
+                "absolute path of 1 to 1023 bytes of ASCII letters, digits and _ @ % + = : , . / - only, not starting "
+                "with '-'; e.g. \"worker\": \"/usr/local/bin/taas-worker\"");
+    cluster_bad(SLURM("\"worker\": \"\""), "\"cluster\": \"worker\" is empty", "");
     cluster_bad(SLURM("\"worker\": \"~/bin/taas-worker\""), "must be an absolute path", "");
     cluster_bad(SLURM("\"worker\": 1"), "\"cluster\": \"worker\" must be a string, not an integer", "an absolute path");
     cluster_bad(SLURM("\"worker\": false"), "\"worker\" must be a string, not false", "");
@@ -808,18 +811,10 @@ static void test_cluster_bad_values(void **state) {
                 "\"cluster\": \"ssh\" is for backend ssh only, not slurm", "the ssh program of backend ssh");
     cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"ssh\": \"ssh\", " SSH1 "}}",
                 "\"ssh\" must be an absolute path (starting with '/'), not \"ssh\"", "e.g. \"ssh\": \"/usr/bin/ssh\"");
-    static const char *const bad_ssh[] = {"/x/ssh$(touch /tmp/pwned)", "/x/`id`", "/x/a;b", "/x/a|b", "/x/a&b",
-                                          "/x/a\\nb", "/x/a'b", "/x/a\\\"b", "/x/a b"};
-    for (size_t i = 0; i < sizeof bad_ssh / sizeof *bad_ssh; i++) {
-        char doc[256];
-        snprintf(doc, sizeof doc, "{\"cluster\": {\"backend\": \"ssh\", \"ssh\": \"%s\", " SSH1 "}}", bad_ssh[i]);
-        cluster_bad(doc, "\"cluster\": \"ssh\" may not contain ", "e.g. \"ssh\": \"/usr/bin/ssh\"");
-    }
     cluster_bad(SLURM("\"kernels\": \"avx-512\""),
                 "\"cluster\": \"kernels\" must be \"avx512\", \"avx2\" or \"generic\", not \"avx-512\"",
                 "the kernel set every rank runs");
     cluster_bad(SLURM("\"kernels\": 2"), "\"cluster\": \"kernels\" must be a string, not an integer", "");
-    /* paths with spaces are fine */
     taas_cluster c;
     cluster_ok("{\"cluster\": {\"backend\": \"ssh\", \"ssh\": \"/opt/ssh-2.0/bin/ssh+x\", \"kernels\": \"avx2\", "
                SSH1 "}}", &c);
@@ -829,10 +824,16 @@ static void test_cluster_bad_values(void **state) {
     cluster_ok(SLURM("\"kernels\": \"generic\""), &c);
     assert_int_equal(c.kernels, TAAS_CPU_GENERIC);
     taas_cluster_free(&c);
-    cluster_ok("{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": \"/home/me/my ssh/config\", "
-               "\"worker\": \"/opt/t\xc3\xa4\x61s/taas-worker\", " SSH1 "}}", &c);
-    assert_string_equal(c.ssh_config, "/home/me/my ssh/config");
-    assert_string_equal(c.worker, "/opt/t\xc3\xa4\x61s/taas-worker");
+    /* a space or a letter outside ASCII is not plain: a symlink gives such a file a plain path */
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": \"/home/me/my ssh/config\", " SSH1 "}}",
+                "\"cluster\": \"ssh_config\" may not contain a space: \"/home/me/my ssh/config\"",
+                "\"ssh_config\" (the file ssh -F reads) is in the ssh agent string that Open MPI hands to a shell");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"worker\": \"/opt/t\xc3\xa4\x61s/taas-worker\", " SSH1 "}}",
+                "\"cluster\": \"worker\" may not contain '\xc3\xa4' (U+00E4)", "e.g. \"worker\": \"/usr/local/bin/taas-worker\"");
+    cluster_ok("{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": \"/home/me/.ssh/my_config-2+x@y%z=1:2,3\", "
+               "\"worker\": \"/opt/taas/bin/taas-worker\", " SSH1 "}}", &c);
+    assert_string_equal(c.ssh_config, "/home/me/.ssh/my_config-2+x@y%z=1:2,3");
+    assert_string_equal(c.worker, "/opt/taas/bin/taas-worker");
     taas_cluster_free(&c);
     snprintf(text, sizeof text, SLURM("\"worker\": \"/%01022d\""), 0);
     cluster_ok(text, &c);
@@ -855,6 +856,151 @@ static void test_cluster_bad_values(void **state) {
     cluster_bad("{\"configurations\": {\"c2.16\": {\"gpus\": 0}}, \"cluster\": {\"backend\": \"slurm\", \"loaders\": \"c2.16\"}}",
                 "configuration 'c2.16' has no \"cpus\"", "an entry reads");
 #undef SLURM
+}
+
+/* Every value of the file that reaches a command line or a shell — "ssh", "ssh_config",
+ * "worker", "munge_socket", "kernel_address", a host's "address" and "name", a
+ * configuration's "partition", "gres" and "constraint" — is refused with the key and the
+ * character named unless it is plain (docs/cluster.md): Open MPI hands the ssh agent string
+ * to a shell, ssh runs its remote command through the host's shell. Nothing of it runs. */
+static void test_cluster_values_reach_no_shell(void **state) {
+    (void)state;
+    char pwned[128];
+    snprintf(pwned, sizeof pwned, "%s/pwned", dir);
+    /* as JSON writes them; what the message names */
+    char sub[160], tick[160], semi[160];
+    snprintf(sub, sizeof sub, "$(touch${IFS}%s)", pwned);
+    snprintf(tick, sizeof tick, "`touch${IFS}%s`", pwned);
+    snprintf(semi, sizeof semi, ";touch${IFS}%s", pwned);
+    const struct { const char *json, *named; } inject[] = {
+        {sub, "'$'"}, {tick, "'`'"}, {semi, "';'"}, {"|id", "'|'"}, {"&id", "'&'"},
+        {"\\ntouch", "a control character (U+000A)"}, {"'x'", "'''"}, {"\\\"x\\\"", "'\"'"}, {" -v", "a space"},
+        {"\\\\x", "'\\'"}, {"*", "'*'"}, {"<x", "'<'"}, {"\\tx", "a control character (U+0009)"},
+    };
+    /* each key: the file around the value (%s: a plain start, then the injection) */
+    const struct { const char *key, *doc, *start, *where; int config; } keys[] = {
+        {"ssh", "{\"cluster\": {\"backend\": \"ssh\", \"ssh\": \"%s\", " SSH1 "}}", "/usr/bin/ssh", "\"cluster\"", 0},
+        {"ssh_config", "{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": \"%s\", " SSH1 "}}", "/home/me/cfg",
+         "\"cluster\"", 0},
+        {"worker", "{\"cluster\": {\"backend\": \"ssh\", \"worker\": \"%s\", " SSH1 "}}", "/opt/taas-worker",
+         "\"cluster\"", 0},
+        {"worker", "{\"cluster\": {\"backend\": \"slurm\", \"worker\": \"%s\"}}", "/opt/taas-worker", "\"cluster\"", 0},
+        {"munge_socket", "{\"cluster\": {\"backend\": \"slurm\", \"munge_socket\": \"%s\"}}", "/run/munge/s",
+         "\"cluster\"", 0},
+        {"kernel_address", "{\"cluster\": {\"backend\": \"ssh\", \"kernel_address\": \"%s\", " SSH1 "}}", "10.0.0.1",
+         "\"cluster\"", 0},
+        {"address", "{\"cluster\": {\"backend\": \"ssh\", \"hosts\": [{\"name\": \"gpu1\", \"address\": \"%s\", "
+         "\"gpus\": 8, \"cpus\": 96}]}}", "me@gpu1", "\"cluster\": host 'gpu1'", 0},
+        {"partition", "{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"partition\": \"%s\"}}}", "gpu",
+         "configuration 'g4.4'", 1},
+        {"gres", "{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"gres\": \"%s\"}}}", "gpu:a100:8",
+         "configuration 'g4.4'", 1},
+        {"constraint", "{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"constraint\": \"%s\"}}}", "a100",
+         "configuration 'g4.4'", 1},
+    };
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        for (size_t i = 0; i < sizeof inject / sizeof *inject; i++) {
+            /* & and | are Slurm's constraint syntax (sbatch's argv only) */
+            if (!strcmp(keys[k].key, "constraint") && strchr("&|", inject[i].json[0])) continue;
+            char value[256], doc[1024], msg[256];
+            snprintf(value, sizeof value, "%s%s", keys[k].start, inject[i].json);
+            snprintf(doc, sizeof doc, keys[k].doc, value);
+            snprintf(msg, sizeof msg, "%s: \"%s\" may not contain %s: \"%s", keys[k].where, keys[k].key,
+                     inject[i].named, keys[k].start);
+            if (keys[k].config) file_bad(doc, msg, "ASCII letters, digits and _ @ % + = : , . / - only");
+            else cluster_bad(doc, msg, "ASCII letters, digits and _ @ % + = : , . / - only");
+        }
+    }
+    /* the issue's own: the injection inside a path, and with backticks */
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": \"/tmp/x/cfg$(touch${IFS}/tmp/pwned)\", " SSH1 "}}",
+                "\"cluster\": \"ssh_config\" may not contain '$': \"/tmp/x/cfg$(touch${IFS}/tmp/pwned)\"",
+                "\"ssh_config\" (the file ssh -F reads) is in the ssh agent string that Open MPI hands to a shell: an "
+                "absolute path of 1 to 1023 bytes of ASCII letters, digits and _ @ % + = : , . / - only, not starting "
+                "with '-'; e.g. \"ssh_config\": \"/home/me/.ssh/config\"");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"ssh_config\": \"/tmp/x/cfg`touch /tmp/pwned`\", " SSH1 "}}",
+                "\"ssh_config\" may not contain '`'", "");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"hosts\": [{\"name\": \"gpu1\", \"address\": "
+                "\"a;touch${IFS}/tmp/pwned\", \"gpus\": 8, \"cpus\": 96}]}}",
+                "\"cluster\": host 'gpu1': \"address\" may not contain ';'",
+                "\"address\" (a host name, user@host or an IP address) is what ssh connects to, which its config's "
+                "ProxyCommand (%h) hands to a shell");
+    /* a host's name is its address when none is given: the name rule is plain, and a name
+     * starting with '-' needs an address */
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"hosts\": [{\"name\": \"gpu1;id\", \"gpus\": 8, \"cpus\": 96}]}}",
+                "\"cluster\": host name 'gpu1;id' is not valid", "letters, digits, '.', '_' and '-'");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"hosts\": [{\"name\": \"gpu1$(id)\", \"gpus\": 8, \"cpus\": 96}]}}",
+                "host name 'gpu1$(id)' is not valid", "");
+    cluster_bad("{\"cluster\": {\"backend\": \"ssh\", \"hosts\": [{\"name\": \"-oProxyCommand\", \"gpus\": 8, "
+                "\"cpus\": 96}]}}",
+                "\"cluster\": host '-oProxyCommand': a name that starts with '-' cannot be what ssh connects to",
+                "give the host an \"address\"");
+    taas_cluster c;
+    cluster_ok("{\"cluster\": {\"backend\": \"ssh\", \"hosts\": [{\"name\": \"-x\", \"address\": \"10.0.0.21\", "
+               "\"gpus\": 8, \"cpus\": 96}]}}", &c);
+    assert_string_equal(c.hosts[0].address, "10.0.0.21");
+    taas_cluster_free(&c);
+    /* user@host, IPv6 with a zone: plain */
+    cluster_ok("{\"cluster\": {\"backend\": \"ssh\", \"kernel_address\": \"fe80::2%eth0\", \"hosts\": [{\"name\": "
+               "\"a\", \"address\": \"me@gpu1.example.org\", \"gpus\": 8, \"cpus\": 96}, {\"name\": \"b\", "
+               "\"address\": \"fe80::1%eth0\", \"gpus\": 0, \"cpus\": 4}]}}", &c);
+    assert_string_equal(c.hosts[0].address, "me@gpu1.example.org");
+    assert_string_equal(c.hosts[1].address, "fe80::1%eth0");
+    assert_string_equal(c.kernel_address, "fe80::2%eth0");
+    taas_cluster_free(&c);
+    /* a constraint's & | [ ]: Slurm's syntax, kept */
+    use_file("{\"configurations\": {\"g4.4\": {\"gpus\": 4, \"cpus\": 32, \"constraint\": \"[a100&ib|h100]\"}}}");
+    taas_machine_config m;
+    find_ok("g4.4", &m);
+    assert_string_equal(m.constraint, "[a100&ib|h100]");
+    assert_int_equal(access(pwned, F_OK), -1);
+}
+
+/* A constraint may hold & | [ ], which a shell would read: it goes to sbatch's and salloc's
+ * argv (execve) and nowhere else. Every use of the field in the sources (kernel, pragma,
+ * workers, dataloader, common) is the parse in pragma/config.c or one of the two argv words
+ * of component_args in kernel/job/backend_slurm.c; a new use must be checked, then listed. */
+static int constraint_uses, constraint_parse, constraint_argv;
+static char constraint_other[8192];
+
+static int scan_constraint(const char *p, const struct stat *st, int type, struct FTW *ftw) {
+    (void)st;
+    (void)ftw;
+    size_t n = strlen(p);
+    if (type != FTW_F || n < 2 || (strcmp(p + n - 2, ".c") && strcmp(p + n - 2, ".h") && (n < 3 || strcmp(p + n - 3, ".cu"))))
+        return 0;
+    FILE *f = fopen(p, "r");
+    if (!f) return 0;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, "->constraint") && !strstr(line, ".constraint")) continue;
+        constraint_uses++;
+        if (strstr(p, "/pragma/config.c") && strstr(line, "c->constraint, sizeof c->constraint"))
+            constraint_parse++;
+        else if (strstr(p, "/kernel/job/backend_slurm.c") &&
+                 strstr(line, "out[n++] = \"--constraint\", out[n++] = (char *)c->constraint;"))
+            constraint_argv++;
+        else
+            snprintf(constraint_other + strlen(constraint_other), sizeof constraint_other - strlen(constraint_other),
+                     "%s: %s", p, line);
+    }
+    fclose(f);
+    return 0;
+}
+
+static void test_constraint_reaches_argv_only(void **state) {
+    (void)state;
+    const char *src = getenv("TAAS_SOURCE_DIR");
+    assert_non_null(src);
+    static const char *const dirs[] = {"kernel", "pragma", "workers", "dataloader", "common"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", src, dirs[i]);
+        assert_int_equal(nftw(p, scan_constraint, 16, FTW_PHYS), 0);
+    }
+    if (constraint_other[0]) fail_msg("a configuration's constraint used outside sbatch's and salloc's argv:\n%s", constraint_other);
+    assert_int_equal(constraint_parse, 1);
+    assert_int_equal(constraint_argv, 2);
+    assert_int_equal(constraint_uses, 3);
 }
 
 /* Anything but a regular file is refused at once: a FIFO would otherwise block the kernel. */
@@ -911,6 +1057,8 @@ int main(void) {
         cmocka_unit_test(test_cluster_bad_section),
         cmocka_unit_test(test_cluster_bad_hosts),
         cmocka_unit_test(test_cluster_bad_values),
+        cmocka_unit_test(test_cluster_values_reach_no_shell),
+        cmocka_unit_test(test_constraint_reaches_argv_only),
         cmocka_unit_test(test_not_a_file),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
