@@ -18,6 +18,8 @@
 #include "buf.h"
 #include "clock.h"
 #include "errnames.h"
+#include "shell.h"
+#include "utf8.h"
 #include "worker.h"
 
 /* Seconds for every host to answer the check before the job starts, and to confirm a
@@ -61,14 +63,73 @@ static int ssh_argv(const taas_job *j, const ssh_state *st, const char **argv, i
     return n;
 }
 
-/* One word for the remote shell: in single quotes, a quote as '\'' */
+/* One word of a command for the remote shell, and a space. */
 static void shell_word(taas_buf *b, const char *s) {
-    taas_buf_putc(b, '\'');
-    for (; *s; s++) {
-        if (*s == '\'') taas_buf_puts(b, "'\\''");
-        else taas_buf_putc(b, *s);
-    }
-    taas_buf_puts(b, "' ");
+    taas_shell_quote(b, s);
+    taas_buf_putc(b, ' ');
+}
+
+/* The command that reaches host h as the backend does, to paste into a shell for a hint:
+ * ssh [-F FILE] -o BatchMode=yes ADDRESS true, every word quoted. */
+static const char *ssh_true(const taas_job *j, const ssh_state *st, const taas_cluster_host *h, char *out,
+                            size_t n) {
+    const char *argv[8];
+    size_t k = 0;
+    argv[k++] = st && st->ssh[0] ? st->ssh : "ssh";
+    if (j->cluster.ssh_config[0]) argv[k++] = "-F", argv[k++] = j->cluster.ssh_config;
+    argv[k++] = "-o";
+    argv[k++] = "BatchMode=yes";
+    argv[k++] = h ? h->address : "HOST";
+    argv[k++] = "true";
+    taas_buf b = TAAS_BUF_INIT;
+    taas_shell_command(&b, argv, k);
+    taas_utf8_clip(out, n, b.data, b.len, n / 4);
+    taas_buf_free(&b);
+    return out;
+}
+
+/* A program or path that reaches a shell — Open MPI hands the ssh agent string to one, ssh
+ * runs its remote command through the host's — and came from the environment or PATH (the
+ * cluster section checks its own values): refused unless plain (shell.h), never quoted.
+ * env_var names where it came from when set, found otherwise; fix says what to do. */
+static int plain_program(const char *value, const char *env_var, const char *found, const char *why,
+                         const char *fix, taas_error *err) {
+    const char *bad = taas_shell_unplain(value);
+    if (!bad) return 0;
+    char q[300], ch[64];
+    taas_utf8_clip(q, sizeof q, value, strlen(value), 200);
+    if (bad == value && value[0] == '-') snprintf(ch, sizeof ch, "a '-' first");
+    else taas_utf8_char_name(ch, sizeof ch, bad);
+    const char *env = getenv(env_var);
+    if (env && env[0])
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "%s names %s, which has %s: %s", env_var, q, ch, why);
+    else
+        taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "%s, %s, has %s: %s", found, q, ch, why);
+    taas_error_hint(err, "%s; a plain path holds %s", fix, TAAS_SHELL_PLAIN_RULE);
+    return -1;
+}
+
+/* The ssh program, mpirun and taas-worker of the job, each plain where it did not come from
+ * the cluster section. */
+static int plain_programs(const taas_job *j, const ssh_state *st, taas_error *err) {
+    const taas_cluster *cl = &j->cluster;
+    char fix[600];
+    snprintf(fix, sizeof fix, "set TAAS_SSH, or \"ssh\" in the cluster section of %.400s, to a plain path of ssh (a "
+             "symlink will do)", cl->path);
+    if (!cl->ssh[0] && plain_program(st->ssh, "TAAS_SSH", "the ssh found on PATH",
+                                     "backend ssh puts it in the ssh agent string that Open MPI hands to a shell", fix,
+                                     err))
+        return -1;
+    if (plain_program(st->mpirun, "TAAS_MPIRUN", "the mpirun found on PATH",
+                      "Open MPI puts its folder (its --prefix) in the command it runs on each host through the "
+                      "host's shell", "set TAAS_MPIRUN to a plain path of mpirun (a symlink will do)", err))
+        return -1;
+    snprintf(fix, sizeof fix, "give \"worker\", its plain path on the hosts, in the cluster section of %.400s, or set "
+             "TAAS_WORKER to a plain path (a symlink will do)", cl->path);
+    if (!cl->worker[0] && plain_program(st->worker, "TAAS_WORKER", "taas-worker (next to taas-kernel, or on PATH)",
+                                        "backend ssh runs it on the hosts through their shell", fix, err))
+        return -1;
+    return 0;
 }
 
 /* Runs the remote shell command cmd on every host with used[h], all at once, input (may be
@@ -100,8 +161,9 @@ static int on_hosts(taas_job *j, ssh_state *st, const int *used, const char *cmd
             if (left <= 0) {
                 taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "host %s (%s) did not answer over ssh within %.0f s",
                                host_of(j, (int)h)->name, host_of(j, (int)h)->address, CHECK_S);
-                taas_error_hint(err, "check that it is up and reachable from here: ssh %s true",
-                                host_of(j, (int)h)->address);
+                char paste[1024];
+                taas_error_hint(err, "check that it is up and reachable from here: %s",
+                                ssh_true(j, st, host_of(j, (int)h), paste, sizeof paste));
                 rc = -1;
                 break;
             }
@@ -119,8 +181,10 @@ static int on_hosts(taas_job *j, ssh_state *st, const int *used, const char *cmd
         if (status == 255) {
             taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "cannot log in to host %s (%s) with ssh: %s",
                            host_of(j, (int)h)->name, host_of(j, (int)h)->address, tail);
-            taas_error_hint(err, "the ssh backend logs in with keys only: ssh %s true must work without a password "
-                                 "(an agent or a key in ~/.ssh, or \"ssh_config\")", host_of(j, (int)h)->address);
+            char paste[1024];
+            taas_error_hint(err, "the ssh backend logs in with keys only: %s must work without a password (an agent or "
+                            "a key in ~/.ssh, or \"ssh_config\")",
+                            ssh_true(j, st, host_of(j, (int)h), paste, sizeof paste));
         } else {
             taas_error_set(err, TAAS_ERR_OFFLOAD, TAAS_NOPOS, "host %s (%s) cannot %s: %s", host_of(j, (int)h)->name,
                            host_of(j, (int)h)->address, doing, tail);
@@ -229,7 +293,7 @@ static int ssh_plan(taas_job *j, const taas_io *io, taas_error *err) {
     if (cl->ssh[0]) snprintf(st->ssh, sizeof st->ssh, "%s", cl->ssh);
     if ((!cl->ssh[0] && taas_program_find("ssh", "TAAS_SSH", "openssh-client", st->ssh, sizeof st->ssh, err)) ||
         taas_program_find("mpirun", "TAAS_MPIRUN", "openmpi-bin", st->mpirun, sizeof st->mpirun, err) ||
-        check_hosts(j, st, used, err))
+        plain_programs(j, st, err) || check_hosts(j, st, used, err))
         goto out;
     taas_buf b = TAAS_BUF_INIT;
     taas_buf_printf(&b, "ssh: the %d rank%s on ", j->world, j->world == 1 ? "" : "s");
@@ -282,6 +346,7 @@ static int ssh_launch_ranks(taas_job *j, taas_error *err) {
         while (r + 1 < j->world && st->rank_host[r + 1] == h) r++, n++;
         taas_buf_printf(&hosts, "%s%s:%d", hosts.len ? "," : "", host_of(j, h)->address, n);
     }
+    /* Open MPI hands the agent string to a shell: its words are plain (cluster.c, plain_programs) */
     taas_buf agent = TAAS_BUF_INIT;
     taas_buf_puts(&agent, st->ssh);
     if (j->cluster.ssh_config[0]) taas_buf_printf(&agent, " -F %s", j->cluster.ssh_config);
@@ -357,8 +422,9 @@ static void fail_or_say(taas_job *j, const taas_cluster_host *h, const char *why
     if (j->resuming) {
         if (j->failed) return;
         taas_job_fail(j, TAAS_ERR_OFFLOAD, NULL, "%s", what);
-        taas_error_hint(&j->failure, "check the host (ssh %s true), end any taas-worker left there, and run the cell "
-                        "again", h ? h->address : "HOST");
+        char paste[1024];
+        taas_error_hint(&j->failure, "check the host (%s), end any taas-worker left there, and run the cell again",
+                        ssh_true(j, j->be_state, h, paste, sizeof paste));
         return;
     }
     char line[1100];

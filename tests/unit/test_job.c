@@ -4,7 +4,8 @@
  * loader that dies (replaced; the same checksums), a rank that dies (the job fails, naming
  * it), the stop button (the weights of the last step; no process left), a rank's own error,
  * a backend of the test's whose "ranks" never say hello (the start timeout), and one whose
- * launcher reports a rank's death and hangs, as Open MPI 4.1's mpirun may (the report ends it). A test that
+ * launcher reports a rank's death and hangs, as Open MPI 4.1's mpirun may (the report ends it), and
+ * the ssh backend's programs from the environment refused unless plain. A test that
  * needs the job running holds it once every worker is there: it stops rank 1 (SIGSTOP), so
  * no step can finish and the loaders stop at their credit window. */
 #include <setjmp.h>
@@ -17,7 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -507,6 +511,76 @@ static void test_the_pool_of_each_epoch(void **state) {
     json_decref(j.pool_log);
 }
 
+/* The ssh backend on this machine's loopback, as far as it goes without an sshd: the ssh,
+ * mpirun and taas-worker that the environment names reach a shell (Open MPI's ssh agent
+ * string, the hosts' commands), so one that is not plain is refused before anything runs,
+ * naming the variable and the character; a host that refuses the login gets a hint with the
+ * command to paste, quoted. */
+static void ssh_cluster(fixture *f, const char *ssh_config) {
+    FILE *cf = fopen(f->config, "w");
+    assert_non_null(cf);
+    fprintf(cf, "{\"cluster\": {\"backend\": \"ssh\", \"kernel_address\": \"127.0.0.1\", \"ssh_config\": \"%s\", "
+            "\"hosts\": [{\"name\": \"here\", \"address\": \"127.0.0.1\", \"gpus\": 2, \"cpus\": 2}]}}",
+            ssh_config);
+    fclose(cf);
+}
+
+static void test_ssh_programs_must_be_plain(void **state) {
+    fixture *f = *state;
+    char cfg[160], link[256];
+    snprintf(cfg, sizeof cfg, "%s/ssh_config", f->dir);
+    /* a port on the loopback that refuses connections: bound, never listening */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(s, (struct sockaddr *)&a, &alen), 0);
+    FILE *sf = fopen(cfg, "w");
+    assert_non_null(sf);
+    fprintf(sf, "Host *\n  Port %d\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n", ntohs(a.sin_port));
+    fclose(sf);
+    ssh_cluster(f, cfg);
+    static const struct { const char *var, *real; } progs[] = {
+        {"TAAS_SSH", "/usr/bin/ssh"}, {"TAAS_MPIRUN", "/usr/bin/mpirun"}, {"TAAS_WORKER", TAAS_WORKER_PATH}};
+    static const struct { const char *name, *named; } bad[] = {
+        {"p$(id)", "'$'"}, {"p`id`", "'`'"}, {"p;id", "';'"}, {"p|id", "'|'"}, {"p&id", "'&'"},
+        {"p\nid", "a control character (U+000A)"}, {"p'x'", "'''"}, {"p\"x\"", "'\"'"}, {"my p", "a space"}};
+    taas_error err;
+    for (size_t p = 0; p < sizeof progs / sizeof *progs; p++) {
+        for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+            snprintf(link, sizeof link, "%s/%s", f->dir, bad[b].name);
+            assert_int_equal(symlink(progs[p].real, link), 0);
+            setenv(progs[p].var, link, 1);
+            taas_buf_free(&OUT);
+            taas_job *j = taas_job_start(&f->cfg, &IO, &err);
+            if (j) fail_msg("%s=%s was taken", progs[p].var, link);
+            char want[512];
+            snprintf(want, sizeof want, "%s names %s/%.2s", progs[p].var, f->dir, bad[b].name);
+            if (strcmp(err.ename, "TaasOffloadError") || strncmp(err.message, want, strlen(want)) ||
+                !strstr(err.message, bad[b].named) || !strstr(err.hint, "ASCII letters, digits and _ @ % + = : , . / -"))
+                fail_msg("%s=%s gave %s: %s (hint: %s)", progs[p].var, link, err.ename, err.message, err.hint);
+            assert_null(strstr(OUT.data ? OUT.data : "", "ssh: the 2 ranks"));  /* refused before the hosts' check */
+            unlink(link);
+            if (!strcmp(progs[p].var, "TAAS_WORKER")) setenv("TAAS_WORKER", TAAS_WORKER_PATH, 1);
+            else unsetenv(progs[p].var);
+        }
+    }
+    /* plain programs pass; the host refuses the connection: the hint's command reproduces it */
+    setenv("TAAS_SSH", "/usr/bin/ssh", 1);
+    taas_job *j = taas_job_start(&f->cfg, &IO, &err);
+    if (j) fail_msg("a host that refuses ssh was taken");
+    assert_string_equal(err.ename, "TaasOffloadError");
+    assert_non_null(strstr(err.message, "cannot log in to host here (127.0.0.1) with ssh: "));
+    char want[512];
+    snprintf(want, sizeof want, "the ssh backend logs in with keys only: /usr/bin/ssh -F %s -o BatchMode=yes 127.0.0.1 "
+             "true must work without a password", cfg);
+    if (!strstr(err.hint, want)) fail_msg("hint: %s\nwanted: %s", err.hint, want);
+    unsetenv("TAAS_SSH");
+    close(s);
+    unlink(cfg);
+    unlink(f->config);
+}
+
 int main(void) {
     if (access(FASHION "/train-images-idx3-ubyte.gz", R_OK) != 0) {
         fprintf(stderr, "test_job needs Debian's Fashion-MNIST (apt-get install dataset-fashion-mnist)\n");
@@ -522,6 +596,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_ranks_that_never_start_time_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mpiruns_report_of_a_death_ends_the_ranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_loader_lost_while_resuming_waits_for_the_ranks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ssh_programs_must_be_plain, setup, teardown),
         cmocka_unit_test(test_the_pool_decides_by_wait_and_idleness),
         cmocka_unit_test(test_the_pool_of_each_epoch),
     };
