@@ -1,7 +1,8 @@
 /* The configuration file's "cluster" section (cluster.h): where #pragma taas jobs run.
  * Read from the same file as the machine configurations (config_file.h), on every call, and
- * checked as strictly: every value that reaches a command line (ssh, mpirun, sbatch) is
- * checked here, so that none can be read as an option or split into two words. */
+ * checked as strictly: every value that reaches a command line (ssh, mpirun, sbatch) or a
+ * shell is checked here to be a plain word (common/shell.h), so that none can be read as an
+ * option, split into two words or run as a command (docs/cluster.md). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ static int parse_plain(const char *path, const char *where, const char *key, con
         return taas_cfile_error(err, path, hint, "%s: \"%s\" must be an absolute path (starting with '/'), not %s",
                                 where, key, taas_cfile_shown(shown, sizeof shown, v));
     const char *bad = taas_shell_unplain(s);
-    if (bad && bad == s && s[0] == '-')
+    if (bad == s && s[0] == '-')
         return taas_cfile_error(err, path, hint, "%s: \"%s\" starts with '-', which a command would read as an "
                                 "option: %s", where, key, taas_cfile_shown(shown, sizeof shown, v));
     if (bad)
