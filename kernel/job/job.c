@@ -173,6 +173,7 @@ static void on_checkpoint(taas_job *j, const json_t *b, const void *blob, size_t
     j->ckpt_epoch = (long long)json_integer_value(json_object_get(b, "epoch"));
     j->ckpt_step = (long long)json_integer_value(json_object_get(b, "step"));
     j->ckpt_steps = steps;
+    taas_trainview_steps(j->view, steps);
 }
 
 /* The checkpoints of a job that is done are of no more use: its weights are kept. */
@@ -372,6 +373,7 @@ static void on_msg(taas_job *j, const taas_io *io, taas_ctl_msg *m) {
         taas_job_view(j, io, 1);
     } else if (!strcmp(t, "done") && r == 0 && !j->done) {
         j->done = json_incref(m->body);
+        taas_trainview_steps(j->view, (long long)json_integer_value(json_object_get(j->done, "steps")));
         if (j->evaluate) return;  /* the loss and accuracy are all of it */
         if (j->autosize) pool_in_rows(j, json_object_get(j->done, "history"));
         if (m->blob && m->blob_len) j->have_weights = write_weights(j, m->blob, m->blob_len) == 0;

@@ -23,6 +23,7 @@ struct taas_trainview {
     long long epochs, steps_per_epoch, total_steps;
     long long epoch, step;          /* the current epoch (1-based) and its step */
     long long steps_before;         /* steps of the epochs before it */
+    long long counted;              /* steps rank 0 counted done (taas_trainview_steps) */
     double loss, samples_per_s;
     json_t *rows;                   /* finished epochs */
     char status[256];
@@ -113,6 +114,10 @@ void taas_trainview_epoch(taas_trainview *v, const json_t *m) {
     v->samples_per_s = json_number_value(json_object_get(m, "samples_per_s"));
 }
 
+void taas_trainview_steps(taas_trainview *v, long long steps) {
+    if (steps > v->counted) v->counted = steps;
+}
+
 void taas_trainview_status(taas_trainview *v, const char *text) {
     snprintf(v->status, sizeof v->status, "%s", text ? text : "");
 }
@@ -122,6 +127,7 @@ void taas_trainview_end(taas_trainview *v, const char *state, const char *weight
     snprintf(v->weights, sizeof v->weights, "%s", weights ? weights : "");
     v->t_end = taas_now();
     long long done = sat_add(v->steps_before, v->step);
+    if (v->counted > done) done = v->counted;
     if (!strcmp(state, "done") && v->total_steps > done) v->total_steps = done;
 }
 
@@ -350,6 +356,7 @@ static void chart_img(const taas_trainview *v, taas_buf *h) {
 
 static long long done_steps(const taas_trainview *v) {
     long long d = sat_add(v->steps_before, v->step);
+    if (v->counted > d) d = v->counted;
     return v->total_steps > 0 && d > v->total_steps ? v->total_steps : d;
 }
 

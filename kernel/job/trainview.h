@@ -29,6 +29,10 @@ void taas_trainview_free(taas_trainview *v);
 void taas_trainview_start(taas_trainview *v, const json_t *start);
 void taas_trainview_step(taas_trainview *v, const json_t *step);
 void taas_trainview_epoch(taas_trainview *v, const json_t *epoch);
+/* Steps of the whole fit that rank 0 counted done (a checkpoint's, its last "done"): the
+ * step lines come at most ~5 a second, so the last one may be behind; the bar and the
+ * summary never say fewer. */
+void taas_trainview_steps(taas_trainview *v, long long steps);
 /* An offloaded job's own state after the numbers ("ranks 2/2  loaders 2/2  waiting for data 1%"). */
 void taas_trainview_status(taas_trainview *v, const char *text);
 /* The end: state "done", "stopped" or "failed", and where the weights went (may be NULL). */

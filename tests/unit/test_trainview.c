@@ -189,11 +189,37 @@ static void test_hostile_numbers(void **state) {
     json_decref(c.shown);
 }
 
+/* Issue 27: a stop's summary said 3,159 steps while the last checkpoint was at step 3,500.
+ * The step lines come at most ~5 a second; rank 0's own count (its checkpoint's, its "done"
+ * line's) is what the summary and the bar say when it is ahead. */
+static void test_a_stop_says_the_steps_rank_0_counted(void **state) {
+    (void)state;
+    capture c = {0};
+    taas_io io = {.ctx = &c, .display = keep_display};
+    taas_trainview *v = taas_trainview_new("job-1");
+    json_t *m = json_pack("{s:i,s:i}", "epochs", 2, "steps_per_epoch", 5000);
+    taas_trainview_start(v, m);
+    json_decref(m);
+    m = json_pack("{s:i,s:i,s:i,s:f}", "epoch", 1, "step", 3159, "steps", 5000, "loss", 0.5);
+    taas_trainview_step(v, m);
+    json_decref(m);
+    taas_trainview_steps(v, 3500);  /* the checkpoint */
+    taas_trainview_steps(v, 3400);  /* an older count says nothing more */
+    taas_trainview_end(v, "stopped", NULL);
+    taas_trainview_show(v, &io, 1);
+    assert_non_null(strstr(text(&c), "stopped after "));
+    assert_non_null(strstr(text(&c), ": 0 epochs, 3,500 steps"));
+    assert_non_null(strstr(html(&c), "value=\"3500\" max=\"10000\""));
+    taas_trainview_free(v);
+    json_decref(c.shown);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accuracy_axis_follows_the_values),
         cmocka_unit_test(test_accuracy_axis_edges),
         cmocka_unit_test(test_hostile_numbers),
+        cmocka_unit_test(test_a_stop_says_the_steps_rank_0_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
