@@ -1,7 +1,16 @@
 #include "errnames.h"
 
+#include <string.h>
+
 #define TAAS_ERRNAME_DEFINE(id, name, meaning) const char id[] = name;
 TAAS_ERROR_NAMES(TAAS_ERRNAME_DEFINE)
+
+int taas_error_name_known(const char *name) {
+#define TAAS_ERRNAME_IS(id, n, meaning) if (!strcmp(name, n)) return 1;
+    TAAS_ERROR_NAMES(TAAS_ERRNAME_IS)
+#undef TAAS_ERRNAME_IS
+    return 0;
+}
 
 void taas_error_names_markdown(FILE *out) {
     fputs("# Errors\n\n"

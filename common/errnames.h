@@ -44,6 +44,9 @@
 TAAS_ERROR_NAMES(TAAS_ERRNAME_DECLARE)
 #undef TAAS_ERRNAME_DECLARE
 
+/* 1 when name is one of these (a name read from a file may be anything). */
+int taas_error_name_known(const char *name);
+
 /* docs/errors.md: every name and what it means, as a Markdown table. */
 void taas_error_names_markdown(FILE *out);
 

@@ -13,6 +13,7 @@
 #include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/pidfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,11 +27,17 @@
 #include "job_priv.h"
 #include "self_exe.h"
 #include "suggest.h"
+#include "utf8.h"
 
 /* The lock's descriptor in the coordinator, as the kernel that starts it leaves it. */
 #define LOCK_FD 3
 /* The journal keeps at most this much; later output is left out (one line says so). */
 #define JOURNAL_MAX (16u << 20)
+/* job.json, state.json and view.json are read whole, at most this much each: a state is a
+ * few hundred bytes, a done job's has its History (about 300 bytes an epoch) and the view its
+ * displays; a larger one is a damaged job, and never more than this is read on the kernel's
+ * time for one file. */
+#define FILE_MAX (16u << 20)
 /* state.json and view.json are written again at most this often while the job runs. */
 #define WRITE_EVERY_S 1.0
 
@@ -109,30 +116,65 @@ static int write_json(const char *dir, const char *name, const json_t *v) {
     return rc;
 }
 
-/* A file of the folder opened for reading, or -1: a FIFO or a device in its place (the
- * folder is the user's) must not hold the kernel, so it is opened without blocking and
- * refused unless it is a regular file. */
+/* A file of the folder opened for reading, or -1 with errno (EINVAL: it is not a regular
+ * file): a FIFO or a device in its place (the folder is the user's) must not hold the
+ * kernel, so it is opened without blocking and refused unless it is a regular file. */
 static int open_regular(const char *dir, const char *name) {
     char path[PATH_MAX];
     int fd = path_in(path, sizeof path, dir, name) ? -1 : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
         close(fd);
+        errno = EINVAL;
         return -1;
     }
     if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
 }
 
-static json_t *read_json(const char *dir, const char *name) {
+/* A JSON object file of the folder, read whole in one read of at most FILE_MAX bytes (never
+ * a byte a read(), as jansson reads a descriptor) and parsed from memory. NULL with why[0]
+ * == '\0' when it is not there; NULL with why saying what is wrong with it when it is
+ * damaged. */
+static json_t *read_json(const char *dir, const char *name, char *why, size_t n) {
+    why[0] = '\0';
     int fd = open_regular(dir, name);
-    if (fd < 0) return NULL;
-    json_t *v = json_loadfd(fd, 0, NULL);
-    close(fd);
-    if (v && !json_is_object(v)) {
-        json_decref(v);
-        v = NULL;
+    if (fd < 0) {
+        if (errno == EINVAL) snprintf(why, n, "%s is not a regular file", name);
+        else if (errno != ENOENT) snprintf(why, n, "%s cannot be read: %s", name, strerror(errno));
+        return NULL;
     }
+    struct stat st;
+    char *text = NULL;
+    ssize_t got = -1;
+    size_t size = 0;
+    if (fstat(fd, &st) != 0) {
+        snprintf(why, n, "%s cannot be read: %s", name, strerror(errno));
+    } else if (st.st_size > (off_t)FILE_MAX) {
+        taas_buf b = TAAS_BUF_INIT;
+        taas_buf_thousands(&b, (long long)st.st_size);
+        snprintf(why, n, "%s is %s bytes: more than a job's file has (%u MiB at most)", name, b.data, FILE_MAX >> 20);
+        taas_buf_free(&b);
+    } else if (!(text = malloc((size = (size_t)st.st_size) + 1))) {
+        snprintf(why, n, "%s cannot be read: out of memory", name);
+    } else {
+        while ((got = read(fd, text, size + 1)) < 0 && errno == EINTR) {}
+        if (got < 0) snprintf(why, n, "%s cannot be read: %s", name, strerror(errno));
+        else if ((size_t)got > size) snprintf(why, n, "%s grows while it is read: taas replaces it whole", name);
+    }
+    close(fd);
+    json_t *v = NULL;
+    if (!why[0]) {
+        json_error_t e;
+        v = json_loadb(text, (size_t)got, 0, &e);
+        if (!v) snprintf(why, n, "%s is not JSON (line %d)", name, e.line);
+        else if (!json_is_object(v)) snprintf(why, n, "%s is not a JSON object", name);
+        if (v && !json_is_object(v)) {
+            json_decref(v);
+            v = NULL;
+        }
+    }
+    free(text);
     return v;
 }
 
@@ -307,7 +349,17 @@ static void coord_progress(coord *c) {
     json_object_set_new(c->state, "loss", json_real(j->loss));
     json_object_set_new(c->state, "restarts", json_integer(j->restarts));
     json_object_set_new(c->state, "backend", json_string(j->be ? j->be->name : "local"));
-    if (j->ckpt[0][0]) json_object_set_new(c->state, "checkpoint", json_string(j->ckpt[0]));
+    if (!j->ckpt[0][0]) return;
+    json_object_set_new(c->state, "checkpoint", json_string(j->ckpt[0]));
+    /* where it stands, as epoch and step say it: the step lines come at most ~5 a second, so
+     * the newest checkpoint may be past the last one */
+    long long ce = j->ckpt_epoch + 1, cs = j->ckpt_step;  /* ckpt_step steps of epoch ckpt_epoch + 1 */
+    if (cs == 0 && j->ckpt_epoch > 0) {  /* at an epoch's start: the one before is done */
+        ce = j->ckpt_epoch;
+        cs = j->steps_per_epoch;
+    }
+    json_object_set_new(c->state, "checkpoint_epoch", json_integer(ce));
+    json_object_set_new(c->state, "checkpoint_step", json_integer(cs));
 }
 
 static void coord_write(coord *c, int now) {
@@ -379,14 +431,18 @@ int taas_detached_run(const char *dir) {
         return 1;
     }
     int lock = coord_lock(dir);
-    json_t *rec = read_json(dir, "job.json");
+    char why[256];
+    json_t *rec = read_json(dir, "job.json", why, sizeof why);
     if (lock < 0 || !rec) {
         fprintf(stderr, "taas-kernel: --run-job %s: %s\n", dir,
-                lock < 0 ? "another coordinator runs this job, or its lock cannot be made" : "no job.json there");
+                lock < 0 ? "another coordinator runs this job, or its lock cannot be made"
+                         : why[0] ? why : "no job.json there");
         json_decref(rec);
         return 1;
     }
-    c.state = read_json(dir, "state.json");
+    /* the job's processes do not hold the lock: a folder whose lock is free has no coordinator */
+    fcntl(lock, F_SETFD, FD_CLOEXEC);
+    c.state = read_json(dir, "state.json", why, sizeof why);
     if (!c.state) c.state = json_object();
     c.view = json_object();
     json_object_set_new(c.state, "id", json_string(id_of(dir)));
@@ -471,18 +527,125 @@ static int ended(const char *state) {
     return state && strcmp(state, "starting") != 0 && strcmp(state, "running") != 0;
 }
 
+/* The states a coordinator writes (lost and damaged are the reader's). */
+static int known_state(const char *state) {
+    static const char *const all[] = {"starting", "running", "done", "failed", "cancelled", NULL};
+    for (int i = 0; all[i]; i++)
+        if (!strcmp(state, all[i])) return 1;
+    return 0;
+}
+
+static json_t *damaged(const char *why) {
+    char shown[256];
+    return json_pack("{s:s, s:s}", "state", "damaged", "damage", taas_utf8_clip(shown, sizeof shown, why,
+                                                                                strlen(why), 160));
+}
+
+/* state.json as it is: NULL when it is not there (a folder that is being made); a damaged
+ * state when it cannot be read or is not a coordinator's. */
+static json_t *read_state(const char *dir) {
+    char why[256];
+    json_t *s = read_json(dir, "state.json", why, sizeof why);
+    if (!s) return why[0] ? damaged(why) : NULL;
+    const json_t *st = json_object_get(s, "state");
+    if (!json_is_string(st)) {
+        snprintf(why, sizeof why, "state.json has no \"state\"");
+    } else if (!known_state(json_string_value(st))) {
+        char shown[128];
+        snprintf(why, sizeof why, "state.json's \"state\" is '%s'",
+                 taas_utf8_clip(shown, sizeof shown, json_string_value(st), json_string_length(st), 40));
+    } else {
+        return s;
+    }
+    json_decref(s);
+    return damaged(why);
+}
+
 json_t *taas_detached_state(const char *dir) {
-    json_t *s = read_json(dir, "state.json");
+    json_t *s = read_state(dir);
     if (!s) return NULL;
     const char *st = json_string_value(json_object_get(s, "state"));
     if (!ended(st) && !coordinator_runs(dir)) {
         /* the coordinator may have ended just now: its last word first */
         json_decref(s);
-        s = read_json(dir, "state.json");
+        s = read_state(dir);
         if (s && !ended(json_string_value(json_object_get(s, "state"))))
             json_object_set_new(s, "state", json_string("lost"));
     }
     return s;
+}
+
+static long long field(const json_t *s, const char *key) {
+    return (long long)json_integer_value(json_object_get(s, key));
+}
+
+void taas_detached_reached(const json_t *state, long long *epoch, long long *step) {
+    *epoch = field(state, "epoch");
+    *step = field(state, "step");
+    long long ce = field(state, "checkpoint_epoch"), cs = field(state, "checkpoint_step");
+    if (json_is_string(json_object_get(state, "checkpoint")) && (ce > *epoch || (ce == *epoch && cs > *step))) {
+        *epoch = ce;
+        *step = cs;
+    }
+    if (*epoch < 0 || *step < 0) *epoch = *step = 0;
+}
+
+int taas_detached_ended_error(const json_t *state, const char *id, const char *dir, const char *into, int kept,
+                              taas_error *err) {
+    const char *st = json_string_value(json_object_get(state, "state"));
+    const char *ckpt = json_string_value(json_object_get(state, "checkpoint"));
+    st = st ? st : "damaged";
+    if (!strcmp(st, "failed")) {
+        const json_t *e = json_object_get(state, "error");
+        const char *ename = json_string_value(json_object_get(e, "ename"));
+        const char *message = json_string_value(json_object_get(e, "message"));
+        const char *hint = json_string_value(json_object_get(e, "hint"));
+        char why[160], shown[96];
+        if (!json_is_object(e)) snprintf(why, sizeof why, "it has no \"error\" object");
+        else if (!ename || !taas_error_name_known(ename))
+            snprintf(why, sizeof why, "its \"ename\" '%s' is no taas error name",
+                     ename ? taas_utf8_clip(shown, sizeof shown, ename, strlen(ename), 40) : "");
+        else if (!message) snprintf(why, sizeof why, "its \"message\" is not a string");
+        else why[0] = '\0';
+        if (why[0]) {
+            taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s failed, but its state.json's error is damaged: %s",
+                           id, why);
+            taas_error_hint(err, "%s/coordinator.log and journal.jsonl there tell what happened", dir);
+            return -1;
+        }
+        taas_error_set(err, ename, TAAS_NOPOS, "%s", message);
+        if (hint && hint[0]) taas_error_hint(err, "%s", hint);
+        return -1;
+    }
+    if (!strcmp(st, "cancelled")) {
+        long long epoch, step;
+        taas_detached_reached(state, &epoch, &step);
+        if (epoch > 0 || step > 0)
+            taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s was cancelled at epoch %lld, step %lld", id,
+                           epoch > 0 ? epoch : 1, step);
+        else
+            taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s was cancelled%s", id,
+                           kept || ckpt ? "" : " before it had trained a step");
+        if (kept) taas_error_hint(err, "%s has the weights of its last completed step", into);
+        else if (!into && json_is_string(json_object_get(state, "weights")))
+            taas_error_hint(err, "attach('%s', into=net) gives net its last weights", id);
+        else if (ckpt) taas_error_hint(err, "its last checkpoint is %s: fit(..., resume='%s') goes on from it", ckpt,
+                                       ckpt);
+        return -1;
+    }
+    if (!strcmp(st, "lost")) {
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s lost its coordinator (pid %lld): it was killed, or its "
+                       "machine restarted", id, field(state, "pid"));
+        if (ckpt) taas_error_hint(err, "its last checkpoint is %s: fit(..., resume='%s') goes on from it", ckpt, ckpt);
+        else taas_error_hint(err, "it had no checkpoint yet: run its cell again");
+        return -1;
+    }
+    const char *why = json_string_value(json_object_get(state, "damage"));
+    taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s's folder is damaged: %s", id,
+                   why ? why : "its state is not one taas writes");
+    taas_error_hint(err, "its files are not what taas wrote: %s/coordinator.log may tell what happened; remove the "
+                    "folder when you no longer need it", dir);
+    return -1;
 }
 
 static int valid_id(const char *id) {
@@ -589,24 +752,115 @@ int taas_detached_find(const char *id, char *dir, size_t n, taas_error *err) {
     return -1;
 }
 
+/* Does pid have the folder's lock file (st) open with the lock on it? Its descriptors and
+ * what /proc/PID/fdinfo says of their locks (the locks held through that descriptor's open
+ * file: a flock is its open file's). */
+static int holds_lock(pid_t pid, const struct stat *st) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int held = 0;
+    struct dirent *e;
+    for (int k = 0; !held && k < 1 << 20 && (e = readdir(d)); k++) {  /* bounded: RLIMIT_NOFILE's */
+        char fd[sizeof path + 300], line[256];
+        struct stat fst;
+        if (e->d_name[0] == '.' || (size_t)snprintf(fd, sizeof fd, "%s/%s", path, e->d_name) >= sizeof fd ||
+            stat(fd, &fst) != 0 || fst.st_dev != st->st_dev || fst.st_ino != st->st_ino)
+            continue;
+        snprintf(fd, sizeof fd, "/proc/%d/fdinfo/%.255s", (int)pid, e->d_name);
+        FILE *f = fopen(fd, "re");
+        while (f && !held && fgets(line, sizeof line, f))
+            held = !strncmp(line, "lock:", 5) && strstr(line, " FLOCK ") && strstr(line, " WRITE ");
+        if (f) fclose(f);
+    }
+    closedir(d);
+    return held;
+}
+
+/* The process that holds the folder's lock, as the kernel's own records prove it: a taker
+ * of a flock on the lock file's inode in /proc/locks, pinned by a pidfd, that has the lock
+ * file open with the lock on it while the pidfd shows it alive (so the pid was not reused
+ * meanwhile). Its pidfd and *pid, or -1: no process of this machine holds it. */
+static int lock_holder(const char *dir, pid_t *pid) {
+    char path[PATH_MAX], line[256];
+    struct stat st;
+    if (path_in(path, sizeof path, dir, "lock") || stat(path, &st) != 0) return -1;
+    FILE *f = fopen("/proc/locks", "re");
+    int pidfd = -1;
+    while (f && pidfd < 0 && fgets(line, sizeof line, f)) {
+        char type[16], rw[16];
+        int p;
+        unsigned maj, min;
+        unsigned long long ino;
+        /* "1: FLOCK  ADVISORY  WRITE 1234 fe:00:1134 0 EOF"; a waiter's line has "->" and is
+         * not matched. The device as /proc/locks says it may differ from stat's (btrfs,
+         * overlayfs): the inode picks the candidates, holds_lock proves them. */
+        if (sscanf(line, "%*d: %15s %*s %15s %d %x:%x:%llu", type, rw, &p, &maj, &min, &ino) != 6 ||
+            strcmp(type, "FLOCK") || strcmp(rw, "WRITE") || ino != (unsigned long long)st.st_ino || p <= 1)
+            continue;  /* p 0: a process outside this pid namespace */
+        pidfd = (int)pidfd_open(p, 0);
+        if (pidfd < 0) continue;
+        if (holds_lock(p, &st) && pidfd_send_signal(pidfd, 0, NULL, 0) == 0) {
+            *pid = p;
+        } else {
+            close(pidfd);
+            pidfd = -1;
+        }
+    }
+    if (f) fclose(f);
+    return pidfd;
+}
+
 int taas_detached_cancel(const char *dir, taas_error *err) {
     json_t *s = taas_detached_state(dir);
+    const char *id = id_of(dir);
     const char *st = s ? json_string_value(json_object_get(s, "state")) : "starting";
-    json_int_t pid = s ? json_integer_value(json_object_get(s, "pid")) : 0;
-    if (ended(st)) {
-        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s has already ended (%s)", id_of(dir), st);
-        taas_error_hint(err, "attach('%s') shows how it ended", id_of(dir));
-        json_decref(s);
-        return -1;
+    const json_t *pv = s ? json_object_get(s, "pid") : NULL;
+    json_int_t pid = json_integer_value(pv);
+    int refused = 1;
+    if (s && !strcmp(st, "damaged")) {
+        taas_detached_ended_error(s, id, dir, NULL, 0, err);
+    } else if (ended(st)) {
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s has already ended (%s)", id, st);
+        taas_error_hint(err, "attach('%s') shows how it ended", id);
+    } else if (!pv) {
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s is still starting", id);
+        taas_error_hint(err, "cancel it again in a moment");
+    } else if (!json_is_integer(pv) || pid <= 1 || pid > INT_MAX) {
+        /* never a number read from a file: pid_t is 32 bits, and -1 is every process */
+        char *text = json_dumps(pv, JSON_ENCODE_ANY), shown[64];
+        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s's state.json has \"pid\": %s, which is no process id",
+                       id, text ? taas_utf8_clip(shown, sizeof shown, text, strlen(text), 32) : "?");
+        taas_error_hint(err, "its folder %s is damaged; nothing was signalled. Its coordinator, if one runs, holds "
+                        "%s/lock (fuser -v shows it)", dir, dir);
+        free(text);
+    } else {
+        refused = 0;
     }
     json_decref(s);
-    if (pid <= 1) {
-        taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s is still starting", id_of(dir));
-        taas_error_hint(err, "cancel it again in a moment");
+    if (refused) return -1;
+    /* the coordinator is the lock's holder, proven, and the pid it wrote must be that one */
+    pid_t holder = 0;
+    int pidfd = lock_holder(dir, &holder);
+    if (pidfd < 0 || holder != (pid_t)pid) {
+        if (pidfd >= 0)
+            taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s was not cancelled: its lock is held by process %d, "
+                           "not by process %lld that its state.json names", id, (int)holder, (long long)pid);
+        else
+            taas_error_set(err, TAAS_ERR_JOB, TAAS_NOPOS, "job %s was not cancelled: no process of this machine "
+                           "holds its lock", id);
+        taas_error_hint(err, "nothing was signalled. A coordinator on another machine that shares the jobs folder is "
+                        "cancelled there; else jobs() shows how it stands now");
+        if (pidfd >= 0) close(pidfd);
         return -1;
     }
-    if (kill((pid_t)pid, SIGTERM) != 0) return sys_fail(err, "cannot stop the coordinator of", dir);
-    return 0;
+    int rc = pidfd_send_signal(pidfd, SIGTERM, NULL, 0);
+    int e = errno;
+    close(pidfd);
+    errno = e;
+    /* ESRCH: it ended just now, as the follow will tell */
+    return rc == 0 || errno == ESRCH ? 0 : sys_fail(err, "cannot stop the coordinator of", dir);
 }
 
 /* ---- following -------------------------------------------------------------------------- */
@@ -616,7 +870,8 @@ struct taas_follow {
     int inotify;
     off_t journal_at;
     json_t *shown;          /* display id -> what this follow last showed of it */
-    taas_buf partial;
+    taas_buf partial;       /* the journal's line so far */
+    int too_long;           /* the line is longer than a coordinator writes: left out */
 };
 
 taas_follow *taas_follow_open(const char *dir, taas_error *err) {
@@ -656,31 +911,40 @@ static void show_entry(taas_follow *f, const json_t *e, const taas_io *io) {
                                                         json_is_object(md) ? md : json_object()));
 }
 
+/* The journal's new lines. A poll reads at most what a coordinator writes (JOURNAL_MAX and a
+ * line); a line longer than that is not one a coordinator wrote, and is left out. */
 static void follow_journal(taas_follow *f, const taas_io *io) {
     int fd = open_regular(f->dir, "journal.jsonl");
     if (fd < 0) return;
     char buf[65536];
-    for (int k = 0; k < 4096; k++) {  /* bounded: at most 256 MiB a poll, the journal keeps 16 */
+    for (size_t k = 0; k < JOURNAL_MAX / sizeof buf + 2; k++) {
         ssize_t n = pread(fd, buf, sizeof buf, f->journal_at);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         f->journal_at += n;
-        for (ssize_t i = 0; i < n; i++) {
-            if (buf[i] != '\n') {
-                taas_buf_putc(&f->partial, buf[i]);
-                continue;
+        for (ssize_t i = 0, start = 0; i < n; i++) {
+            int end = buf[i] == '\n';
+            if (!end && i + 1 < n) continue;
+            if (!f->too_long) taas_buf_add(&f->partial, buf + start, (size_t)(i - start + !end));
+            start = i + 1;
+            if (f->partial.len > JOURNAL_MAX) {
+                f->too_long = 1;
+                taas_buf_free(&f->partial);
             }
-            json_t *e = f->partial.data ? json_loads(f->partial.data, 0, NULL) : NULL;
+            if (!end) continue;
+            json_t *e = f->partial.data ? json_loadb(f->partial.data, f->partial.len, 0, NULL) : NULL;
             if (e) show_entry(f, e, io);
             json_decref(e);
             taas_buf_free(&f->partial);
+            f->too_long = 0;
         }
     }
     close(fd);
 }
 
 static void follow_view(taas_follow *f, const taas_io *io) {
-    json_t *view = read_json(f->dir, "view.json");
+    char why[256];
+    json_t *view = read_json(f->dir, "view.json", why, sizeof why);
     const char *id;
     json_t *v;
     json_object_foreach(view, id, v) {

@@ -14,7 +14,10 @@
  *
  * A kernel follows the folder to show the job in a cell (attach) and never writes to it
  * after the start; cancel is SIGTERM to the coordinator, which stops the job as the stop
- * button does. */
+ * button does. The coordinator is the process that holds the lock, as /proc proves it (a
+ * pidfd), never a pid read from a file. The folder is the user's: whatever its files say, a
+ * kernel reads each whole with a size cap, and one that is damaged is a job whose state is
+ * "damaged" (with "damage" saying why), never an error of the others. */
 #ifndef TAAS_DETACHED_H
 #define TAAS_DETACHED_H
 
@@ -46,16 +49,30 @@ int taas_detached_run(const char *dir);
 int taas_detached_find(const char *id, char *dir, size_t n, taas_error *err);
 
 /* state.json of the job in dir, with "state": "lost" when it says running but no
- * coordinator holds the lock (it was killed, or its machine restarted). NULL when there
- * is none yet (a coordinator that is starting). */
+ * coordinator holds the lock (it was killed, or its machine restarted), and "damaged" (with
+ * "damage": why) when it cannot be read, is larger than a state can be, is not JSON or has
+ * a state no coordinator writes. NULL when there is none yet (a folder being made). */
 json_t *taas_detached_state(const char *dir);
+
+/* Where a job stands by its state: its epoch (1-based) and the steps of it done, the later of
+ * its last step line and its newest checkpoint; 0, 0 when nothing says. */
+void taas_detached_reached(const json_t *state, long long *epoch, long long *step);
+
+/* The error of a job that ended without a History (failed, cancelled, lost, damaged), as its
+ * state proves it: what it reached, how it ended, where it can go on from. into: the model
+ * given (into=) or NULL; kept: it got the weights of the last step. Always -1, err set
+ * (TAAS_NOPOS). */
+int taas_detached_ended_error(const json_t *state, const char *id, const char *dir, const char *into, int kept,
+                              taas_error *err);
 
 /* Every job of the jobs folder, the newest first: an array of state objects (with "id"
  * and "dir"). NULL with err. */
 json_t *taas_detached_list(taas_error *err);
 
-/* Asks the coordinator to stop the job (SIGTERM). 0, or -1 with err when it has already
- * ended (the state says how). */
+/* Asks the coordinator to stop the job: SIGTERM through a pidfd of the lock's holder, when
+ * that is the process state.json names. 0, or -1 with err, nothing signalled, when it has
+ * already ended (the state says how), is damaged, or its lock's holder is not the pid its
+ * state names (or is on another machine). */
 int taas_detached_cancel(const char *dir, taas_error *err);
 
 /* Showing a job in a cell: everything it has said since its start (the journal, then each

@@ -55,33 +55,15 @@ static int ended(attach_wait *o, json_t *state, taas_error *err) {
         if (taas_weights_copy_in(&cx, o->model, weights)) return -1;
         kept = 1;
     }
-    if (!strcmp(st, "done")) {
+    if (st && !strcmp(st, "done")) {
         o->base.result = taas_result_of_fit(done);
         if (o->base.result) return 0;
         taas_error_set(err, TAAS_ERR_JOB, o->pos, "job %s ended without a History in its state", o->id);
         taas_error_hint(err, "its folder %s may come from another version of taas", o->dir);
         return -1;
     }
-    const json_t *e = json_object_get(state, "error");
-    const char *ename = json_string_value(json_object_get(e, "ename"));
-    if (!strcmp(st, "failed") && ename) {
-        taas_error_set(err, ename, o->pos, "%s", json_string_value(json_object_get(e, "message")));
-        const char *hint = json_string_value(json_object_get(e, "hint"));
-        if (hint && hint[0]) taas_error_hint(err, "%s", hint);
-        return -1;
-    }
-    const char *ckpt = json_string_value(json_object_get(state, "checkpoint"));
-    if (!strcmp(st, "cancelled")) {
-        taas_error_set(err, TAAS_ERR_JOB, o->pos, "job %s was cancelled%s", o->id,
-                       kept ? "" : " before it had trained a step");
-        if (kept) taas_error_hint(err, "%s has the weights of its last completed step", o->model_name);
-        else if (!o->model && weights) taas_error_hint(err, "attach('%s', into=net) gives net its last weights", o->id);
-        return -1;
-    }
-    taas_error_set(err, TAAS_ERR_JOB, o->pos, "job %s lost its coordinator (pid %lld): it was killed, or its "
-                   "machine restarted", o->id, (long long)json_integer_value(json_object_get(state, "pid")));
-    if (ckpt) taas_error_hint(err, "its last checkpoint is %s: fit(..., resume='%s') goes on from it", ckpt, ckpt);
-    else taas_error_hint(err, "it had no checkpoint yet: run its cell again");
+    taas_detached_ended_error(state, o->id, o->dir, o->model ? o->model_name : NULL, kept, err);
+    err->pos = o->pos;
     return -1;
 }
 

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "detached.h"
 #include "trainview.h"
+#include "utf8.h"
 
 static const char HISTORY[] = "History", EVALUATION[] = "Evaluation", JOBS[] = "Jobs";
 
@@ -51,22 +53,29 @@ taas_value *taas_result_of_jobs(const json_t *states) {
 enum { JOB_COLS = 6 };
 static const char *const JOB_HEAD[JOB_COLS] = {"id", "state", "progress", "model", "started", "plan"};
 
+/* A cell's text from a state's string: whatever the folder says, valid UTF-8 cut at a
+ * character, "-" for none. */
+static void cell(char out[256], const json_t *s, const char *key, size_t max) {
+    const json_t *v = json_object_get(s, key);
+    if (json_is_string(v)) taas_utf8_clip(out, 256, json_string_value(v), json_string_length(v), max);
+    else snprintf(out, 256, "-");
+}
+
 static void job_cells(const json_t *s, char cells[JOB_COLS][256]) {
-    const char *str;
-    snprintf(cells[0], 256, "%s", (str = json_string_value(json_object_get(s, "id"))) ? str : "?");
-    snprintf(cells[1], 256, "%s", (str = json_string_value(json_object_get(s, "state"))) ? str : "?");
-    long long epoch = (long long)json_integer_value(json_object_get(s, "epoch")),
-              epochs = (long long)json_integer_value(json_object_get(s, "epochs")),
-              step = (long long)json_integer_value(json_object_get(s, "step")),
-              steps = (long long)json_integer_value(json_object_get(s, "steps"));
-    if (epochs > 0) snprintf(cells[2], 256, "epoch %lld/%lld, step %lld/%lld", epoch, epochs, step, steps);
+    cell(cells[0], s, "id", 64);
+    cell(cells[1], s, "state", 16);
+    long long epoch, step, epochs = (long long)json_integer_value(json_object_get(s, "epochs")),
+                           steps = (long long)json_integer_value(json_object_get(s, "steps"));
+    taas_detached_reached(s, &epoch, &step);
+    if (json_is_string(json_object_get(s, "damage"))) cell(cells[2], s, "damage", 160);
+    else if (epochs > 0) snprintf(cells[2], 256, "epoch %lld/%lld, step %lld/%lld", epoch, epochs, step, steps);
     else snprintf(cells[2], 256, "-");
-    snprintf(cells[3], 256, "%s", (str = json_string_value(json_object_get(s, "model"))) ? str : "-");
+    cell(cells[3], s, "model", 40);
     time_t t = (time_t)json_integer_value(json_object_get(s, "created"));
     struct tm tm;
     if (t > 0 && gmtime_r(&t, &tm)) strftime(cells[4], 256, "%Y-%m-%d %H:%M:%S", &tm);
     else snprintf(cells[4], 256, "-");
-    snprintf(cells[5], 256, "%s", (str = json_string_value(json_object_get(s, "plan"))) ? str : "-");
+    cell(cells[5], s, "plan", 80);
 }
 
 static void jobs_text(const json_t *d, taas_buf *out) {
