@@ -501,6 +501,43 @@ static void safetensors_seeds(const char *source_dir) {
     }
 }
 
+/* ---- a detached job's folder: state.json, 0x1f, journal.jsonl, 0x1f, view.json ------- */
+
+static void jobfolder(const char *name, const char *state, const char *journal, const char *view) {
+    taas_buf b = {0};
+    taas_buf_puts(&b, state);
+    if (journal) {
+        taas_buf_putc(&b, 0x1f);
+        taas_buf_puts(&b, journal);
+    }
+    if (view) {
+        taas_buf_putc(&b, 0x1f);
+        taas_buf_puts(&b, view);
+    }
+    put_buf("jobfolder", name, &b);
+}
+
+static void jobfolder_seeds(void) {
+    static const char display[] = "{\"display\": {\"text/plain\": \"epoch 1/2\"}, \"metadata\": {}, \"id\": \"d1\"}";
+    static const char view[] = "{\"d1\": {\"data\": {\"text/plain\": \"epoch 2/2\"}, \"metadata\": {}}}";
+    jobfolder("running", "{\"id\": \"job-x\", \"state\": \"running\", \"pid\": 4242, \"started\": 1, "
+              "\"created\": 1, \"model\": \"net\", \"epoch\": 1, \"epochs\": 2, \"step\": 3, \"steps\": 50, "
+              "\"loss\": 0.5, \"restarts\": 0, \"backend\": \"local\", \"plan\": \"1 machine\", "
+              "\"checkpoint\": \"/j/checkpoint-3.safetensors\", \"checkpoint_epoch\": 1, \"checkpoint_step\": 3}",
+              "{\"stream\": \"stdout\", \"text\": \"plan: 1 machine\\n\"}\n", view);
+    jobfolder("done", "{\"state\": \"done\", \"created\": 2, \"weights\": \"/j/weights.safetensors\", \"done\": "
+              "{\"steps\": 100, \"history\": [{\"epoch\": 1, \"train_loss\": 0.4, \"val_loss\": null, "
+              "\"val_accuracy\": 0.9, \"time_s\": 1.5, \"samples_per_s\": 100, \"steps\": 50}]}}",
+              "{\"stream\": \"stderr\", \"text\": \"[job] x\\n\"}\n", view);
+    jobfolder("failed", "{\"state\": \"failed\", \"error\": {\"ename\": \"TaasWorkerError\", \"message\": \"boom\", "
+              "\"hint\": \"look\"}}", display, NULL);
+    jobfolder("damaged_error", "{\"state\": \"failed\", \"error\": {\"ename\": \"\", \"message\": null}}", "", "");
+    jobfolder("cancelled", "{\"state\": \"cancelled\", \"epoch\": 4, \"step\": 846, \"model\": "
+              "\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}", "not json\n{\"stream\": 5}\n", "[1, 2");
+    jobfolder("odd", "{\"state\": \"sideways\", \"pid\": 4294967295}", NULL, NULL);
+    jobfolder("not_json", "{not json", NULL, NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s OUTDIR (tests/fuzz/corpus)\n", argv[0]);
@@ -524,5 +561,6 @@ int main(int argc, char **argv) {
     tar_seeds();
     wds_seeds();
     safetensors_seeds(TAAS_SOURCE_DIR);
+    jobfolder_seeds();
     return 0;
 }
