@@ -6,7 +6,11 @@ each state.json whole with a size cap; an ended job's error says what its record
 The coordinators here are the test's own: a process that holds a folder's lock (flock) until
 its stdin closes. The processes a forged "pid" names are the test's `sleep` children: each is
 killed by the test at the end, and the signal it died of says whether anyone else signalled it
-first (a fatal signal's exit status is the first one's)."""
+first (a fatal signal's exit status is the first one's).
+
+Against a kernel from before these fixes, run this file only inside a pid namespace of its
+own (`unshare --user --map-root-user --pid --fork --mount-proc ...`): such a kernel turned the
+pid 4294967295 into kill(-1), every process of the user."""
 
 import json
 import os
