@@ -187,34 +187,35 @@ static int type_error(const taas_builtin *b, const taas_param *p, size_t positio
     return -1;
 }
 
-/* Numbers of a value checked against the parameter's range: itself or its items. */
-static int in_range(const taas_param *p, const taas_value *v) {
-    if (p->min > p->max) return 1;
-    if (v->type == TAAS_V_INT || v->type == TAAS_V_FLOAT) {
-        double x = taas_value_number(v);
-        return x >= p->min && x <= p->max; /* NaN fails both */
-    }
-    if (is_seq(v))
-        for (size_t i = 0; i < v->u.seq.n; i++)
-            if (!in_range(p, v->u.seq.items[i])) return 0;
-    return 1;
+/* A number of a value (itself or its items, at any depth) outside what the parameter
+ * allows: not finite (1e400 is inf and inf - inf nan, which no argument means: the worker
+ * would read them as "the default"), or, with a range, outside it. */
+typedef struct number_check {
+    const taas_param *p;  /* NULL: finiteness only */
+} number_check;
+
+static int bad_number(const taas_value *v, void *ctx) {
+    const taas_param *p = ((number_check *)ctx)->p;
+    if (!p) return v->type == TAAS_V_FLOAT && !isfinite(v->u.f);
+    if (v->type != TAAS_V_INT && v->type != TAAS_V_FLOAT) return 0;
+    double x = taas_value_number(v);
+    return !(x >= p->min && x <= p->max); /* NaN fails both */
 }
 
-/* Numbers of a value, itself or its items, are finite: 1e400 is inf and inf - inf nan, which
- * no argument means (the worker would read them as "the default"). */
-static int finite_at(const taas_value *v, int level, size_t *budget) {
-    if (v->type == TAAS_V_FLOAT) return isfinite(v->u.f);
-    /* bounded as objects are (taas_object_check_size): print(v) of v = [v] nested 200,000
-     * deep, or shared 2^40 times, must take neither the stack nor forever */
-    if (!is_seq(v) || level > TAAS_VALUE_MAX_DEPTH) return 1;
-    for (size_t i = 0; i < v->u.seq.n && *budget; i++, (*budget)--)
-        if (!finite_at(v->u.seq.items[i], level + 1, budget)) return 0;
-    return 1;
-}
-
-static int all_finite(const taas_value *v) {
-    size_t budget = TAAS_VALUE_MAX_NODES;
-    return finite_at(v, 1, &budget);
+/* 0: every number fits; 1: one does not; -1: the walk failed (err: the value is too large
+ * or too widely shared, or the kernel was asked to stop). Each shared value is looked at
+ * once: v1 = [v0, v0] up to v40 is 41 values, not 2^40. */
+static int numbers_bad(const taas_builtin *b, const char *label, const taas_param *range,
+                       const taas_value *v, taas_srcpos pos, taas_error *err) {
+    if (range && range->min > range->max) return 0;
+    if (v->type != TAAS_V_TUPLE && v->type != TAAS_V_LIST) return bad_number(v, &(number_check){range});
+    char what[160];
+    snprintf(what, sizeof what, "checking %s() %s", b->name, label);
+    taas_walk w;
+    taas_walk_begin(&w, what, err);
+    int rc = taas_walk_values(v, bad_number, &(number_check){range}, &w);
+    if (rc < 0) err->pos = pos;
+    return rc;
 }
 
 static int check_arg(const taas_builtin *b, const taas_param *p, size_t position,
@@ -222,7 +223,9 @@ static int check_arg(const taas_builtin *b, const taas_param *p, size_t position
     if (!type_ok(p, p->type, v)) return type_error(b, p, position, v, pos, err);
     char label[96];
     arg_label(p, position, label, sizeof label);
-    if (!all_finite(v)) {
+    int bad = numbers_bad(b, label, NULL, v, pos, err);
+    if (bad < 0) return -1;
+    if (bad) {
         char *got = taas_value_repr(v);
         taas_error_set(err, TAAS_ERR_VALUE, pos, "%s() %s must be a finite number, got %s", b->name, label, got);
         free(got);
@@ -248,14 +251,15 @@ static int check_arg(const taas_builtin *b, const taas_param *p, size_t position
         taas_sig_hint(err, b, c >= 0 ? lead : NULL);
         return -1;
     }
-    if (!in_range(p, v)) {
+    if ((bad = numbers_bad(b, label, p, v, pos, err))) {
+        if (bad < 0) return -1;
         char lo[64], hi[64], bound[160];
         taas_fmt_number(p->min, lo, sizeof lo);
         taas_fmt_number(p->max, hi, sizeof hi);
         /* a size's upper bound (2^31 - 1, 2^24) is no news to someone who wrote 0 */
         taas_param floor_only = *p;
         floor_only.max = INFINITY;
-        if (isinf(p->max) || (p->max >= 1 << 24 && !in_range(&floor_only, v)))
+        if (isinf(p->max) || (p->max >= 1 << 24 && numbers_bad(b, label, &floor_only, v, pos, err) == 1))
             snprintf(bound, sizeof bound, ">= %s", lo);
         else if (isinf(p->min))
             snprintf(bound, sizeof bound, "<= %s", hi);

@@ -293,6 +293,7 @@ int taas_interp_wait_fd(const taas_interp *in) {
 
 void taas_interp_set_interrupt_fd(taas_interp *in, int fd) {
     in->intr_fd = fd;
+    taas_walk_set_interrupt_fd(fd);  /* the walks over values of a running cell watch it too */
 }
 
 int taas_interp_interrupt_fd(const taas_interp *in) {

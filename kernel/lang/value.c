@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "bounds.h"
@@ -189,48 +190,24 @@ void taas_weights_drop(char *path, int owned) {
     free(path);
 }
 
-/* A stack of values, on the C stack while it is small. */
-typedef struct vstack {
-    const taas_value **v;
-    size_t n, cap;
-    const taas_value *local[64];
-} vstack;
-
-static void vstack_init(vstack *s) {
-    s->v = s->local;
-    s->n = 0;
-    s->cap = sizeof s->local / sizeof s->local[0];
-}
-
-static void vstack_push(vstack *s, const taas_value *v) {
-    if (s->n == s->cap) {
-        size_t cap = s->cap * 2;
-        const taas_value **d = s->v == s->local ? malloc(cap * sizeof *d) : realloc(s->v, cap * sizeof *d);
-        if (!d) abort();  /* as in xcalloc */
-        if (s->v == s->local) memcpy(d, s->local, sizeof s->local);
-        s->v = d;
-        s->cap = cap;
+/* Drops the reference a dying value held; the item dies too when it was the last, and
+ * joins the list of the dead (linked through the values: freeing allocates nothing). */
+static void release(taas_value **dead, taas_value *v) {
+    if (v && --v->refs == 0) {
+        v->dead_next = *dead;
+        *dead = v;
     }
-    s->v[s->n++] = v;
-}
-
-static void vstack_free(vstack *s) {
-    if (s->v != s->local) free(s->v);
-}
-
-/* Drops the reference a dying value held; the item dies too when it was the last. */
-static void release(vstack *dead, taas_value *v) {
-    if (v && --v->refs == 0) vstack_push(dead, v);
 }
 
 void taas_unref(taas_value *v) {
     if (!v || --v->refs > 0) return;
-    /* a worklist, not recursion: v = [v] a million times must not take the stack */
-    vstack dead;
-    vstack_init(&dead);
-    vstack_push(&dead, v);
-    while (dead.n) {
-        taas_value *d = (taas_value *)dead.v[--dead.n];
+    /* a worklist, not recursion: v = [v] a million times must not take the stack; each
+     * value is freed once, when its last reference goes, so this is linear however shared */
+    v->dead_next = NULL;
+    taas_value *dead = v;
+    while (dead) {
+        taas_value *d = dead;
+        dead = d->dead_next;
         switch (d->type) {
         case TAAS_V_STR:
             held -= d->u.str.len + 1;
@@ -255,7 +232,6 @@ void taas_unref(taas_value *v) {
         }
         free(d);
     }
-    vstack_free(&dead);
 }
 
 int taas_value_is_number(const taas_value *v) {
@@ -330,27 +306,186 @@ static int equal_here(const taas_value *a, const taas_value *b) {
     }
 }
 
-int taas_value_equal(const taas_value *a, const taas_value *b) {
-    /* pairs still to compare on a stack of their own, as taas_unref: any depth is fine */
-    vstack todo;
-    vstack_init(&todo);
-    vstack_push(&todo, a);
-    vstack_push(&todo, b);
-    int equal = 1;
-    while (equal && todo.n) {
-        const taas_value *y = todo.v[--todo.n], *x = todo.v[--todo.n];
-        int r = equal_here(x, y);
+/* ---- walks ------------------------------------------------------------------------ */
+
+static int intr_fd = -1;
+
+void taas_walk_set_interrupt_fd(int fd) {
+    intr_fd = fd;
+}
+
+void taas_walk_begin(taas_walk *w, const char *what, taas_error *err) {
+    const char *env = getenv("TAAS_WALK_STEPS");  /* a smaller budget: the tests' */
+    char *end;
+    unsigned long long e = env && *env ? strtoull(env, &end, 10) : 0;
+    *w = (taas_walk){what, 0, e > 0 && !*end ? (size_t)e : TAAS_WALK_STEPS, err};
+}
+
+static int interrupted(void) {
+    struct pollfd p = {intr_fd, POLLIN, 0};
+    return intr_fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+int taas_walk_step(taas_walk *w, size_t n) {
+    size_t before = w->steps;
+    w->steps += n;
+    if (w->steps > w->budget) {
+        taas_error_set(w->err, TAAS_ERR_VALUE, TAAS_NOPOS,
+                       "%s takes more than %zu steps: the value is too large or too widely shared", w->what,
+                       w->budget);
+        taas_error_hint(w->err, "build a smaller value: a list that holds another list twice, and so on, is a tree "
+                                "twice as large at every level");
+        return -1;
+    }
+    if (before / TAAS_WALK_POLL != w->steps / TAAS_WALK_POLL && interrupted()) {
+        taas_error_set(w->err, TAAS_ERR_INTERRUPT, TAAS_NOPOS, "interrupted while %s", w->what);
+        return -1;
+    }
+    return 0;
+}
+
+static int walk_oom(taas_walk *w) {
+    taas_error_set(w->err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory while %s", w->what);
+    taas_error_hint(w->err, "drop values you no longer need (x = None), or build smaller ones");
+    return -1;
+}
+
+/* Pairs of values (b NULL for single values): a stack of what is still to do and the set
+ * of what was seen (open addressing), both on the heap only once they outgrow the C stack. */
+typedef struct vpair {
+    const taas_value *a, *b;
+} vpair;
+
+typedef struct vwork {
+    vpair *todo;
+    size_t n, cap;
+    vpair *seen;   /* {NULL, NULL}: free slot */
+    size_t nseen, seen_cap;
+    vpair local_todo[32], local_seen[64];
+} vwork;
+
+static void vwork_init(vwork *k) {
+    memset(k, 0, sizeof *k);
+    k->todo = k->local_todo;
+    k->cap = sizeof k->local_todo / sizeof *k->local_todo;
+    k->seen = k->local_seen;
+    k->seen_cap = sizeof k->local_seen / sizeof *k->local_seen;
+}
+
+static void vwork_free(vwork *k) {
+    if (k->todo != k->local_todo) free(k->todo);
+    if (k->seen != k->local_seen) free(k->seen);
+}
+
+static int vwork_push(vwork *k, const taas_value *a, const taas_value *b) {
+    if (k->n == k->cap) {
+        size_t cap = k->cap * 2;
+        vpair *d = malloc(cap * sizeof *d);
+        if (!d) return -1;
+        memcpy(d, k->todo, k->n * sizeof *d);
+        if (k->todo != k->local_todo) free(k->todo);
+        k->todo = d;
+        k->cap = cap;
+    }
+    k->todo[k->n++] = (vpair){a, b};
+    return 0;
+}
+
+static size_t slot_of(const vpair *p, size_t cap) {
+    uint64_t h = (uint64_t)(uintptr_t)p->a * 0x9E3779B97F4A7C15u ^ (uint64_t)(uintptr_t)p->b * 0xC2B2AE3D27D4EB4Fu;
+    return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+static void seen_put(vpair *set, size_t cap, vpair p) {
+    size_t i = slot_of(&p, cap);
+    while (set[i].a) i = (i + 1) & (cap - 1);
+    set[i] = p;
+}
+
+/* 1 when (a, b) was seen before, 0 when it is new (and now seen), -1 out of memory. */
+static int vwork_seen(vwork *k, const taas_value *a, const taas_value *b) {
+    vpair p = {a, b};
+    for (size_t i = slot_of(&p, k->seen_cap); k->seen[i].a; i = (i + 1) & (k->seen_cap - 1))
+        if (k->seen[i].a == a && k->seen[i].b == b) return 1;
+    if ((k->nseen + 1) * 2 > k->seen_cap) {  /* at most half full */
+        size_t cap = k->seen_cap * 2;
+        vpair *d = calloc(cap, sizeof *d);
+        if (!d) return -1;
+        for (size_t i = 0; i < k->seen_cap; i++)
+            if (k->seen[i].a) seen_put(d, cap, k->seen[i]);
+        if (k->seen != k->local_seen) free(k->seen);
+        k->seen = d;
+        k->seen_cap = cap;
+    }
+    seen_put(k->seen, k->seen_cap, p);
+    k->nseen++;
+    return 0;
+}
+
+static size_t items_of(const taas_value *v, taas_value *const **items) {
+    if (v && (v->type == TAAS_V_TUPLE || v->type == TAAS_V_LIST)) {
+        *items = v->u.seq.items;
+        return v->u.seq.n;
+    }
+    if (v && v->type == TAAS_V_OBJECT) {
+        *items = v->u.obj.args;
+        return v->u.obj.nargs;
+    }
+    *items = NULL;
+    return 0;
+}
+
+int taas_walk_values(const taas_value *v, int (*visit)(const taas_value *v, void *ctx), void *ctx,
+                     taas_walk *w) {
+    vwork k;
+    vwork_init(&k);
+    int rc = vwork_push(&k, v, NULL) ? walk_oom(w) : 0;
+    while (!rc && k.n) {
+        const taas_value *x = k.todo[--k.n].a;
+        if (!x) continue;
+        int seen = vwork_seen(&k, x, NULL);
+        if (seen < 0) rc = walk_oom(w);
+        if (seen) continue;
+        if ((rc = visit(x, ctx))) break;
+        taas_value *const *items;
+        size_t n = x->type == TAAS_V_OBJECT ? 0 : items_of(x, &items);  /* objects were checked when made */
+        if ((rc = taas_walk_step(w, n + 1))) break;
+        for (size_t i = n; i-- > 0 && !rc;)  /* pushed backwards, so visited in order */
+            if (items[i] && vwork_push(&k, items[i], NULL)) rc = walk_oom(w);
+    }
+    vwork_free(&k);
+    return rc;
+}
+
+int taas_value_equal_walk(const taas_value *a, const taas_value *b, taas_walk *w) {
+    /* every pair must be equal, so a pair met again (a shared value) needs no second look */
+    vwork k;
+    vwork_init(&k);
+    int equal = vwork_push(&k, a, b) ? walk_oom(w) : 1;
+    while (equal == 1 && k.n) {
+        vpair p = k.todo[--k.n];
+        int r = equal_here(p.a, p.b);
         if (r < 0) equal = 0;
         if (r <= 0) continue;
-        int seq = x->type != TAAS_V_OBJECT;
-        size_t n = seq ? x->u.seq.n : x->u.obj.nargs;
-        for (size_t i = n; i-- > 0;) {  /* pushed backwards, so compared in order */
-            vstack_push(&todo, seq ? x->u.seq.items[i] : x->u.obj.args[i]);
-            vstack_push(&todo, seq ? y->u.seq.items[i] : y->u.obj.args[i]);
-        }
+        int seen = vwork_seen(&k, p.a, p.b);
+        if (seen < 0) equal = walk_oom(w);
+        if (seen) continue;
+        taas_value *const *xs, *const *ys;
+        size_t n = items_of(p.a, &xs);
+        items_of(p.b, &ys);
+        if (taas_walk_step(w, n + 1)) equal = -1;
+        for (size_t i = n; equal == 1 && i-- > 0;)  /* pushed backwards, so compared in order */
+            if (vwork_push(&k, xs[i], ys[i])) equal = walk_oom(w);
     }
-    vstack_free(&todo);
+    vwork_free(&k);
     return equal;
+}
+
+int taas_value_equal(const taas_value *a, const taas_value *b) {
+    taas_error err;
+    taas_walk w;
+    taas_walk_begin(&w, "comparing two values", &err);
+    return taas_value_equal_walk(a, b, &w) == 1;
 }
 
 taas_value *taas_object_arg(const taas_value *obj, const char *param) {

@@ -34,6 +34,7 @@ typedef enum taas_vtype {
 typedef struct taas_value {
     int refs;
     taas_vtype type;
+    struct taas_value *dead_next;  /* taas_unref's list of values to free */
     union {
         int b;
         int64_t i;
@@ -95,9 +96,41 @@ void taas_unref(taas_value *v);
  * path. */
 void taas_weights_drop(char *path, int owned);
 
+/* A walk over values: every walk a cell can start (argument checks, equality) takes its
+ * steps from one budget, so that a value shared as a DAG (v1 = [v0, v0], ... v40: 2^40
+ * items as a tree, 41 in memory) or simply too large cannot hold the kernel: it visits each
+ * shared value once where the answer allows, counts every step, stops with a TaasValueError
+ * when the budget is spent and with KeyboardInterrupt when the kernel is asked to stop (the
+ * stop button's SIGINT, SIGTERM: the fd of taas_walk_set_interrupt_fd becomes readable),
+ * which it polls every TAAS_WALK_POLL steps. repr and the spec are bounded by their output
+ * (TAAS_REPR_MAX_BYTES, taas_object_check_size) and taas_unref by the values it frees. */
+#define TAAS_WALK_STEPS ((size_t)1 << 25)   /* steps of one walk; TAAS_WALK_STEPS in the environment: another */
+#define TAAS_WALK_POLL 4096
+
+typedef struct taas_walk {
+    const char *what;   /* the operation, for the error: "len() argument 'obj'" */
+    size_t steps, budget;
+    taas_error *err;
+} taas_walk;
+
+void taas_walk_begin(taas_walk *w, const char *what, taas_error *err);
+/* Takes n steps: 0, or -1 with w->err set (budget spent, interrupted). */
+int taas_walk_step(taas_walk *w, size_t n);
+/* The descriptor that is readable when the kernel is asked to stop (-1: none). */
+void taas_walk_set_interrupt_fd(int fd);
+/* Calls visit once for every distinct value reachable from v through tuples and lists (an
+ * object's arguments were checked when it was made), v first; a step per item
+ * looked at. visit returns 0 to go on, 1 to stop the walk there. 0: all visited; 1: visit
+ * stopped it; -1: the walk failed (w->err: budget, interrupt, out of memory). */
+int taas_walk_values(const taas_value *v, int (*visit)(const taas_value *v, void *ctx), void *ctx,
+                     taas_walk *w);
+
 /* Python's notion of truth and equality, for the few places the language needs them. */
 int taas_value_truthy(const taas_value *v);
-/* Walks with a stack of its own, so any depth is fine; time grows with the smaller value. */
+/* 1 equal, 0 unequal, -1 when the walk failed (w->err). Each pair of values is compared
+ * once, so two equal DAGs cost their sizes, not their sizes as trees; any depth is fine. */
+int taas_value_equal_walk(const taas_value *a, const taas_value *b, taas_walk *w);
+/* The same with a walk of its own; a walk that fails counts as unequal. */
 int taas_value_equal(const taas_value *a, const taas_value *b);
 
 /* Argument of an object by parameter name (borrowed), NULL when there is none. */
