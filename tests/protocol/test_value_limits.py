@@ -1,0 +1,84 @@
+"""Values that are too large, too widely shared, or that memory cannot hold, seen from a
+Jupyter client: v1 = [v0, v0] up to v40 (2^40 items as a tree, 41 values in memory) is
+checked, shown and measured in bounded work; a walk past its budget ends its cell with a
+TaasValueError; an allocation that fails under an address-space limit ends its cell with a
+TaasMemoryError; each time the kernel lives on and runs the next cell. Every cell is bounded
+by its reply (the test's event), never by a timing guess."""
+
+import os
+import tempfile
+import unittest
+
+import taastest
+from taastest import error_of, result_text, stream_text
+
+CUT_NOTE = "... (repr cut at 1 MiB; the value is bigger)"
+REPLY_S = 120  # a cell that does not end by then hangs: before the walks were bounded, it never did
+
+
+def dag_cells(name, levels):
+    cells = ["%s0 = [1]" % name]
+    cells += ["%s%d = [%s%d, %s%d]" % (name, i, name, i - 1, name, i - 1) for i in range(1, levels + 1)]
+    return cells
+
+
+class SharedValues(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="taas-limits-")
+        env = dict(os.environ, TAAS_CONFIG=os.path.join(cls.tmp.name, "no-config.json"))
+        cls.k = taastest.Kernel(cwd=cls.tmp.name, env=env)
+        for cell in dag_cells("v", 40) + dag_cells("w", 40):
+            reply, _ = cls.k.execute(cell)
+            assert reply["content"]["status"] == "ok", cell
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.k.close()
+        cls.tmp.cleanup()
+
+    def run_cell(self, code):
+        return self.k.execute(code, timeout=REPLY_S)
+
+    def test_len(self):
+        self.assertEqual(result_text(self.run_cell("len(v40)")[1]), "2")
+        self.assertEqual(result_text(self.run_cell("len(v40 + w40)")[1]), "4")
+
+    def test_print_and_result(self):
+        text = stream_text(self.run_cell("print(v40)")[1])
+        self.assertTrue(text.startswith("[[[[") and text.endswith(CUT_NOTE + "\n"), text[-200:])
+        self.assertTrue(result_text(self.run_cell("w40")[1]).endswith(CUT_NOTE))
+
+    def test_builtins_that_take_lists(self):
+        err = error_of(self.run_cell("Compose(v40)")[1])
+        self.assertEqual(err["ename"], "TaasTypeError")
+        self.assertIn("must be a list of transforms", err["evalue"])
+        err = error_of(self.run_cell("len([v40, w40, 1e400])")[1])
+        self.assertEqual(err["ename"], "TaasValueError")
+        self.assertIn("must be a finite number", err["evalue"])
+        self.assertEqual(result_text(self.run_cell("len(v3)")[1]), "2")
+
+
+class WalkBudget(unittest.TestCase):
+    """A kernel with a small walk budget (TAAS_WALK_STEPS): a check past it is a TaasValueError
+    that says why and what to do; the next cell runs."""
+
+    def test_budget(self):
+        tmp = tempfile.TemporaryDirectory(prefix="taas-walk-")
+        env = dict(os.environ, TAAS_CONFIG=os.path.join(tmp.name, "no-config.json"), TAAS_WALK_STEPS="1000")
+        k = taastest.Kernel(cwd=tmp.name, env=env)
+        try:
+            self.assertEqual(k.execute("a = [0.5] * 5000")[0]["content"]["status"], "ok")
+            err = error_of(k.execute("len(a)", timeout=REPLY_S)[1])
+            self.assertEqual(err["ename"], "TaasValueError")
+            self.assertEqual(err["evalue"], "checking len() argument 'obj' takes more than 1000 steps: "
+                                            "the value is too large or too widely shared")
+            self.assertIn("hint: build a smaller value", "\n".join(err["traceback"]))
+            self.assertEqual(result_text(k.execute("len([1, 2])")[1]), "2")
+        finally:
+            k.close()
+            tmp.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main()
