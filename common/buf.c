@@ -5,24 +5,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void grow(taas_buf *b, size_t extra) {
-    if (b->len + extra + 1 <= b->cap) return;
+/* 0, or -1 when there is no memory for extra more bytes: b is failed from then on. */
+static int grow(taas_buf *b, size_t extra) {
+    if (b->failed) return -1;
+    if (b->len + extra + 1 <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 64;
     while (cap < b->len + extra + 1) cap *= 2;
     char *d = realloc(b->data, cap);
-    if (!d) abort(); /* out of memory: nothing sensible to do in a string builder */
+    if (!d) {
+        b->failed = 1;
+        return -1;
+    }
     b->data = d;
     b->cap = cap;
+    return 0;
 }
 
 void taas_buf_add(taas_buf *b, const char *s, size_t n) {
-    grow(b, n);
+    if (grow(b, n)) return;
     if (n) memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = '\0';
 }
 
 void taas_buf_puts(taas_buf *b, const char *s) {
+    if (!s) {
+        b->failed = 1;  /* a text that could not be made: the whole is lost */
+        return;
+    }
     taas_buf_add(b, s, strlen(s));
 }
 
@@ -35,8 +45,7 @@ void taas_buf_printf(taas_buf *b, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0) return;
-    grow(b, (size_t)n);
+    if (n < 0 || grow(b, (size_t)n)) return;
     va_start(ap, fmt);
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -66,9 +75,11 @@ void taas_buf_thousands(taas_buf *b, long long n) {
 }
 
 char *taas_buf_take(taas_buf *b) {
-    char *s = b->data ? b->data : calloc(1, 1);
+    char *s = b->failed ? NULL : b->data ? b->data : calloc(1, 1);
+    if (b->failed) free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->failed = 0;
     return s;
 }
 
@@ -76,6 +87,7 @@ void taas_buf_free(taas_buf *b) {
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->failed = 0;
 }
 
 void taas_buf_duration(taas_buf *b, double s, int tenths) {

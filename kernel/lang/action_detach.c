@@ -56,8 +56,10 @@ static int ended(attach_wait *o, json_t *state, taas_error *err) {
         kept = 1;
     }
     if (st && !strcmp(st, "done")) {
+        size_t mark = taas_json_mark();
         o->base.result = taas_result_of_fit(done);
         if (o->base.result) return 0;
+        if (taas_json_lost(mark)) return taas_value_oom(err, o->pos, "reading the job's History");
         taas_error_set(err, TAAS_ERR_JOB, o->pos, "job %s ended without a History in its state", o->id);
         taas_error_hint(err, "its folder %s may come from another version of taas", o->dir);
         return -1;
@@ -93,7 +95,7 @@ static int attach_poll(taas_waiter *w, const taas_io *io, int expired, taas_erro
             io->stream(io->ctx, "stdout", line);
         }
         o->base.result = taas_none();
-        rc = 0;
+        rc = o->base.result ? 0 : taas_value_oom(err, o->pos, "following the job");
     } else {
         rc = ended(o, state, err);
     }

@@ -123,6 +123,15 @@ static json_t *job_spec(const char *kind, const taas_value *model, const taas_va
     return job;
 }
 
+/* A job spec that lost a part to a failed allocation never reaches a worker (it would read
+ * what is missing as a default): 1 with a TaasMemoryError, and the spec dropped. */
+static int lost(taas_call_ctx *cx, json_t *job, size_t mark) {
+    if (job && !taas_json_lost(mark)) return 0;
+    json_decref(job);
+    taas_value_oom(cx->err, cx->pos, "writing the job's spec");
+    return 1;
+}
+
 /* resume=path: a checkpoint of this model (its tensors fit, its record is there), as an
  * absolute path for the spec's "weights", and where it stands. */
 static json_t *resume_from(taas_call_ctx *cx, const taas_value *model, const char *path, taas_fit_resume *rs) {
@@ -160,6 +169,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     taas_fit_resume rs = {(int)a[11]->u.i, 0, 0, -1};
     json_t *from = a[10]->type == TAAS_V_NONE ? NULL : resume_from(cx, a[0], a[10]->u.str.s, &rs);
     if (a[10]->type != TAAS_V_NONE && !from) return -1;
+    size_t mark = taas_json_mark();
     json_t *job = job_spec("fit", a[0], a[1], a[8]);
     if (from) {  /* the checkpoint's weights, optimizer state and position, not the model's */
         json_object_set_new(job, "weights", from);
@@ -175,6 +185,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "scheduler", spec_or_null(a[5]));
     json_object_set_new(job, "validate", spec_or_null(a[6]));
     json_object_set_new(job, "seed", json_integer(a[7]->u.i));
+    if (lost(cx, job, mark)) return -1;
     const struct taas_pragma *pr = taas_interp_pragma(cx->interp);
     if (taas_fit_job(cx, pr, job, a[0], a[1], a[6], &rs)) return -1;
     *out = taas_none();
@@ -185,11 +196,13 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
 int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_need_session(cx, "evaluate") || taas_need_weights(cx, a[0]) || check_model(cx, a[0], a[1], a[2], NULL))
         return -1;
+    size_t mark = taas_json_mark();
     json_t *job = job_spec("evaluate", a[0], NULL, a[3]);
     json_object_set_new(job, "validate", taas_value_spec(a[1]));
     json_object_set_new(job, "loss", a[2]->type == TAAS_V_NONE ? json_pack("{s:s}", "type", "NLLLoss")
                                                                 : taas_value_spec(a[2]));
     json_object_set_new(job, "seed", json_integer(0));
+    if (lost(cx, job, mark)) return -1;
     if (taas_evaluate_job(cx, job, a[0])) return -1;
     *out = taas_none();
     return 0;

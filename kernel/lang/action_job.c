@@ -43,7 +43,9 @@ static int job_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
     }
     if (r < 0) return -1;
     const json_t *done = taas_job_done(o->job);
+    size_t mark = taas_json_mark();
     o->base.result = o->evaluate ? taas_result_of_evaluate(done) : taas_result_of_fit(done);
+    if (!o->base.result && taas_json_lost(mark)) return taas_value_oom(err, TAAS_NOPOS, "reading the job's result");
     if (!o->base.result) {
         taas_error_set(err, TAAS_ERR_WORKER, (taas_srcpos){0, 0}, "rank 0 ended with a \"done\" message that "
                        "lacks the %s", o->evaluate ? "loss and accuracy" : "history");

@@ -375,7 +375,11 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
     taas_srcpos *where = calloc(np + 1, sizeof *where);
     taas_value **rest = calloc(nargs + 1, sizeof *rest); /* *args, borrowed */
     taas_srcpos *rest_pos = calloc(nargs + 1, sizeof *rest_pos);
-    if (!slots || !where || !rest || !rest_pos) abort();
+    int rc = -1, seen_kw = 0;
+    if (!slots || !where || !rest || !rest_pos) {
+        taas_value_oom(err, cx->pos, "binding the arguments");
+        goto done;
+    }
     int va = -1;
     size_t npos = 0, nreq = 0; /* positional parameters; how many of them are required */
     for (size_t i = 0; i < np; i++) {
@@ -388,7 +392,6 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
         if (!b->params[i].dflt) nreq++;
     }
     size_t nrest = 0, ipos = 0, positionals = 0;
-    int rc = -1, seen_kw = 0;
     for (size_t k = 0; k < nargs; k++) if (!args[k].keyword) positionals++;
 
     for (size_t k = 0; k < nargs; k++) {
@@ -435,7 +438,10 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
     for (size_t i = 0; i < np; i++) {
         const taas_param *p = &b->params[i];
         if ((int)i == va) {
-            slots[i] = taas_tuple_new(nrest);
+            if (!(slots[i] = taas_tuple_new(nrest))) {
+                taas_value_oom(err, cx->pos, "binding the arguments");
+                goto done;
+            }
             where[i] = nrest ? args[0].pos : cx->pos;
             for (size_t j = 0; j < nrest; j++) {
                 if (check_arg(b, p, npos + j + 1, rest[j], rest_pos[j], err)) goto done;
@@ -443,15 +449,15 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
             }
         } else if (slots[i]) {
             if (check_arg(b, p, i + 1, slots[i], where[i], err)) goto done;
-            slots[i] = taas_param_normalize(p, slots[i]);
+            if (!(slots[i] = taas_param_normalize(p, slots[i]))) {
+                taas_value_oom(err, where[i], "binding the arguments");
+                goto done;
+            }
         } else {
             slots[i] = taas_param_default(p);
             where[i] = cx->pos;
-            if (!slots[i]) {
-                taas_error_set(err, TAAS_ERR_INTERNAL, cx->pos,
-                               "%s(): the table's default for '%s' (%s) cannot be read",
-                               b->name, p->name, p->dflt);
-                taas_error_hint(err, "this is a bug in taas; please report it");
+            if (!slots[i]) {  /* every default of the table reads (test_builtins): no memory */
+                taas_value_oom(err, cx->pos, "binding the arguments");
                 goto done;
             }
         }
@@ -466,7 +472,10 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
         }
         rc = b->action(cx, slots, out);
     } else {
-        *out = taas_object_new(b, slots, np);
+        if (!(*out = taas_object_new(b, slots, np))) {
+            taas_value_oom(err, cx->pos, "making the object");
+            goto done;
+        }
         free(slots); /* the object owns the arguments now */
         slots = NULL;
         rc = taas_object_check_size(*out, cx->pos, err);  /* keeps every walk over objects bounded */

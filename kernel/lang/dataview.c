@@ -176,6 +176,10 @@ static void row_text(taas_buf *h, const char *name, const char *text) {
 
 static void row_repr(taas_buf *h, const char *name, const taas_value *v) {
     char *s = taas_value_repr(v);
+    if (!s) {
+        h->failed = 1;  /* no memory: the table says so as a whole */
+        return;
+    }
     row_open(h, name);
     taas_buf_puts(h, strchr(s, '\n') ? "<pre>" : "<code>");
     taas_buf_html(h, s);
@@ -249,16 +253,24 @@ static char *html_of(const taas_value *v, const taas_value *ds, const json_t *in
 
 json_t *taas_data_mimebundle(taas_interp *in, const taas_value *v, taas_error *err) {
     const taas_value *ds = taas_data_dataset_of(v);
-    if (!in || !ds) return taas_value_mimebundle(v);
+    json_t *b = NULL;
+    if (!in || !ds) {
+        if (!(b = taas_value_mimebundle(v))) taas_value_oom(err, TAAS_NOPOS, "showing the value");
+        return b;
+    }
     const json_t *info;
     if (taas_data_probe(in, ds, &info, err)) return NULL;
     taas_buf t = TAAS_BUF_INIT;
     taas_data_repr(v, info, &t);
+    size_t mark = taas_json_mark();
     char *text = taas_buf_take(&t), *html = html_of(v, ds, info);
-    json_t *b = json_object();
-    json_object_set_new(b, "text/plain", json_string(text));
-    json_object_set_new(b, "text/html", json_string(html));
+    if (text && html) b = json_pack("{s:s, s:s}", "text/plain", text, "text/html", html);
     free(text);
     free(html);
+    if (!b || taas_json_lost(mark)) {
+        json_decref(b);
+        taas_value_oom(err, TAAS_NOPOS, "showing the dataset");
+        return NULL;
+    }
     return b;
 }

@@ -175,8 +175,7 @@ static taas_value *seq_build(const taas_value *a, const taas_value *b, int64_t n
     if (a->type == TAAS_V_STR) {
         char *s = malloc(total + 1);
         if (!s) {
-            taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory making a str of %zu bytes", total);
-            taas_error_hint(err, "drop values you no longer need (x = None), or build a smaller one");
+            taas_value_oom(err, TAAS_NOPOS, "making a str");
             return NULL;
         }
         if (b) {
@@ -188,9 +187,14 @@ static taas_value *seq_build(const taas_value *a, const taas_value *b, int64_t n
         s[total] = '\0';
         taas_value *v = taas_str(s, total);
         free(s);
+        if (!v) taas_value_oom(err, TAAS_NOPOS, "making a str");
         return v;
     }
     taas_value *v = a->type == TAAS_V_TUPLE ? taas_tuple_new(total) : taas_list_new(total);
+    if (!v) {
+        taas_value_oom(err, TAAS_NOPOS, a->type == TAAS_V_TUPLE ? "making a tuple" : "making a list");
+        return NULL;
+    }
     for (size_t k = 0; k < total; k++) {
         taas_value *item = b && k >= la ? b->u.seq.items[k - la] : a->u.seq.items[la ? k % la : 0];
         v->u.seq.items[k] = taas_ref(item);
@@ -384,7 +388,7 @@ static int eval_call(const taas_eval_env *env, const taas_expr *e, int top, taas
     if (b->waits && !top) return wait_misplaced(env, e, b, err);
     size_t n = e->u.call.nargs;
     taas_arg *args = calloc(n ? n : 1, sizeof *args);
-    if (!args) abort();
+    if (!args) return taas_value_oom(err, e->pos, "calling a builtin");
     int rc = 0;
     size_t done = 0;
     for (; done < n; done++) {
@@ -404,8 +408,20 @@ static int eval_call(const taas_eval_env *env, const taas_expr *e, int top, taas
     return rc;
 }
 
+static int eval_here(const taas_eval_env *env, const taas_expr *e, int top, taas_value **out, double *wait,
+                     taas_error *err);
+
+/* Every value a cell makes comes through here: a constructor that found no memory (NULL)
+ * is the cell's TaasMemoryError, wherever it was called. */
 static int eval(const taas_eval_env *env, const taas_expr *e, int top, taas_value **out, double *wait,
                 taas_error *err) {
+    int rc = eval_here(env, e, top, out, wait, err);
+    if (rc == 0 && !*out) rc = taas_value_oom(err, e->pos, "making a value");
+    return rc;
+}
+
+static int eval_here(const taas_eval_env *env, const taas_expr *e, int top, taas_value **out, double *wait,
+                     taas_error *err) {
     *out = NULL;
     switch (e->kind) {
     case TAAS_E_INT: *out = taas_int(e->u.i); return 0;
@@ -419,6 +435,7 @@ static int eval(const taas_eval_env *env, const taas_expr *e, int top, taas_valu
     case TAAS_E_LIST: {
         size_t n = e->u.seq.n;
         taas_value *v = e->kind == TAAS_E_TUPLE ? taas_tuple_new(n) : taas_list_new(n);
+        if (!v) return 0;  /* eval says out of memory */
         for (size_t k = 0; k < n; k++) {
             if (eval(env, e->u.seq.items[k], 0, &v->u.seq.items[k], NULL, err)) {
                 taas_unref(v);  /* the unfilled slots are NULL, which unref skips */
@@ -471,10 +488,11 @@ int taas_eval_stmt(const taas_eval_env *env, const taas_stmt *s, taas_value **va
         taas_unref(v);
         taas_call_ctx cx = {env->io, env->interp, s->pos, -1.0, err};
         if (taas_builtin_call(b, NULL, 0, &cx, &v)) return -1;
+        if (!v) return taas_value_oom(err, s->pos, "calling a builtin");
     }
     if (s->kind == TAAS_S_ASSIGN && *wait_until < 0 && taas_scope_set(env->scope, s->target, v)) {
         taas_unref(v);
-        return taas_error_set(err, TAAS_ERR_MEMORY, s->pos, "out of memory while assigning '%s'", s->target);
+        return taas_value_oom(err, s->pos, "assigning a variable");
     }
     *value = v;
     return 0;

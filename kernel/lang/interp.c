@@ -59,6 +59,7 @@ taas_interp *taas_interp_new(void) {
     }
     in->deadline = -1.0;
     in->intr_fd = -1;
+    taas_json_init();  /* a JSON document that lost a part to a failed allocation is known */
     return in;
 }
 
@@ -187,7 +188,7 @@ taas_run_state taas_interp_run(taas_interp *in, const char *code, const taas_io 
     size_t n = strlen(code);
     in->code = taas_utf8_valid(code, n) ? strdup(code) : taas_utf8_sanitize(code, n, NULL);
     if (!in->code) {
-        taas_error_set(err, TAAS_ERR_MEMORY, (taas_srcpos){0, 0}, "out of memory while reading the cell");
+        taas_value_oom(err, TAAS_NOPOS, "reading the cell");
         return TAAS_RUN_ERROR;
     }
     /* a lone CR ends a line, as in Python (old Mac files); CR LF is one line end */
@@ -223,7 +224,7 @@ static int end_wait(taas_interp *in, const taas_stmt *s, taas_value *v, json_t *
     in->pending = NULL;
     int rc = 0;
     if (v && s->kind == TAAS_S_ASSIGN && taas_scope_set(in->scope, s->target, v)) {
-        rc = taas_error_set(err, TAAS_ERR_MEMORY, s->pos, "out of memory while assigning '%s'", s->target);
+        rc = taas_value_oom(err, s->pos, "assigning a variable");
     } else if (v && s->kind == TAAS_S_EXPR && in->next == in->prog.n && v->type != TAAS_V_NONE &&
                !(*result = taas_data_mimebundle(in, v, err))) {
         place_stmt(in, s, err);

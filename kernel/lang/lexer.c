@@ -8,6 +8,7 @@
 #include "buf.h"
 #include "errnames.h"
 #include "utf8.h"
+#include "value.h"
 
 /* Python refuses deeper bracket nesting too; it also bounds the parser's recursion. */
 #define MAX_BRACKETS 200
@@ -72,7 +73,7 @@ static taas_token *push(lexer *lx, taas_tok kind, taas_srcpos pos, size_t off) {
         size_t cap = t->cap ? t->cap * 2 : 64;
         taas_token *v = realloc(t->v, cap * sizeof *v);
         if (!v) {
-            fail(lx, pos, 1, NULL, "out of memory while reading the cell");
+            taas_value_oom(lx->err, pos, "reading the cell");
             return NULL;
         }
         t->v = v;
@@ -233,6 +234,10 @@ static int lex_number(lexer *lx) {
             goto out;
         }
     }
+    if (b.failed) {
+        taas_value_oom(lx->err, pos, "reading the cell");
+        goto out;
+    }
     int width = (int)(lx->i - off);
     if (is_float) {
         taas_token *t = push(lx, TAAS_T_FLOAT, pos, off);
@@ -366,7 +371,7 @@ static int lex_string(lexer *lx, taas_srcpos pos, size_t off, int raw) {
     }
     t->s = s;
     t->slen = n;
-    return s ? 0 : fail(lx, pos, 1, NULL, "out of memory while reading the cell");
+    return s ? 0 : taas_value_oom(lx->err, pos, "reading the cell");
 bad:
     taas_buf_free(&b);
     return -1;
@@ -402,7 +407,7 @@ static int lex_name(lexer *lx) {
     if (!t) return -1;
     t->s = strndup(w, n);
     t->slen = n;
-    return t->s ? 0 : fail(lx, pos, 1, NULL, "out of memory while reading the cell");
+    return t->s ? 0 : taas_value_oom(lx->err, pos, "reading the cell");
 }
 
 /* ---- operators and stray characters ------------------------------------------------ */

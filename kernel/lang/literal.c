@@ -68,7 +68,7 @@ static taas_value *read_string(reader *r) {
         }
         taas_buf_putc(&b, c);
     }
-    if (*r->s != q) {
+    if (*r->s != q || b.failed) {
         taas_buf_free(&b);
         return NULL;
     }
@@ -111,6 +111,7 @@ static taas_value *read_seq(reader *r, char close, int depth) {
     r->s++;
     if (close == ')' && n == 1 && !comma) return items[0];
     taas_value *seq = close == ')' ? taas_tuple_new(n) : taas_list_new(n);
+    if (!seq) goto fail;
     for (size_t i = 0; i < n; i++) seq->u.seq.items[i] = items[i];
     return seq;
 fail:
@@ -154,14 +155,16 @@ taas_value *taas_param_normalize(const taas_param *p, taas_value *v) {
     if (!v || !(p->flags & TAAS_PF_PAIR)) return v;
     if (v->type == TAAS_V_LIST) { /* torch's _pair makes any sequence a tuple */
         taas_value *t = taas_tuple_new(v->u.seq.n);
-        for (size_t i = 0; i < v->u.seq.n; i++) t->u.seq.items[i] = taas_ref(v->u.seq.items[i]);
+        for (size_t i = 0; t && i < v->u.seq.n; i++) t->u.seq.items[i] = taas_ref(v->u.seq.items[i]);
         taas_unref(v);
         return t;
     }
     if (v->type != TAAS_V_INT) return v;
     taas_value *t = taas_tuple_new(2);
-    t->u.seq.items[0] = taas_int(v->u.i);
-    t->u.seq.items[1] = taas_int(v->u.i);
+    if (t && (!(t->u.seq.items[0] = taas_int(v->u.i)) || !(t->u.seq.items[1] = taas_int(v->u.i)))) {
+        taas_unref(t);
+        t = NULL;
+    }
     taas_unref(v);
     return t;
 }

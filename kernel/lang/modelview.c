@@ -31,6 +31,7 @@ int taas_model_plan_for(taas_interp *in, const taas_value *model, const taas_val
     /* the worker's rule: a (C, 1, 1) sample is a feature vector */
     if (h == 1 && w == 1) h = w = 0;
     json_t *spec = taas_value_spec(model);
+    if (!spec) return taas_value_oom(err, TAAS_NOPOS, "planning the model");
     int rc = taas_model_plan_build(plan, spec, c, h, w, err);
     json_decref(spec);
     return rc;
@@ -39,6 +40,7 @@ int taas_model_plan_for(taas_interp *in, const taas_value *model, const taas_val
 int taas_model_check_weights(const taas_value *model, const char *path, taas_error *err) {
     taas_model_plan plan;
     json_t *spec = taas_value_spec(model);
+    if (!spec) return taas_value_oom(err, TAAS_NOPOS, "planning the model");
     int rc = taas_model_plan_build(&plan, spec, 0, 0, 0, err);
     json_decref(spec);
     if (rc) return -1;
@@ -97,6 +99,10 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
     taas_model_plan plan;
     taas_error e;
     json_t *spec = taas_value_spec(model);
+    if (!spec) {
+        taas_value_oom(err, TAAS_NOPOS, "summing up the model");
+        return NULL;
+    }
     int known = s[0] > 0;
     int rc = taas_model_plan_build(&plan, spec, known ? s[0] : 0, known ? s[1] : 0, known ? s[2] : 0, &e);
     if (rc && known && sample) {  /* the input asked for does not fit: say where */
@@ -111,8 +117,9 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
     json_decref(spec);
     if (rc < 0) {  /* a spec the trainer cannot plan (an option it refuses): its repr */
         char *r = taas_value_repr(model);
-        json_t *b = json_pack("{s:s}", "text/plain", r);
+        json_t *b = r ? json_pack("{s:s}", "text/plain", r) : NULL;
         free(r);
+        if (!b) taas_value_oom(err, TAAS_NOPOS, "summing up the model");
         return b;
     }
     const taas_value *layers = taas_object_arg(model, "layers");
@@ -122,6 +129,7 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
     taas_buf_printf(&head, "Sequential: %d layer%s, input %s", plan.nlayers, plan.nlayers == 1 ? "" : "s",
                     known ? in.data : "not known yet");
     taas_buf_printf(&t, "%s\n", head.data);
+    int ok = !head.failed && !in.failed;  /* 0: out of memory, the summary is lost */
     /* Notebook right-aligns every cell of an output's table: the layers and shapes read from the left */
     taas_buf_puts(&h, "<table class=\"taas-model\">\n<caption style=\"text-align:left\">");
     taas_buf_html(&h, head.data);
@@ -133,11 +141,13 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
     size_t acts = known ? numel(&plan.in_shape) : 0;
     char **reprs = calloc((size_t)plan.nlayers, sizeof *reprs), **shapes = calloc((size_t)plan.nlayers, sizeof *shapes);
     size_t wl = 5, ws = 12;
-    for (int i = 0; reprs && shapes && i < plan.nlayers; i++) {
+    ok = ok && reprs && shapes;
+    for (int i = 0; ok && i < plan.nlayers; i++) {
         taas_buf sh = TAAS_BUF_INIT;
         shape_text(&sh, &plan.layers[i].out, batch);
         shapes[i] = taas_buf_take(&sh);
         reprs[i] = taas_value_repr(layers->u.seq.items[i]);
+        if (!(ok = shapes[i] && reprs[i])) break;
         char *nl = strchr(reprs[i], '\n');
         if (nl) *nl = '\0';
         if (strlen(reprs[i]) > wl) wl = strlen(reprs[i]);
@@ -145,7 +155,7 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
         acts += numel(&plan.layers[i].out);
     }
     taas_buf_printf(&t, "%3s  %-*s  %-*s  %12s\n", "#", (int)wl, "layer", (int)ws, "output shape", "parameters");
-    for (int i = 0; reprs && shapes && i < plan.nlayers; i++) {
+    for (int i = 0; ok && i < plan.nlayers; i++) {
         int64_t n = layer_params(&plan, i);
         char num[32] = "?";
         if (n >= 0) {
@@ -163,6 +173,8 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
         taas_buf_puts(&h, "</code></td><td style=\"text-align:left\">");
         taas_buf_html(&h, shapes[i]);
         taas_buf_printf(&h, "</td><td>%s</td></tr>\n", num);
+    }
+    for (int i = 0; reprs && shapes && i < plan.nlayers; i++) {
         free(reprs[i]);
         free(shapes[i]);
     }
@@ -193,9 +205,10 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
     taas_buf_free(&foot);
     taas_buf_free(&in);
     taas_model_plan_free(&plan);
-    json_t *b = json_object();
-    json_object_set_new(b, "text/plain", json_string(t.data));
-    json_object_set_new(b, "text/html", json_string(h.data));
+    json_t *b = NULL;
+    if (ok && !t.failed && !h.failed)  /* else out of memory: NULL */
+        b = json_pack("{s:s, s:s}", "text/plain", t.data, "text/html", h.data);
+    if (!b) taas_value_oom(err, TAAS_NOPOS, "summing up the model");
     taas_buf_free(&t);
     taas_buf_free(&h);
     return b;

@@ -25,7 +25,8 @@ int taas_model_check_weights(const taas_value *model, const char *path, taas_err
  * parameters, the totals and the memory. sample: the input sample (C, H, W; H = W = 0 for C
  * features), or NULL for the one the model has seen (fit, evaluate), if any; batch > 0 puts
  * that batch size in the shapes and the memory, else N. A mime bundle (text/plain,
- * text/html), or NULL with err (the layer that does not fit) when a given sample does not. */
+ * text/html), or NULL with err (the layer that does not fit) when a given sample does not,
+ * or when out of memory (TaasMemoryError). */
 json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64_t batch, taas_error *err);
 
 #endif

@@ -1,5 +1,6 @@
 #include "parser.h"
 #include "errnames.h"
+#include "value.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,7 +52,7 @@ static int fail_tok(parser *p, const taas_token *t, const char *hint, const char
     return -1;
 }
 
-static int oom(parser *p) { return fail(p, tok(p)->pos, 1, NULL, "out of memory while parsing the cell"); }
+static int oom(parser *p) { return taas_value_oom(p->err, tok(p)->pos, "parsing the cell"); }
 
 static taas_expr *node(parser *p, taas_ekind k, const taas_token *first, const taas_token *last) {
     taas_expr *e = taas_expr_new(k);

@@ -17,9 +17,19 @@ static int is_epoch(const json_t *e) {
            json_is_number(json_object_get(e, "train_loss"));
 }
 
+/* A result whose data lost a part to a failed allocation is none (NULL: out of memory). */
+static taas_value *result_whole(const char *kind, json_t *data, size_t mark) {
+    if (taas_json_lost(mark)) {
+        json_decref(data);
+        return NULL;
+    }
+    return taas_result_new(kind, data);
+}
+
 taas_value *taas_result_of_fit(const json_t *done) {
     const json_t *h = json_object_get(done, "history");
     if (!json_is_array(h)) return NULL;
+    size_t mark = taas_json_mark();
     json_t *rows = json_array();
     size_t i;
     const json_t *e;
@@ -32,21 +42,23 @@ taas_value *taas_result_of_fit(const json_t *done) {
         json_object_del(r, "event");
         json_array_append_new(rows, r);
     }
-    return taas_result_new(HISTORY, rows);
+    return result_whole(HISTORY, rows, mark);
 }
 
 taas_value *taas_result_of_evaluate(const json_t *done) {
     const json_t *samples = json_object_get(done, "samples");
     if (!json_is_integer(samples)) return NULL;
+    size_t mark = taas_json_mark();
     json_t *o = json_object();
     json_object_set_new(o, "loss", json_deep_copy(json_object_get(done, "loss")));
     json_object_set_new(o, "accuracy", json_deep_copy(json_object_get(done, "accuracy")));
     json_object_set_new(o, "samples", json_deep_copy(samples));
-    return taas_result_new(EVALUATION, o);
+    return result_whole(EVALUATION, o, mark);
 }
 
 taas_value *taas_result_of_jobs(const json_t *states) {
-    return taas_result_new(JOBS, json_deep_copy(states));
+    size_t mark = taas_json_mark();
+    return result_whole(JOBS, json_deep_copy(states), mark);
 }
 
 /* A job's columns: id, state, progress, model, started (UTC), plan. */
@@ -167,9 +179,8 @@ json_t *taas_result_mimebundle(const taas_value *v) {
         taas_buf_thousands(&h, (long long)json_integer_value(json_object_get(d, "samples")));
         taas_buf_puts(&h, "</td></tr></tbody>\n</table>");
     }
-    json_t *b = json_object();
-    json_object_set_new(b, "text/plain", json_string(t.data ? t.data : ""));
-    json_object_set_new(b, "text/html", json_string(h.data ? h.data : ""));
+    json_t *b = t.failed || h.failed ? NULL  /* out of memory */
+              : json_pack("{s:s, s:s}", "text/plain", t.data ? t.data : "", "text/html", h.data ? h.data : "");
     taas_buf_free(&t);
     taas_buf_free(&h);
     return b;

@@ -10,7 +10,8 @@
 #include "buf.h"
 #include "value.h"
 
-/* From the worker's "done" line; NULL when it lacks what the value needs. New reference. */
+/* From the worker's "done" line; NULL when it lacks what the value needs, or when out of
+ * memory (taas_json_lost tells). New reference. */
 taas_value *taas_result_of_fit(const json_t *done);
 taas_value *taas_result_of_evaluate(const json_t *done);
 /* jobs(): the detached jobs' states (kernel/job/detached.h), the newest first. */

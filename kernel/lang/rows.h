@@ -86,9 +86,10 @@ const char *const *taas_param_choices(const taas_param *p);
 /* Reads a default as written in the table ("(0.9, 0.999)", "'zeros'", "None"): numbers,
  * strings, True/False/None and tuples/lists of those. NULL when the text is not one. */
 taas_value *taas_literal_parse(const char *src);
-/* The value a parameter takes when not given, normalised as a given one would be. */
+/* The value a parameter takes when not given, normalised as a given one would be; NULL
+ * when out of memory (every default of the table reads: test_builtins). */
 taas_value *taas_param_default(const taas_param *p);
-/* Applies TAAS_PF_PAIR: 3 -> (3, 3). Takes v, returns a new reference. */
+/* Applies TAAS_PF_PAIR: 3 -> (3, 3). Takes v, returns a new reference (NULL: out of memory). */
 taas_value *taas_param_normalize(const taas_param *p, taas_value *v);
 
 /* The object's kind, or -1 when v is not a constructed builtin. */

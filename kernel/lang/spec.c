@@ -84,20 +84,31 @@ static json_t *spec_at(const taas_value *v, int level) {
 }
 
 json_t *taas_value_spec(const taas_value *v) {
-    return spec_at(v, 1);
+    size_t mark = taas_json_mark();
+    json_t *s = spec_at(v, 1);
+    if (s && !taas_json_lost(mark)) return s;
+    json_decref(s);
+    return NULL;
 }
 
 /* ---- mime bundle ----------------------------------------------------------------- */
 
-json_t *taas_value_mimebundle(const taas_value *v) {
+static json_t *bundle_of(const taas_value *v) {
     if (v && v->type == TAAS_V_RESULT) return taas_result_mimebundle(v);
     if (taas_value_is(v, "Sequential")) {
         taas_error e;
-        return taas_model_summary(v, NULL, 0, &e);  /* without a given sample: never NULL */
+        return taas_model_summary(v, NULL, 0, &e);  /* without a given sample: NULL only without memory */
     }
-    json_t *b = json_object();
     char *text = taas_value_repr(v);
-    json_object_set_new(b, "text/plain", json_string(text));
+    json_t *b = text ? json_pack("{s:s}", "text/plain", text) : NULL;
     free(text);
     return b;
+}
+
+json_t *taas_value_mimebundle(const taas_value *v) {
+    size_t mark = taas_json_mark();
+    json_t *b = bundle_of(v);
+    if (b && json_is_string(json_object_get(b, "text/plain")) && !taas_json_lost(mark)) return b;
+    json_decref(b);
+    return NULL;
 }

@@ -45,6 +45,7 @@ static int print_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     }
     taas_buf_puts(&b, end);
     char *text = taas_buf_take(&b);
+    if (!text) return taas_value_oom(cx->err, cx->pos, "printing");
     if (text[0]) cx->io->stream(cx->io->ctx, a[3]->u.str.s, text);
     free(text);
     *out = taas_none();
@@ -329,6 +330,7 @@ static int summary_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_t *b = taas_model_summary(a[0], in->type == TAAS_V_NONE ? NULL : sample, batch, cx->err);
     if (!b) {
         cx->err->pos = cx->pos;
+        if (!strcmp(cx->err->ename, TAAS_ERR_MEMORY)) return -1;
         char *r = taas_value_repr(in);
         taas_error_prefix(cx->err, "summary() with input_size=%s: ", r);
         free(r);

@@ -46,7 +46,7 @@ static int vision_check(const taas_row *r, taas_value **a, const taas_srcpos *w,
         if (fashion) {
             taas_unref(a[0]);
             a[0] = taas_str0(FASHION_MNIST_ROOT);
-            return 0;
+            return a[0] ? 0 : taas_value_oom(err, w[0], "binding the arguments");
         }
         taas_error_set(err, TAAS_ERR_VALUE, w[0], "%s() needs root: no Debian package ships %s", r->b.name,
                        r->b.name);

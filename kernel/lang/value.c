@@ -19,15 +19,11 @@
 #include "rows.h"
 #include "utf8.h"
 
-/* Out of memory in a value constructor leaves nothing sensible to do (as in taas_buf). */
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) abort();
-    return p;
-}
-
+/* NULL when out of memory: every constructor fails alike, and its callers say so (a
+ * TaasMemoryError of the cell, taas_value_oom), never abort. */
 static taas_value *alloc(taas_vtype t) {
-    taas_value *v = xcalloc(1, sizeof *v);
+    taas_value *v = calloc(1, sizeof *v);
+    if (!v) return NULL;
     v->refs = 1;
     v->type = t;
     return v;
@@ -39,19 +35,19 @@ taas_value *taas_none(void) {
 
 taas_value *taas_bool(int b) {
     taas_value *v = alloc(TAAS_V_BOOL);
-    v->u.b = b ? 1 : 0;
+    if (v) v->u.b = b ? 1 : 0;
     return v;
 }
 
 taas_value *taas_int(int64_t i) {
     taas_value *v = alloc(TAAS_V_INT);
-    v->u.i = i;
+    if (v) v->u.i = i;
     return v;
 }
 
 taas_value *taas_float(double f) {
     taas_value *v = alloc(TAAS_V_FLOAT);
-    v->u.f = f;
+    if (v) v->u.f = f;
     return v;
 }
 
@@ -81,11 +77,40 @@ int taas_value_reserve(size_t bytes, const char *what, taas_error *err) {
     return -1;
 }
 
+int taas_value_oom(taas_error *err, taas_srcpos pos, const char *doing) {
+    taas_error_set(err, TAAS_ERR_MEMORY, pos, "out of memory while %s", doing);
+    taas_error_hint(err, "the kernel's memory is spent: drop values you no longer need (x = None), build smaller "
+                         "ones, or give the kernel more memory; the session goes on");
+    return -1;
+}
+
+static size_t json_failures;
+
+static void *json_malloc_counted(size_t n) {
+    void *p = malloc(n);
+    if (!p) json_failures++;
+    return p;
+}
+
+void taas_json_init(void) {
+    json_set_alloc_funcs(json_malloc_counted, free);
+}
+
+size_t taas_json_mark(void) {
+    return json_failures;
+}
+
+int taas_json_lost(size_t mark) {
+    return json_failures != mark;
+}
+
 taas_value *taas_str(const char *s, size_t len) {
     taas_value *v = alloc(TAAS_V_STR);
     size_t n = 0;
-    v->u.str.s = taas_utf8_sanitize(s ? s : "", s ? len : 0, &n);
-    if (!v->u.str.s) abort();
+    if (!v || !(v->u.str.s = taas_utf8_sanitize(s ? s : "", s ? len : 0, &n))) {
+        free(v);
+        return NULL;
+    }
     v->u.str.len = n;
     held += n + 1;
     return v;
@@ -97,7 +122,10 @@ taas_value *taas_str0(const char *s) {
 
 static taas_value *seq_new(taas_vtype t, size_t n) {
     taas_value *v = alloc(t);
-    v->u.seq.items = xcalloc(n, sizeof *v->u.seq.items);
+    if (!v || !(v->u.seq.items = calloc(n ? n : 1, sizeof *v->u.seq.items))) {
+        free(v);
+        return NULL;
+    }
     v->u.seq.n = n;
     held += n * sizeof *v->u.seq.items;
     return v;
@@ -113,7 +141,7 @@ taas_value *taas_list_new(size_t n) {
 
 taas_value *taas_builtin_value(const struct taas_builtin *fn) {
     taas_value *v = alloc(TAAS_V_BUILTIN);
-    v->u.fn = fn;
+    if (v) v->u.fn = fn;
     return v;
 }
 
@@ -135,8 +163,11 @@ static void measure(const taas_value *v, int level, int *depth, size_t *nodes) {
 
 taas_value *taas_object_new(const struct taas_builtin *def, taas_value **args, size_t nargs) {
     taas_value *v = alloc(TAAS_V_OBJECT);
+    if (!v || !(v->u.obj.args = calloc(nargs ? nargs : 1, sizeof *v->u.obj.args))) {
+        free(v);
+        return NULL;  /* the caller still owns args */
+    }
     v->u.obj.def = def;
-    v->u.obj.args = xcalloc(nargs, sizeof *v->u.obj.args);
     if (nargs) memcpy(v->u.obj.args, args, nargs * sizeof *args);
     v->u.obj.nargs = nargs;
     int depth = 1;
@@ -168,6 +199,11 @@ int taas_object_check_size(const taas_value *obj, taas_srcpos pos, taas_error *e
 
 taas_value *taas_result_new(const char *kind, json_t *data) {
     taas_value *v = alloc(TAAS_V_RESULT);
+    if (!v || !data) {  /* json that could not be made: out of memory too */
+        free(v);
+        json_decref(data);
+        return NULL;
+    }
     v->u.res.kind = kind;
     v->u.res.data = data;
     return v;

@@ -71,19 +71,29 @@ taas_value *taas_str(const char *s, size_t len);   /* copies; sanitizes invalid 
  * or of its address-space limit): 0, or -1 with a TaasMemoryError naming what (e.g. "the
  * str") would have taken it. The values made are counted by their constructors. */
 int taas_value_reserve(size_t bytes, const char *what, taas_error *err);
+/* An allocation a cell needed failed: -1 with a TaasMemoryError "out of memory while <doing>"
+ * at pos and what to do. Every constructor below returns NULL when it cannot allocate. */
+int taas_value_oom(taas_error *err, taas_srcpos pos, const char *doing);
+/* jansson's allocations are counted (taas_json_init, called by taas_interp_new): a JSON
+ * document built since taas_json_mark() lost a part when taas_json_lost(mark) (jansson
+ * drops what it cannot allocate; a spec that lost a parameter must not reach a worker). */
+void taas_json_init(void);
+size_t taas_json_mark(void);
+int taas_json_lost(size_t mark);
 taas_value *taas_str0(const char *s);
 /* An empty tuple or list of n slots; the caller fills u.seq.items[i] (each owned). */
 taas_value *taas_tuple_new(size_t n);
 taas_value *taas_list_new(size_t n);
 taas_value *taas_builtin_value(const struct taas_builtin *fn);
-/* Takes ownership of args[0..nargs). Measures the object (u.obj.depth, u.obj.nodes). */
+/* Takes ownership of args[0..nargs) (not when it returns NULL). Measures the object
+ * (u.obj.depth, u.obj.nodes). */
 taas_value *taas_object_new(const struct taas_builtin *def, taas_value **args, size_t nargs);
 /* 0, or -1 with a TaasValueError at pos when the object nests deeper than
  * TAAS_VALUE_MAX_DEPTH or holds more than TAAS_VALUE_MAX_NODES values: every object is
  * checked when it is made, so walks over objects (spec, summary) stay bounded. */
 int taas_object_check_size(const taas_value *obj, taas_srcpos pos, taas_error *err);
 
-/* Takes the reference to data; kind is a static string (result.c knows the kinds). */
+/* Takes the reference to data (NULL data: NULL); kind is a static string (result.c knows the kinds). */
 taas_value *taas_result_new(const char *kind, json_t *data);
 
 taas_value *taas_ref(taas_value *v);
@@ -151,12 +161,12 @@ char *taas_value_str(const taas_value *v);
 void taas_float_repr(double f, char *out, size_t n);
 
 /* The Jupyter mime bundle for an execute_result or display_data: always text/plain,
- * text/html where a table reads better. New reference. */
+ * text/html where a table reads better. New reference; NULL when out of memory. */
 json_t *taas_value_mimebundle(const taas_value *v);
 
 /* The JSON spec the workers receive: {"type": "Conv2d", "in_channels": 1, ...} with
  * every parameter present (defaults filled). Plain values map to JSON scalars/arrays.
- * New reference. Objects are bounded when made (taas_object_check_size); a plain
+ * New reference; NULL when out of memory (never a spec that lost a part). Objects are bounded when made (taas_object_check_size); a plain
  * container deeper than TAAS_VALUE_MAX_DEPTH writes null there rather than recurse. */
 json_t *taas_value_spec(const taas_value *v);
 

@@ -1,0 +1,161 @@
+/* Every allocation a cell makes may fail, and each failure ends the cell with an error
+ * (TaasMemoryError), never a crash or an abort: this binary is linked with
+ * -Wl,--wrap=malloc,... (tests/CMakeLists.txt), and jansson allocates through the kernel's
+ * counting hook (taas_json_init), so through it too, so that
+ * the Nth allocation of a cell fails, for every N from 1 until the cell needs no failure.
+ * After each run the same interpreter runs the next cell correctly; under the ASan build
+ * (sanitizer.asan_ubsan) nothing leaks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmocka_testutil.h"
+#include "interp.h"
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+char *__real_strdup(const char *s);
+char *__real_strndup(const char *s, size_t n);
+
+/* fail_at: the allocation, counted from 1 once armed, that fails (0: none); count: how many
+ * the armed code made; failed: whether the one to fail was reached. */
+static size_t fail_at, count;
+static int armed, failed;
+
+static int fails(void) {
+    if (!armed) return 0;
+    count++;
+    if (count != fail_at) return 0;
+    failed = 1;
+    return 1;
+}
+
+void *__wrap_malloc(size_t n) { return fails() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t n, size_t size) { return fails() ? NULL : __real_calloc(n, size); }
+void *__wrap_realloc(void *p, size_t n) { return fails() ? NULL : __real_realloc(p, n); }
+char *__wrap_strdup(const char *s) { return fails() ? NULL : __real_strdup(s); }
+char *__wrap_strndup(const char *s, size_t n) { return fails() ? NULL : __real_strndup(s, n); }
+
+static void null_stream(void *ctx, const char *name, const char *text) { (void)ctx; (void)name; (void)text; }
+static void null_display(void *ctx, json_t *d, json_t *m, const char *id, int u) {
+    (void)ctx; (void)id; (void)u;
+    json_decref(d);
+    json_decref(m);
+}
+static void null_clear(void *ctx, int w) { (void)ctx; (void)w; }
+static void null_page(void *ctx, json_t *d) { (void)ctx; json_decref(d); }
+static const taas_io io = {NULL, null_stream, null_display, null_clear, null_page, NULL};
+
+/* The cell's text/plain result ("" for none), or "ename: message" (malloc'd, unarmed). */
+static char *run(taas_interp *in, const char *code, taas_run_state *state) {
+    json_t *r = NULL;
+    taas_error err;
+    taas_run_state s = taas_interp_run(in, code, &io, &r, &err);
+    int was = armed;
+    armed = 0;
+    char *text;
+    if (s == TAAS_RUN_ERROR) {
+        text = malloc(strlen(err.ename) + strlen(err.message) + 3);
+        sprintf(text, "%s: %s", err.ename, err.message);
+    } else {
+        const char *t = json_string_value(json_object_get(r, "text/plain"));
+        text = strdup(t ? t : "");
+    }
+    json_decref(r);
+    armed = was;
+    if (state) *state = s;
+    return text;
+}
+
+static void expect(taas_interp *in, const char *code, const char *want) {
+    char *got = run(in, code, NULL);
+    if (strcmp(got, want)) fail_msg("%s: got \"%.300s\", wanted \"%s\"", code, got, want);
+    free(got);
+}
+
+/* Runs setup, then cell with its Nth allocation failing for N = 1, 2, ... until a run
+ * reaches no failure; each run ends as the cell does without failures (success, or the
+ * error `ename`) or in a TaasMemoryError, and then `check` gives `want`. */
+static void every_failure_or(const char *ename, const char *setup, const char *cell, const char *check,
+                             const char *want) {
+    taas_interp *in = taas_interp_new();
+    assert_non_null(in);
+    if (setup) {
+        taas_run_state s;
+        char *r = run(in, setup, &s);
+        if (s != TAAS_RUN_DONE) fail_msg("%s: %s", setup, r);
+        free(r);
+    }
+    size_t n = 1;
+    for (;; n++) {
+        fail_at = n;
+        count = 0;
+        failed = 0;
+        armed = 1;
+        taas_run_state s;
+        char *r = run(in, cell, &s);
+        armed = 0;
+        int as_without = ename ? s == TAAS_RUN_ERROR && !strncmp(r, ename, strlen(ename)) && r[strlen(ename)] == ':'
+                               : s == TAAS_RUN_DONE;
+        if (!as_without && !(failed && s == TAAS_RUN_ERROR && !strncmp(r, "TaasMemoryError: ", 17)))
+            fail_msg("%s, allocation %zu of %s failing: %s", cell, n, failed ? "it" : "none", r);
+        free(r);
+        expect(in, check, want);
+        if (!failed) break;
+    }
+    print_message("%-40.40s %zu allocations\n", cell, n - 1);
+    taas_interp_free(in);
+}
+
+static void every_failure(const char *setup, const char *cell, const char *check, const char *want) {
+    every_failure_or(NULL, setup, cell, check, want);
+}
+
+static void test_literals_and_arithmetic(void **state) {
+    (void)state;
+    every_failure(NULL, "x = 1\ny = 2.5\nz = 'text'\nt = (1, 2.0, 'a', None, True)", "1 + 1", "2");
+    every_failure("a = 7", "b = a * 3 + 1 - 2 // 1 % 5 ** 2 / 2.0\n-b", "a", "7");
+    every_failure(NULL, "l = [1, [2, (3, 'x')], []]\nl", "1 + 1", "2");
+}
+
+static void test_strings_and_sequences(void **state) {
+    (void)state;
+    every_failure("s = 'ab' * 3", "u = s + 'cd' + s\nv = [s, u] * 4 + [1]\nw = (1,) + (2, 3)\nlen(v)", "s", "'ababab'");
+    every_failure("s = 'x' * 1000", "t = [s + '0', s + '1', s + '2']\nlen(t)", "len(s)", "1000");
+}
+
+static void test_objects_and_reprs(void **state) {
+    (void)state;
+    every_failure(NULL, "net = Sequential(Conv2d(1, 8, 3), ReLU(), Flatten(), Linear(8, 2, bias=False))\nnet",
+                  "1 + 1", "2");
+    every_failure("t = Compose([ToTensor(), Normalize((0.5,), (0.5,))])", "print(t, [1, 'a'], sep='; ')\nrepr_ = t\nt",
+                  "1 + 1", "2");
+    every_failure(NULL, "o = Adam(lr=0.01, betas=(0.9, 0.99))\ns = StepLR(step_size=2)\no", "1 + 1", "2");
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    every_failure_or("TaasNameError", NULL, "Linear(1, 2, bias=Flase)", "1 + 1", "2");
+    every_failure_or("TaasTypeError", NULL, "Conv2d(1, 2, kernel_size=3, paddin=1)", "1 + 1", "2");
+    every_failure_or("TaasValueError", NULL, "1 / 0", "1 + 1", "2");
+    every_failure_or("TaasTypeError", NULL, "len(5)", "1 + 1", "2");
+    every_failure_or("TaasValueError", NULL, "Linear(0, 2)", "1 + 1", "2");
+    every_failure_or("TaasSyntaxError", NULL, "x = (1,\n", "1 + 1", "2");
+}
+
+int main(void) {
+    setenv("TAAS_CONFIG", "/nonexistent/taas-test-config.json", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_literals_and_arithmetic),
+        cmocka_unit_test(test_strings_and_sequences),
+        cmocka_unit_test(test_objects_and_reprs),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
