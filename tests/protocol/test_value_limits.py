@@ -5,7 +5,9 @@ TaasValueError; an allocation that fails under an address-space limit ends its c
 TaasMemoryError; each time the kernel lives on and runs the next cell. Every cell is bounded
 by its reply (the test's event), never by a timing guess."""
 
+import json
 import os
+import shutil
 import tempfile
 import unittest
 
@@ -75,6 +77,58 @@ class WalkBudget(unittest.TestCase):
                                             "the value is too large or too widely shared")
             self.assertIn("hint: build a smaller value", "\n".join(err["traceback"]))
             self.assertEqual(result_text(k.execute("len([1, 2])")[1]), "2")
+        finally:
+            k.close()
+            tmp.cleanup()
+
+
+def vm_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError("no %s in /proc/%d/status" % (field, pid))
+
+
+BIG = "a = 'x' * 67108863"  # 64 MiB less one byte: the largest str a cell may make
+MANY = "l = [%s]" % ", ".join("a + '%d'" % i for i in range(120))  # 120 of them: 7.5 GiB
+
+
+class AddressSpaceLimit(unittest.TestCase):
+    """The issue's cells under an address-space limit (prlimit --as): the strings fail to
+    allocate, which is the cell's TaasMemoryError, not an abort. The limit is what a kernel
+    here needs after the first cell (measured) and 1 GiB more, so that on any machine the
+    list fails part way; the session's budget for values (TAAS_VALUE_MEMORY) is set far above
+    it, so that the allocation itself fails, not the budget's check."""
+
+    def test_allocation_failure(self):
+        tmp = tempfile.TemporaryDirectory(prefix="taas-as-")
+        env = dict(os.environ, TAAS_CONFIG=os.path.join(tmp.name, "no-config.json"),
+                   TAAS_VALUE_MEMORY=str(1 << 50))
+        k = taastest.Kernel(cwd=tmp.name, env=env)
+        try:
+            self.assertEqual(k.execute(BIG)[0]["content"]["status"], "ok")
+            need = vm_kib(k.pid, "VmPeak") * 1024
+        finally:
+            k.close()
+        limit = need + (1 << 30)
+        root = taastest.install_test_kernelspec()
+        spec_dir = os.path.join(root, "kernels", "taas-as-limit")
+        os.makedirs(spec_dir, exist_ok=True)
+        with open(os.path.join(spec_dir, "kernel.json"), "w") as f:
+            json.dump({"argv": [shutil.which("prlimit"), "--as=%d" % limit, taastest.kernel_binary(),
+                                "-f", "{connection_file}"],
+                       "display_name": "taas", "language": "taas", "interrupt_mode": "signal"}, f)
+        k = taastest.Kernel(kernel_name="taas-as-limit", cwd=tmp.name, env=env)
+        try:
+            self.assertEqual(vm_kib(k.pid, "VmSize") * 1024 < limit, True)  # prlimit ran the kernel itself
+            self.assertEqual(k.execute(BIG)[0]["content"]["status"], "ok")
+            err = error_of(k.execute(MANY, timeout=REPLY_S)[1])
+            self.assertEqual(err["ename"], "TaasMemoryError")
+            self.assertTrue(err["evalue"].startswith("out of memory while making a str"), err["evalue"])
+            self.assertIn("hint: ", "\n".join(err["traceback"]))
+            self.assertEqual(result_text(k.execute("len(a + '0')", timeout=REPLY_S)[1]), "67108864")
+            self.assertTrue(taastest.pid_alive(k.pid))
         finally:
             k.close()
             tmp.cleanup()
