@@ -171,6 +171,10 @@ void taas_param_range_text(const taas_param *p, taas_buf *out) {
 
 void taas_sig_hint(taas_error *err, const taas_builtin *b, const char *lead) {
     char *sig = taas_builtin_signature(b);
+    if (!sig) {  /* out of memory: the hint without it */
+        if (lead && lead[0]) taas_error_hint(err, "%s", lead);
+        return;
+    }
     if (lead && lead[0]) {
         size_t n = strlen(lead);
         int stop = lead[n - 1] == '?' || lead[n - 1] == '.' || lead[n - 1] == '!';

@@ -58,6 +58,10 @@ static int family_of(taas_kind k) {
 static void wrap(taas_buf *out, const char *text, int indent, int width) {
     int col = 0;
     const char *p = text;
+    if (!p) {  /* a text that could not be made: out of memory */
+        out->failed = 1;
+        return;
+    }
     while (*p) {
         while (*p == ' ') p++;
         if (!*p) break;
@@ -92,7 +96,8 @@ static void param_summary(const taas_param *p, taas_buf *out) {
 char *taas_builtin_help_text(const taas_builtin *b, int detail) {
     taas_buf h = TAAS_BUF_INIT;
     char *sig = taas_builtin_signature(b);
-    taas_buf_printf(&h, "%s\n\n", sig);
+    taas_buf_puts(&h, sig);
+    taas_buf_puts(&h, "\n\n");
     free(sig);
     taas_buf_printf(&h, "%s.%s, %s %s.\n\n", b->module, b->name,
                     strchr("aeiou", FAMILIES[family_of(b->kind)].noun[0]) ? "an" : "a",
@@ -146,8 +151,8 @@ char *taas_help_overview(void) {
             first_sentence(&line, all[i]->doc);
             taas_buf_printf(&h, "  %-22s ", all[i]->name);
             taas_buf wrapped = TAAS_BUF_INIT;
-            wrap(&wrapped, line.data, 25, 100);
-            taas_buf_puts(&h, wrapped.data + 25);
+            wrap(&wrapped, line.failed ? NULL : line.data, 25, 100);
+            taas_buf_puts(&h, wrapped.failed || wrapped.len < 25 ? NULL : wrapped.data + 25);
             taas_buf_putc(&h, '\n');
             taas_buf_free(&wrapped);
             taas_buf_free(&line);

@@ -89,9 +89,9 @@ static int help_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
         return -1;
     }
     if (b) text = taas_builtin_help_text(b, 1);
-    json_t *data = json_object();
-    json_object_set_new(data, "text/plain", json_string(text));
+    json_t *data = text ? json_pack("{s:s}", "text/plain", text) : NULL;
     free(text);
+    if (!data) return taas_value_oom(cx->err, cx->pos, "writing the help");
     cx->io->page(cx->io->ctx, data);
     *out = taas_none();
     return 0;

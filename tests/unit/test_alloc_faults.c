@@ -109,7 +109,10 @@ static void every_failure_or(const char *ename, const char *setup, const char *c
         expect(in, check, want);
         if (!failed) break;
     }
-    print_message("%-40.40s %zu allocations\n", cell, n - 1);
+    char line[64];
+    snprintf(line, sizeof line, "%s", cell);
+    for (char *c = line; *c; c++) *c = *c == '\n' ? ';' : *c;
+    print_message("%5zu allocations, each failing once: %s\n", n - 1, line);
     taas_interp_free(in);
 }
 
@@ -137,6 +140,9 @@ static void test_objects_and_reprs(void **state) {
     every_failure("t = Compose([ToTensor(), Normalize((0.5,), (0.5,))])", "print(t, [1, 'a'], sep='; ')\nrepr_ = t\nt",
                   "1 + 1", "2");
     every_failure(NULL, "o = Adam(lr=0.01, betas=(0.9, 0.99))\ns = StepLR(step_size=2)\no", "1 + 1", "2");
+    every_failure("net = Sequential(Linear(4, 3), ReLU(), Linear(3, 2))",
+                  "summary(net, input_size=(4,))\ndisplay(net, [1, 2.5])\nhelp(Linear)\nhelp()\nlen(net)", "len(net)", "3");
+    every_failure(NULL, "d = DataLoader(WebDataset('s.tar', length=60), batch_size=10)\nlen(d)", "1 + 1", "2");
 }
 
 static void test_errors(void **state) {
@@ -147,6 +153,10 @@ static void test_errors(void **state) {
     every_failure_or("TaasTypeError", NULL, "len(5)", "1 + 1", "2");
     every_failure_or("TaasValueError", NULL, "Linear(0, 2)", "1 + 1", "2");
     every_failure_or("TaasSyntaxError", NULL, "x = (1,\n", "1 + 1", "2");
+    every_failure_or("TaasNameError", "value = 1", "valeu + 1", "value", "1");
+    every_failure_or("TaasTypeError", NULL, "'a' + 1", "1 + 1", "2");
+    every_failure_or("TaasValueError", NULL, "'x' * 100000000", "1 + 1", "2");
+    every_failure_or("TaasTypeError", NULL, "Adam(Linear(1, 2))", "1 + 1", "2");
 }
 
 int main(void) {
