@@ -8,6 +8,7 @@ by its reply (the test's event), never by a timing guess."""
 import json
 import os
 import shutil
+import signal
 import tempfile
 import unittest
 
@@ -80,6 +81,44 @@ class WalkBudget(unittest.TestCase):
         finally:
             k.close()
             tmp.cleanup()
+
+
+class InterruptingAWalk(unittest.TestCase):
+    """The stop button (SIGINT) and SIGTERM reach a walk over values: a cell of many checks
+    of a list of a million items (each a walk of a million steps, the cell minutes of them)
+    ends with KeyboardInterrupt named after the walk, and the kernel runs the next cell; a
+    SIGTERM ends the kernel as it should (exit 0), not by its grace alarm."""
+
+    CELL = "b = 1\n" + "len(a)\n" * 100000 + "b = 2"
+
+    def start(self):
+        tmp = tempfile.TemporaryDirectory(prefix="taas-intr-")
+        self.addCleanup(tmp.cleanup)
+        env = dict(os.environ, TAAS_CONFIG=os.path.join(tmp.name, "no-config.json"))
+        k = taastest.Kernel(cwd=tmp.name, env=env)
+        self.addCleanup(k.close)
+        self.assertEqual(k.execute("a = [0.5] * 1048576")[0]["content"]["status"], "ok")
+        msg_id = k.send("shell", "execute_request", taastest.execute_content(self.CELL))
+        # the cell has started once its execute_input is out: the signal finds it running
+        started = taastest.wait_until(
+            lambda: any(m["msg_type"] == "execute_input" for m in k.iopub_now(msg_id, 0.05)), REPLY_S)
+        self.assertTrue(started, "the cell never started")
+        return k, msg_id
+
+    def test_stop_button(self):
+        k, msg_id = self.start()
+        k.km.interrupt_kernel()
+        reply = k.reply(msg_id, timeout=REPLY_S)
+        self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
+        self.assertEqual(reply["content"]["evalue"], "interrupted while checking len() argument 'obj'")
+        self.assertEqual(result_text(k.execute("b")[1]), "1")
+        self.assertEqual(result_text(k.execute("len(a)", timeout=REPLY_S)[1]), "1048576")
+
+    def test_sigterm(self):
+        k, msg_id = self.start()
+        proc = k.km.provisioner.process
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(REPLY_S), 0)  # an orderly shutdown, not the alarm's SIGALRM
 
 
 def vm_kib(pid, field):
