@@ -297,6 +297,11 @@ void taas_interp_set_interrupt_fd(taas_interp *in, int fd) {
     taas_walk_set_interrupt_fd(fd);  /* the walks over values of a running cell watch it too */
 }
 
+void taas_interp_set_interrupt_check(taas_interp *in, int (*check)(void *ctx), void *ctx) {
+    (void)in;
+    taas_walk_set_interrupt_check(check, ctx);
+}
+
 int taas_interp_interrupt_fd(const taas_interp *in) {
     return in ? in->intr_fd : -1;
 }

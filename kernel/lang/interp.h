@@ -55,6 +55,10 @@ int taas_interp_wait_fd(const taas_interp *in);
  * self-pipe; never read by the interpreter): the short synchronous waits of a cell (a
  * dataset's probe) watch it and end with KeyboardInterrupt. -1 (the default): none. */
 void taas_interp_set_interrupt_fd(taas_interp *in, int fd);
+/* A check a long synchronous part of a cell (a walk over values) makes now and then: 1 ends
+ * it with KeyboardInterrupt (the kernel serves its control channel in it: an
+ * interrupt_request). NULL (the default): none. */
+void taas_interp_set_interrupt_check(taas_interp *in, int (*check)(void *ctx), void *ctx);
 /* Ends the waiting statement: the next resume returns TAAS_RUN_ERROR with ename
  * KeyboardInterrupt. Without a waiting cell it does nothing. */
 void taas_interp_interrupt(taas_interp *in);

@@ -357,9 +357,18 @@ void taas_walk_begin(taas_walk *w, const char *what, taas_error *err) {
     *w = (taas_walk){what, 0, e > 0 && !*end ? (size_t)e : TAAS_WALK_STEPS, err};
 }
 
+static int (*intr_check)(void *ctx);
+static void *intr_ctx;
+
+void taas_walk_set_interrupt_check(int (*check)(void *ctx), void *ctx) {
+    intr_check = check;
+    intr_ctx = ctx;
+}
+
 static int interrupted(void) {
     struct pollfd p = {intr_fd, POLLIN, 0};
-    return intr_fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+    if (intr_fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) return 1;
+    return intr_check && intr_check(intr_ctx);
 }
 
 int taas_walk_step(taas_walk *w, size_t n) {

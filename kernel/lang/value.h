@@ -126,8 +126,10 @@ typedef struct taas_walk {
 void taas_walk_begin(taas_walk *w, const char *what, taas_error *err);
 /* Takes n steps: 0, or -1 with w->err set (budget spent, interrupted). */
 int taas_walk_step(taas_walk *w, size_t n);
-/* The descriptor that is readable when the kernel is asked to stop (-1: none). */
+/* The descriptor that is readable when the kernel is asked to stop (-1: none), and a check
+ * that says so (NULL: none; interp.h's taas_interp_set_interrupt_check). */
 void taas_walk_set_interrupt_fd(int fd);
+void taas_walk_set_interrupt_check(int (*check)(void *ctx), void *ctx);
 /* Calls visit once for every distinct value reachable from v through tuples and lists (an
  * object's arguments were checked when it was made), v first; a step per item
  * looked at. visit returns 0 to go on, 1 to stop the walk there. 0: all visited; 1: visit

@@ -229,7 +229,9 @@ static int h_shutdown(taas_kernel *k, void *sock, taas_msg *msg) {
 }
 
 static int h_interrupt(taas_kernel *k, void *sock, taas_msg *msg) {
-    if (k->running)
+    if (k->in_walk)
+        k->walk_interrupted = 1;
+    else if (k->running)
         taas_execute_interrupt(k);
     else
         taas_log("interrupt_request with no cell running: nothing to interrupt");

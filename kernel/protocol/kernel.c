@@ -111,6 +111,20 @@ static int install_signals(taas_kernel *k, taas_error *err) {
     return 0;
 }
 
+static int serve_one(taas_kernel *k, void *sock, taas_channel ch);
+
+/* A cell's long walk over values asks now and then whether to stop (interp.h): control is
+ * served meanwhile, as while a cell waits, so that an interrupt_request (interrupt_mode
+ * "message") or a shutdown_request ends the walk as the stop button's SIGINT does. */
+static int walk_stops(void *ctx) {
+    taas_kernel *k = ctx;
+    k->in_walk = 1;
+    k->walk_interrupted = 0;
+    while (!k->stopping && !k->walk_interrupted && serve_one(k, k->control, TAAS_CH_CONTROL) == 0) {}
+    k->in_walk = 0;
+    return k->walk_interrupted || k->stopping;
+}
+
 taas_kernel *taas_kernel_new(const taas_connection *c, taas_error *err) {
     taas_kernel *k = calloc(1, sizeof *k);
     if (!k) {
@@ -156,6 +170,7 @@ taas_kernel *taas_kernel_new(const taas_connection *c, taas_error *err) {
     }
     /* a dataset's probe runs synchronously inside a cell; SIGINT ends it through this */
     taas_interp_set_interrupt_fd(k->interp, k->sig_rx);
+    taas_interp_set_interrupt_check(k->interp, walk_stops, k);
     taas_execute_io_init(k);
     return k;
 fail:

@@ -50,6 +50,8 @@ struct taas_kernel {
     int aborting;          /* while one of the first n_abort is served */
     int served;            /* a request was handled: a welcome then says busy or idle */
     int stopping;          /* shutdown requested: the loop ends */
+    int in_walk;           /* a running cell's walk over values serves control (kernel.c) */
+    int walk_interrupted;  /* an interrupt_request came meanwhile: the walk ends */
     int restart;
     int sig_rx;            /* read end of the signal self-pipe */
     int sig_tx;

@@ -90,12 +90,16 @@ class InterruptingAWalk(unittest.TestCase):
     SIGTERM ends the kernel as it should (exit 0), not by its grace alarm."""
 
     CELL = "b = 1\n" + "len(a)\n" * 100000 + "b = 2"
+    kernel_name = taastest.KERNEL_NAME
+
+    def interrupt(self, k):
+        k.km.interrupt_kernel()
 
     def start(self):
         tmp = tempfile.TemporaryDirectory(prefix="taas-intr-")
         self.addCleanup(tmp.cleanup)
         env = dict(os.environ, TAAS_CONFIG=os.path.join(tmp.name, "no-config.json"))
-        k = taastest.Kernel(cwd=tmp.name, env=env)
+        k = taastest.Kernel(kernel_name=self.kernel_name, cwd=tmp.name, env=env)
         self.addCleanup(k.close)
         self.assertEqual(k.execute("a = [0.5] * 1048576")[0]["content"]["status"], "ok")
         msg_id = k.send("shell", "execute_request", taastest.execute_content(self.CELL))
@@ -107,7 +111,7 @@ class InterruptingAWalk(unittest.TestCase):
 
     def test_stop_button(self):
         k, msg_id = self.start()
-        k.km.interrupt_kernel()
+        self.interrupt(k)
         reply = k.reply(msg_id, timeout=REPLY_S)
         self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
         self.assertEqual(reply["content"]["evalue"], "interrupted while checking len() argument 'obj'")
@@ -119,6 +123,17 @@ class InterruptingAWalk(unittest.TestCase):
         proc = k.km.provisioner.process
         proc.send_signal(signal.SIGTERM)
         self.assertEqual(proc.wait(REPLY_S), 0)  # an orderly shutdown, not the alarm's SIGALRM
+
+
+class InterruptingAWalkByMessage(InterruptingAWalk):
+    """The same with interrupt_mode "message": the interrupt_request is answered, and obeyed,
+    while the walk runs."""
+
+    kernel_name = taastest.KERNEL_NAME_MSG_INTERRUPT
+
+    def interrupt(self, k):
+        reply = k.reply(k.send("control", "interrupt_request"), "control", REPLY_S)
+        self.assertEqual(reply["content"]["status"], "ok")
 
 
 def vm_kib(pid, field):
