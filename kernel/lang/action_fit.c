@@ -32,9 +32,11 @@ void taas_weights_replace(taas_value *model, char *path, int owned) {
     else taas_weights_drop(old, old_owned);
 }
 
-void taas_weights_attach(taas_value *model, const char *path, int owned) {
+int taas_weights_attach(taas_value *model, const char *path, int owned) {
     char *p = strdup(path);
-    if (p) taas_weights_replace(model, p, owned);
+    if (!p) return -1;
+    taas_weights_replace(model, p, owned);
+    return 0;
 }
 
 static int sys_fail(taas_call_ctx *cx, const char *what) {

@@ -38,7 +38,8 @@ static int job_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
     }
     o->finished = 1;
     if (r >= 2) {  /* stopped: the model keeps the weights of the last completed step */
-        if (r == 3 && !o->evaluate) taas_weights_attach(o->model, o->weights, 1);
+        if (r == 3 && !o->evaluate && taas_weights_attach(o->model, o->weights, 1))
+            return taas_value_oom(err, TAAS_NOPOS, "keeping the trained weights");
         return 0;
     }
     if (r < 0) return -1;
@@ -52,7 +53,11 @@ static int job_poll(taas_waiter *w, const taas_io *io, int expired, taas_error *
         taas_error_hint(err, "taas-worker and taas-kernel may come from different versions: install them together");
         return -1;
     }
-    if (!o->evaluate) taas_weights_attach(o->model, o->weights, 1);
+    if (!o->evaluate && taas_weights_attach(o->model, o->weights, 1)) {
+        taas_unref(o->base.result);
+        o->base.result = NULL;
+        return taas_value_oom(err, TAAS_NOPOS, "keeping the trained weights");
+    }
     return 0;
 }
 
@@ -75,7 +80,7 @@ static void job_stop(taas_waiter *w, const taas_io *io) {
 static void job_free(taas_waiter *w) {
     job_wait *o = (job_wait *)w;
     if (o->job && !o->finished && taas_job_cancel(o->job, TAAS_JOB_STOP_GRACE_S, o->io) && !o->evaluate)
-        taas_weights_attach(o->model, o->weights, 1);
+        (void)taas_weights_attach(o->model, o->weights, 1);  /* without memory the file goes, below */
     taas_job_free(o->job);
     if (!o->model->u.obj.weights || strcmp(o->model->u.obj.weights, o->weights) != 0) {
         unlink(o->weights);

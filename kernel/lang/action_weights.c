@@ -82,7 +82,11 @@ int taas_weights_copy_in(taas_call_ctx *cx, taas_value *model, const char *path)
         rmdir(dir);
         return -1;
     }
-    taas_weights_attach(model, copy, 1);
+    if (taas_weights_attach(model, copy, 1)) {
+        unlink(copy);
+        rmdir(dir);
+        return taas_value_oom(cx->err, cx->pos, "loading the weights");
+    }
     return 0;
 }
 

@@ -47,8 +47,9 @@ int taas_job_folder(taas_call_ctx *cx, char *dir, size_t n);
 /* Gives the model a private copy of the weights file at path, in a job folder of its own
  * (owned): the user's file may change or go. -1 with the error in cx. */
 int taas_weights_copy_in(taas_call_ctx *cx, taas_value *model, const char *path);
-/* Gives the model path as its weights (taas_weights_replace). */
-void taas_weights_attach(taas_value *model, const char *path, int owned);
+/* Gives the model path as its weights (taas_weights_replace): 0, or -1 out of memory (the
+ * model keeps what it had). */
+int taas_weights_attach(taas_value *model, const char *path, int owned);
 
 /* 0 when the call has the session (cx->interp); else -1 with a TaasInternalError. */
 int taas_need_session(taas_call_ctx *cx, const char *name);
