@@ -495,8 +495,14 @@ int taas_walk_values(const taas_value *v, int (*visit)(const taas_value *v, void
         taas_value *const *items;
         size_t n = x->type == TAAS_V_OBJECT ? 0 : items_of(x, &items);  /* objects were checked when made */
         if ((rc = taas_walk_step(w, n + 1))) break;
-        for (size_t i = n; i-- > 0 && !rc;)  /* pushed backwards, so visited in order */
-            if (items[i] && vwork_push(&k, items[i], NULL)) rc = walk_oom(w);
+        /* items that hold none are visited at once: only containers take room in the set */
+        for (size_t i = n; i-- > 0 && !rc;) {
+            const taas_value *y = items[i];
+            if (y && (y->type == TAAS_V_TUPLE || y->type == TAAS_V_LIST))
+                rc = vwork_push(&k, y, NULL) ? walk_oom(w) : 0;
+            else if (y)
+                rc = visit(y, ctx);
+        }
     }
     vwork_free(&k);
     return rc;
