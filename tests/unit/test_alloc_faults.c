@@ -16,6 +16,7 @@
 
 #include "cmocka_testutil.h"
 #include "interp.h"
+#include "value.h"
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
@@ -159,6 +160,43 @@ static void test_errors(void **state) {
     every_failure_or("TaasTypeError", NULL, "Adam(Linear(1, 2))", "1 + 1", "2");
 }
 
+/* Freeing allocates nothing, so it cannot fail: a DAG of 2^40 items as a tree (41 values),
+ * a list nested a million deep and one of a thousand lists, each freed with every
+ * allocation failing. */
+static void test_free_allocates_nothing(void **state) {
+    (void)state;
+    taas_value *dag = taas_list_new(1), *deep = taas_int(1), *wide = taas_list_new(1000);
+    assert_non_null(dag);
+    assert_non_null(wide);
+    for (size_t i = 0; i < wide->u.seq.n; i++) {
+        assert_non_null(wide->u.seq.items[i] = taas_tuple_new(1));
+        wide->u.seq.items[i]->u.seq.items[0] = taas_str0("x");
+    }
+    dag->u.seq.items[0] = taas_int(1);
+    for (int i = 0; i < 40; i++) {
+        taas_value *d = taas_list_new(2);
+        assert_non_null(d);
+        d->u.seq.items[0] = dag;
+        d->u.seq.items[1] = taas_ref(dag);
+        dag = d;
+    }
+    for (int i = 0; i < 1000000; i++) {
+        taas_value *d = taas_list_new(1);
+        assert_non_null(d);
+        d->u.seq.items[0] = deep;
+        deep = d;
+    }
+    fail_at = 1;
+    count = 0;
+    failed = 0;
+    armed = 1;
+    taas_unref(dag);
+    taas_unref(deep);
+    taas_unref(wide);
+    armed = 0;
+    assert_int_equal(count, 0);
+}
+
 int main(void) {
     setenv("TAAS_CONFIG", "/nonexistent/taas-test-config.json", 1);
     const struct CMUnitTest tests[] = {
@@ -166,6 +204,7 @@ int main(void) {
         cmocka_unit_test(test_strings_and_sequences),
         cmocka_unit_test(test_objects_and_reprs),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_free_allocates_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
