@@ -103,7 +103,13 @@ int taas_show_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
         return -1;
     }
     const taas_value *ds = taas_data_dataset_of(a[0]);
-    json_t *spec = taas_value_spec(ds);
+    taas_walk w;
+    taas_walk_begin(&w, "writing the dataset's spec", cx->err);
+    json_t *spec = taas_value_spec_walk(ds, &w);
+    if (!spec) {
+        cx->err->pos = cx->pos;
+        return -1;
+    }
     char *text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(spec);
     char n[32], seed[32];

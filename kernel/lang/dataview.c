@@ -98,7 +98,10 @@ static int check_answer(const json_t *info, const char *text, taas_error *err) {
 int taas_data_probe(taas_interp *in, const taas_value *dataset, const json_t **info, taas_error *err) {
     *info = NULL;
     taas_probe_cache *c = taas_interp_probe_cache(in);
-    json_t *spec = taas_value_spec(dataset);
+    taas_walk w;
+    taas_walk_begin(&w, "writing the dataset's spec", err);
+    json_t *spec = taas_value_spec_walk(dataset, &w);
+    if (!spec) return -1;
     char *key = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
     uint64_t stamp = stamp_of(spec);
     json_decref(spec);

@@ -9,6 +9,13 @@
 #include "errnames.h"
 #include "safetensors.h"
 
+/* The model's spec as one walk (interruptible, bounded): NULL with err. */
+static json_t *model_spec(const taas_value *model, taas_error *err) {
+    taas_walk w;
+    taas_walk_begin(&w, "writing the model's spec", err);
+    return taas_value_spec_walk(model, &w);
+}
+
 int taas_model_plan_for(taas_interp *in, const taas_value *model, const taas_value *loader, const char *what,
                         taas_model_plan *plan, taas_error *err) {
     const taas_value *ds = taas_data_dataset_of(loader);
@@ -30,8 +37,8 @@ int taas_model_plan_for(taas_interp *in, const taas_value *model, const taas_val
         w = (int)json_integer_value(json_array_get(shape, 2));
     /* the worker's rule: a (C, 1, 1) sample is a feature vector */
     if (h == 1 && w == 1) h = w = 0;
-    json_t *spec = taas_value_spec(model);
-    if (!spec) return taas_value_oom(err, TAAS_NOPOS, "planning the model");
+    json_t *spec = model_spec(model, err);
+    if (!spec) return -1;
     int rc = taas_model_plan_build(plan, spec, c, h, w, err);
     json_decref(spec);
     return rc;
@@ -39,8 +46,8 @@ int taas_model_plan_for(taas_interp *in, const taas_value *model, const taas_val
 
 int taas_model_check_weights(const taas_value *model, const char *path, taas_error *err) {
     taas_model_plan plan;
-    json_t *spec = taas_value_spec(model);
-    if (!spec) return taas_value_oom(err, TAAS_NOPOS, "planning the model");
+    json_t *spec = model_spec(model, err);
+    if (!spec) return -1;
     int rc = taas_model_plan_build(&plan, spec, 0, 0, 0, err);
     json_decref(spec);
     if (rc) return -1;
@@ -98,11 +105,8 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
     const int32_t *s = sample ? sample : model->u.obj.sample;
     taas_model_plan plan;
     taas_error e;
-    json_t *spec = taas_value_spec(model);
-    if (!spec) {
-        taas_value_oom(err, TAAS_NOPOS, "summing up the model");
-        return NULL;
-    }
+    json_t *spec = model_spec(model, err);
+    if (!spec) return NULL;
     int known = s[0] > 0;
     int rc = taas_model_plan_build(&plan, spec, known ? s[0] : 0, known ? s[1] : 0, known ? s[2] : 0, &e);
     if (rc && known && sample) {  /* the input asked for does not fit: say where */

@@ -16,10 +16,10 @@ static json_t *real_of(const taas_value *v) {
     return isfinite(x) ? json_real(x) : json_null(); /* JSON has no inf or nan */
 }
 
-static json_t *spec_at(const taas_value *v, int level);
+static json_t *spec_at(const taas_value *v, int level, taas_walk *w);
 
 /* A parameter's value as the workers read it. */
-static json_t *param_spec(const taas_param *p, const taas_value *v, int level) {
+static json_t *param_spec(const taas_param *p, const taas_value *v, int level, taas_walk *w) {
     if (v->type == TAAS_V_NONE) return json_null();
     switch (p->type) {
     case TAAS_P_FLOAT:
@@ -46,12 +46,13 @@ static json_t *param_spec(const taas_param *p, const taas_value *v, int level) {
     default:
         break;
     }
-    return spec_at(v, level);
+    return spec_at(v, level, w);
 }
 
 /* level: how deep v is. Objects are bounded when made (taas_object_check_size); the bound
  * here keeps a plain container passed in directly from taking the stack. */
-static json_t *spec_at(const taas_value *v, int level) {
+static json_t *spec_at(const taas_value *v, int level, taas_walk *w) {
+    if (taas_walk_step(w, 1)) return NULL;  /* the spec is lost: its callers see NULL */
     if (!v || level > TAAS_VALUE_MAX_DEPTH) return json_null();
     switch (v->type) {
     case TAAS_V_NONE: return json_null();
@@ -62,7 +63,7 @@ static json_t *spec_at(const taas_value *v, int level) {
     case TAAS_V_TUPLE:
     case TAAS_V_LIST: {
         json_t *a = json_array();
-        for (size_t i = 0; i < v->u.seq.n; i++) json_array_append_new(a, spec_at(v->u.seq.items[i], level + 1));
+        for (size_t i = 0; i < v->u.seq.n; i++) json_array_append_new(a, spec_at(v->u.seq.items[i], level + 1, w));
         return a;
     }
     case TAAS_V_OBJECT: {
@@ -70,7 +71,7 @@ static json_t *spec_at(const taas_value *v, int level) {
         json_t *o = json_object();
         json_object_set_new(o, "type", json_string(b->name));
         for (size_t i = 0; i < v->u.obj.nargs && b->params[i].name; i++)
-            json_object_set_new(o, b->params[i].name, param_spec(&b->params[i], v->u.obj.args[i], level + 1));
+            json_object_set_new(o, b->params[i].name, param_spec(&b->params[i], v->u.obj.args[i], level + 1, w));
         return o;
     }
     case TAAS_V_BUILTIN: {
@@ -83,12 +84,20 @@ static json_t *spec_at(const taas_value *v, int level) {
     return json_null();
 }
 
-json_t *taas_value_spec(const taas_value *v) {
+json_t *taas_value_spec_walk(const taas_value *v, taas_walk *w) {
     size_t mark = taas_json_mark();
-    json_t *s = spec_at(v, 1);
-    if (s && !taas_json_lost(mark)) return s;
+    json_t *s = spec_at(v, 1, w);
+    if (s && !w->failed && !taas_json_lost(mark)) return s;
     json_decref(s);
+    if (!w->failed) taas_walk_oom(w);
     return NULL;
+}
+
+json_t *taas_value_spec(const taas_value *v) {
+    taas_error err;
+    taas_walk w;
+    taas_walk_begin(&w, "writing a spec", &err);
+    return taas_value_spec_walk(v, &w);
 }
 
 /* ---- mime bundle ----------------------------------------------------------------- */

@@ -330,7 +330,10 @@ static int summary_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_t *b = taas_model_summary(a[0], in->type == TAAS_V_NONE ? NULL : sample, batch, cx->err);
     if (!b) {
         cx->err->pos = cx->pos;
-        if (!strcmp(cx->err->ename, TAAS_ERR_MEMORY)) return -1;
+        /* without an input_size it fails only as a walk or an allocation does */
+        if (in->type == TAAS_V_NONE || !strcmp(cx->err->ename, TAAS_ERR_MEMORY) ||
+            !strcmp(cx->err->ename, TAAS_ERR_INTERRUPT))
+            return -1;
         char *r = taas_value_repr(in);
         taas_error_prefix(cx->err, "summary() with input_size=%s: ", r);
         free(r);

@@ -354,7 +354,7 @@ void taas_walk_begin(taas_walk *w, const char *what, taas_error *err) {
     const char *env = getenv("TAAS_WALK_STEPS");  /* a smaller budget: the tests' */
     char *end;
     unsigned long long e = env && *env ? strtoull(env, &end, 10) : 0;
-    *w = (taas_walk){what, 0, e > 0 && !*end ? (size_t)e : TAAS_WALK_STEPS, err};
+    *w = (taas_walk){what, 0, e > 0 && !*end ? (size_t)e : TAAS_WALK_STEPS, err, 0};
 }
 
 static int (*intr_check)(void *ctx);
@@ -372,27 +372,29 @@ static int interrupted(void) {
 }
 
 int taas_walk_step(taas_walk *w, size_t n) {
+    if (w->failed) return -1;
     size_t before = w->steps;
     w->steps += n;
     if (w->steps > w->budget) {
         taas_error_set(w->err, TAAS_ERR_VALUE, TAAS_NOPOS,
                        "%s takes more than %zu steps: the value is too large or too widely shared", w->what,
                        w->budget);
+        w->failed = 1;
         taas_error_hint(w->err, "build a smaller value: a list that holds another list twice, and so on, is a tree "
                                 "twice as large at every level");
         return -1;
     }
     if (before / TAAS_WALK_POLL != w->steps / TAAS_WALK_POLL && interrupted()) {
         taas_error_set(w->err, TAAS_ERR_INTERRUPT, TAAS_NOPOS, "interrupted while %s", w->what);
+        w->failed = 1;
         return -1;
     }
     return 0;
 }
 
-static int walk_oom(taas_walk *w) {
-    taas_error_set(w->err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory while %s", w->what);
-    taas_error_hint(w->err, "drop values you no longer need (x = None), or build smaller ones");
-    return -1;
+int taas_walk_oom(taas_walk *w) {
+    w->failed = 1;
+    return taas_value_oom(w->err, TAAS_NOPOS, w->what);
 }
 
 /* Pairs of values (b NULL for single values): a stack of what is still to do and the set
@@ -484,12 +486,12 @@ int taas_walk_values(const taas_value *v, int (*visit)(const taas_value *v, void
                      taas_walk *w) {
     vwork k;
     vwork_init(&k);
-    int rc = vwork_push(&k, v, NULL) ? walk_oom(w) : 0;
+    int rc = vwork_push(&k, v, NULL) ? taas_walk_oom(w) : 0;
     while (!rc && k.n) {
         const taas_value *x = k.todo[--k.n].a;
         if (!x) continue;
         int seen = vwork_seen(&k, x, NULL);
-        if (seen < 0) rc = walk_oom(w);
+        if (seen < 0) rc = taas_walk_oom(w);
         if (seen) continue;
         if ((rc = visit(x, ctx))) break;
         taas_value *const *items;
@@ -499,7 +501,7 @@ int taas_walk_values(const taas_value *v, int (*visit)(const taas_value *v, void
         for (size_t i = n; i-- > 0 && !rc;) {
             const taas_value *y = items[i];
             if (y && (y->type == TAAS_V_TUPLE || y->type == TAAS_V_LIST))
-                rc = vwork_push(&k, y, NULL) ? walk_oom(w) : 0;
+                rc = vwork_push(&k, y, NULL) ? taas_walk_oom(w) : 0;
             else if (y)
                 rc = visit(y, ctx);
         }
@@ -512,21 +514,21 @@ int taas_value_equal_walk(const taas_value *a, const taas_value *b, taas_walk *w
     /* every pair must be equal, so a pair met again (a shared value) needs no second look */
     vwork k;
     vwork_init(&k);
-    int equal = vwork_push(&k, a, b) ? walk_oom(w) : 1;
+    int equal = vwork_push(&k, a, b) ? taas_walk_oom(w) : 1;
     while (equal == 1 && k.n) {
         vpair p = k.todo[--k.n];
         int r = equal_here(p.a, p.b);
         if (r < 0) equal = 0;
         if (r <= 0) continue;
         int seen = vwork_seen(&k, p.a, p.b);
-        if (seen < 0) equal = walk_oom(w);
+        if (seen < 0) equal = taas_walk_oom(w);
         if (seen) continue;
         taas_value *const *xs, *const *ys;
         size_t n = items_of(p.a, &xs);
         items_of(p.b, &ys);
         if (taas_walk_step(w, n + 1)) equal = -1;
         for (size_t i = n; equal == 1 && i-- > 0;)  /* pushed backwards, so compared in order */
-            if (vwork_push(&k, xs[i], ys[i])) equal = walk_oom(w);
+            if (vwork_push(&k, xs[i], ys[i])) equal = taas_walk_oom(w);
     }
     vwork_free(&k);
     return equal;

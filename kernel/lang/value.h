@@ -118,14 +118,17 @@ void taas_weights_drop(char *path, int owned);
 #define TAAS_WALK_POLL 4096
 
 typedef struct taas_walk {
-    const char *what;   /* the operation, for the error: "len() argument 'obj'" */
+    const char *what;   /* the operation, for the error: "checking len() argument 'obj'" */
     size_t steps, budget;
     taas_error *err;
+    int failed;         /* a step failed (err says why): the walk ends */
 } taas_walk;
 
 void taas_walk_begin(taas_walk *w, const char *what, taas_error *err);
 /* Takes n steps: 0, or -1 with w->err set (budget spent, interrupted). */
 int taas_walk_step(taas_walk *w, size_t n);
+/* The walk could not allocate: -1 with a TaasMemoryError "out of memory while <what>". */
+int taas_walk_oom(taas_walk *w);
 /* The descriptor that is readable when the kernel is asked to stop (-1: none), and a check
  * that says so (NULL: none; interp.h's taas_interp_set_interrupt_check). */
 void taas_walk_set_interrupt_fd(int fd);
@@ -171,5 +174,7 @@ json_t *taas_value_mimebundle(const taas_value *v);
  * New reference; NULL when out of memory (never a spec that lost a part). Objects are bounded when made (taas_object_check_size); a plain
  * container deeper than TAAS_VALUE_MAX_DEPTH writes null there rather than recurse. */
 json_t *taas_value_spec(const taas_value *v);
+/* The same as one walk (taas_walk: its steps, the interrupt): NULL with w->err set. */
+json_t *taas_value_spec_walk(const taas_value *v, taas_walk *w);
 
 #endif

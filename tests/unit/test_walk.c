@@ -190,12 +190,33 @@ static void test_interrupt(void **state) {
     close(fds[1]);
 }
 
+/* The spec the workers get (here a summary's) is a walk too: bounded and interruptible. */
+static void test_spec_walk(void **state) {
+    (void)state;
+    char *code = tu_repeated("net = Sequential(", "ReLU(), ", 5000, "ReLU())");
+    expect(code, "");
+    free(code);
+    setenv("TAAS_WALK_STEPS", "1000", 1);
+    expect("summary(net)", "TaasValueError: writing the model's spec takes more than 1000 steps");
+    unsetenv("TAAS_WALK_STEPS");
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    taas_interp_set_interrupt_fd(in, fds[0]);
+    assert_int_equal(write(fds[1], "i", 1), 1);
+    expect("summary(net)", "KeyboardInterrupt: interrupted while writing the model's spec");
+    taas_interp_set_interrupt_fd(in, -1);
+    close(fds[0]);
+    close(fds[1]);
+    expect("summary(net)\nlen(net)", "5001");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_shared_dag_in_cells, setup, teardown),
         cmocka_unit_test_setup_teardown(test_equality_of_shared_dags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interrupt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spec_walk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
