@@ -106,14 +106,14 @@ void taas_unref(taas_value *v);
  * path. */
 void taas_weights_drop(char *path, int owned);
 
-/* A walk over values: every walk a cell can start (argument checks, equality) takes its
+/* A walk over values: every walk a cell can start (argument checks, equality, the spec) takes its
  * steps from one budget, so that a value shared as a DAG (v1 = [v0, v0], ... v40: 2^40
  * items as a tree, 41 in memory) or simply too large cannot hold the kernel: it visits each
  * shared value once where the answer allows, counts every step, stops with a TaasValueError
  * when the budget is spent and with KeyboardInterrupt when the kernel is asked to stop (the
  * stop button's SIGINT, SIGTERM: the fd of taas_walk_set_interrupt_fd becomes readable),
- * which it polls every TAAS_WALK_POLL steps. repr and the spec are bounded by their output
- * (TAAS_REPR_MAX_BYTES, taas_object_check_size) and taas_unref by the values it frees. */
+ * which it polls every TAAS_WALK_POLL steps. repr is bounded by its output (TAAS_REPR_MAX_BYTES),
+ * an object by taas_object_check_size when made, and taas_unref by the values it frees. */
 #define TAAS_WALK_STEPS ((size_t)1 << 25)   /* steps of one walk; TAAS_WALK_STEPS in the environment: another */
 #define TAAS_WALK_POLL 4096
 
