@@ -4,6 +4,7 @@
 #include "value.h"
 
 #include <float.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -84,7 +85,7 @@ int taas_value_oom(taas_error *err, taas_srcpos pos, const char *doing) {
     return -1;
 }
 
-static size_t json_failures;
+static _Atomic size_t json_failures;  /* atomic: jansson may allocate on other threads of the kernel */
 
 static void *json_malloc_counted(size_t n) {
     void *p = malloc(n);
