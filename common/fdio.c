@@ -108,3 +108,43 @@ int taas_copy_file_atomic(const char *src, const char *dst) {
     errno = e;
     return -1;
 }
+
+char *taas_read_capped(int fd, size_t max, size_t *len) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return NULL;
+    if (!S_ISREG(st.st_mode)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (st.st_size < 0 || (unsigned long long)st.st_size > max) {
+        errno = EFBIG;
+        return NULL;
+    }
+    size_t size = (size_t)st.st_size, got = 0;
+    char *text = malloc(size + 2);
+    if (!text) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* one byte past the size: a file that grows while it is read is not read whole */
+    while (got < size + 1) {
+        ssize_t r = read(fd, text + got, size + 1 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            free(text);
+            errno = e;
+            return NULL;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    if (got > size) {
+        free(text);
+        errno = EFBIG;
+        return NULL;
+    }
+    text[got] = '\0';
+    *len = got;
+    return text;
+}

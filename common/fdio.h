@@ -18,4 +18,10 @@ int taas_write_file_atomic(const char *path, const void *p, size_t n);
  * 0, or -1 with errno (EINVAL: src is not a regular file); dst untouched on failure. */
 int taas_copy_file_atomic(const char *src, const char *dst);
 
+/* The regular file open at fd, read whole into a NUL-terminated buffer (free it), in as few
+ * reads as the file allows (jansson's json_loadfd reads a byte a read()). NULL with errno:
+ * EFBIG when it is longer than max bytes or grows while it is read, EINVAL when fd is not a
+ * regular file, ENOMEM. *len gets its length. */
+char *taas_read_capped(int fd, size_t max, size_t *len);
+
 #endif

@@ -214,7 +214,7 @@ static json_t *sidecar(const taas_dataset_info *info, const cell *cells, int n, 
     }
     char *text = taas_buf_take(&tb);
     json_t *j = json_object();
-    json_object_set_new(j, "text", taas_cli_text(text));
+    json_object_set_new(j, "text", taas_cli_text(text ? text : "(out of memory for the text)"));
     free(text);
     json_object_set_new(j, "type", taas_cli_text(info->type));
     json_object_set_new(j, "size", json_integer((json_int_t)info->size));

@@ -144,29 +144,23 @@ static json_t *read_json(const char *dir, const char *name, char *why, size_t n)
         else if (errno != ENOENT) snprintf(why, n, "%s cannot be read: %s", name, strerror(errno));
         return NULL;
     }
-    struct stat st;
-    char *text = NULL;
-    ssize_t got = -1;
-    size_t size = 0;
-    if (fstat(fd, &st) != 0) {
-        snprintf(why, n, "%s cannot be read: %s", name, strerror(errno));
-    } else if (st.st_size > (off_t)FILE_MAX) {
+    size_t got = 0;
+    char *text = taas_read_capped(fd, FILE_MAX, &got);
+    if (!text && errno == EFBIG) {
+        struct stat st;
         taas_buf b = TAAS_BUF_INIT;
-        taas_buf_thousands(&b, (long long)st.st_size);
-        snprintf(why, n, "%s is %s bytes: more than a job's file has (%u MiB at most)", name, b.data, FILE_MAX >> 20);
+        taas_buf_thousands(&b, fstat(fd, &st) == 0 ? (long long)st.st_size : -1);
+        snprintf(why, n, "%s is %s bytes: more than a job's file has (%u MiB at most)", name, b.data ? b.data : "?",
+                 FILE_MAX >> 20);
         taas_buf_free(&b);
-    } else if (!(text = malloc((size = (size_t)st.st_size) + 1))) {
-        snprintf(why, n, "%s cannot be read: out of memory", name);
-    } else {
-        while ((got = read(fd, text, size + 1)) < 0 && errno == EINTR) {}
-        if (got < 0) snprintf(why, n, "%s cannot be read: %s", name, strerror(errno));
-        else if ((size_t)got > size) snprintf(why, n, "%s grows while it is read: taas replaces it whole", name);
+    } else if (!text) {
+        snprintf(why, n, "%s cannot be read: %s", name, strerror(errno));
     }
     close(fd);
     json_t *v = NULL;
     if (!why[0]) {
         json_error_t e;
-        v = json_loadb(text, (size_t)got, 0, &e);
+        v = json_loadb(text, got, 0, &e);
         if (!v) snprintf(why, n, "%s is not JSON (line %d)", name, e.line);
         else if (!json_is_object(v)) snprintf(why, n, "%s is not a JSON object", name);
         if (v && !json_is_object(v)) {

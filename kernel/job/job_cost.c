@@ -22,7 +22,7 @@
 
 /* The runs kept for estimates, and the largest file of them read. */
 #define KEEP_RUNS 200
-#define MAX_RUNS_FILE ((off_t)1 << 20)
+#define MAX_RUNS_FILE ((size_t)1 << 20)
 /* Validation's forward pass over a sample, against a training step's forward and backward. */
 #define EVAL_SHARE (1.0 / 3.0)
 
@@ -61,11 +61,13 @@ static json_t *runs_read(void) {
     char path[PATH_MAX];
     if (runs_path(path, sizeof path)) return json_object();
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    struct stat st;
     json_t *all = NULL;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= MAX_RUNS_FILE) {
+    size_t len;
+    char *text = fd >= 0 ? taas_read_capped(fd, MAX_RUNS_FILE, &len) : NULL;
+    if (text) {
         json_error_t je;
-        all = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+        all = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+        free(text);
     }
     if (fd >= 0) close(fd);
     if (!json_is_object(all)) {  /* damaged or missing: estimates start again */
