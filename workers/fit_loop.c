@@ -127,68 +127,40 @@ static json_t *checkpoint_meta(const taas_fit *f, long long e, long long s, doub
     return m;
 }
 
-/* One of the numbers that make the batches or the update differs from the checkpoint's. */
-static int differs(taas_error *err, const char *what, long long was, long long now) {
-    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the checkpoint was made with %s %lld; this fit has %lld", what,
-                   was, now);
-    taas_error_hint(err, "resume with the fit's arguments and #pragma taas line of the run that wrote the checkpoint");
-    return -1;
-}
-
 /* The weights, statistics and optimizer state from the checkpoint ("weights"), and where
- * the fit was: its step, epoch, sums, history, checksums and scheduler. */
+ * the fit was: its step, epoch, sums, history, checksums and scheduler. Its record is
+ * checked against this fit before any tensor is read (a checkpoint of another optimizer is
+ * named as such, not as tensors that do not fit). */
 static int resume(taas_fit *f, taas_error *err) {
     const char *path = json_string_value(json_object_get(f->job, "weights"));
-    json_t *m = NULL;
-    if (!path || f->engine->ops->restore(f->engine, path, &m, err)) {
-        if (!path) taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec resumes but names no checkpoint");
-        return -1;
-    }
-    int rc = -1;
-    const char *opt = json_string_value(json_object_get(m, "optimizer"));
-    const char *sum = json_string_value(json_object_get(m, "epoch_checksum"));
+    if (!path) return taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec resumes but names no checkpoint");
+    const taas_checkpoint_fit fit = {taas_optim_name(f->opt.kind), f->has_sched, f->coll->world, f->seed, f->epochs,
+                                     taas_sampler_batch(f->train.sampler), (long long)f->train.steps};
+    json_t *m = taas_checkpoint_meta(path, err);
+    int rc = !m || taas_checkpoint_check(m, &fit, path, err) ? -1 : 0;
+    json_decref(m);
+    m = NULL;
+    if (rc || f->engine->ops->restore(f->engine, path, &m, err)) return -1;
+    /* checked above: the fields are there, of their types and within their ranges */
     const json_t *sc = json_object_get(m, "scheduler");
-    if (meta_int(m, "world") != f->coll->world) differs(err, "ranks (--gpus)", meta_int(m, "world"), f->coll->world);
-    else if (meta_int(m, "seed") != f->seed) differs(err, "seed", meta_int(m, "seed"), f->seed);
-    else if (meta_int(m, "batch_size") != taas_sampler_batch(f->train.sampler))
-        differs(err, "batch_size", meta_int(m, "batch_size"), taas_sampler_batch(f->train.sampler));
-    else if (meta_int(m, "steps_per_epoch") != (json_int_t)f->train.steps)
-        differs(err, "steps per epoch", meta_int(m, "steps_per_epoch"), (long long)f->train.steps);
-    else if (!opt || strcmp(opt, taas_optim_name(f->opt.kind)) != 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the checkpoint's optimizer is %s; this fit's is %s",
-                       opt ? opt : "not recorded", taas_optim_name(f->opt.kind));
-        taas_error_hint(err, "resume with the optimizer of the run that wrote the checkpoint");
-    } else if (f->has_sched != (sc && !json_is_null(sc))) {
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the checkpoint was made %s a scheduler; this fit has %s",
-                       f->has_sched ? "without" : "with", f->has_sched ? "one" : "none");
-        taas_error_hint(err, "resume with the scheduler of the run that wrote the checkpoint");
-    } else if (!sum || !json_is_array(json_object_get(m, "history")) ||
-               !json_is_array(json_object_get(m, "checksums")) || meta_int(m, "epoch") < 0 ||
-               meta_int(m, "step") < 0 || meta_int(m, "step") >= (json_int_t)f->train.steps ||
-               meta_int(m, "steps") < 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: its checkpoint record lacks the fit's position", path);
-        taas_error_hint(err, "give a checkpoint written by this version of taas");
-    } else {
-        f->epoch0 = meta_int(m, "epoch");
-        f->step0 = meta_int(m, "step");
-        f->steps = meta_int(m, "steps");
-        f->loss0 = json_number_value(json_object_get(m, "epoch_loss_sum"));
-        f->samples0 = json_number_value(json_object_get(m, "epoch_samples"));
-        f->checksum0 = strtoull(sum, NULL, 16);
-        json_array_extend(f->history, json_object_get(m, "history"));
-        json_array_extend(f->checksums, json_object_get(m, "checksums"));
-        f->opt.lr = json_number_value(json_object_get(m, "lr"));
-        f->opt.momentum = json_number_value(json_object_get(m, "momentum"));
-        f->opt.beta1 = json_number_value(json_object_get(m, "beta1"));
-        if (f->has_sched) {
-            f->sched.last_epoch = (long)meta_int(sc, "last_epoch");
-            f->sched.lr = json_number_value(json_object_get(sc, "lr"));
-            f->sched.momentum = json_number_value(json_object_get(sc, "momentum"));
-        }
-        rc = 0;
+    f->epoch0 = meta_int(m, "epoch");
+    f->step0 = meta_int(m, "step");
+    f->steps = meta_int(m, "steps");
+    f->loss0 = json_number_value(json_object_get(m, "epoch_loss_sum"));
+    f->samples0 = json_number_value(json_object_get(m, "epoch_samples"));
+    f->checksum0 = strtoull(json_string_value(json_object_get(m, "epoch_checksum")), NULL, 16);
+    json_array_extend(f->history, json_object_get(m, "history"));
+    json_array_extend(f->checksums, json_object_get(m, "checksums"));
+    f->opt.lr = json_number_value(json_object_get(m, "lr"));
+    f->opt.momentum = json_number_value(json_object_get(m, "momentum"));
+    f->opt.beta1 = json_number_value(json_object_get(m, "beta1"));
+    if (f->has_sched) {
+        f->sched.last_epoch = (long)meta_int(sc, "last_epoch");
+        f->sched.lr = json_number_value(json_object_get(sc, "lr"));
+        f->sched.momentum = json_number_value(json_object_get(sc, "momentum"));
     }
     json_decref(m);
-    if (rc || f->epoch0 >= f->epochs || !f->train.rank_pipeline) return rc;
+    if (!f->train.rank_pipeline) return 0;
     /* this rank's own pipeline starts where the fit is */
     block_stop_signals(1);
     rc = taas_train_loader_seek(&f->train, json_object_get(f->job, "train"), (uint64_t)f->seed, (uint64_t)f->epoch0,

@@ -134,15 +134,25 @@ static int lost(taas_call_ctx *cx, json_t *job, size_t mark) {
     return 1;
 }
 
-/* resume=path: a checkpoint of this model (its tensors fit, its record is there), as an
- * absolute path for the spec's "weights", and where it stands. */
-static json_t *resume_from(taas_call_ctx *cx, const taas_value *model, const char *path, taas_fit_resume *rs) {
-    if (taas_model_check_weights(model, path, cx->err)) {
+/* resume=path: a checkpoint of this model (its tensors fit) and of this fit (its record
+ * checked against what the kernel knows of it: the ranks check the rest), as an absolute
+ * path for the spec's "weights", and where it stands. */
+static json_t *resume_from(taas_call_ctx *cx, taas_value **a, const char *path, taas_fit_resume *rs) {
+    if (taas_model_check_weights(a[0], path, cx->err)) {
         taas_error_prefix(cx->err, "fit() resume: ");
         cx->err->pos = cx->pos;
         return NULL;
     }
+    json_t *opt = taas_value_spec(a[4]);
+    const taas_checkpoint_fit fit = {json_string_value(json_object_get(opt, "type")), a[5]->type != TAAS_V_NONE, -1,
+                                     a[7]->u.i, a[2]->u.i, -1, -1};
     json_t *meta = taas_checkpoint_meta(path, cx->err);
+    if (meta && taas_checkpoint_check(meta, &fit, path, cx->err)) {
+        json_decref(meta);
+        meta = NULL;
+        taas_error_prefix(cx->err, "fit() resume: ");
+    }
+    json_decref(opt);
     char *abs = meta ? realpath(path, NULL) : NULL;
     if (!meta || !abs) {
         if (meta) taas_error_set(cx->err, TAAS_ERR_IO, cx->pos, "fit() resume: cannot resolve %s: %s", path,
@@ -169,7 +179,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
         (a[6]->type != TAAS_V_NONE && check_model(cx, a[0], a[6], a[3], "validate")))
         return -1;
     taas_fit_resume rs = {(int)a[11]->u.i, 0, 0, -1};
-    json_t *from = a[10]->type == TAAS_V_NONE ? NULL : resume_from(cx, a[0], a[10]->u.str.s, &rs);
+    json_t *from = a[10]->type == TAAS_V_NONE ? NULL : resume_from(cx, a, a[10]->u.str.s, &rs);
     if (a[10]->type != TAAS_V_NONE && !from) return -1;
     size_t mark = taas_json_mark();
     json_t *job = job_spec("fit", a[0], a[1], a[8]);

@@ -239,6 +239,44 @@ class WorkerTrainTest(unittest.TestCase):
         self.assertIn("learning rate", e["hint"])
         self.assertFalse(os.path.exists(self.path("w.safetensors")))
 
+    def checkpoint(self, **change):
+        """A checkpoint of fit_spec()'s fit at step 60 of its 63 (units 4000: 3,840 samples
+        done), as a rank writes it: the weights of a short run (SGD without momentum keeps
+        no optimizer state) with the record in the metadata, changed by change."""
+        rc, lines, err = self.run_job("train", self.fit_spec(units=64, out=self.path("w0.safetensors")))
+        self.assertEqual(rc, 0, err)
+        header, data = read_safetensors(self.path("w0.safetensors"))
+        record = {"version": 1, "epoch": 0, "step": 60, "steps": 60, "world": 1, "kernels": "generic",
+                  "seed": 1, "epochs": 1, "units": 4000, "batch_size": 64, "steps_per_epoch": 938,
+                  "optimizer": "SGD", "lr": 0.1, "momentum": 0.0, "beta1": 0.9, "scheduler": None,
+                  "epoch_loss_sum": 3840 * 0.9, "epoch_samples": 3840, "epoch_checksum": "0x0123456789abcdef",
+                  "history": [], "checksums": []}
+        record.update(change)
+        header["__metadata__"] = {"format": "pt", "taas.checkpoint": json.dumps(record)}
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        path = self.path("c.safetensors")
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + data)
+        return path
+
+    def test_a_checkpoint_record_is_checked_by_field(self):
+        """A record's field of the wrong type or range is refused by name, with the file's
+        name, where "lr": "fast" trained at lr 0 and "epoch": 10**18 ended at once."""
+        for change, want in [({"lr": "fast"}, r'"lr" is "fast"; it must be a number >= 0'),
+                             ({"epoch": 10 ** 18}, r'"epoch" is 1000000000000000000; it must be a whole number '
+                                                   r'from 0 to 0'),
+                             ({"step": -1}, r'"step" is -1'),
+                             ({"step": 2 ** 62}, r'"step" is 4611686018427387904'),
+                             ({"epoch_checksum": "0x12"}, r'"epoch_checksum" is "0x12"'),
+                             ({"history": "junk"}, r'"history" is "junk"'),
+                             ({"world": 2}, r"the checkpoint was made with ranks \(--gpus\) 2; this fit has 1")]:
+            path = self.checkpoint(**change)
+            rc, lines, _ = self.run_job("train", self.fit_spec(weights=path, resume=True))
+            e = self.assert_error(lines, rc, "^%s: .*%s" % (re.escape(path), want))
+            self.assertEqual(e["ename"], "TaasValueError")
+            self.assertNotIn("version", e["hint"])
+
     def test_bad_specs(self):
         rc, lines, _ = self.run_job("train", self.fit_spec(optimizer=None))
         self.assert_error(lines, rc, r'"optimizer" is not an object')

@@ -178,12 +178,179 @@ static void test_refusals(void **state) {
     assert_string_equal(err.ename, "TaasIOError");
 }
 
+/* ---- the record's check (taas_checkpoint_check) ---- */
+
+/* A record as a fit at epoch 2, step 3 of 50 writes it, and the fit that resumes it: Adam
+ * with a scheduler, 2 ranks, seed 11, 2 epochs of 50 steps of 100 samples a rank. */
+#define RECORD "{\"version\":1,\"epoch\":1,\"step\":3,\"steps\":53,\"world\":2,\"kernels\":\"generic\"," \
+               "\"seed\":11,\"epochs\":2,\"units\":0,\"batch_size\":100,\"steps_per_epoch\":50," \
+               "\"optimizer\":\"Adam\",\"lr\":0.001,\"momentum\":0.0,\"beta1\":0.9," \
+               "\"scheduler\":{\"last_epoch\":1,\"lr\":0.001,\"momentum\":0.0},\"epoch_loss_sum\":123.5," \
+               "\"epoch_samples\":600,\"epoch_checksum\":\"0x0123456789abcdef\"," \
+               "\"history\":[{\"epoch\":1,\"train_loss\":0.5,\"val_loss\":0.4,\"val_accuracy\":0.8," \
+               "\"time_s\":1.5,\"samples_per_s\":6000.0,\"steps\":50}]," \
+               "\"checksums\":[{\"epoch\":1,\"samples\":10000,\"checksum\":\"0xfedcba9876543210\"}]}"
+static const taas_checkpoint_fit FIT = {"Adam", 1, 2, 11, 2, 100, 50};
+
+/* The record with key (of sub, when given) set to value (JSON text; NULL: removed). */
+static json_t *record_with(const char *key, const char *sub, const char *value) {
+    json_error_t je;
+    json_t *m = json_loads(RECORD, 0, &je), *o = m;
+    assert_non_null(m);
+    if (sub) o = json_object_get(m, key);
+    const char *k = sub ? sub : key;
+    if (!value) {
+        json_object_del(o, k);
+    } else {
+        json_t *v = json_loads(value, JSON_DECODE_ANY, &je);
+        assert_non_null(v);
+        json_object_set_new(o, k, v);
+    }
+    return m;
+}
+
+/* The record with the change is refused with a message that holds want, names the file and
+ * gives a hint that does not blame the version. */
+static void refused(const char *key, const char *sub, const char *value, const taas_checkpoint_fit *fit,
+                    const char *want) {
+    json_t *m = record_with(key, sub, value);
+    taas_error err;
+    taas_error_clear(&err);
+    int rc = taas_checkpoint_check(m, fit, "/data/c.safetensors", &err);
+    json_decref(m);
+    if (rc != -1 || !strstr(err.message, want) || strncmp(err.message, "/data/c.safetensors: ", 21) ||
+        !err.hint[0] || strstr(err.hint, "version")) {
+        print_error("%s%s%s = %s: rc %d, \"%s\" (hint \"%s\"), wanted \"%s\"\n", key, sub ? "." : "", sub ? sub : "",
+                    value ? value : "(removed)", rc, err.message, err.hint, want);
+        fail();
+    }
+    assert_string_equal(err.ename, "TaasValueError");
+}
+
+static void test_a_record_as_the_fit_writes_it_passes(void **state) {
+    (void)state;
+    json_error_t je;
+    json_t *m = json_loads(RECORD, 0, &je);
+    taas_error err;
+    assert_int_equal(taas_checkpoint_check(m, &FIT, "c", &err), 0);
+    /* a fit the caller knows little of: types and ranges only (the kernel's check) */
+    const taas_checkpoint_fit unknown = {NULL, -1, -1, -1, -1, -1, -1};
+    assert_int_equal(taas_checkpoint_check(m, &unknown, "c", &err), 0);
+    json_decref(m);
+    /* the first step of an epoch: nothing summed yet; a fit without validation (nulls) */
+    m = record_with("history", NULL, "[{\"epoch\":1,\"train_loss\":-0.5,\"val_loss\":null,\"val_accuracy\":null,"
+                                     "\"time_s\":1.5,\"samples_per_s\":6000.0,\"steps\":50}]");
+    json_object_set_new(m, "step", json_integer(0));
+    json_object_set_new(m, "steps", json_integer(50));
+    json_object_set_new(m, "epoch_samples", json_real(0));
+    json_object_set_new(m, "epoch_loss_sum", json_real(0));
+    json_object_set_new(m, "epoch_checksum", json_string("0x0000000000000000"));
+    assert_int_equal(taas_checkpoint_check(m, &FIT, "c", &err), 0);
+    json_decref(m);
+}
+
+/* Every field, of the wrong type and out of its range (issue 27: "lr": "fast" trained at
+ * lr 0, "epoch": 10**18 gave an empty History, a wrong checksum was taken). */
+static void test_every_field_is_checked_by_name(void **state) {
+    (void)state;
+    static const struct {
+        const char *key, *sub, *value, *want;
+    } CASES[] = {
+        {"lr", NULL, "\"fast\"", "record's \"lr\" is \"fast\"; it must be a number >= 0"},
+        {"lr", NULL, "-0.1", "\"lr\" is -0.1"},
+        {"lr", NULL, NULL, "\"lr\" is missing"},
+        {"epoch", NULL, "1000000000000000000", "\"epoch\" is 1000000000000000000; it must be a whole number from 0 to 1"},
+        {"epoch", NULL, "-1", "\"epoch\" is -1"},
+        {"epoch", NULL, "1.0", "\"epoch\" is 1.0"},
+        {"step", NULL, "-1", "\"step\" is -1; it must be a whole number from 0 to 49"},
+        {"step", NULL, "50", "\"step\" is 50"},
+        {"step", NULL, "9223372036854775807", "\"step\" is 9223372036854775807"},
+        {"steps", NULL, "54", "\"steps\" is 54; it must be a whole number from 0 to 53"},
+        {"steps", NULL, "-5", "\"steps\" is -5"},
+        {"world", NULL, "0", "\"world\" is 0"},
+        {"world", NULL, "3", "the checkpoint was made with ranks (--gpus) 3; this fit has 2"},
+        {"kernels", NULL, "\"fast\"", "\"kernels\" is \"fast\""},
+        {"kernels", NULL, "2", "\"kernels\" is 2"},
+        {"seed", NULL, "\"11\"", "\"seed\" is \"11\""},
+        {"seed", NULL, "12", "the checkpoint was made with seed 12; this fit has 11"},
+        {"epochs", NULL, "0", "\"epochs\" is 0"},
+        {"epochs", NULL, "1", "\"epoch\" is 1; it must be a whole number from 0 to 0"},
+        {"units", NULL, "-1", "\"units\" is -1"},
+        {"batch_size", NULL, "0", "\"batch_size\" is 0"},
+        {"batch_size", NULL, "200", "the checkpoint was made with batch_size 200; this fit has 100"},
+        {"steps_per_epoch", NULL, "0", "\"steps_per_epoch\" is 0"},
+        {"steps_per_epoch", NULL, "60", "the checkpoint was made with steps per epoch 60; this fit has 50"},
+        {"optimizer", NULL, "\"SGD\"", "the checkpoint's optimizer is SGD; this fit's is Adam"},
+        {"optimizer", NULL, "\"Nesterov\"", "\"optimizer\" is \"Nesterov\""},
+        {"momentum", NULL, "\"x\"", "\"momentum\" is \"x\""},
+        {"beta1", NULL, "1.0", "\"beta1\" is 1.0; it must be a number from 0 to 1 (excluded)"},
+        {"scheduler", NULL, "null", "the checkpoint was made without a scheduler; this fit has one"},
+        {"scheduler", NULL, "\"StepLR\"", "\"scheduler\" is \"StepLR\""},
+        {"scheduler", "last_epoch", "-1", "\"scheduler.last_epoch\" is -1"},
+        {"scheduler", "lr", "\"x\"", "\"scheduler.lr\" is \"x\""},
+        {"scheduler", "momentum", "null", "\"scheduler.momentum\" is null"},
+        {"epoch_loss_sum", NULL, "\"x\"", "\"epoch_loss_sum\" is \"x\""},
+        {"epoch_samples", NULL, "601", "\"epoch_samples\" is 601; it must be a number from 0 to 600"},
+        {"epoch_samples", NULL, "1.5", "\"epoch_samples\" is 1.5; it must be a whole number of samples"},
+        {"epoch_checksum", NULL, "\"0x12\"", "\"epoch_checksum\" is \"0x12\""},
+        {"epoch_checksum", NULL, "\"wrong\"", "\"epoch_checksum\" is \"wrong\""},
+        {"epoch_checksum", NULL, "81985529216486895", "\"epoch_checksum\" is 81985529216486895"},
+        {"epoch_checksum", NULL, "\"0x0123456789ABCDEF\"", "\"epoch_checksum\" is \"0x0123456789ABCDEF\""},
+        {"history", NULL, "\"junk\"", "\"history\" is \"junk\"; it must be a list of the 1 epoch done"},
+        {"history", NULL, "[]", "\"history\" is []"},
+        {"history", NULL, "[1]", "\"history[0]\" is 1"},
+        {"history", NULL, "[{\"epoch\":2,\"steps\":50}]", "\"history[0].epoch\" is 2"},
+        {"history", NULL, "[{\"epoch\":1,\"steps\":51}]", "\"history[0].steps\" is 51"},
+        {"history", NULL, "[{\"epoch\":1,\"steps\":50,\"train_loss\":\"low\"}]",
+         "\"history[0].train_loss\" is \"low\"; it must be a finite number"},
+        {"history", NULL, "[{\"epoch\":1,\"steps\":50,\"val_accuracy\":2}]", "\"history[0].val_accuracy\" is 2"},
+        {"history", NULL, "[{\"epoch\":1,\"steps\":50,\"time_s\":-1}]", "\"history[0].time_s\" is -1"},
+        {"history", NULL, "[{\"epoch\":1,\"steps\":50,\"x\":1}]", "\"history[0].x\" is 1; it must be left out"},
+        {"checksums", NULL, "[]", "\"checksums\" is []"},
+        {"checksums", NULL, "[{\"epoch\":1,\"samples\":10000,\"checksum\":\"zz\"}]", "\"checksums[0].checksum\" is \"zz\""},
+        {"checksums", NULL, "[{\"epoch\":1,\"samples\":0,\"checksum\":\"0xfedcba9876543210\"}]",
+         "\"checksums[0].checksum\" is \"0xfedcba9876543210\"; it must be 0x0000000000000000"},
+        {"checksums", NULL, "[{\"epoch\":1,\"samples\":10001,\"checksum\":\"0xfedcba9876543210\"}]",
+         "\"checksums[0].samples\" is 10001"},
+        {"checksums", NULL, "[{\"epoch\":1,\"samples\":1,\"checksum\":\"0x1\",\"x\":1}]", "\"checksums[0]\" is {"},
+        {"version", NULL, "2", "\"version\" is 2"},
+        {"extra", NULL, "1", "\"extra\" is 1; it must be left out: a checkpoint has no such field"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++)
+        refused(CASES[i].key, CASES[i].sub, CASES[i].value, &FIT, CASES[i].want);
+    /* no sample summed: the checksum is 0 */
+    json_t *m = record_with("epoch_samples", NULL, "0");
+    json_object_set_new(m, "epoch_loss_sum", json_real(0));
+    taas_error err;
+    assert_int_equal(taas_checkpoint_check(m, &FIT, "c", &err), -1);
+    assert_non_null(strstr(err.message, "\"epoch_checksum\" is \"0x0123456789abcdef\"; it must be 0x0000000000000000"));
+    json_decref(m);
+    /* not a record at all */
+    m = json_string("x");
+    assert_int_equal(taas_checkpoint_check(m, &FIT, "c", &err), -1);
+    assert_non_null(strstr(err.message, "c: the checkpoint record's \"record\" is \"x\"; it must be an object"));
+    json_decref(m);
+}
+
+/* A fit with fewer epochs than the checkpoint has done has nothing to train: refused, where
+ * it returned an empty History. */
+static void test_a_fit_with_nothing_left_is_refused(void **state) {
+    (void)state;
+    taas_checkpoint_fit one = FIT;
+    one.epochs = 1;
+    refused("units", NULL, "0", &one, "the checkpoint is at epoch 2 (1 done); this fit has 1 epoch, so nothing is "
+                                      "left to train");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip_bit_for_bit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_names_are_torch_optims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_checkpoint_loads_as_weights, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+        cmocka_unit_test(test_a_record_as_the_fit_writes_it_passes),
+        cmocka_unit_test(test_every_field_is_checked_by_name),
+        cmocka_unit_test(test_a_fit_with_nothing_left_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,4 +35,18 @@ int taas_checkpoint_read(const char *path, const taas_checkpoint_bufs *b, const 
  * header checks: NULL with err, also when the file is weights but no checkpoint. */
 json_t *taas_checkpoint_meta(const char *path, taas_error *err);
 
+/* What a checkpoint's record must agree with: the fit that resumes it. A number the caller
+ * does not know is -1 (optimizer NULL, scheduler -1): that field is then checked only for its
+ * type and range. */
+typedef struct taas_checkpoint_fit {
+    const char *optimizer;      /* taas_optim_name of the fit's */
+    int scheduler;              /* the fit has one (1) or none (0) */
+    long long world, seed, epochs, batch_size, steps_per_epoch;
+} taas_checkpoint_fit;
+
+/* Checks every field of a checkpoint's record (docs/jobspec.md) for its type and range and
+ * against the fit, and refuses one it does not know: a TaasValueError that names the field
+ * and the file (name, as the user gave it). 0, or -1 with err. */
+int taas_checkpoint_check(const json_t *meta, const taas_checkpoint_fit *fit, const char *name, taas_error *err);
+
 #endif
