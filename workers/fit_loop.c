@@ -492,9 +492,10 @@ static int validate(taas_fit *f, long long epoch, double *loss, double *acc, taa
     return 0;
 }
 
-/* The end of epoch e (0-based): validation, the epoch line, the checksum, the scheduler. */
-static int end_epoch(taas_fit *f, long long e, uint64_t steps, double loss_sum, double samples, double secs,
-                     uint64_t checksum, taas_error *err) {
+/* The end of epoch e (0-based): validation, the epoch line, the checksum, the scheduler.
+ * samples: the epoch's; trained: of which this run's, in secs. */
+static int end_epoch(taas_fit *f, long long e, uint64_t steps, double loss_sum, double samples, double trained,
+                     double secs, uint64_t checksum, taas_error *err) {
     double vl = 0, va = 0;
     if (f->has_val && validate(f, e, &vl, &va, err)) return -1;
     uint64_t sum = checksum;
@@ -510,7 +511,8 @@ static int end_epoch(taas_fit *f, long long e, uint64_t steps, double loss_sum, 
     json_object_set_new(j, "val_loss", f->has_val ? json_real(vl) : json_null());
     json_object_set_new(j, "val_accuracy", f->has_val ? json_real(va) : json_null());
     json_object_set_new(j, "time_s", json_real(secs));
-    json_object_set_new(j, "samples_per_s", json_real(secs > 0 ? samples / secs : 0));
+    /* this run's samples in this run's time: a resumed epoch's first part was trained before */
+    json_object_set_new(j, "samples_per_s", json_real(secs > 0 ? trained / secs : 0));
     json_object_set_new(j, "steps", json_integer((json_int_t)steps));  /* fewer than an epoch's when units cut it */
     json_array_append(f->history, j);
     emit(f, j);
@@ -574,8 +576,9 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
     f->ckpt_last = taas_now();
     for (long long e = f->epoch0; e < f->epochs && !taas_sampler_done(f->train.sampler, (uint64_t)e); e++) {
         int first = e == f->epoch0;
-        double loss_sum = first ? f->loss0 : 0, samples = first ? f->samples0 : 0, t0 = taas_now(), last_line = 0,
-               wait0 = f->wait_s;
+        /* samples: the epoch's, for its loss and checksum; trained: this run's, for its rate */
+        double loss_sum = first ? f->loss0 : 0, samples = first ? f->samples0 : 0, trained = 0, t0 = taas_now(),
+               last_line = 0, wait0 = f->wait_s;
         uint64_t checksum = first && r == 0 ? f->checksum0 : 0, s;
         for (s = first ? (uint64_t)f->step0 : 0; s < f->train.steps; s++) {
             /* a step exists when rank 0's item has samples: items fill in k order */
@@ -597,6 +600,7 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
             }
             loss_sum += loss * n_all;
             samples += n_all;
+            trained += n_all;
             double now = taas_now();
             if (now - last_line >= 0.2) {  /* at most ~5 step lines a second */
                 last_line = now;
@@ -606,7 +610,7 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
                 json_object_set_new(j, "step", json_integer((json_int_t)s + 1));
                 json_object_set_new(j, "steps", json_integer((json_int_t)f->train.steps));
                 json_object_set_new(j, "loss", json_real(loss));
-                json_object_set_new(j, "samples_per_s", json_real(now > t0 ? samples / (now - t0) : 0));
+                json_object_set_new(j, "samples_per_s", json_real(now > t0 ? trained / (now - t0) : 0));
                 json_object_set_new(j, "wait", json_real(now > t0 ? (f->wait_s - wait0) / (now - t0) : 0));
                 /* this rank's wait since its first batch, and its steps, so far: the kernel
                  * sizes a loader pool by the wait over a window of steps */
@@ -616,7 +620,7 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
             }
         }
         *step_at = f->steps;
-        if (end_epoch(f, e, s, loss_sum, samples, taas_now() - t0, checksum, err)) return -1;
+        if (end_epoch(f, e, s, loss_sum, samples, trained, taas_now() - t0, checksum, err)) return -1;
         /* the next epoch's start, when there is one; a checkpoint due at the last step waits
          * for the epoch's end, so that it holds the epoch's validation and history line */
         int more = e + 1 < f->epochs && !taas_sampler_done(f->train.sampler, (uint64_t)e + 1);

@@ -260,6 +260,25 @@ class WorkerTrainTest(unittest.TestCase):
             f.write(struct.pack("<Q", len(text)) + text + data)
         return path
 
+    def test_a_resumed_epoch_counts_its_own_samples(self):
+        """Samples/s of a resumed epoch: the samples this run trained in this run's time, not
+        the whole epoch's in it (issue 27: 444,148/s); none when the units were already
+        reached (161,185,260,927/s)."""
+        path = self.checkpoint()
+        rc, lines, err = self.run_job("train", self.fit_spec(weights=path, resume=True))
+        self.assertEqual(rc, 0, err)
+        epoch = [l for l in lines if l["event"] == "epoch"]
+        self.assertEqual(len(epoch), 1, lines)
+        self.assertGreater(epoch[0]["time_s"], 0)
+        # steps 61 to 63 of this run: 4,000 - 3,840 samples
+        self.assertAlmostEqual(epoch[0]["samples_per_s"] * epoch[0]["time_s"], 160, places=6)
+        rc, lines, err = self.run_job("train", self.fit_spec(weights=path, resume=True, units=3840))
+        self.assertEqual(rc, 0, err)
+        epoch = [l for l in lines if l["event"] == "epoch"]
+        self.assertEqual(len(epoch), 1, lines)
+        self.assertEqual(epoch[0]["samples_per_s"], 0)
+        self.assertEqual(lines[-1]["steps"], 60)
+
     def test_a_checkpoint_record_is_checked_by_field(self):
         """A record's field of the wrong type or range is refused by name, with the file's
         name, where "lr": "fast" trained at lr 0 and "epoch": 10**18 ended at once."""
