@@ -12,7 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "errnames.h"
+#include "safetensors.h"
 #include "fdio.h"
 #include "jobctl.h"
 #include "role.h"
@@ -114,25 +116,60 @@ int taas_offload_bind(const taas_offload *o, const char *control, char *out, siz
     return 0;
 }
 
+int taas_offload_private(char *path, size_t n, const char *stem, taas_error *err) {
+    const char *tmp = getenv("TMPDIR");
+    char p[PATH_MAX];
+    if ((size_t)snprintf(p, sizeof p, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", stem) >= sizeof p)
+        snprintf(p, sizeof p, "/tmp/%s-XXXXXX", stem);
+    int fd = mkostemp(p, O_CLOEXEC);
+    if (fd < 0 || unlink(p) < 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot make a private file %s: %s", p, strerror(e));
+        taas_error_hint(err, "the worker's temporary folder ($TMPDIR or /tmp on its host) must be writable with "
+                             "free space");
+        return -1;
+    }
+    snprintf(path, n, "%s%d", TAAS_ST_HELD, fd);
+    return fd;
+}
+
 /* The starting weights the kernel sent, into a file of this worker's own. */
 static int keep_weights(taas_joined *j, const void *blob, size_t n, taas_error *err) {
-    const char *tmp = getenv("TMPDIR");
-    if ((size_t)snprintf(j->weights, sizeof j->weights, "%s/taas-weights-XXXXXX", tmp && *tmp ? tmp : "/tmp") >=
-        sizeof j->weights)
-        snprintf(j->weights, sizeof j->weights, "/tmp/taas-weights-XXXXXX");
-    int fd = mkstemp(j->weights);
-    int wrote = fd >= 0 && taas_write_all(fd, blob, n) == 0;
-    if (fd >= 0 && close(fd) == 0 && wrote) {
+    const char *from = json_string_value(json_object_get(j->spec, "weights"));
+    snprintf(j->weights_from, sizeof j->weights_from, "%s", from ? from : "the model's weights");
+    j->weights_fd = taas_offload_private(j->weights, sizeof j->weights, "taas-weights", err);
+    if (j->weights_fd < 0) {
+        j->weights[0] = '\0';
+        return -1;
+    }
+    if (taas_write_all(j->weights_fd, blob, n) == 0) {
         json_object_set_new(j->spec, "weights", json_string(j->weights));
         return 0;
     }
-    taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot keep the model's weights in %s: %s", j->weights,
-                   strerror(errno));
+    taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot keep the model's weights (%s) in the worker's temporary "
+                   "folder: %s", j->weights_from, strerror(errno));
     taas_error_hint(err, "the worker's temporary folder ($TMPDIR or /tmp on its host) must be writable with free "
                          "space");
-    if (fd >= 0) unlink(j->weights);
-    j->weights[0] = '\0';
     return -1;
+}
+
+void taas_offload_name_weights(const taas_joined *j, taas_error *err) {
+    if (!j->weights[0] || !j->weights_from[0]) return;
+    char *texts[] = {err->message, err->hint};
+    size_t sizes[] = {sizeof err->message, sizeof err->hint}, n = strlen(j->weights);
+    for (int t = 0; t < 2; t++) {
+        taas_buf b = {0};
+        const char *at = texts[t], *hit;
+        while ((hit = strstr(at, j->weights))) {
+            taas_buf_printf(&b, "%.*s%s", (int)(hit - at), at, j->weights_from);
+            at = hit + n;
+        }
+        if (at == texts[t]) continue;
+        taas_buf_printf(&b, "%s", at);
+        if (b.data) snprintf(texts[t], sizes[t], "%s", b.data);
+        taas_buf_free(&b);
+    }
 }
 
 /* The keys' line from stdin, read a byte at a time so that nothing after it is taken. */
@@ -301,7 +338,7 @@ void taas_offload_leave(taas_joined *j) {
     taas_ctl_client_leave(j->ctl, LEAVE_TIMEOUT_S);
     taas_ctl_client_free(j->ctl);  /* sends what is queued: the error, or done and the weights */
     json_decref(j->spec);
-    if (j->weights[0]) unlink(j->weights);
+    if (j->weights[0]) close(j->weights_fd);
     explicit_bzero(j, sizeof *j);
 }
 

@@ -28,7 +28,15 @@ typedef struct taas_joined {
     int curve;                 /* the planes are encrypted with keys */
     taas_zkeys keys;
     char weights[PATH_MAX];    /* a private file of the starting weights, "" when none */
+    int weights_fd;            /* which holds it (taas_offload_private) */
+    char weights_from[PATH_MAX]; /* the kernel's name of the weights, which errors give */
 } taas_joined;
+
+/* A private file of this worker's, for stem (taas-weights, taas-ckpt, ...): made in $TMPDIR
+ * (or /tmp) and unlinked at once, so that it goes with its descriptor however the worker
+ * ends (a SIGKILL, an abort of the ranks); the worker reaches it as path, /proc/self/fd/N
+ * (safetensors.h writes such a path in place). The descriptor, or -1 with err. */
+int taas_offload_private(char *path, size_t n, const char *stem, taas_error *err);
 
 /* Connects to control as identity with hello (stolen; host and pid are added) and waits for
  * the spec. The job's keys (when its planes are encrypted) come from keys_from: NULL, the
@@ -44,6 +52,9 @@ int taas_offload_join(const char *control, const char *identity, json_t *hello, 
                       taas_joined *j, taas_error *err);
 /* Sends what is queued, disconnects, forgets the keys and removes the weights file. */
 void taas_offload_leave(taas_joined *j);
+/* err names the worker's copy of the weights where the kernel's name is the user's: the
+ * kernel's name instead. */
+void taas_offload_name_weights(const taas_joined *j, taas_error *err);
 
 typedef struct taas_offload {
     const char *bind;          /* borrowed from the spec (ranks) */

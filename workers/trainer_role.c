@@ -3,8 +3,8 @@
  * (and the model's starting weights), binds its data plane (batches of registered loaders
  * arrive there from loader workers) and tells the kernel where, runs the fit loop as rank r
  * of W with Open MPI's sums, and rank 0 sends the kernel the progress, the history and the
- * trained weights. Nothing is written to the disk but a private copy of the starting
- * weights. */
+ * trained weights. Nothing is written to the disk but private files (offload.h: unlinked
+ * as they are made) of the starting weights, rank 0's checkpoint and its last weights. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +33,7 @@ typedef struct rank_ctx {
     taas_stream_recv *recv;
     int stream[2];            /* the train and validate streams, or -1 */
     volatile int *stop;
+    int ckpt_fd;              /* rank 0's checkpoint file (taas_offload_private), or -1 */
 } rank_ctx;
 
 typedef struct stream_src {
@@ -53,21 +54,6 @@ static void emit_ctl(void *ctx, json_t *line) {
     json_object_del(line, "event");
     taas_error e;
     taas_ctl_client_send(rc->ctl, line, NULL, 0, &e);
-}
-
-/* A private file for rank 0 to write into ($TMPDIR or /tmp): 0, or -1 with err. */
-static int private_file(char *p, size_t n, const char *stem, taas_error *err) {
-    const char *tmp = getenv("TMPDIR");
-    if ((size_t)snprintf(p, n, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", stem) >= n)
-        snprintf(p, n, "/tmp/%s-XXXXXX", stem);
-    int fd = mkstemp(p);
-    if (fd < 0) {
-        p[0] = '\0';
-        return taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "rank 0 cannot make a file in %s",
-                              tmp && *tmp ? tmp : "/tmp");
-    }
-    close(fd);
-    return 0;
 }
 
 /* A file rank 0 wrote, for the kernel: the message body (stolen) with the file's bytes. */
@@ -92,8 +78,9 @@ static int send_file(rank_ctx *rc, const char *path, json_t *body, taas_error *e
 
 /* Rank 0's weights as safetensors bytes: written to a private file, read back. */
 static int send_done(rank_ctx *rc, taas_fit *f, taas_error *err) {
-    char p[4096];
-    if (private_file(p, sizeof p, "taas-rank0", err)) return -1;
+    char p[64];
+    int fd = taas_offload_private(p, sizeof p, "taas-rank0", err);
+    if (fd < 0) return -1;
     int r = taas_fit_save(f, p, err);
     json_t *done = r ? NULL : taas_fit_done(f);
     if (done) {
@@ -101,7 +88,7 @@ static int send_done(rank_ctx *rc, taas_fit *f, taas_error *err) {
         json_object_del(done, "event");
         r = send_file(rc, p, done, err);
     }
-    unlink(p);
+    close(fd);
     return r;
 }
 
@@ -172,8 +159,9 @@ static int run(rank_ctx *rc, const char *control, const char *keys_file, long lo
     if (taas_ctl_client_send(rc->ctl, json_pack("{s:s, s:s}", "t", "ready", "data", endpoint), NULL, 0, err))
         return -1;
     rc->stop = taas_ctl_client_stop_flag(rc->ctl);
-    char ckpt[4096] = "";
-    if (rc->coll.rank == 0 && private_file(ckpt, sizeof ckpt, "taas-ckpt", err)) return -1;
+    char ckpt[64] = "";  /* rank 0's checkpoint, written there and sent */
+    if (rc->coll.rank == 0 && (rc->ckpt_fd = taas_offload_private(ckpt, sizeof ckpt, "taas-ckpt", err)) < 0)
+        return -1;
     taas_fit_cfg cfg = {.job = job,
                         .coll = &rc->coll,
                         .streamed_train = rc->stream[0] >= 0,
@@ -187,17 +175,13 @@ static int run(rank_ctx *rc, const char *control, const char *keys_file, long lo
                         .stop = rc->stop,
                         .device = rank_device()};
     taas_fit *f = taas_fit_new(&cfg, err);
-    if (!f) {
-        if (ckpt[0]) unlink(ckpt);
-        return -1;
-    }
+    if (!f) return -1;
     stream_src srcs[2] = {{rc, (uint32_t)rc->stream[0]}, {rc, (uint32_t)rc->stream[1]}};
     if (rc->stream[0] >= 0) taas_fit_set_source(f, "train", (taas_fit_source){stream_take, &srcs[0]});
     if (rc->stream[1] >= 0) taas_fit_set_source(f, "validate", (taas_fit_source){stream_take, &srcs[1]});
     int r = taas_fit_run(f, step, err);
     if (r == 0 && rc->coll.rank == 0) r = send_done(rc, f, err);
     taas_fit_free(f);
-    if (ckpt[0]) unlink(ckpt);
     return r;
 }
 
@@ -231,6 +215,7 @@ int taas_role_trainer(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     rank_ctx rc;
     memset(&rc, 0, sizeof rc);
+    rc.ckpt_fd = -1;
     if (solo) {
         rc.coll = taas_collective_solo();
     } else if (taas_collective_mpi_init(&argc, &argv, &rc.coll, &err)) {
@@ -239,7 +224,11 @@ int taas_role_trainer(int argc, char **argv) {
     }
     long long step = 0;
     int r = run(&rc, control, keys_file, &step, &err);
-    if (r) taas_offload_report(rc.ctl, &err, step);
+    if (rc.ckpt_fd >= 0) close(rc.ckpt_fd);
+    if (r) {
+        taas_offload_name_weights(&rc.job, &err);  /* the user's file, not this rank's copy */
+        taas_offload_report(rc.ctl, &err, step);
+    }
     int gone = rc.ctl && taas_ctl_client_kernel_gone(rc.ctl);
     taas_offload_leave(&rc.job);  /* sends what is queued: the error, or done and the weights */
     taas_stream_recv_free(rc.recv);

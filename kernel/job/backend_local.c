@@ -3,6 +3,7 @@
  * own; all in sessions of their own with PR_SET_PDEATHSIG (proc.h). The planes are ipc://
  * sockets in the job folder, which is mode 0700: no other user of the machine can connect. */
 #include <errno.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,9 +170,33 @@ static void local_cancel(taas_job *j) {
     taas_procs_kill(j, &st->procs);
 }
 
+static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    remove(p);
+    return 0;
+}
+
+/* mpirun's session folder ($TMPDIR/ompi.HOST.UID/pid.PID, Open MPI 4), which it removes when
+ * it ends by itself but not when the kernel kills it (a stop, a failed rank, the kernel's
+ * shutdown): the kernel, its owner, removes it then. */
+static void remove_mpirun_session(pid_t pid) {
+    const char *tmp = getenv("TMPDIR");
+    char host[256] = "", top[PATH_MAX], dir[PATH_MAX];
+    gethostname(host, sizeof host - 1);
+    host[strcspn(host, ".")] = '\0';  /* Open MPI's node name: the host's short name */
+    if ((size_t)snprintf(top, sizeof top, "%s/ompi.%s.%u", tmp && *tmp ? tmp : "/tmp", host, (unsigned)getuid()) >=
+            sizeof top ||
+        (size_t)snprintf(dir, sizeof dir, "%s/pid.%d", top, (int)pid) >= sizeof dir)
+        return;
+    nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    rmdir(top);  /* when no other mpirun of this user's still has its folder there */
+}
+
 static void local_reset(taas_job *j) {
     local_state *st = j->be_state;
-    taas_procs_free(j, &st->procs);
+    pid_t mpirun = st->procs.mpirun && st->procs.ranks ? st->procs.ranks->pid : 0;
+    taas_procs_free(j, &st->procs);  /* mpirun ends here, if it had not */
+    if (mpirun > 0) remove_mpirun_session(mpirun);
     /* a rank that was killed leaves its socket's file: the folder may outlive the job (it
      * holds the model's weights) */
     for (int r = 0; r < j->world; r++) {

@@ -6,9 +6,11 @@ never disturbed. The jobs are held by the test, never by timing (heldjob.py)."""
 
 import glob
 import hashlib
+import json
 import os
 import re
 import signal
+import struct
 import unittest
 
 import taastest
@@ -68,20 +70,57 @@ class Resume(taastest.KernelCase):
     def checkpoints(self):
         return glob.glob(os.path.join(self.tmp.name, "jobs", "taas-job-*", "checkpoint-*.safetensors"))
 
-    def start_held(self, name, extra=""):
+    def leftovers(self):
+        """What is in the kernel's and the workers' $TMPDIR but the job folders (which keep
+        the checkpoints a stopped job names): the ranks' temporary files, if any."""
+        return sorted(n for n in os.listdir(os.path.join(self.tmp.name, "jobs")) if not n.startswith("taas-job-"))
+
+    def assert_no_leftovers(self, before):
+        """Once the ranks are gone, $TMPDIR holds what it held before the fault (issue 27)."""
+        self.assertTrue(taastest.wait_until(lambda: not trainer_pids(self.k.pid), 60), "ranks were left")
+        # (mpirun's session folder goes when mpirun has ended, after its ranks)
+        taastest.wait_until(lambda: self.leftovers() == before, 30)
+        self.assertEqual(self.leftovers(), before)
+
+    def stopped_checkpoint(self, name, cell=None):
+        """The checkpoint of a job held at step 1 and stopped there."""
+        msg_id = self.start_held(name, cell=cell)
+        self.k.request("control", "interrupt_request")
+        self.assertEqual(self.k.reply(msg_id, timeout=30)["content"]["ename"], "KeyboardInterrupt")
+        return re.search(r"resume='(\S+)'", stream_text(self.k.iopub(msg_id), "stderr")).group(1)
+
+    def with_record(self, path, name, **change):
+        """A copy of the checkpoint at path (tmp/name) whose record has change."""
+        with open(path, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+            data = f.read()
+        record = json.loads(header["__metadata__"]["taas.checkpoint"])
+        record.update(change)
+        header["__metadata__"]["taas.checkpoint"] = json.dumps(record)
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        out = os.path.join(self.tmp.name, name)
+        with open(out, "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + data)
+        return out
+
+    def start_held(self, name, extra="", cell=None):
         """A job held at step 1 with its first checkpoint written: the cell's msg_id."""
         before = set(self.checkpoints())
-        msg_id = self.k.send("shell", "execute_request", {"code": fit_cell(name, extra), "silent": False,
+        msg_id = self.k.send("shell", "execute_request", {"code": cell or fit_cell(name, extra), "silent": False,
                                                           "store_history": True, "user_expressions": {},
                                                           "allow_stdin": False, "stop_on_error": True})
         self.assertTrue(taastest.wait_until(lambda: set(self.checkpoints()) - before, 120), "no checkpoint came")
         return msg_id
 
     def test_1_stop_then_resume_by_hand(self):
+        before = self.leftovers()
         msg_id = self.start_held("a")
         self.k.request("control", "interrupt_request")
         reply = self.k.reply(msg_id, timeout=30)
         self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
+        self.assert_no_leftovers(before)  # a fit stopped
         err = stream_text(self.k.iopub(msg_id), "stderr")
         m = re.search(r"the last checkpoint is (\S+) \(epoch 1, step 1\): fit\(\.\.\., resume='(\S+)'\) goes on "
                       r"from it\n", err)
@@ -96,10 +135,11 @@ class Resume(taastest.KernelCase):
         self.assertIn("kernels: %s on every rank (%s)\n" % (taastest.best_kernels(), taastest.kernels_why(
             "the checkpoint's, which the fit goes on from")), stream_text(msgs))
         self.same_as_undisturbed("b", msgs, msgs)
-        # a checkpoint loads wherever weights do
+        self.assert_no_leftovers(before)  # a fit resumed to its end
         self.ok("c = %s\nload('%s', into=c)" % (NET, path))
 
     def test_2_a_killed_rank_resumes_by_itself(self):
+        before = self.leftovers()
         msg_id = self.start_held("k")
         victims = trainer_pids(self.k.pid)
         self.assertEqual(len(victims), 2)
@@ -112,6 +152,7 @@ class Resume(taastest.KernelCase):
                                                       r"\(Killed\); resuming from step 1 \(epoch 1\), restart 1 of 3\n"
                                                       % victims[1])
         self.same_as_undisturbed("k", msgs, self.ok("h_k"))
+        self.assert_no_leftovers(before)  # a rank SIGKILLed mid-fit
 
     def test_3_the_job_stops_after_max_restarts(self):
         msg_id = self.start_held("m")  # max_restarts=3, as torchrun's default
@@ -156,6 +197,7 @@ class Resume(taastest.KernelCase):
     def test_7_a_checkpoint_keeps_its_kernels(self):
         """A checkpoint resumed where a rank's host runs a lower kernel set (TAAS_CPU for the
         workers only) is the job's error before any step, naming the rank and its host."""
+        before = self.leftovers()
         msg_id = self.start_held("v")
         self.k.request("control", "interrupt_request")
         self.assertEqual(self.k.reply(msg_id, timeout=30)["content"]["ename"], "KeyboardInterrupt")
@@ -177,7 +219,7 @@ class Resume(taastest.KernelCase):
                                       r"runs up to %s$" % (best, re.escape(taastest.kernels_why(
                                           "the checkpoint's, which the fit goes on from")), low))
         self.assertIn("name a set every rank's host runs", taastest.traceback_text(e))
-        self.assertTrue(taastest.wait_until(lambda: not trainer_pids(self.k.pid), 30), "ranks were left")
+        self.assert_no_leftovers(before)  # ranks that refuse a resume
 
     def test_6_the_kernel_answers_while_a_job_stops(self):
         """The stop button does not hold the kernel's loop while the job is torn down (issue
@@ -229,6 +271,63 @@ class Resume(taastest.KernelCase):
         with open(path, "rb") as f:
             self.assertEqual(f.read(), whole)
         self.assertTrue(os.path.isfile(plain))
+
+    def test_8_a_bad_record_is_refused_by_field_and_file(self):
+        """Every field of a checkpoint's record is checked (issue 27): by the kernel where it
+        knows the fit, by the ranks against the rest; the error names the field and the
+        user's file (never a rank's copy of it) and blames no version."""
+        path = self.stopped_checkpoint("r")
+        for change, want in [({"lr": "fast"}, r'"lr" is "fast"; it must be a number >= 0'),
+                             ({"epoch": 10 ** 18}, r'"epoch" is 1000000000000000000; it must be a whole number'),
+                             ({"step": -1}, r'"step" is -1'),
+                             ({"step": 10 ** 18}, r'"step" is 1000000000000000000'),
+                             ({"epoch_checksum": "0xnothex"}, r'"epoch_checksum" is "0xnothex"'),
+                             ({"history": "junk"}, r'"history" is "junk"')]:
+            self.with_record(path, "bad.safetensors", **change)
+            err = self.error(fit_cell("x", ", resume='bad.safetensors'"), "TaasValueError")
+            self.assertRegex(err["evalue"], r"^fit\(\) resume: bad\.safetensors: the checkpoint record's %s" % want)
+            self.assertNotIn("version", taastest.traceback_text(err))
+        # what only the ranks know: their steps per epoch; the message names the user's file
+        before = self.leftovers()
+        bad = self.with_record(path, "bad.safetensors", steps_per_epoch=60, step=55)
+        reply, msgs = self.k.execute(fit_cell("x", ", resume='bad.safetensors'"), timeout=120)
+        self.assertEqual(reply["content"]["status"], "error", stream_text(msgs))
+        err = taastest.error_of(msgs)
+        self.assertIn("%s: the checkpoint was made with steps per epoch 60; this fit has 50" % bad, err["evalue"])
+        self.assertNotIn("taas-weights", taastest.traceback_text(err))
+        self.assertNotIn("/proc/", taastest.traceback_text(err))
+        self.assert_no_leftovers(before)  # ranks that refuse a resume
+
+    def test_90_another_optimizer_is_named(self):
+        """An SGD checkpoint resumed with Adam: the optimizer is named, not the tensors."""
+        sgd = fit_cell("s").replace("Adam(lr=0.002)", "SGD(lr=0.01, momentum=0.9)")
+        path = self.stopped_checkpoint("s", cell=sgd)
+        err = self.error(fit_cell("x", ", resume='%s'" % path), "TaasValueError")
+        self.assertIn("the checkpoint's optimizer is SGD; this fit's is Adam", err["evalue"])
+        self.assertNotIn("does not fit the model", err["evalue"])
+        self.assertIn("optimizer=SGD(...)", taastest.traceback_text(err))
+
+    def test_91_kernel_shutdown_leaves_nothing(self):
+        """A kernel shut down while its job runs: the ranks' temporary files go with them."""
+        before = self.leftovers()
+        env = dict(os.environ, TAAS_WORKER=os.path.join(self.tmp.name, "taas-worker"),
+                   TMPDIR=os.path.join(self.tmp.name, "jobs"), TAAS_STOP_GRACE_S="600")
+        k = taastest.Kernel(cwd=self.tmp.name, env=env)
+        try:
+            reply, msgs = k.execute(SETUP, timeout=30)
+            self.assertEqual(reply["content"]["status"], "ok", msgs)
+            ckpts = set(self.checkpoints())
+            k.send("shell", "execute_request", {"code": fit_cell("q"), "silent": False, "store_history": True,
+                                                "user_expressions": {}, "allow_stdin": False,
+                                                "stop_on_error": True})
+            self.assertTrue(taastest.wait_until(lambda: set(self.checkpoints()) - ckpts, 120), "no checkpoint came")
+            ranks = trainer_pids(k.pid)
+            self.assertEqual(len(ranks), 2)
+        finally:
+            k.close()
+        self.assertTrue(taastest.wait_until(lambda: not any(os.path.exists("/proc/%d" % p) for p in ranks), 60))
+        taastest.wait_until(lambda: self.leftovers() == before, 30)
+        self.assertEqual(self.leftovers(), before)
 
 
 if __name__ == "__main__":

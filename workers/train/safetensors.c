@@ -169,9 +169,12 @@ int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size
     }
     size_t hlen = strlen(hdr);
     size_t padded = (hlen + 7) / 8 * 8;
+    /* a file this process holds open (an unlinked private file) has no folder to rename in:
+     * it is written in place */
+    int held = !strncmp(path, TAAS_ST_HELD, strlen(TAAS_ST_HELD));
     char *tmp = NULL;
-    if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0) tmp = NULL;
-    int fd = tmp ? mkstemp(tmp) : -1;
+    if (!held && asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0) tmp = NULL;
+    int fd = held ? open(path, O_WRONLY | O_TRUNC | O_CLOEXEC) : tmp ? mkstemp(tmp) : -1;
     int rc = -1;
     if (fd < 0) {
         taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot create %s: %s", path, strerror(errno));
@@ -186,18 +189,18 @@ int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size
         size_t nb = (size_t)numel(sorted[i]->shape, sorted[i]->ndim) * dtype_size(sorted[i]->dtype);
         if (nb) bad = write_all(fd, sorted[i]->data, nb) < 0;
     }
-    if (!bad) bad = fchmod(fd, 0644) < 0 || fsync(fd) < 0;
+    if (!bad && !held) bad = fchmod(fd, 0644) < 0 || fsync(fd) < 0;
     int saved = errno;
     if (close(fd) < 0 && !bad) {
         bad = 1;
         saved = errno;
     }
-    if (!bad && rename(tmp, path) < 0) {
+    if (!bad && !held && rename(tmp, path) < 0) {
         bad = 1;
         saved = errno;
     }
     if (bad) {
-        unlink(tmp);
+        if (!held) unlink(tmp);
         taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot write %s: %s", path, strerror(saved));
         taas_error_hint(err, "check the free disk space and the permissions of the directory");
         goto out;

@@ -38,7 +38,10 @@ const char *taas_st_dtype_name(taas_st_dtype d);
 
 /* Writes the n tensors (header keys sorted, data in the same order) and, when nmeta > 0,
  * a "__metadata__" object, to a temporary file beside path that is renamed over path,
- * so a crash never leaves a half-written file. Returns 0, or -1 with err filled. */
+ * so a crash never leaves a half-written file. A path under TAAS_ST_HELD is a file the
+ * process holds open, already unlinked (a worker's private file, which goes with the
+ * process however it ends): it is written in place. Returns 0, or -1 with err filled. */
+#define TAAS_ST_HELD "/proc/self/fd/"
 int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size_t n,
                            const taas_st_meta *meta, size_t nmeta, taas_error *err);
 
