@@ -162,7 +162,8 @@ void taas_offload_name_weights(const taas_joined *j, taas_error *err) {
         taas_buf b = {0};
         const char *at = texts[t], *hit;
         while ((hit = strstr(at, j->weights))) {
-            taas_buf_printf(&b, "%.*s%s", (int)(hit - at), at, j->weights_from);
+            int whole = hit[n] < '0' || hit[n] > '9';  /* /proc/self/fd/7, not /proc/self/fd/70 */
+            taas_buf_printf(&b, "%.*s%s", (int)(hit - at), at, whole ? j->weights_from : j->weights);
             at = hit + n;
         }
         if (at == texts[t]) continue;

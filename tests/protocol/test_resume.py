@@ -287,7 +287,11 @@ class Resume(taastest.KernelCase):
             err = self.error(fit_cell("x", ", resume='bad.safetensors'"), "TaasValueError")
             self.assertRegex(err["evalue"], r"^fit\(\) resume: bad\.safetensors: the checkpoint record's %s" % want)
             self.assertNotIn("version", taastest.traceback_text(err))
-        # what only the ranks know: their steps per epoch; the message names the user's file
+
+    def test_80_a_rank_that_refuses_a_resume_names_the_users_file(self):
+        """What only the ranks know (their steps per epoch) is checked there: the error names
+        the user's file, not the rank's copy of it, and the ranks leave no file behind."""
+        path = self.stopped_checkpoint("r2")
         before = self.leftovers()
         bad = self.with_record(path, "bad.safetensors", steps_per_epoch=60, step=55)
         reply, msgs = self.k.execute(fit_cell("x", ", resume='bad.safetensors'"), timeout=120)
