@@ -538,6 +538,31 @@ static void jobfolder_seeds(void) {
     jobfolder("not_json", "{not json", NULL, NULL);
 }
 
+/* Checkpoint records (fuzz_checkpoint.c's fit: Adam with a scheduler, 2 ranks, seed 11, 2
+ * epochs of 50 steps of 100 samples a rank): as a fit writes them, and the ones issue 27
+ * found trusted. */
+#define RECORD_HEAD "{\"version\":1,\"epochs\":2,\"steps_per_epoch\":50,\"world\":2,\"kernels\":\"generic\"," \
+                    "\"seed\":11,\"units\":0,\"batch_size\":100,\"beta1\":0.9,\"momentum\":0.0,"
+#define RECORD_DONE "\"history\":[{\"epoch\":1,\"train_loss\":0.5,\"val_loss\":0.4,\"val_accuracy\":0.8," \
+                    "\"time_s\":1.5,\"samples_per_s\":6000.0,\"steps\":50}]," \
+                    "\"checksums\":[{\"epoch\":1,\"samples\":10000,\"checksum\":\"0xfedcba9876543210\"}]"
+static const char *const RECORDS[] = {
+    RECORD_HEAD "\"epoch\":1,\"step\":3,\"steps\":53,\"optimizer\":\"Adam\",\"lr\":0.001,"
+    "\"scheduler\":{\"last_epoch\":1,\"lr\":0.001,\"momentum\":0.0},\"epoch_loss_sum\":123.5,\"epoch_samples\":600,"
+    "\"epoch_checksum\":\"0x0123456789abcdef\"," RECORD_DONE "}",
+    RECORD_HEAD "\"epoch\":0,\"step\":0,\"steps\":0,\"optimizer\":\"Adam\",\"lr\":0.001,"
+    "\"scheduler\":{\"last_epoch\":0,\"lr\":0.001,\"momentum\":0.0},\"epoch_loss_sum\":0,\"epoch_samples\":0,"
+    "\"epoch_checksum\":\"0x0000000000000000\",\"history\":[],\"checksums\":[]}",
+    RECORD_HEAD "\"epoch\":0,\"step\":7,\"steps\":7,\"optimizer\":\"SGD\",\"lr\":0.1,\"scheduler\":null,"
+    "\"epoch_loss_sum\":-3.5,\"epoch_samples\":1400,\"epoch_checksum\":\"0x00000000000000ff\",\"history\":[],"
+    "\"checksums\":[]}",
+    RECORD_HEAD "\"epoch\":1,\"step\":3,\"steps\":53,\"optimizer\":\"Adam\",\"lr\":\"fast\",\"scheduler\":null,"
+    "\"epoch_loss_sum\":1,\"epoch_samples\":600,\"epoch_checksum\":\"0x0123456789abcdef\"," RECORD_DONE "}",
+    RECORD_HEAD "\"epoch\":1000000000000000000,\"step\":-1,\"steps\":53,\"optimizer\":\"Adam\",\"lr\":0.001,"
+    "\"scheduler\":null,\"epoch_loss_sum\":1,\"epoch_samples\":600,\"epoch_checksum\":\"wrong\",\"history\":\"junk\","
+    "\"checksums\":[]}",
+};
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s OUTDIR (tests/fuzz/corpus)\n", argv[0]);
@@ -562,5 +587,6 @@ int main(int argc, char **argv) {
     wds_seeds();
     safetensors_seeds(TAAS_SOURCE_DIR);
     jobfolder_seeds();
+    put_texts("checkpoint", RECORDS, sizeof RECORDS / sizeof RECORDS[0]);
     return 0;
 }
