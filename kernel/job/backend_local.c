@@ -188,6 +188,9 @@ static void remove_mpirun_session(pid_t pid) {
             sizeof top ||
         (size_t)snprintf(dir, sizeof dir, "%s/pid.%d", top, (int)pid) >= sizeof dir)
         return;
+    /* only a real folder of this user's: in a shared /tmp another may have put a link there */
+    struct stat sb;
+    if (lstat(top, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != getuid()) return;
     nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
     rmdir(top);  /* when no other mpirun of this user's still has its folder there */
 }
