@@ -272,7 +272,7 @@ int taas_checkpoint_check(const json_t *m, const taas_checkpoint_fit *fit, const
         snprintf(field, sizeof field, "%.32s", k);
         if (i == sizeof FIELDS / sizeof *FIELDS) return refuse(c, field, v, "left out: a checkpoint has no such field");
     }
-    long long version, epochs, epoch, spe, step, steps, world, seed, units, batch;
+    long long version = 0, epochs = 0, epoch = 0, spe = 0, step = 0, steps = 0, world = 0, seed = 0, units = 0, batch = 0;
     if (rec_int(c, m, "version", "version", 1, 1, &version) ||
         rec_int(c, m, "epochs", "epochs", 1, TAAS_MAX_EPOCHS, &epochs) ||
         rec_int(c, m, "epoch", "epoch", 0, epochs - 1, &epoch) ||
@@ -294,7 +294,7 @@ int taas_checkpoint_check(const json_t *m, const taas_checkpoint_fit *fit, const
     while (opt && o < sizeof OPTIMS / sizeof *OPTIMS && strcmp(OPTIMS[o], opt)) o++;
     if (!opt || o == sizeof OPTIMS / sizeof *OPTIMS)
         return refuse(c, "optimizer", ov, "the optimizer's name: SGD, Adam, AdamW, Adadelta or RMSprop");
-    double lr, momentum, beta1, loss_sum, samples;
+    double lr = 0, momentum = 0, beta1 = 0, loss_sum = 0, samples = 0;
     /* the learning rate and momentum at the step: a scheduler's, or the optimizer's */
     if (rec_num(c, m, "lr", "lr", 0, INFINITY, 0, &lr) || rec_num(c, m, "momentum", "momentum", 0, INFINITY, 0, &momentum) ||
         rec_num(c, m, "beta1", "beta1", 0, 1, 1, &beta1))
