@@ -5,7 +5,11 @@ num_batches_tracked have moved, and saved with save(); the file loads into the e
 torch.nn.Sequential with load_state_dict(strict=True), and PyTorch's eval-mode logits equal
 the training core's (tests/tools/forward.c) within 1e-4. Needs Debian's python3-torch,
 which scripts/deps.sh installs; torch 1.13 has no safetensors module, so the file is read
-with struct and json as the format's specification describes."""
+with struct and json as the format's specification describes.
+
+And the other way: a PyTorch state_dict saved with torch.save (.pth) goes through
+scripts/pth_to_safetensors.py into a file that taas's load() takes as it is, and save() gives
+the same tensors back, byte for byte; what the script refuses it names."""
 
 import json
 import os
@@ -103,6 +107,86 @@ class TorchRoundTrip(taastest.KernelCase):
             L("LazyLinear", out_features=32), L("BatchNorm1d", num_features=32), L("GELU"), L("Dropout", p=0.2),
             L("Linear", in_features=32, out_features=16), L("Tanh"), L("Linear", in_features=16, out_features=10),
             L("LogSoftmax", dim=1)])
+
+
+CONVERT = os.path.join(os.environ.get("TAAS_SOURCE_DIR", "../.."), "scripts", "pth_to_safetensors.py")
+
+SMALL = """\
+net = Sequential(Conv2d(1, 8, 3, padding=1), BatchNorm2d(8), ReLU(), MaxPool2d(2), Flatten(), Linear(1568, 10))
+load('%s', into=net)
+save(net, 'back.safetensors')
+"""
+
+
+def small_torch_model():
+    torch.manual_seed(7)
+    m = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                      nn.Linear(1568, 10))
+    m.train()
+    with torch.no_grad():  # statistics that moved, so that they are not the defaults
+        m(torch.randn(4, 1, 28, 28))
+    return m
+
+
+class FromPth(taastest.KernelCase):
+    tmp_prefix = "taas-pth-"
+
+    def convert(self, pth, out, *extra):
+        return subprocess.run(["/usr/bin/python3", CONVERT, pth, out, *extra], capture_output=True, text=True,
+                              timeout=120)
+
+    def test_a_state_dict_loads_into_taas_as_it_is(self):
+        model = small_torch_model()
+        want = model.state_dict()
+        cases = {
+            "plain": want,
+            # a training checkpoint of a DataParallel model, in float64
+            "ckpt": {"epoch": 3, "state_dict": {"module." + k: (v.double() if v.is_floating_point() else v)
+                                                for k, v in want.items()}},
+        }
+        for name, obj in cases.items():
+            with self.subTest(name):
+                pth = os.path.join(self.tmp.name, name + ".pth")
+                out = os.path.join(self.tmp.name, name + ".safetensors")
+                torch.save(obj, pth)
+                r = self.convert(pth, out)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("9 tensors", r.stdout)
+                if name == "ckpt":
+                    self.assertIn("under 'state_dict', without the prefix 'module.'; 8 floating tensors converted "
+                                  "to float32", r.stdout)
+                self.ok(SMALL % out, timeout=120)
+                back, meta = read_safetensors(os.path.join(self.tmp.name, "back.safetensors"))
+                self.assertEqual(sorted(back), sorted(want))
+                for k, t in want.items():
+                    self.assertEqual(back[k].dtype, t.dtype, k)
+                    self.assertEqual(back[k].numpy().tobytes(), t.numpy().tobytes(), k)
+
+    def test_what_it_refuses_it_names(self):
+        model = small_torch_model()
+        here = os.path.join(self.tmp.name, "refused")
+        os.mkdir(here)
+        whole = os.path.join(here, "whole.pth")
+        torch.save(model, whole)  # a pickled module: code, not weights
+        junk = os.path.join(here, "junk.pth")
+        with open(junk, "w") as f:
+            f.write("hello")
+        nodict = os.path.join(here, "nodict.pth")
+        torch.save({"epoch": 3, "weights": [1, 2]}, nodict)
+        out = os.path.join(here, "out.safetensors")
+        for pth, extra, says in [
+                (whole, (), "Unsupported class torch.nn.modules.container.Sequential"),
+                (junk, (), "is not a file torch.save wrote"),
+                (nodict, (), "holds no state_dict"),
+                (nodict, ("--key", "model"), "has no 'model'"),
+                (os.path.join(here, "absent.pth"), (), "is not a file")]:
+            with self.subTest(pth=os.path.basename(pth), extra=extra):
+                r = self.convert(pth, out, *extra)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(says, r.stderr)
+                self.assertIn("pth_to_safetensors: " + pth, r.stderr)
+                self.assertFalse(os.path.exists(out))  # nothing written, not even in part
+        self.assertEqual(sorted(os.listdir(here)), ["junk.pth", "nodict.pth", "whole.pth"])
 
 
 if __name__ == "__main__":
