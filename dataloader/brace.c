@@ -14,38 +14,12 @@
 
 #define MAX_NAMES 1000000
 
-typedef struct strv {
-    char **v;
-    size_t n, cap;
-} strv;
+typedef taas_strvec strv;
 
 typedef struct ctx {
     const char *pattern; /* the whole one, for messages */
     taas_error *err;
 } ctx;
-
-static void strv_clear(strv *s) {
-    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
-    free(s->v);
-    s->v = NULL;
-    s->n = s->cap = 0;
-}
-
-static int strv_push(strv *s, char *str) {
-    if (!str) return -1;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 8;
-        char **p = realloc(s->v, cap * sizeof *p);
-        if (!p) {
-            free(str);
-            return -1;
-        }
-        s->v = p;
-        s->cap = cap;
-    }
-    s->v[s->n++] = str;
-    return 0;
-}
 
 static char *dupn(const char *s, size_t n) {
     char *p = malloc(n + 1);
@@ -87,13 +61,13 @@ static int product(ctx *c, strv *out, const strv *item) {
                 memcpy(s, out->v[i], a);
                 memcpy(s + a, item->v[k], b + 1);
             }
-            if (strv_push(&r, s)) {
-                strv_clear(&r);
+            if (taas_strvec_push(&r, s)) {
+                taas_strvec_clear(&r);
                 return oom(c);
             }
         }
     }
-    strv_clear(out);
+    taas_strvec_clear(out);
     *out = r;
     return 0;
 }
@@ -157,7 +131,7 @@ static int range(ctx *c, const char *e, size_t n, strv *out) {
                                              : (unsigned long long)a - d);
             char *s = NULL;
             if (asprintf(&s, "%0*lld", padding, v) < 0) s = NULL;
-            if (strv_push(out, s)) return oom(c);
+            if (taas_strvec_push(out, s)) return oom(c);
         }
         return 1;
     }
@@ -171,7 +145,7 @@ static int range(ctx *c, const char *e, size_t n, strv *out) {
         int x = l[0], y = r[0];
         for (int v = x; x <= y ? v <= y : v >= y; v += x <= y ? (int)step : -(int)step) {
             char ch[2] = {(char)v, '\0'};
-            if (strv_push(out, dupn(ch, 1))) return oom(c);
+            if (taas_strvec_push(out, dupn(ch, 1))) return oom(c);
             if (step > 127) break;
         }
         return 1;
@@ -197,17 +171,17 @@ static int expression(ctx *c, const char *e, size_t n, strv *out) {
             if (pattern(c, e + start, i - start, &part)) return -1;
             for (size_t k = 0; k < part.n; k++) {
                 if (out->n >= MAX_NAMES) {
-                    strv_clear(&part);
+                    taas_strvec_clear(&part);
                     return too_many(c, (unsigned long long)MAX_NAMES + 1);
                 }
-                if (strv_push(out, part.v[k])) {
+                if (taas_strvec_push(out, part.v[k])) {
                     part.v[k] = NULL;
-                    strv_clear(&part);
+                    taas_strvec_clear(&part);
                     return oom(c);
                 }
                 part.v[k] = NULL;
             }
-            strv_clear(&part);
+            taas_strvec_clear(&part);
             start = i + 1;
             commas++;
         }
@@ -216,22 +190,22 @@ static int expression(ctx *c, const char *e, size_t n, strv *out) {
     strv part = {0};
     if (pattern(c, e + start, n - start, &part)) return -1;
     for (size_t k = 0; k < part.n; k++) {
-        if (out->n >= MAX_NAMES || strv_push(out, part.v[k])) {
+        if (out->n >= MAX_NAMES || taas_strvec_push(out, part.v[k])) {
             part.v[k] = NULL;
-            strv_clear(&part);
+            taas_strvec_clear(&part);
             return out->n >= MAX_NAMES ? too_many(c, (unsigned long long)MAX_NAMES + 1) : oom(c);
         }
         part.v[k] = NULL;
     }
-    strv_clear(&part);
+    taas_strvec_clear(&part);
     return 1;
 }
 
 static int literal(ctx *c, strv *acc, const char *s, size_t n) {
     strv one = {0};
-    if (strv_push(&one, dupn(s, n))) return oom(c);
+    if (taas_strvec_push(&one, dupn(s, n))) return oom(c);
     int rc = product(c, acc, &one);
-    strv_clear(&one);
+    taas_strvec_clear(&one);
     return rc;
 }
 
@@ -247,7 +221,7 @@ static int unbalanced(ctx *c, const char *what, size_t at) {
 /* s[0..n) with its braces expanded (escapes still in). */
 static int pattern(ctx *c, const char *s, size_t n, strv *out) {
     strv acc = {0};
-    if (strv_push(&acc, dupn("", 0))) return oom(c);
+    if (taas_strvec_push(&acc, dupn("", 0))) return oom(c);
     size_t start = 0, open_at = 0;
     int depth = 0;
     for (size_t i = 0; i < n; i++) {
@@ -271,27 +245,27 @@ static int pattern(ctx *c, const char *s, size_t n, strv *out) {
                 strv item = {0};
                 int r = expression(c, s + start + 1, i - start - 1, &item);
                 if (r < 0) {
-                    strv_clear(&item);
+                    taas_strvec_clear(&item);
                     goto fail;
                 }
                 if (r == 0) {
                     /* not expandable: the braces stay, what is inside is expanded */
                     strv inner = {0}, lb = {0}, rb = {0};
                     int bad = pattern(c, s + start + 1, i - start - 1, &inner);
-                    if (!bad) bad = strv_push(&lb, dupn("{", 1)) || strv_push(&rb, dupn("}", 1));
+                    if (!bad) bad = taas_strvec_push(&lb, dupn("{", 1)) || taas_strvec_push(&rb, dupn("}", 1));
                     if (!bad) bad = product(c, &acc, &lb) || product(c, &acc, &inner) ||
                                     product(c, &acc, &rb);
                     int was_set = taas_error_is_set(c->err);
-                    strv_clear(&inner);
-                    strv_clear(&lb);
-                    strv_clear(&rb);
+                    taas_strvec_clear(&inner);
+                    taas_strvec_clear(&lb);
+                    taas_strvec_clear(&rb);
                     if (bad) {
                         if (!was_set) oom(c);
                         goto fail;
                     }
                 } else {
                     int bad = product(c, &acc, &item);
-                    strv_clear(&item);
+                    taas_strvec_clear(&item);
                     if (bad) goto fail;
                 }
                 start = i + 1;
@@ -306,7 +280,7 @@ static int pattern(ctx *c, const char *s, size_t n, strv *out) {
     *out = acc;
     return 0;
 fail:
-    strv_clear(&acc);
+    taas_strvec_clear(&acc);
     return -1;
 }
 
@@ -343,21 +317,21 @@ char **taas_brace_expand(const char *pat, taas_error *err) {
             strv one = {0};
             if (pattern(&c, s + start, i - start, &one)) goto fail;
             if (all.n + one.n > MAX_NAMES) {
-                strv_clear(&one);
+                taas_strvec_clear(&one);
                 too_many(&c, (unsigned long long)all.n + one.n);
                 goto fail;
             }
             for (size_t k = 0; k < one.n; k++) {
                 unescape(one.v[k]);
-                if (strv_push(&all, one.v[k])) {
+                if (taas_strvec_push(&all, one.v[k])) {
                     one.v[k] = NULL;
-                    strv_clear(&one);
+                    taas_strvec_clear(&one);
                     oom(&c);
                     goto fail;
                 }
                 one.v[k] = NULL;
             }
-            strv_clear(&one);
+            taas_strvec_clear(&one);
         }
         if (sep == 2) i++;
         start = i + 1;
@@ -377,7 +351,7 @@ char **taas_brace_expand(const char *pat, taas_error *err) {
     v[all.n] = NULL;
     return v;
 fail:
-    strv_clear(&all);
+    taas_strvec_clear(&all);
     return NULL;
 }
 
@@ -385,4 +359,27 @@ void taas_strv_free(char **v) {
     if (!v) return;
     for (char **p = v; *p; p++) free(*p);
     free(v);
+}
+
+void taas_strvec_clear(taas_strvec *s) {
+    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
+    free(s->v);
+    s->v = NULL;
+    s->n = s->cap = 0;
+}
+
+int taas_strvec_push(taas_strvec *s, char *str) {
+    if (!str) return -1;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 8;
+        char **p = realloc(s->v, cap * sizeof *p);
+        if (!p) {
+            free(str);
+            return -1;
+        }
+        s->v = p;
+        s->cap = cap;
+    }
+    s->v[s->n++] = str;
+    return 0;
 }

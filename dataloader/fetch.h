@@ -64,4 +64,14 @@ void taas_fetch_stats_get(taas_fetcher *f, taas_fetch_stats *out);
 char **taas_brace_expand(const char *pattern, taas_error *err);
 void taas_strv_free(char **v);
 
+/* A growing list of malloc'd strings (shard lists, folder listings). */
+typedef struct taas_strvec {
+    char **v;
+    size_t n, cap;
+} taas_strvec;
+/* Appends str, which the list takes (and frees when it cannot grow): -1 when str is NULL
+ * (a failed strdup) or memory is out. */
+int taas_strvec_push(taas_strvec *s, char *str);
+void taas_strvec_clear(taas_strvec *s); /* frees the strings and the list, leaves it empty */
+
 #endif
