@@ -19,6 +19,7 @@ static const struct {
     {"CIFAR10", taas_format_cifar_open},
     {"NpyDataset", taas_format_npy_open},
     {"WebDataset", taas_format_webdataset_open},
+    {"ImageFolder", taas_format_imagefolder_open},
 };
 #define N_FORMATS (sizeof FORMATS / sizeof FORMATS[0])
 
@@ -42,7 +43,7 @@ taas_dataset *taas_dataset_open(const json_t *spec, taas_fetcher *f, taas_error 
         char q[64];
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "unknown dataset type '%s'",
                        taas_utf8_clip(q, sizeof q, type, strlen(type), 40));
-        taas_error_hint(err, "the loaders read MNIST, FashionMNIST, CIFAR10, NpyDataset and WebDataset");
+        taas_error_hint(err, "the loaders read MNIST, FashionMNIST, CIFAR10, NpyDataset, WebDataset and ImageFolder");
         return NULL;
     }
     const json_t *tt = json_object_get(spec, "target_transform");

@@ -2,7 +2,7 @@
  * spec the kernel builds with taas_value_spec: {"type": "FashionMNIST", "root": ...,
  * "train": true, ...}). Formats: MNIST/FashionMNIST IDX (gzip or not), CIFAR-10 binary
  * (.tar.gz or the .bin files), NpyDataset (.npy), WebDataset tar shards (.png, .jpg, .npy
- * images; .cls/.txt labels). Thread-safe reads after open. */
+ * images; .cls/.txt labels), ImageFolder (one folder per class of JPEG/PNG files). Thread-safe reads after open. */
 #ifndef TAAS_DATASET_H
 #define TAAS_DATASET_H
 

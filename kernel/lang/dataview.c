@@ -1,6 +1,8 @@
 /* Datasets and DataLoaders in the notebook: the probe cache, len() and the displays. */
 #include "dataview.h"
 
+#include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,31 @@ static void mix(uint64_t *h, const void *p, size_t n) {
     }
 }
 
+static void mix_stat(uint64_t *h, const struct stat *st) {
+    mix(h, &st->st_dev, sizeof st->st_dev);
+    mix(h, &st->st_ino, sizeof st->st_ino);
+    mix(h, &st->st_size, sizeof st->st_size);
+    mix(h, &st->st_mtim, sizeof st->st_mtim);
+}
+
+/* An ImageFolder's root: an image added to or removed from a class folder changes that
+ * folder's time, not the root's. The first STAMP_SUBFOLDERS are looked at, which keeps a
+ * display quick on a huge root; deeper folders are not. */
+#define STAMP_SUBFOLDERS 4096
+static void stamp_subfolders(const char *dir, uint64_t *h) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[PATH_MAX];
+    for (int n = 0; n < STAMP_SUBFOLDERS && (e = readdir(d)) != NULL; n++) {
+        struct stat st;
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) mix_stat(h, &st);
+    }
+    closedir(d);
+}
+
 static void stamp_walk(const json_t *j, uint64_t *h) {
     if (json_is_object(j)) {
         const char *k;
@@ -63,10 +90,8 @@ static void stamp_walk(const json_t *j, uint64_t *h) {
         if (!strncmp(s, "file://", 7)) s += 7;
         struct stat st;
         if (!s[0] || strstr(s, "://") || stat(s, &st) != 0) return;
-        mix(h, &st.st_dev, sizeof st.st_dev);
-        mix(h, &st.st_ino, sizeof st.st_ino);
-        mix(h, &st.st_size, sizeof st.st_size);
-        mix(h, &st.st_mtim, sizeof st.st_mtim);
+        mix_stat(h, &st);
+        if (S_ISDIR(st.st_mode)) stamp_subfolders(s, h);
     }
 }
 

@@ -136,8 +136,9 @@ static const taas_param NPY_P[] = {
     END,
 };
 
-/* A dataset has a length, but an NpyDataset's is in its files, which only the loaders read. */
-static int npy_size(const taas_value *v, int64_t *n) {
+/* A dataset has a length, but an NpyDataset's or an ImageFolder's is in its files, which
+ * only the loaders read. */
+static int loaders_size(const taas_value *v, int64_t *n) {
     (void)v;
     (void)n;
     return 0;
@@ -189,6 +190,41 @@ static void web_repr_with(const taas_value *v, taas_buf *out, const json_t *prob
 }
 
 static void web_repr(const taas_value *v, taas_buf *out) { web_repr_with(v, out, NULL); }
+
+static const taas_param FOLDER_P[] = {
+    {"root", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "folder with one folder per class, read on each loader's host (s3:// and http(s):// are refused)"},
+    {"transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "applied to each image"},
+    {"target_transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "must stay None: labels are used as they are"},
+    END,
+};
+
+static int folder_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    if (a[2]->type != TAAS_V_NONE) {
+        taas_error_set(err, TAAS_ERR_VALUE, w[2], "%s() target_transform is not supported: "
+                       "taas transforms act on images, labels are used as they are", r->b.name);
+        taas_sig_hint(err, &r->b, "leave target_transform=None");
+        return -1;
+    }
+    return 0;
+}
+
+static void folder_repr_with(const taas_value *v, taas_buf *out, const json_t *probe) {
+    char root[1200];
+    snprintf(root, sizeof root, "Root location: %s", taas_object_arg(v, "root")->u.str.s);
+    /* torchvision's class_to_idx, from the loaders' listing: the first 10 of many */
+    taas_buf map = TAAS_BUF_INIT;
+    const json_t *names = json_object_get(probe, "classes");
+    size_t n = json_array_size(names), shown = n > 20 ? 10 : n;
+    taas_buf_puts(&map, "class_to_idx: {");
+    for (size_t i = 0; i < shown; i++)
+        taas_buf_printf(&map, "%s'%s': %zu", i ? ", " : "", json_string_value(json_array_get(names, i)), i);
+    taas_buf_puts(&map, shown < n ? ", ...}" : "}");
+    const char *lines[] = {root, map.data};
+    dataset_repr_with(v, out, lines, n && !map.failed ? 2 : 1, probe);
+    taas_buf_free(&map);
+}
+
+static void folder_repr(const taas_value *v, taas_buf *out) { folder_repr_with(v, out, NULL); }
 
 /* ---- transforms ------------------------------------------------------------------ */
 
@@ -331,6 +367,8 @@ static void dataset_repr_probed(const taas_value *ds, taas_buf *out, const json_
         npy_repr_with(ds, out, probe);
     else if (!strcmp(name, "WebDataset"))
         web_repr_with(ds, out, probe);
+    else if (!strcmp(name, "ImageFolder"))
+        folder_repr_with(ds, out, probe);
     else
         vision_repr_with(ds, out, probe);
 }
@@ -386,12 +424,19 @@ const taas_row taas_rows_data[] = {
     {DATASET("NpyDataset", NPY_P,
              "taas-specific: images and labels from two NumPy .npy files, sample i being "
              "(images[i], labels[i]). Its size is known once the loaders read the files."),
-     .repr = npy_repr, .size = npy_size},
+     .repr = npy_repr, .size = loaders_size},
     {DATASET("WebDataset", WEB_P,
              "taas-specific: samples from WebDataset tar shards, each sample a group of files "
              "sharing a basename (an image and a .cls label). Give length to make len() and "
              "the batches per epoch known before training."),
      .repr = web_repr, .size = web_size},
+    {DATASET("ImageFolder", FOLDER_P,
+             "Images in one folder per class, as torchvision's ImageFolder: the class folders "
+             "sorted, each walked recursively; .jpg, .jpeg and .png files in any case are "
+             "decoded to RGB, another image extension torchvision accepts is an error naming "
+             "the file. The classes and their indices (class_to_idx) show once the loaders "
+             "list root."),
+     .check = folder_check, .repr = folder_repr, .size = loaders_size},
     {TRANSFORM("ToTensor", NO_P,
                "Turns an image of shape (H, W, C) with values 0..255 into a float tensor of "
                "shape (C, H, W) with values 0..1.")},

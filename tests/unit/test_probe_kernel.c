@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "formats_testutil.h"
 #include "interp.h"
 #include "test_probe_util.h"
 #include "worker.h"
@@ -226,6 +227,48 @@ static void test_len_of_every_dataset_kind(void **state) {
     expect_error(f, st, "TaasIOError", "/nonexistent", 1);
 }
 
+/* An ImageFolder's classes and class_to_idx come from the loaders' listing. */
+static void write_jpeg(const char *rel) {
+    char path[2 * PATH_MAX], sub[2 * PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    snprintf(sub, sizeof sub, "%s", path);
+    for (char *q = sub + strlen(dir) + 1; *q; q++)
+        if (*q == '/') {
+            *q = '\0';
+            mkdir(sub, 0755);
+            *q = '/';
+        }
+    unsigned char *px = fx_pic_make(10, 6, 3, 1);
+    taas_buf b = TAAS_BUF_INIT;
+    fx_jpeg(&b, 10, 6, 3, px, 90);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(b.data, 1, b.len, fp), b.len);
+    fclose(fp);
+    taas_buf_free(&b);
+    free(px);
+}
+
+static void test_image_folder_display(void **state) {
+    fixture *f = *state;
+    write_jpeg("imgs/cat/1.jpg");
+    write_jpeg("imgs/cat/2.JPEG");
+    write_jpeg("imgs/dog/3.jpg");
+    char code[4 * PATH_MAX];
+    snprintf(code, sizeof code, "ImageFolder('%s/imgs', transform=ToTensor())", dir);
+    const char *t = text_of(f, code);
+    char want[4 * PATH_MAX];
+    snprintf(want, sizeof want, "Dataset ImageFolder\n    Number of datapoints: 3\n    Root location: %s/imgs\n"
+             "    class_to_idx: {'cat': 0, 'dog': 1}\n    Sample shape: (3, 6, 10) for sample 0; samples vary\n"
+             "    Classes: 2 (cat, dog)\n", dir);
+    if (!strstr(t, want)) fail_msg("got:\n%s\nwanted in it:\n%s", t, want);
+    snprintf(code, sizeof code, "len(DataLoader(ImageFolder('%s/imgs'), batch_size=2))", dir);
+    assert_string_equal(text_of(f, code), "2");
+    write_jpeg("imgs/dog/4.webp");
+    snprintf(code, sizeof code, "ImageFolder('%s/imgs')", dir);
+    expect_error(f, run(f, code), "TaasDataError", "dog/4.webp", 1);
+}
+
 static void test_probe_failure_is_the_cells_error(void **state) {
     fixture *f = *state;
     taas_run_state st = run(f, "x = 1\nNpyDataset('/nonexistent/a.npy', '/nonexistent/b.npy')");
@@ -404,6 +447,7 @@ int main(void) {
         cmocka_unit_test(test_find_worker),
         T(test_dataset_display),
         T(test_len_of_every_dataset_kind),
+        T(test_image_folder_display),
         T(test_probe_failure_is_the_cells_error),
         T(test_probe_timeout_and_interrupt),
         T(test_show_waits_on_the_worker),

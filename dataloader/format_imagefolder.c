@@ -1,0 +1,299 @@
+/* ImageFolder: one folder per class under root, as torchvision.datasets.ImageFolder lists
+ * it (0.14's find_classes and make_dataset): the class folders are root's folders in sorted
+ * order (symlinks followed); each is walked recursively following symlinks, the folders
+ * taken in sorted order of their paths and the files of each in sorted order of their
+ * names; a file is an image when its name ends with one of torchvision's extensions,
+ * whatever their case. The loaders decode JPEG and PNG (told apart by their first bytes,
+ * as PIL does) and convert to RGB as torchvision's pil_loader does; a file with another
+ * extension torchvision accepts (.webp, .bmp, ...) is refused at open, by name. Paths are
+ * read on the loader's host, so errors name the host as well. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "errnames.h"
+#include "formats.h"
+
+/* torchvision's IMG_EXTENSIONS; the first three are decoded, the others refused by name. */
+static const char *const IMG_EXT[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+#define N_DECODED 3
+#define N_IMG_EXT (sizeof IMG_EXT / sizeof IMG_EXT[0])
+#define MAX_DEPTH 256 /* folders below a class folder: deeper is a loop or a mistake */
+
+typedef struct if_ds {
+    taas_fetcher *f;
+    taas_buf paths;      /* NUL-separated full paths of the images */
+    size_t *off;         /* each sample's path in paths */
+    int64_t *label;
+    size_t n, cap;
+    char **classes;
+    size_t nclasses;
+    char host[256];
+} if_ds;
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* -1 when name has none of torchvision's extensions, else its index in IMG_EXT. */
+static int image_ext(const char *name) {
+    size_t n = strlen(name);
+    for (size_t i = 0; i < N_IMG_EXT; i++) {
+        size_t k = strlen(IMG_EXT[i]);
+        if (n >= k && strcasecmp(name + n - k, IMG_EXT[i]) == 0) return (int)i;
+    }
+    return -1;
+}
+
+static int io_error(if_ds *ds, const char *path, const char *what, taas_error *err) {
+    taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "ImageFolder: %s %s on %s: %s", what, path, ds->host, strerror(errno));
+    taas_error_hint(err, "ImageFolder's root is read on each loader's host: the folder must be there and readable");
+    return -1;
+}
+
+/* The entries of dir (not . and ..), sorted, split into folders (symlinks followed, as
+ * os.scandir's is_dir) and the rest. */
+static int list_dir(if_ds *ds, const char *dir, taas_strvec *dirs, taas_strvec *files, taas_error *err) {
+    DIR *d = opendir(dir);
+    if (!d) return io_error(ds, dir, "cannot list", err);
+    struct dirent *e;
+    int rc = 0;
+    errno = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *full = taas_fmt_join(dir, e->d_name);
+        struct stat st;
+        int isdir = full && stat(full, &st) == 0 && S_ISDIR(st.st_mode);
+        free(full);
+        taas_strvec *to = isdir ? dirs : files;
+        if (to && taas_strvec_push(to, strdup(e->d_name)) != 0) rc = taas_fmt_oom(err, "a folder listing");
+        errno = 0;
+    }
+    if (rc == 0 && errno) rc = io_error(ds, dir, "cannot list", err);
+    closedir(d);
+    if (dirs) qsort(dirs->v, dirs->n, sizeof *dirs->v, cmp_str);
+    if (files) qsort(files->v, files->n, sizeof *files->v, cmp_str);
+    return rc;
+}
+
+typedef struct ancestor {
+    dev_t dev;
+    ino_t ino;
+} ancestor;
+
+/* Every folder under dir (dir included), depth first, into out: os.walk's roots. */
+static int walk(if_ds *ds, const char *dir, ancestor *up, int depth, taas_strvec *out, taas_error *err) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return io_error(ds, dir, "cannot read", err);
+    for (int i = 0; i < depth; i++)
+        if (up[i].dev == st.st_dev && up[i].ino == st.st_ino) {
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
+                           "ImageFolder: %s on %s is a symbolic link to a folder above it: walking it would "
+                           "never end", dir, ds->host);
+            taas_error_hint(err, "remove the link, or make it point outside the class folder");
+            return -1;
+        }
+    if (depth == MAX_DEPTH) {
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "ImageFolder: %s on %s is more than %d folders deep", dir,
+                       ds->host, MAX_DEPTH);
+        taas_error_hint(err, "keep the images at most %d folders below their class folder", MAX_DEPTH);
+        return -1;
+    }
+    up[depth].dev = st.st_dev;
+    up[depth].ino = st.st_ino;
+    char *self = strdup(dir);
+    if (taas_strvec_push(out, self) != 0) return taas_fmt_oom(err, "a folder listing");
+    taas_strvec sub = {0};
+    int rc = list_dir(ds, dir, &sub, NULL, err);
+    for (size_t i = 0; rc == 0 && i < sub.n; i++) {
+        char *p = taas_fmt_join(dir, sub.v[i]);
+        rc = p ? walk(ds, p, up, depth + 1, out, err) : taas_fmt_oom(err, "a path");
+        free(p);
+    }
+    taas_strvec_clear(&sub);
+    return rc;
+}
+
+static int add_sample(if_ds *ds, const char *path, int64_t label, taas_error *err) {
+    if (ds->n == ds->cap) {
+        size_t cap = ds->cap ? 2 * ds->cap : 256;
+        size_t *o = realloc(ds->off, cap * sizeof *o);
+        if (o) ds->off = o;
+        int64_t *l = o ? realloc(ds->label, cap * sizeof *l) : NULL;
+        if (!l) return taas_fmt_oom(err, "the list of images");
+        ds->label = l;
+        ds->cap = cap;
+    }
+    ds->off[ds->n] = ds->paths.len;
+    ds->label[ds->n++] = label;
+    taas_buf_add(&ds->paths, path, strlen(path) + 1);
+    return ds->paths.failed ? taas_fmt_oom(err, "the list of images") : 0;
+}
+
+/* make_dataset for one class folder. */
+static int list_class(if_ds *ds, const char *root, size_t k, taas_error *err) {
+    char *top = taas_fmt_join(root, ds->classes[k]);
+    if (!top) return taas_fmt_oom(err, "a path");
+    taas_strvec dirs = {0};
+    ancestor up[MAX_DEPTH];
+    int rc = walk(ds, top, up, 0, &dirs, err);
+    free(top);
+    if (rc == 0) qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str); /* sorted(os.walk(...)) */
+    for (size_t i = 0; rc == 0 && i < dirs.n; i++) {
+        taas_strvec files = {0};
+        rc = list_dir(ds, dirs.v[i], NULL, &files, err);
+        for (size_t j = 0; rc == 0 && j < files.n; j++) {
+            int x = image_ext(files.v[j]);
+            if (x < 0) continue;
+            char *p = taas_fmt_join(dirs.v[i], files.v[j]);
+            if (!p) {
+                rc = taas_fmt_oom(err, "a path");
+            } else if (x >= N_DECODED) {
+                taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
+                               "ImageFolder: %s on %s is a %s image: the loaders decode JPEG and PNG only", p,
+                               ds->host, IMG_EXT[x] + 1);
+                taas_error_hint(err, "convert it to JPEG or PNG (PIL: Image.open(p).convert('RGB').save('x.jpg', "
+                                     "quality=90)), or move it out of the class folder");
+                rc = -1;
+            } else {
+                rc = add_sample(ds, p, (int64_t)k, err);
+            }
+            free(p);
+        }
+        taas_strvec_clear(&files);
+    }
+    taas_strvec_clear(&dirs);
+    return rc;
+}
+
+static int list_root(if_ds *ds, const char *root, taas_error *err) {
+    taas_strvec cls = {0};
+    if (list_dir(ds, root, &cls, NULL, err) != 0) {
+        taas_strvec_clear(&cls);
+        return -1;
+    }
+    ds->classes = cls.v;
+    ds->nclasses = cls.n;
+    if (cls.n == 0) {
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "ImageFolder: found no class folder in %s on %s", root,
+                       ds->host);
+        taas_error_hint(err, "root holds one folder per class, the images under it: root/cat/1.jpg, root/dog/2.jpg");
+        return -1;
+    }
+    for (size_t k = 0; k < cls.n; k++) {
+        size_t before = ds->n;
+        if (list_class(ds, root, k, err) != 0) return -1;
+        if (ds->n == before) {
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
+                           "ImageFolder: found no image in the class folder %s of %s on %s", cls.v[k], root,
+                           ds->host);
+            taas_error_hint(err, "each class folder needs at least one .jpg, .jpeg or .png file (any case); remove "
+                                 "the empty folder or add its images");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- samples ----------------------------------------------------------------------- */
+
+/* pil_loader's img.convert("RGB"): grey is repeated, alpha dropped. */
+static int to_rgb(taas_image *img, taas_error *err) {
+    if (img->c == 3) return 0;
+    size_t px = (size_t)img->w * img->h;
+    unsigned char *o = malloc(px * 3), *s = img->data;
+    if (!o) return taas_fmt_oom(err, "an RGB image");
+    int c = img->c;
+    for (size_t i = 0; i < px; i++) {
+        const unsigned char *p = s + i * c;
+        o[3 * i] = p[0];
+        o[3 * i + 1] = c >= 3 ? p[1] : p[0];
+        o[3 * i + 2] = c >= 3 ? p[2] : p[0];
+    }
+    free(img->data);
+    img->data = o;
+    img->c = 3;
+    return 0;
+}
+
+static int if_get(void *impl, size_t index, taas_image *img, int64_t *label, taas_error *err) {
+    if_ds *ds = impl;
+    const char *path = ds->paths.data + ds->off[index];
+    taas_blob b = {0};
+    int rc = taas_fetch(ds->f, path, &b, err);
+    if (rc == 0) {
+        if (b.len >= 8 && memcmp(b.data, "\x89PNG", 4) == 0) {
+            rc = taas_decode_png(b.data, b.len, img, err);
+        } else if (b.len >= 2 && b.data[0] == 0xFF && b.data[1] == 0xD8) {
+            rc = taas_decode_jpeg(b.data, b.len, img, err);
+        } else {
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "neither a JPEG nor a PNG image (%zu bytes)", b.len);
+            taas_error_hint(err, "the loaders decode JPEG and PNG files: convert the image, or move it out of root");
+            rc = -1;
+        }
+        if (rc == 0) rc = to_rgb(img, err);
+    }
+    taas_blob_free(&b);
+    if (rc != 0) {
+        taas_fmt_prefix(err, "sample %zu (%s on %s)", index, path, ds->host);
+        return -1;
+    }
+    *label = ds->label[index];
+    return 0;
+}
+
+static void if_free(void *impl) {
+    if_ds *ds = impl;
+    if (!ds) return;
+    taas_buf_free(&ds->paths);
+    free(ds->off);
+    free(ds->label);
+    for (size_t i = 0; i < ds->nclasses; i++) free(ds->classes[i]);
+    free(ds->classes);
+    free(ds);
+}
+
+static const taas_format_ops IF_OPS = {if_get, if_free};
+
+int taas_format_imagefolder_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err) {
+    const char *root = taas_fmt_spec_str(spec, "root");
+    if (!root || !root[0]) {
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "ImageFolder: root is not a folder path");
+        taas_error_hint(err, "give root='/data/train', the folder holding one folder per class");
+        return -1;
+    }
+    if (!strncasecmp(root, "http://", 7) || !strncasecmp(root, "https://", 8)) {
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
+                       "ImageFolder: root %s is an HTTP URL, and an HTTP server cannot be listed", root);
+        taas_error_hint(err, "pack the images into tar shards and read them with WebDataset(urls='%s/train-{000000.."
+                             "000099}.tar'), or copy the folder to each loader's host", root);
+        return -1;
+    }
+    if (!strncasecmp(root, "s3://", 5)) {
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "ImageFolder: root %s: s3:// roots are not listed yet", root);
+        taas_error_hint(err, "copy the folder to each loader's host (aws s3 sync), or pack it into WebDataset shards");
+        return -1;
+    }
+    if (!strncmp(root, "file://", 7)) root += 7;
+    if_ds *ds = calloc(1, sizeof *ds);
+    if (!ds) return taas_fmt_oom(err, "a dataset");
+    ds->f = f;
+    if (gethostname(ds->host, sizeof ds->host - 1) != 0) snprintf(ds->host, sizeof ds->host, "this host");
+    if (list_root(ds, root, err) != 0) {
+        if_free(ds);
+        return -1;
+    }
+    d->info.size = ds->n;
+    d->info.num_classes = (int)ds->nclasses;
+    d->info.classes = (const char *const *)ds->classes;
+    snprintf(d->info.source, sizeof d->info.source, "%s on %s", root, ds->host);
+    d->ops = &IF_OPS;
+    d->impl = ds;
+    return 0;
+}
