@@ -3,6 +3,7 @@
  * run. Random steps draw from their own stream of (seed, epoch, index), so a sample's result
  * does not depend on the other steps, the thread or the loader. The last step writes
  * straight into the caller's buffer. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,21 @@ static int resize_size(const tx_step *s, const shape *sh, int *oh, int *ow) {
     return 0;
 }
 
+/* torch's interpolate refuses antialias with nearest; PIL images always antialias. */
+static int check_antialias(const taas_transform *t, int i, const shape *sh, taas_error *err) {
+    const tx_step *s = &t->steps[i];
+    if ((sh->tensor || !sh->u8) && s->antialias == 1 && s->interp == TX_NEAREST) {
+        char where[96];
+        tx_step_where(t, i, where, sizeof where);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
+                       "%s: antialias option is supported for bilinear and bicubic interpolation modes only",
+                       where);
+        taas_error_hint(err, "drop antialias=True, or use interpolation='bilinear'");
+        return -1;
+    }
+    return 0;
+}
+
 static int plan_step(const taas_transform *t, int i, shape *sh, plan *pl, taas_error *err) {
     const tx_step *s = &t->steps[i];
     char where[96]; /* filled only on the way to an error */
@@ -153,14 +169,7 @@ static int plan_step(const taas_transform *t, int i, shape *sh, plan *pl, taas_e
             taas_error_hint(err, "give Resize((h, w)) explicitly, or a larger max_size");
             return -1;
         }
-        if ((sh->tensor || !sh->u8) && s->antialias == 1 && s->interp == TX_NEAREST) {
-            tx_step_where(t, i, where, sizeof where);
-            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
-                           "%s: antialias option is supported for bilinear and bicubic interpolation "
-                           "modes only", where);
-            taas_error_hint(err, "drop antialias=True, or use interpolation='bilinear'");
-            return -1;
-        }
+        if (check_antialias(t, i, sh, err) < 0) return -1;
         pl->oh = oh;
         pl->ow = ow;
         sh->h = oh;
@@ -185,6 +194,24 @@ static int plan_step(const taas_transform *t, int i, shape *sh, plan *pl, taas_e
         pl->ow = sh->w = cw;
         return 0;
     }
+    case ST_RANDOM_RESIZED_CROP:
+        if (check_antialias(t, i, sh, err) < 0) return -1;
+        pl->ph = sh->h;
+        pl->pw = sh->w;
+        pl->oh = sh->h = s->size_h;
+        pl->ow = sh->w = s->size_w;
+        return 0;
+    case ST_COLOR_JITTER:
+        if (sh->tensor || !sh->u8 || (sh->c != 1 && sh->c != 3)) {
+            tx_step_where(t, i, where, sizeof where);
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
+                           "%s takes 8-bit images of 1 or 3 channels (PIL's L and RGB), not a %s of %d "
+                           "channel%s%s", where, sh->tensor ? "tensor" : "image", sh->c, sh->c == 1 ? "" : "s",
+                           !sh->tensor && !sh->u8 ? " of floats" : "");
+            taas_error_hint(err, "put ColorJitter(...) before ToTensor(), on the dataset's images");
+            return -1;
+        }
+        return 0;
     case ST_RANDOM_CROP: {
         shape cur = *sh;
         if (s->has_padding) {
@@ -310,6 +337,53 @@ static int run_flip(tx_img *im, float *dst) {
     return rc;
 }
 
+void tx_rrc_box(taas_rng *r, int h, int w, const double scale[2], const double ratio[2], int box[4]) {
+    double area = (double)h * w, lr0 = log(ratio[0]), lr1 = log(ratio[1]);
+    for (int k = 0; k < 10; k++) {
+        double target = area * (scale[0] + (scale[1] - scale[0]) * taas_rng_uniform(r));
+        double aspect = exp(lr0 + (lr1 - lr0) * taas_rng_uniform(r));
+        int cw = (int)nearbyint(sqrt(target * aspect)), ch = (int)nearbyint(sqrt(target / aspect));
+        if (0 < cw && cw <= w && 0 < ch && ch <= h) {
+            box[0] = (int)taas_rng_below(r, (uint64_t)(h - ch + 1));
+            box[1] = (int)taas_rng_below(r, (uint64_t)(w - cw + 1));
+            box[2] = ch;
+            box[3] = cw;
+            return;
+        }
+    }
+    /* the fallback: the central crop, clamped to ratio (Python's round is half-even) */
+    double in_ratio = (double)w / h;
+    int cw = w, ch = h;
+    if (in_ratio < ratio[0]) ch = (int)nearbyint(cw / ratio[0]);
+    else if (in_ratio > ratio[1]) cw = (int)nearbyint(ch * ratio[1]);
+    box[0] = (h - ch) / 2;
+    box[1] = (w - cw) / 2;
+    box[2] = ch;
+    box[3] = cw;
+}
+
+/* ColorJitter.forward: a random order of the four, then each enabled factor drawn, then
+ * applied in that order. */
+static void run_jitter(const tx_step *s, taas_rng *r, tx_img *im) {
+    int order[4] = {0, 1, 2, 3};
+    for (int k = 3; k > 0; k--) {
+        int j = (int)taas_rng_below(r, (uint64_t)k + 1), tmp = order[k];
+        order[k] = order[j];
+        order[j] = tmp;
+    }
+    double f[4];
+    for (int k = 0; k < 4; k++)
+        f[k] = s->jit_on[k] ? s->jit[k][0] + (s->jit[k][1] - s->jit[k][0]) * taas_rng_uniform(r) : 0;
+    for (int k = 0; k < 4; k++) {
+        int fn = order[k];
+        if (!s->jit_on[fn]) continue;
+        if (fn == 0) tx_adjust_brightness(im, f[0]);
+        else if (fn == 1) tx_adjust_contrast(im, f[1]);
+        else if (fn == 2) tx_adjust_saturation(im, f[2]);
+        else tx_adjust_hue(im, f[3]);
+    }
+}
+
 static int run_step(const taas_transform *t, int i, const plan *pl, tx_img *im, uint64_t seed,
                     uint64_t epoch, uint64_t index, float *dst) {
     const tx_step *s = &t->steps[i];
@@ -334,6 +408,14 @@ static int run_step(const taas_transform *t, int i, const plan *pl, tx_img *im, 
     case ST_CENTER_CROP:
         if (pl->oh == im->h && pl->ow == im->w) return 0;
         return run_crop(s, pl, im, pl->top, pl->left, dst);
+    case ST_RANDOM_RESIZED_CROP: {
+        int box[4];
+        tx_rrc_box(&r, im->h, im->w, s->scale, s->ratio, box);
+        return tx_resized_crop(im, box, pl->oh, pl->ow, s->interp, s->antialias == 1, dst);
+    }
+    case ST_COLOR_JITTER:
+        run_jitter(s, &r, im);
+        return 0;
     case ST_RANDOM_CROP: {
         int top = 0, left = 0;
         if (pl->ph != pl->oh || pl->pw != pl->ow) {

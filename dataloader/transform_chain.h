@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "rng.h"
 #include "transform.h"
 #include "transform_ops.h"
 
@@ -19,6 +20,8 @@ typedef enum {
     ST_FLIP,
     ST_RESIZE,
     ST_CENTER_CROP,
+    ST_RANDOM_RESIZED_CROP,
+    ST_COLOR_JITTER,
 } tx_kind;
 
 typedef struct tx_step {
@@ -44,6 +47,12 @@ typedef struct tx_step {
     int max_size;               /* 0 = None */
     tx_interp interp;
     int antialias;              /* -1 = None */
+    /* RandomResizedCrop (with size_h, size_w, interp, antialias) */
+    double scale[2], ratio[2];
+    /* ColorJitter: brightness, contrast, saturation, hue as (min, max); jit_on[k] = 0 when
+     * torchvision makes that one None (no draw, no change) */
+    double jit[4][2];
+    int jit_on[4];
 } tx_step;
 
 struct taas_transform {
@@ -55,6 +64,11 @@ struct taas_transform {
 /* Step i as the user knows it in messages: "Normalize (transform 2 of 3)". */
 const char *tx_step_name(const tx_step *s);
 void tx_step_where(const taas_transform *t, int i, char *out, size_t n);
+
+/* RandomResizedCrop's box for an h x w image, as torchvision 0.14's get_params: ten tries
+ * of an area in scale and a log-uniform aspect in ratio, else the central crop clamped to
+ * ratio. box = top, left, height, width. */
+void tx_rrc_box(taas_rng *r, int h, int w, const double scale[2], const double ratio[2], int box[4]);
 
 /* Parses spec into t (zeroed by the caller). */
 int tx_parse(taas_transform *t, const json_t *spec, taas_error *err);

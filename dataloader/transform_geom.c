@@ -184,3 +184,19 @@ int tx_normalize(tx_img *im, const float *mean, int nmean, const float *std, int
     }
     return 0;
 }
+
+int tx_resized_crop(tx_img *im, const int box[4], int oh, int ow, tx_interp mode, int antialias, float *dst) {
+    int same = box[2] == oh && box[3] == ow;
+    int *rows = malloc((size_t)box[2] * sizeof *rows), *cols = malloc((size_t)box[3] * sizeof *cols);
+    int rc = -1;
+    if (rows && cols) {
+        for (int y = 0; y < box[2]; y++) rows[y] = box[0] + y;
+        for (int x = 0; x < box[3]; x++) cols[x] = box[1] + x;
+        rc = tx_remap(im, rows, box[2], cols, box[3], NULL, same ? dst : NULL);
+    }
+    free(rows);
+    free(cols);
+    if (rc < 0 || same) return rc;
+    if (!im->tensor && im->u8) return tx_resize_pil(im, oh, ow, mode);
+    return tx_resize_torch(im, oh, ow, mode, antialias, dst);
+}

@@ -56,4 +56,16 @@ int tx_resize_pil(tx_img *im, int oh, int ow, tx_interp mode);
  * False, antialias) on CPU. */
 int tx_resize_torch(tx_img *im, int oh, int ow, tx_interp mode, int antialias, float *dst);
 
+/* torchvision's resized_crop: the box (top, left, height, width, inside the image) cut out,
+ * then resized to oh x ow as Resize does (PIL's for uint8 images, torch's for the rest). */
+int tx_resized_crop(tx_img *im, const int box[4], int oh, int ow, tx_interp mode, int antialias, float *dst);
+
+/* ColorJitter's four adjustments on a uint8 HWC image of 1 (L) or 3 (RGB) channels, in place,
+ * as torchvision 0.14 makes them with Pillow 9 (ImageEnhance's blends with PIL's float
+ * arithmetic and truncation; ITU-R 601 grey as PIL's convert("L"); hue through PIL's HSV). */
+void tx_adjust_brightness(tx_img *im, double factor);
+void tx_adjust_contrast(tx_img *im, double factor);
+void tx_adjust_saturation(tx_img *im, double factor);
+void tx_adjust_hue(tx_img *im, double shift);
+
 #endif

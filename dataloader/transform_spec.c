@@ -10,7 +10,9 @@
 #include "transform_chain.h"
 #include "utf8.h"
 
-#define KNOWN "ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Resize, CenterCrop, Compose"
+#define KNOWN                                                                                          \
+    "ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Resize, CenterCrop, RandomResizedCrop, " \
+    "ColorJitter, Compose"
 
 /* A spec value as a message quotes it. */
 static const char *show(const json_t *v, char *buf, size_t n) {
@@ -28,6 +30,8 @@ const char *tx_step_name(const tx_step *s) {
     case ST_FLIP: return "RandomHorizontalFlip";
     case ST_RESIZE: return "Resize";
     case ST_CENTER_CROP: return "CenterCrop";
+    case ST_RANDOM_RESIZED_CROP: return "RandomResizedCrop";
+    case ST_COLOR_JITTER: return "ColorJitter";
     }
     return "?";
 }
@@ -46,6 +50,8 @@ static const char *example(const char *name) {
         {"Normalize", "Normalize((0.5,), (0.5,))"},
         {"RandomHorizontalFlip", "RandomHorizontalFlip(p=0.5)"},
         {"CenterCrop", "CenterCrop(24)"},
+        {"RandomResizedCrop", "RandomResizedCrop(224, scale=(0.08, 1.0), ratio=(0.75, 1.3333))"},
+        {"ColorJitter", "ColorJitter(brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1)"},
         {"Compose", "Compose([ToTensor(), Normalize((0.5,), (0.5,))])"},
     };
     for (size_t i = 0; i < sizeof ex / sizeof *ex; i++)
@@ -205,8 +211,7 @@ static int parse_flip(const json_t *o, tx_step *s, taas_error *err) {
     return 0;
 }
 
-static int parse_resize(const json_t *o, tx_step *s, taas_error *err) {
-    if (parse_size(o, "Resize", s, 1, err) < 0) return -1;
+static int parse_interp(const json_t *o, const char *name, tx_step *s, taas_error *err) {
     const json_t *ip = json_object_get(o, "interpolation");
     s->interp = TX_BILINEAR;
     if (ip && !json_is_null(ip)) {
@@ -216,12 +221,25 @@ static int parse_resize(const json_t *o, tx_step *s, taas_error *err) {
         else if (strcmp(v, "bilinear") != 0) {
             char b[96];
             taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
-                           "Resize() interpolation must be 'nearest', 'bilinear' or 'bicubic', got %s",
+                           "%s() interpolation must be 'nearest', 'bilinear' or 'bicubic', got %s", name,
                            show(ip, b, sizeof b));
             taas_error_hint(err, "leave it out for bilinear, torchvision's default");
             return -1;
         }
     }
+    return 0;
+}
+
+static int parse_antialias(const json_t *o, const char *name, tx_step *s, taas_error *err) {
+    const json_t *aa = json_object_get(o, "antialias");
+    if (aa && !json_is_null(aa) && !json_is_boolean(aa)) return bad(err, name, "antialias", aa, "None, True or False");
+    s->antialias = (!aa || json_is_null(aa)) ? -1 : json_is_true(aa);
+    return 0;
+}
+
+static int parse_resize(const json_t *o, tx_step *s, taas_error *err) {
+    if (parse_size(o, "Resize", s, 1, err) < 0) return -1;
+    if (parse_interp(o, "Resize", s, err) < 0) return -1;
     const json_t *ms = json_object_get(o, "max_size");
     if (ms && !json_is_null(ms) && get_int(ms, 1, &s->max_size) < 0)
         return bad(err, "Resize", "max_size", ms, "None or an int >= 1");
@@ -239,10 +257,82 @@ static int parse_resize(const json_t *o, tx_step *s, taas_error *err) {
         taas_error_hint(err, "raise max_size, or leave it None");
         return -1;
     }
-    const json_t *aa = json_object_get(o, "antialias");
-    if (aa && !json_is_null(aa) && !json_is_boolean(aa))
-        return bad(err, "Resize", "antialias", aa, "None, True or False");
-    s->antialias = (!aa || json_is_null(aa)) ? -1 : json_is_true(aa);
+    return parse_antialias(o, "Resize", s, err);
+}
+
+/* scale or ratio: (min, max) of finite numbers, min <= max; ratio > 0 (its log is drawn). */
+static int parse_range(const json_t *o, const char *param, double lo_bound, double dflt0, double dflt1,
+                       double out[2], taas_error *err) {
+    const json_t *v = json_object_get(o, param);
+    out[0] = dflt0;
+    out[1] = dflt1;
+    if (!v || json_is_null(v)) return 0;
+    if (json_array_size(v) != 2 || !json_is_number(json_array_get(v, 0)) || !json_is_number(json_array_get(v, 1)))
+        return bad(err, "RandomResizedCrop", param, v, "a (min, max) pair of numbers");
+    out[0] = json_number_value(json_array_get(v, 0));
+    out[1] = json_number_value(json_array_get(v, 1));
+    if (!(out[0] <= out[1]) || !(out[0] > lo_bound)) {
+        char b[96];
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
+                       "RandomResizedCrop() %s should be of kind (min, max) with min > %g, got %s", param, lo_bound,
+                       show(v, b, sizeof b));
+        taas_error_hint(err, "torchvision only warns here and then fails drawing; give e.g. %s",
+                        param[0] == 's' ? "scale=(0.08, 1.0)" : "ratio=(3 / 4, 4 / 3)");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_random_resized_crop(const json_t *o, tx_step *s, taas_error *err) {
+    if (parse_size(o, "RandomResizedCrop", s, 0, err) < 0 ||
+        parse_range(o, "scale", 0.0, 0.08, 1.0, s->scale, err) < 0 ||
+        parse_range(o, "ratio", 0.0, 3.0 / 4.0, 4.0 / 3.0, s->ratio, err) < 0 ||
+        parse_interp(o, "RandomResizedCrop", s, err) < 0)
+        return -1;
+    return parse_antialias(o, "RandomResizedCrop", s, err);
+}
+
+/* torchvision's ColorJitter._check_input: a number v gives (center - v, center + v),
+ * clipped at 0 for the first three; a pair must lie within the bounds; (center, center)
+ * is None. */
+static int parse_jitter(const json_t *o, tx_step *s, taas_error *err) {
+    static const char *const names[] = {"brightness", "contrast", "saturation", "hue"};
+    for (int k = 0; k < 4; k++) {
+        const json_t *v = json_object_get(o, names[k]);
+        /* the kernel writes a number as a list of one (its float-or-tuple parameters) */
+        if (json_array_size(v) == 1) v = json_array_get(v, 0);
+        double center = k < 3 ? 1.0 : 0.0, lo = k < 3 ? 0.0 : -0.5, hi = k < 3 ? INFINITY : 0.5, *r = s->jit[k];
+        char b[96];
+        if (!v || json_is_null(v)) {
+            r[0] = r[1] = center;
+        } else if (json_is_number(v)) {
+            double x = json_number_value(v);
+            if (x < 0) {
+                taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
+                               "ColorJitter() if %s is a single number, it must be non negative, got %s", names[k],
+                               show(v, b, sizeof b));
+                taas_error_hint(err, "give a factor >= 0, or a (min, max) pair");
+                return -1;
+            }
+            r[0] = center - x;
+            r[1] = center + x;
+            if (k < 3 && r[0] < 0) r[0] = 0;
+        } else if (json_array_size(v) == 2 && json_is_number(json_array_get(v, 0)) &&
+                   json_is_number(json_array_get(v, 1))) {
+            r[0] = json_number_value(json_array_get(v, 0));
+            r[1] = json_number_value(json_array_get(v, 1));
+        } else {
+            return bad(err, "ColorJitter", names[k], v, "a number or a (min, max) pair");
+        }
+        if (!(lo <= r[0] && r[0] <= r[1] && r[1] <= hi)) {
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "ColorJitter() %s values should be between (%g, %s), got %s",
+                           names[k], lo, k < 3 ? "inf" : "0.5", show(v, b, sizeof b));
+            taas_error_hint(err, "%s", k < 3 ? "factors are >= 0: 1 leaves the image as it is"
+                                            : "hue shifts lie in [-0.5, 0.5]: 0 leaves the image as it is");
+            return -1;
+        }
+        s->jit_on[k] = !(r[0] == center && r[1] == center);
+    }
     return 0;
 }
 
@@ -332,6 +422,14 @@ static int add_step(taas_transform *t, const json_t *o, int depth, taas_error *e
         static const char *const keys[] = {"size", NULL};
         s->kind = ST_CENTER_CROP;
         rc = check_keys(o, type, keys, err) < 0 ? -1 : parse_size(o, "CenterCrop", s, 0, err);
+    } else if (strcmp(type, "RandomResizedCrop") == 0) {
+        static const char *const keys[] = {"size", "scale", "ratio", "interpolation", "antialias", NULL};
+        s->kind = ST_RANDOM_RESIZED_CROP;
+        rc = check_keys(o, type, keys, err) < 0 ? -1 : parse_random_resized_crop(o, s, err);
+    } else if (strcmp(type, "ColorJitter") == 0) {
+        static const char *const keys[] = {"brightness", "contrast", "saturation", "hue", NULL};
+        s->kind = ST_COLOR_JITTER;
+        rc = check_keys(o, type, keys, err) < 0 ? -1 : parse_jitter(o, s, err);
     } else {
         taas_utf8_clip(b, sizeof b, type, strlen(type), 40);
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "'%s' is not a transform the data loaders know", b);

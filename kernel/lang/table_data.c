@@ -299,6 +299,73 @@ static int resize_check(const taas_row *r, taas_value **a, const taas_srcpos *w,
     return 0;
 }
 
+static const taas_param RRC_P[] = {
+    {"size", TAAS_P_INT_PAIR, NULL, TAAS_PF_PAIR, TAAS_BETWEEN(1, TAAS_MAX_SIDE), "output size (h, w); an int means a square"},
+    {"scale", TAAS_P_FLOAT_PAIR, "(0.08, 1.0)", 0, TAAS_NO_RANGE, "(min, max) of the crop's area, as a fraction of the image's"},
+    {"ratio", TAAS_P_FLOAT_PAIR, "(0.75, 1.3333333333333333)", 0, TAAS_NO_RANGE, "(min, max) of the crop's aspect ratio w / h, drawn log-uniformly"},
+    {"interpolation", TAAS_P_STR, "'bilinear'", TAAS_PF_BARE | TAAS_PX(TAAS_PX_INTERP), TAAS_NO_RANGE, "resampling filter"},
+    {"antialias", TAAS_P_BOOL, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "antialias when downsampling (None: as torchvision 0.14, off for tensors)"},
+    END,
+};
+
+static int rrc_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    for (int k = 1; k <= 2; k++) {
+        double lo = taas_value_number(a[k]->u.seq.items[0]), hi = taas_value_number(a[k]->u.seq.items[1]);
+        if (!(lo <= hi) || !(lo > 0)) {
+            taas_error_set(err, TAAS_ERR_VALUE, w[k], "RandomResizedCrop() %s should be of kind (min, max) with "
+                           "0 < min <= max, got (%g, %g)", r->b.params[k].name, lo, hi);
+            taas_sig_hint(err, &r->b, "torchvision only warns here and then fails drawing: give e.g. "
+                                      "scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const taas_param JITTER_P[] = {
+    {"brightness", TAAS_P_FLOAT_SEQ, "0", 0, TAAS_NO_RANGE, "factor drawn from [max(0, 1 - b), 1 + b], or from (min, max)"},
+    {"contrast", TAAS_P_FLOAT_SEQ, "0", 0, TAAS_NO_RANGE, "factor drawn from [max(0, 1 - c), 1 + c], or from (min, max)"},
+    {"saturation", TAAS_P_FLOAT_SEQ, "0", 0, TAAS_NO_RANGE, "factor drawn from [max(0, 1 - s), 1 + s], or from (min, max)"},
+    {"hue", TAAS_P_FLOAT_SEQ, "0", 0, TAAS_NO_RANGE, "shift drawn from [-h, h] (h <= 0.5), or from (min, max) within [-0.5, 0.5]"},
+    END,
+};
+
+/* torchvision's ColorJitter._check_input */
+static int jitter_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    for (int k = 0; k < 4; k++) {
+        const char *name = r->b.params[k].name;
+        double lo_b = k < 3 ? 0 : -0.5, hi_b = k < 3 ? 1e308 : 0.5, lo, hi;
+        if (a[k]->type == TAAS_V_TUPLE || a[k]->type == TAAS_V_LIST) {
+            if (a[k]->u.seq.n != 2) {
+                taas_error_set(err, TAAS_ERR_TYPE, w[k], "ColorJitter() %s should be a single number or a "
+                               "list/tuple with length 2", name);
+                taas_sig_hint(err, &r->b, NULL);
+                return -1;
+            }
+            lo = taas_value_number(a[k]->u.seq.items[0]);
+            hi = taas_value_number(a[k]->u.seq.items[1]);
+        } else {
+            double v = taas_value_number(a[k]);
+            if (v < 0) {
+                taas_error_set(err, TAAS_ERR_VALUE, w[k], "ColorJitter() if %s is a single number, it must be "
+                               "non negative", name);
+                taas_sig_hint(err, &r->b, NULL);
+                return -1;
+            }
+            lo = (k < 3 ? 1 : 0) - v;
+            hi = (k < 3 ? 1 : 0) + v;
+            if (k < 3 && lo < 0) lo = 0;
+        }
+        if (!(lo_b <= lo && lo <= hi && hi <= hi_b)) {
+            taas_error_set(err, TAAS_ERR_VALUE, w[k], "ColorJitter() %s values should be between (%g, %s)", name,
+                           lo_b, k < 3 ? "inf" : "0.5");
+            taas_sig_hint(err, &r->b, NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static const taas_param CENTER_CROP_P[] = {
     {"size", TAAS_P_INT_PAIR, NULL, TAAS_PF_PAIR, TAAS_BETWEEN(1, TAAS_MAX_SIDE), "output size (h, w); an int means a square"},
     END,
@@ -454,6 +521,16 @@ const taas_row taas_rows_data[] = {
                "the aspect ratio."),
      .check = resize_check},
     {TRANSFORM("CenterCrop", CENTER_CROP_P, "Crops the central (h, w) window of an image.")},
+    {TRANSFORM("RandomResizedCrop", RRC_P,
+               "Crops a random part of an image (its area a fraction in scale of the image's, "
+               "its aspect ratio in ratio) and resizes it to size: ImageNet training's crop. "
+               "The draws are seeded per sample."),
+     .check = rrc_check},
+    {TRANSFORM("ColorJitter", JITTER_P,
+               "Changes brightness, contrast, saturation and hue by factors drawn per sample, in "
+               "a random order, as torchvision does on PIL images; it takes images, so it comes "
+               "before ToTensor()."),
+     .check = jitter_check},
     {TRANSFORM("Compose", COMPOSE_P,
                "Chains transforms: Compose([ToTensor(), Normalize((0.5,), (0.5,))]) applies "
                "them in order."),

@@ -255,6 +255,15 @@ static void test_choices(void **state) {
     expect_error(TU(&err, "Resize", "32", "interpolation='linear'"), &err, "TaasValueError",
                  "Resize() argument 'interpolation' must be 'nearest', 'bilinear' or 'bicubic', got 'linear'", 2);
     expect_hint(&err, "did you mean 'bilinear'?");
+    /* RandomResizedCrop and ColorJitter: torchvision's checks, at the argument */
+    expect_error(TU(&err, "RandomResizedCrop", "224", "scale=(1.0, 0.5)"), &err, "TaasValueError",
+                 "RandomResizedCrop() scale should be of kind (min, max) with 0 < min <= max, got (1, 0.5)", 2);
+    expect_error(TU(&err, "ColorJitter", "hue=0.6"), &err, "TaasValueError",
+                 "ColorJitter() hue values should be between (-0.5, 0.5)", 1);
+    expect_error(TU(&err, "ColorJitter", "brightness=-0.2"), &err, "TaasValueError",
+                 "ColorJitter() if brightness is a single number, it must be non negative", 1);
+    expect_error(TU(&err, "ColorJitter", "contrast=(0.5,)"), &err, "TaasTypeError",
+                 "ColorJitter() contrast should be a single number or a list/tuple with length 2", 1);
     expect_error(TU(&err, "print", "1", "file='stdin'"), &err, "TaasValueError",
                  "print() argument 'file' must be 'stdout' or 'stderr', got 'stdin'", 2);
     expect_error(TU(&err, "GELU", "'exact'"), &err, "TaasValueError",

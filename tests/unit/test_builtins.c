@@ -20,7 +20,7 @@ static const struct {
 } SAMPLES[] = {
     {"MNIST", {"'/data/mnist'"}}, {"CIFAR10", {"'/data/cifar'"}}, {"NpyDataset", {"'x.npy'", "'y.npy'"}},
     {"WebDataset", {"'a.tar'"}}, {"ImageFolder", {"'/data/train'"}}, {"Normalize", {"0.5", "0.5"}}, {"RandomCrop", {"28"}}, {"Resize", {"32"}},
-    {"CenterCrop", {"28"}}, {"Compose", {"[]"}}, {"DataLoader", {"$0"}}, {"Linear", {"4", "2"}},
+    {"CenterCrop", {"28"}}, {"RandomResizedCrop", {"224"}}, {"Compose", {"[]"}}, {"DataLoader", {"$0"}}, {"Linear", {"4", "2"}},
     {"LazyLinear", {"2"}}, {"Conv2d", {"1", "8", "3"}}, {"LazyConv2d", {"8", "3"}}, {"MaxPool2d", {"2"}},
     {"AvgPool2d", {"2"}}, {"BatchNorm1d", {"8"}}, {"BatchNorm2d", {"8"}}, {"StepLR", {"1"}},
     {"MultiStepLR", {"[1, 2]"}}, {"ExponentialLR", {"0.9"}}, {"CosineAnnealingLR", {"10"}},

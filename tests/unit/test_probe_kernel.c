@@ -262,6 +262,12 @@ static void test_image_folder_display(void **state) {
              "    class_to_idx: {'cat': 0, 'dog': 1}\n    Sample shape: (3, 6, 10) for sample 0; samples vary\n"
              "    Classes: 2 (cat, dog)\n", dir);
     if (!strstr(t, want)) fail_msg("got:\n%s\nwanted in it:\n%s", t, want);
+    /* the ImageNet recipe's transforms reach the loaders (spec and probe) */
+    snprintf(code, sizeof code, "ImageFolder('%s/imgs', transform=Compose([RandomResizedCrop(4, scale=(0.5, 1.0)), "
+             "ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip(), ToTensor(), Normalize((0.485, 0.456, "
+             "0.406), (0.229, 0.224, 0.225))]))", dir);
+    t = text_of(f, code);
+    if (!strstr(t, "\n    Sample shape: (3, 4, 4)\n")) fail_msg("got:\n%s", t);
     snprintf(code, sizeof code, "len(DataLoader(ImageFolder('%s/imgs'), batch_size=2))", dir);
     assert_string_equal(text_of(f, code), "2");
     write_jpeg("imgs/dog/4.webp");
