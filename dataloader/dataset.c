@@ -77,15 +77,24 @@ const taas_dataset_info *taas_dataset_info_get(const taas_dataset *d) {
 }
 
 int taas_dataset_get(taas_dataset *d, size_t index, taas_image *img, int64_t *label, taas_error *err) {
+    int boxed;
+    return taas_dataset_get_hinted(d, index, NULL, img, label, &boxed, err);
+}
+
+int taas_dataset_get_hinted(taas_dataset *d, size_t index, const taas_crop_hint *hint, taas_image *img,
+                            int64_t *label, int *boxed, taas_error *err) {
     memset(img, 0, sizeof *img);
     *label = 0;
+    *boxed = 0;
     if (index >= d->info.size) {
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "sample %zu is out of range: %s has %zu samples (%s)", index,
                        d->info.type, d->info.size, d->info.source);
         taas_error_hint(err, "sample indices go from 0 to len(dataset) - 1");
         return -1;
     }
-    if (d->ops->get(d->impl, index, img, label, err) != 0) {
+    int rc = hint && d->ops->get_hinted ? d->ops->get_hinted(d->impl, index, hint, img, label, boxed, err)
+                                        : d->ops->get(d->impl, index, img, label, err);
+    if (rc != 0) {
         taas_image_free(img);
         char head[32];
         int n = snprintf(head, sizeof head, "sample %zu", index);

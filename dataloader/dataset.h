@@ -20,6 +20,8 @@ typedef struct taas_image {
     int h, w, c;
     taas_pixel_type type;
     void *data;         /* h * w * c elements, owned by whoever filled the image */
+    double box[4];      /* an image decoded for a crop hint: the hint's box within data, in
+                           its pixels (x0, y0, x1, y1), fractions allowed; else unused */
 } taas_image;
 void taas_image_free(taas_image *img);  /* frees data, zeroes the struct */
 
@@ -47,5 +49,21 @@ const taas_dataset_info *taas_dataset_info_get(const taas_dataset *d);
  * member 000017.png): corrupt PNG: ..."). */
 int taas_dataset_get(taas_dataset *d, size_t index, taas_image *img, int64_t *label,
                      taas_error *err);
+
+/* Decoding only what the transforms keep: when the chain starts with a crop that is then
+ * resized (RandomResizedCrop), the decoder asks, once it knows the image's full size, for
+ * the box (top, left, height, width) the crop will cut and the size (oh, ow) it becomes;
+ * box returns 0 when the whole image is needed. A JPEG is then decoded at the smallest
+ * libjpeg-turbo scale (1/2, 1/4, 1/8) whose box still covers (oh, ow), and only the box's
+ * rows and columns (the box itself, at that scale, comes back). */
+typedef struct taas_crop_hint {
+    int (*box)(void *ctx, int h, int w, int box[4], int *oh, int *ow);
+    void *ctx;
+} taas_crop_hint;
+
+/* As taas_dataset_get, with hint (NULL: none). *boxed is 1 when img is the hint's box
+ * (decoded at a reduced scale), 0 when it is the whole image. */
+int taas_dataset_get_hinted(taas_dataset *d, size_t index, const taas_crop_hint *hint, taas_image *img,
+                            int64_t *label, int *boxed, taas_error *err);
 
 #endif

@@ -23,6 +23,7 @@ typedef struct jerr {
     struct jpeg_error_mgr mgr;
     jmp_buf jump;
     char why[JMSG_LENGTH_MAX];
+    unsigned char *px, *row; /* decode_box's buffers, freed by the handler's landing */
 } jerr;
 
 static void on_error(j_common_ptr cinfo) {
@@ -42,6 +43,88 @@ static void on_message(j_common_ptr cinfo, int level) {
     }
 }
 
+/* The scale and the rows and columns to decode for a hint's box: the largest denominator
+ * (8, 4, 2) whose scaled box still has oh x ow pixels, and the box at that scale, widened to
+ * whole pixels. 0 when the hint wants the whole image or no scale helps. */
+typedef struct jbox {
+    int denom;
+    int x0, y0, x1, y1; /* in the scaled image, [x0, x1) x [y0, y1) */
+    double exact[4];    /* the box itself within those pixels: x0, y0, x1, y1 */
+} jbox;
+
+static int plan_box(const taas_crop_hint *hint, int h, int w, jbox *jb) {
+    int box[4], oh, ow;
+    if (!hint || !hint->box(hint->ctx, h, w, box, &oh, &ow)) return 0;
+    if (box[0] < 0 || box[1] < 0 || box[2] < 1 || box[3] < 1 || box[0] + box[2] > h || box[1] + box[3] > w) return 0;
+    jb->denom = 1;
+    for (int d = 8; d >= 2; d /= 2)
+        if (box[2] / d >= oh && box[3] / d >= ow) {
+            jb->denom = d;
+            break;
+        }
+    int d = jb->denom, sh = (h + d - 1) / d, sw = (w + d - 1) / d; /* libjpeg's scaled size */
+    jb->y0 = box[0] / d;
+    jb->x0 = box[1] / d;
+    jb->y1 = (box[0] + box[2] + d - 1) / d;
+    jb->x1 = (box[1] + box[3] + d - 1) / d;
+    if (jb->y1 > sh) jb->y1 = sh;
+    if (jb->x1 > sw) jb->x1 = sw;
+    jb->exact[0] = (double)box[1] / d - jb->x0;
+    jb->exact[1] = (double)box[0] / d - jb->y0;
+    jb->exact[2] = (double)(box[1] + box[3]) / d - jb->x0;
+    jb->exact[3] = (double)(box[0] + box[2]) / d - jb->y0;
+    return 1;
+}
+
+/* The box's rows and columns of a started decompression: the rows above skipped, the
+ * columns narrowed to the box's iMCUs (jpeg_crop_scanline), the rows below skipped too, so
+ * that a truncated file is still found (their entropy data is read, not transformed).
+ * libjpeg errors longjmp to the caller's handler; -1 is out of memory. */
+static int decode_box(struct jpeg_decompress_struct *cinfo, const jbox *jb, taas_image *img, jerr *e) {
+    JDIMENSION xoff = (JDIMENSION)jb->x0, cw = (JDIMENSION)(jb->x1 - jb->x0);
+    jpeg_crop_scanline(cinfo, &xoff, &cw); /* widens to iMCU boundaries */
+    size_t c = (size_t)cinfo->output_components, bw = (size_t)(jb->x1 - jb->x0), bh = (size_t)(jb->y1 - jb->y0);
+    unsigned char *px = malloc(bw * bh * c), *row = malloc((size_t)cw * c);
+    if (!px || !row) {
+        free(px);
+        free(row);
+        return -1;
+    }
+    /* the handler frees nothing of ours: keep them where a longjmp can be caught */
+    e->px = px;
+    e->row = row;
+    if (jb->y0 > 0) jpeg_skip_scanlines(cinfo, (JDIMENSION)jb->y0);
+    for (size_t y = 0; y < bh; y++) {
+        JSAMPROW r = row;
+        if (jpeg_read_scanlines(cinfo, &r, 1) != 1) {
+            snprintf(e->why, sizeof e->why, "no data for row %zu", (size_t)jb->y0 + y);
+            longjmp(e->jump, 1);
+        }
+        memcpy(px + y * bw * c, row + (size_t)(jb->x0 - (int)xoff) * c, bw * c);
+    }
+    /* skipping to the very end returns at once (libjpeg-turbo reads nothing): skip to the
+     * last row and read it, so that the whole file is read */
+    if (cinfo->output_scanline + 1 < cinfo->output_height)
+        jpeg_skip_scanlines(cinfo, cinfo->output_height - cinfo->output_scanline - 1);
+    while (cinfo->output_scanline < cinfo->output_height) {
+        JSAMPROW r = row;
+        if (jpeg_read_scanlines(cinfo, &r, 1) != 1) {
+            snprintf(e->why, sizeof e->why, "no data for row %u", (unsigned)cinfo->output_scanline);
+            longjmp(e->jump, 1);
+        }
+    }
+    jpeg_finish_decompress(cinfo);
+    free(row);
+    e->px = e->row = NULL;
+    img->data = px;
+    img->h = (int)bh;
+    img->w = (int)bw;
+    img->c = (int)c;
+    img->type = TAAS_PIX_U8;
+    memcpy(img->box, jb->exact, sizeof img->box);
+    return 0;
+}
+
 static int corrupt(taas_error *err, const char *why) {
     taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "corrupt JPEG: %s", why);
     taas_error_hint(err, "the image is damaged or is not a JPEG: check it with an image viewer, or rewrite it");
@@ -49,7 +132,14 @@ static int corrupt(taas_error *err, const char *why) {
 }
 
 int taas_decode_jpeg(const unsigned char *p, size_t n, taas_image *img, taas_error *err) {
+    int boxed;
+    return taas_decode_jpeg_hinted(p, n, NULL, img, &boxed, err);
+}
+
+int taas_decode_jpeg_hinted(const unsigned char *p, size_t n, const taas_crop_hint *hint, taas_image *img,
+                            int *boxed, taas_error *err) {
     memset(img, 0, sizeof *img);
+    *boxed = 0;
     if (n < 3 || p[0] != 0xFF || p[1] != 0xD8) return corrupt(err, "it does not start with a JPEG SOI marker");
     struct jpeg_decompress_struct cinfo;
     jerr e;
@@ -64,6 +154,8 @@ int taas_decode_jpeg(const unsigned char *p, size_t n, taas_image *img, taas_err
         jpeg_destroy_decompress(&cinfo);
         free(px);
         free(row);
+        free(e.px);
+        free(e.row);
         return corrupt(err, e.why[0] ? e.why : "libjpeg gave up");
     }
     jpeg_create_decompress(&cinfo);
@@ -80,7 +172,19 @@ int taas_decode_jpeg(const unsigned char *p, size_t n, taas_image *img, taas_err
     int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
     if (cmyk) cinfo.out_color_space = JCS_CMYK;
     else if (cinfo.jpeg_color_space != JCS_GRAYSCALE) cinfo.out_color_space = JCS_RGB;
+    jbox jb;
+    int use_box = !cmyk && plan_box(hint, (int)cinfo.image_height, (int)cinfo.image_width, &jb);
+    if (use_box) {
+        cinfo.scale_num = 1;
+        cinfo.scale_denom = (unsigned)jb.denom;
+    }
     jpeg_start_decompress(&cinfo);
+    if (use_box) {
+        volatile int rc = decode_box(&cinfo, &jb, img, &e);
+        if (rc == 0) *boxed = 1;
+        jpeg_destroy_decompress(&cinfo);
+        return rc == 0 ? 0 : taas_fmt_oom(err, "a JPEG image");
+    }
     size_t w = cinfo.output_width, h = cinfo.output_height, inc = (size_t)cinfo.output_components;
     if (w * h > TAAS_MAX_PIXELS) {
         snprintf(e.why, sizeof e.why, "the image is too large (%zux%zu)", w, h);

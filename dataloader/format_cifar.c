@@ -70,7 +70,7 @@ static int cifar_get(void *impl, size_t index, taas_image *img, int64_t *label, 
     return 0;
 }
 
-static const taas_format_ops CIFAR_OPS = {cifar_get, cifar_free};
+static const taas_format_ops CIFAR_OPS = {cifar_get, cifar_free, NULL};
 
 /* Checks one batch's bytes and adds it as the next segment. */
 static int add_batch(cifar_ds *ds, const char *where, const unsigned char *p, size_t len, taas_error *err) {

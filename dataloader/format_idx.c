@@ -236,7 +236,7 @@ static void idx_free(void *impl) {
     free(ds);
 }
 
-static const taas_format_ops IDX_OPS = {idx_get, idx_free};
+static const taas_format_ops IDX_OPS = {idx_get, idx_free, NULL};
 
 int taas_format_idx_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err) {
     const char *type = d->info.type;

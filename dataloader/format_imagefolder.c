@@ -222,7 +222,8 @@ static int to_rgb(taas_image *img, taas_error *err) {
     return 0;
 }
 
-static int if_get(void *impl, size_t index, taas_image *img, int64_t *label, taas_error *err) {
+static int if_get_hinted(void *impl, size_t index, const taas_crop_hint *hint, taas_image *img, int64_t *label,
+                         int *boxed, taas_error *err) {
     if_ds *ds = impl;
     const char *path = ds->paths.data + ds->off[index];
     taas_blob b = {0};
@@ -231,7 +232,7 @@ static int if_get(void *impl, size_t index, taas_image *img, int64_t *label, taa
         if (b.len >= 8 && memcmp(b.data, "\x89PNG", 4) == 0) {
             rc = taas_decode_png(b.data, b.len, img, err);
         } else if (b.len >= 2 && b.data[0] == 0xFF && b.data[1] == 0xD8) {
-            rc = taas_decode_jpeg(b.data, b.len, img, err);
+            rc = taas_decode_jpeg_hinted(b.data, b.len, hint, img, boxed, err);
         } else {
             taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "neither a JPEG nor a PNG image (%zu bytes)", b.len);
             taas_error_hint(err, "the loaders decode JPEG and PNG files: convert the image, or move it out of root");
@@ -248,6 +249,11 @@ static int if_get(void *impl, size_t index, taas_image *img, int64_t *label, taa
     return 0;
 }
 
+static int if_get(void *impl, size_t index, taas_image *img, int64_t *label, taas_error *err) {
+    int boxed;
+    return if_get_hinted(impl, index, NULL, img, label, &boxed, err);
+}
+
 static void if_free(void *impl) {
     if_ds *ds = impl;
     if (!ds) return;
@@ -259,7 +265,7 @@ static void if_free(void *impl) {
     free(ds);
 }
 
-static const taas_format_ops IF_OPS = {if_get, if_free};
+static const taas_format_ops IF_OPS = {if_get, if_free, if_get_hinted};
 
 int taas_format_imagefolder_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err) {
     const char *root = taas_fmt_spec_str(spec, "root");

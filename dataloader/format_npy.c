@@ -76,7 +76,7 @@ static void npy_free(void *impl) {
     free(ds);
 }
 
-static const taas_format_ops NPY_OPS = {npy_get, npy_free};
+static const taas_format_ops NPY_OPS = {npy_get, npy_free, NULL};
 
 static int truncated(const char *url, uint64_t have, uint64_t want, taas_error *err) {
     taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,

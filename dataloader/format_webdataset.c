@@ -484,7 +484,7 @@ static void wds_free(void *impl) {
     free(ds);
 }
 
-static const taas_format_ops WDS_OPS = {wds_get, wds_free};
+static const taas_format_ops WDS_OPS = {wds_get, wds_free, NULL};
 
 int taas_format_webdataset_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err) {
     wds_ds *ds = calloc(1, sizeof *ds);

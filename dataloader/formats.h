@@ -19,6 +19,9 @@ typedef struct taas_format_ops {
      * prefixes "sample N" when the message does not start with it */
     int (*get)(void *impl, size_t index, taas_image *img, int64_t *label, taas_error *err);
     void (*free)(void *impl);
+    /* optional: get with a crop hint (dataset.h); *boxed as taas_dataset_get_hinted's */
+    int (*get_hinted)(void *impl, size_t index, const taas_crop_hint *hint, taas_image *img, int64_t *label,
+                      int *boxed, taas_error *err);
 } taas_format_ops;
 
 struct taas_dataset {
@@ -126,5 +129,9 @@ int taas_npy_decode_image(const unsigned char *p, size_t n, const char *name, ta
 int taas_decode_png(const unsigned char *p, size_t n, taas_image *img, taas_error *err);
 /* Grey 1 channel, colour 3 (YCbCr and CMYK converted to RGB). "corrupt JPEG: ..." */
 int taas_decode_jpeg(const unsigned char *p, size_t n, taas_image *img, taas_error *err);
+/* The same with a crop hint (NULL: the whole image): *boxed as taas_dataset_get_hinted's.
+ * CMYK images are decoded whole. */
+int taas_decode_jpeg_hinted(const unsigned char *p, size_t n, const taas_crop_hint *hint, taas_image *img,
+                            int *boxed, taas_error *err);
 
 #endif

@@ -129,7 +129,10 @@ static int build(taas_pipeline *p, uint64_t epoch, uint64_t k, uint64_t *idx, ta
         taas_image img;
         int64_t label;
         memset(&img, 0, sizeof img);
-        if (taas_dataset_get(c->dataset, (size_t)idx[i], &img, &label, err) < 0) goto fail;
+        taas_transform_hint th;
+        int hinted = taas_transform_hint_for(c->transform, c->seed, epoch, idx[i], &th), boxed = 0;
+        if (taas_dataset_get_hinted(c->dataset, (size_t)idx[i], hinted ? &th.hint : NULL, &img, &label, &boxed, err) < 0)
+            goto fail;
         int sc, sh, sw;
         if (taas_transform_out_shape(c->transform, img.h, img.w, img.c, &sc, &sh, &sw, err) < 0) {
             taas_image_free(&img);
@@ -160,7 +163,7 @@ static int build(taas_pipeline *p, uint64_t epoch, uint64_t k, uint64_t *idx, ta
             goto fail;
         }
         float *dst = b->images + i * (size_t)oc * oh * ow;
-        if (taas_transform_apply(c->transform, &img, c->seed, epoch, idx[i], dst, err) < 0) {
+        if (taas_transform_apply_boxed(c->transform, &img, boxed, c->seed, epoch, idx[i], dst, err) < 0) {
             blame_sample(p, idx[i], err);
             goto fail;
         }

@@ -384,8 +384,32 @@ static void run_jitter(const tx_step *s, taas_rng *r, tx_img *im) {
     }
 }
 
+static int hint_box(void *ctx, int h, int w, int box[4], int *oh, int *ow) {
+    const taas_transform_hint *th = ctx;
+    const tx_step *s = &th->t->steps[0];
+    taas_rng r;
+    taas_rng_init(&r, th->seed, th->epoch, th->index, TAAS_RNG_TRANSFORM); /* step 0's stream */
+    tx_rrc_box(&r, h, w, s->scale, s->ratio, box);
+    *oh = s->size_h;
+    *ow = s->size_w;
+    return 1;
+}
+
+int taas_transform_hint_for(const taas_transform *t, uint64_t seed, uint64_t epoch, uint64_t index,
+                            taas_transform_hint *h) {
+    if (!t || t->n == 0 || t->steps[0].kind != ST_RANDOM_RESIZED_CROP) return 0;
+    h->hint.box = hint_box;
+    h->hint.ctx = h;
+    h->t = t;
+    h->seed = seed;
+    h->epoch = epoch;
+    h->index = index;
+    return 1;
+}
+
 static int run_step(const taas_transform *t, int i, const plan *pl, tx_img *im, uint64_t seed,
-                    uint64_t epoch, uint64_t index, float *dst) {
+                    uint64_t epoch, uint64_t index, const double *box_in, float *dst) {
+    int boxed = box_in != NULL;
     const tx_step *s = &t->steps[i];
     taas_rng r;
     taas_rng_init(&r, seed, epoch, index, TAAS_RNG_TRANSFORM + (uint32_t)i);
@@ -409,6 +433,7 @@ static int run_step(const taas_transform *t, int i, const plan *pl, tx_img *im, 
         if (pl->oh == im->h && pl->ow == im->w) return 0;
         return run_crop(s, pl, im, pl->top, pl->left, dst);
     case ST_RANDOM_RESIZED_CROP: {
+        if (boxed) return tx_resize_pil_box(im, box_in, pl->oh, pl->ow, s->interp); /* the decoder cut it */
         int box[4];
         tx_rrc_box(&r, im->h, im->w, s->scale, s->ratio, box);
         return tx_resized_crop(im, box, pl->oh, pl->ow, s->interp, s->antialias == 1, dst);
@@ -430,6 +455,11 @@ static int run_step(const taas_transform *t, int i, const plan *pl, tx_img *im, 
 
 int taas_transform_apply(const taas_transform *t, taas_image *img, uint64_t seed, uint64_t epoch,
                          uint64_t index, float *out, taas_error *err) {
+    return taas_transform_apply_boxed(t, img, 0, seed, epoch, index, out, err);
+}
+
+int taas_transform_apply_boxed(const taas_transform *t, taas_image *img, int boxed, uint64_t seed,
+                               uint64_t epoch, uint64_t index, float *out, taas_error *err) {
     if (!img->data || img->h < 1 || img->w < 1 || img->c < 1) {
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "an image of %dx%d with %d channels has no pixels",
                        img->h, img->w, img->c);
@@ -438,6 +468,8 @@ int taas_transform_apply(const taas_transform *t, taas_image *img, uint64_t seed
         return -1;
     }
     tx_img cur = {img->c, img->h, img->w, 0, img->type == TAAS_PIX_U8, img->data, 1};
+    double box_in[4];
+    memcpy(box_in, img->box, sizeof box_in);
     img->data = NULL;
     taas_image_free(img);
     shape sh = {cur.c, cur.h, cur.w, 0, cur.u8};
@@ -450,7 +482,7 @@ int taas_transform_apply(const taas_transform *t, taas_image *img, uint64_t seed
         if (plan_step(t, i, &sh, &pl, err) < 0) goto fail;
         if (t->steps[i].fused) continue;
         float *dst = (i == last && ends_tensor) ? out : NULL;
-        if (run_step(t, i, &pl, &cur, seed, epoch, index, dst) < 0) {
+        if (run_step(t, i, &pl, &cur, seed, epoch, index, boxed && i == 0 ? box_in : NULL, dst) < 0) {
             char where[96];
             tx_step_where(t, i, where, sizeof where);
             taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "%s: out of memory for a %dx%d %s", where,

@@ -29,4 +29,21 @@ int taas_transform_out_shape(const taas_transform *t, int h, int w, int c, int *
 int taas_transform_apply(const taas_transform *t, taas_image *img, uint64_t seed,
                          uint64_t epoch, uint64_t index, float *out, taas_error *err);
 
+/* Decoding only what the chain keeps (dataset.h's taas_crop_hint): when the chain starts
+ * with RandomResizedCrop, taas_transform_hint fills *h for one sample and returns 1; its box
+ * is the one taas_transform_apply would draw for (seed, epoch, index). h must outlive the
+ * dataset call it is given to. Returns 0 (no hint) for other chains. */
+typedef struct taas_transform_hint {
+    taas_crop_hint hint;
+    const taas_transform *t;
+    uint64_t seed, epoch, index;
+} taas_transform_hint;
+int taas_transform_hint_for(const taas_transform *t, uint64_t seed, uint64_t epoch, uint64_t index,
+                            taas_transform_hint *h);
+
+/* taas_transform_apply for an image that is already the first step's box (boxed = 1, what
+ * the dataset gave for the hint): that step only resizes it to its output size. */
+int taas_transform_apply_boxed(const taas_transform *t, taas_image *img, int boxed, uint64_t seed,
+                               uint64_t epoch, uint64_t index, float *out, taas_error *err);
+
 #endif

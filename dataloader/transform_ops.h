@@ -52,6 +52,9 @@ typedef enum { TX_NEAREST, TX_BILINEAR, TX_BICUBIC } tx_interp;
 /* Resize a uint8 HWC image as Pillow 9's Image.resize does (separable convolution with
  * fixed-point coefficients; nearest as its affine scale), bit for bit. */
 int tx_resize_pil(tx_img *im, int oh, int ow, tx_interp mode);
+/* The same for the source box (x0, y0, x1, y1) of im, in pixels, fractions allowed: Pillow's
+ * resize(box=...) (nearest: the pixel under each output centre). */
+int tx_resize_pil_box(tx_img *im, const double box[4], int oh, int ow, tx_interp mode);
 /* Resize a float image or tensor as torch.nn.functional.interpolate(mode, align_corners=
  * False, antialias) on CPU. */
 int tx_resize_torch(tx_img *im, int oh, int ow, tx_interp mode, int antialias, float *dst);

@@ -44,9 +44,9 @@ static void taps_free(taps *t) {
     t->k = NULL;
 }
 
-/* Pillow's precompute_coeffs with box (0, in). */
-static int taps_pil(int in, int out, filter_fn f, double fsupport, taps *t) {
-    double scale = (double)in / out, filterscale = scale < 1.0 ? 1.0 : scale;
+/* Pillow's precompute_coeffs: the source span [in0, in1) of a line of in pixels onto out. */
+static int taps_pil(int in, double in0, double in1, int out, filter_fn f, double fsupport, taps *t) {
+    double scale = (in1 - in0) / out, filterscale = scale < 1.0 ? 1.0 : scale;
     double support = fsupport * filterscale;
     t->ksize = (int)ceil(support) * 2 + 1;
     t->k = calloc((size_t)out * t->ksize, sizeof *t->k);
@@ -56,7 +56,7 @@ static int taps_pil(int in, int out, filter_fn f, double fsupport, taps *t) {
         return -1;
     }
     for (int xx = 0; xx < out; xx++) {
-        double center = (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
+        double center = in0 + (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
         int xmin = (int)(center - support + 0.5), xmax;
         if (xmin < 0) xmin = 0;
         xmax = (int)(center + support + 0.5);
@@ -128,8 +128,33 @@ static void pil_nearest_index(int in, int out, int *idx) {
 }
 
 int tx_resize_pil(tx_img *im, int oh, int ow, tx_interp mode) {
+    const double whole[4] = {0, 0, im->w, im->h};
+    return tx_resize_pil_box(im, whole, oh, ow, mode);
+}
+
+int tx_resize_pil_box(tx_img *im, const double box[4], int oh, int ow, tx_interp mode) {
     int ih = im->h, iw = im->w, c = im->c;
     tx_img out;
+    int whole = box[0] == 0 && box[1] == 0 && box[2] == iw && box[3] == ih;
+    if (mode == TX_NEAREST && !whole) {
+        /* nearest of a sub-pixel box: the pixel under each output centre */
+        int *rows = malloc((size_t)oh * sizeof *rows), *cols = malloc((size_t)ow * sizeof *cols);
+        int rc = -1;
+        if (rows && cols) {
+            for (int y = 0; y < oh; y++) {
+                int v = (int)(box[1] + (y + 0.5) * (box[3] - box[1]) / oh);
+                rows[y] = v < 0 ? 0 : v >= ih ? ih - 1 : v;
+            }
+            for (int x = 0; x < ow; x++) {
+                int v = (int)(box[0] + (x + 0.5) * (box[2] - box[0]) / ow);
+                cols[x] = v < 0 ? 0 : v >= iw ? iw - 1 : v;
+            }
+            rc = tx_remap(im, rows, oh, cols, ow, NULL, NULL);
+        }
+        free(rows);
+        free(cols);
+        return rc;
+    }
     if (mode == TX_NEAREST) {
         int *rows = malloc((size_t)oh * sizeof *rows), *cols = malloc((size_t)ow * sizeof *cols);
         int rc = -1;
@@ -144,13 +169,14 @@ int tx_resize_pil(tx_img *im, int oh, int ow, tx_interp mode) {
     }
     filter_fn f = mode == TX_BICUBIC ? filter_bicubic_pil : filter_bilinear;
     double support = mode == TX_BICUBIC ? 2.0 : 1.0;
-    int need_h = ow != iw, need_v = oh != ih;
+    int need_h = ow != iw || !whole, need_v = oh != ih || !whole;
     if (tx_alloc(&out, c, oh, ow, 0, 1, NULL) < 0) return -1;
     taps th = {0}, tv = {0};
     int32_t *kh = NULL, *kv = NULL;
     uint8_t *tmp = NULL;
     int rc = -1;
-    if (taps_pil(iw, ow, f, support, &th) < 0 || taps_pil(ih, oh, f, support, &tv) < 0) goto done;
+    if (taps_pil(iw, box[0], box[2], ow, f, support, &th) < 0 || taps_pil(ih, box[1], box[3], oh, f, support, &tv) < 0)
+        goto done;
     kh = taps_fixed(&th, ow);
     kv = taps_fixed(&tv, oh);
     if (!kh || !kv) goto done;
