@@ -77,8 +77,8 @@ static int list_dir(if_ds *ds, const char *dir, taas_strvec *dirs, taas_strvec *
     }
     if (rc == 0 && errno) rc = io_error(ds, dir, "cannot list", err);
     closedir(d);
-    if (dirs) qsort(dirs->v, dirs->n, sizeof *dirs->v, cmp_str);
-    if (files) qsort(files->v, files->n, sizeof *files->v, cmp_str);
+    if (dirs && dirs->n) qsort(dirs->v, dirs->n, sizeof *dirs->v, cmp_str); /* v is NULL when empty */
+    if (files && files->n) qsort(files->v, files->n, sizeof *files->v, cmp_str);
     return rc;
 }
 
