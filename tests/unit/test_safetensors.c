@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "buf.h"
 #include "safetensors.h"
 
@@ -245,6 +247,76 @@ static void test_missing_and_extra_keys(void **state) {
     assert_true(m.buf[0][0] == 0xAB); /* nothing was written into the model */
 }
 
+/* A file marked partial (load(strict=False) into a model without weights) fills the tensors
+ * it has and leaves the others as the model initialised them; the same tensors unmarked are
+ * an error; an unexpected key stays one. */
+static void test_partial_file(void **state) {
+    (void)state;
+    model a, b;
+    model_init(&a, 1);
+    char p[256], q[256];
+    tmp_path(p, sizeof p, "partial.safetensors");
+    tmp_path(q, sizeof q, "unmarked.safetensors");
+    taas_error err;
+    taas_error_clear(&err);
+    const taas_st_meta meta[] = {{"format", "pt"}, {TAAS_ST_PARTIAL_KEY, "1"}};
+    /* the file lacks the last two tensors (1.num_batches_tracked, 10.weight) */
+    assert_int_equal(taas_safetensors_write(p, a.t, NT - 2, meta, 2, &err), 0);
+    assert_int_equal(taas_safetensors_write(q, a.t, NT - 2, meta, 1, &err), 0);
+    model_init(&b, 0);
+    assert_int_equal(taas_safetensors_read(p, b.t, NT, &err), 0);
+    for (int k = 0; k < NT - 2; k++) assert_memory_equal(b.buf[k], a.buf[k], numel(&a.t[k]) * 4);
+    for (int k = NT - 2; k < NT; k++) assert_true(b.buf[k][0] == 0xAB && b.buf[k][1] == 0xAB);
+    model_init(&b, 0);
+    expect_read_error(q, b.t, NT, "missing keys '1.num_batches_tracked', '10.weight'", "strict=False");
+    /* a key the model lacks: partial or not, an error */
+    assert_int_equal(taas_safetensors_write(p, a.t, NT, meta, 2, &err), 0);
+    expect_read_error(p, b.t, NT - 1, "unexpected keys '10.weight'", NULL);
+    assert_true(b.buf[0][0] == 0xAB);
+    /* a key both have must still fit */
+    b.t[0].shape[0] = 5;
+    expect_read_error(p, b.t, NT, "0.weight has shape [3, 4], the model expects [5, 4]", NULL);
+}
+
+/* strict=False's reading: missing keys are told by present[], unexpected ones listed. */
+static void test_read_opts(void **state) {
+    (void)state;
+    char p[1024];
+    fixture(p, sizeof p, "small.safetensors");
+    model m;
+    model_init(&m, 0);
+    taas_st_tensor t[NT + 1];
+    size_t n = 0;
+    for (int k = 0; k < NT; k++)
+        if (!strstr(m.t[k].key, "running")) t[n++] = m.t[k];
+    t[n] = m.t[1];
+    t[n].data = m.buf[NT];
+    t[n++].key = "5.bias";
+    unsigned char present[NT + 1];
+    json_t *unexpected = json_array();
+    taas_st_read_opts o = {1, 1, present, unexpected};
+    taas_error err;
+    taas_error_clear(&err);
+    assert_int_equal(taas_safetensors_read_opts(p, t, n, &o, &err), 0);
+    for (size_t i = 0; i + 1 < n; i++) assert_int_equal(present[i], 1);
+    assert_int_equal(present[n - 1], 0);
+    assert_true(m.buf[NT][0] == 0xAB && m.buf[NT][11] == 0xAB);  /* "5.bias", not in the file: untouched */
+    assert_true(((const float *)m.buf[0])[0] == -0.75f);  /* the rest was read: 0.weight[0] */
+    assert_int_equal(json_array_size(unexpected), 2);
+    assert_string_equal(json_string_value(json_array_get(unexpected, 0)), "1.running_mean");
+    assert_string_equal(json_string_value(json_array_get(unexpected, 1)), "1.running_var");
+    json_decref(unexpected);
+    /* strict on either side: the error as taas_safetensors_read gives it */
+    o = (taas_st_read_opts){1, 0, NULL, NULL};
+    assert_int_equal(taas_safetensors_read_opts(p, t, n, &o, &err), -1);
+    assert_non_null(strstr(err.message, "unexpected keys '1.running_mean', '1.running_var'"));
+    assert_null(strstr(err.message, "missing"));
+    o = (taas_st_read_opts){0, 1, NULL, NULL};
+    assert_int_equal(taas_safetensors_read_opts(p, t, n, &o, &err), -1);
+    assert_non_null(strstr(err.message, "missing keys '5.bias'"));
+    assert_null(strstr(err.message, "unexpected"));
+}
+
 /* A file of 20,000 keys the model does not have: the message lists a few and counts the
  * rest (issue 16, defect 15). */
 static void test_many_unexpected_keys_are_counted(void **state) {
@@ -439,6 +511,8 @@ int main(void) {
         cmocka_unit_test(test_bytes_match_python),
         cmocka_unit_test(test_missing_and_extra_keys),
         cmocka_unit_test(test_many_unexpected_keys_are_counted),
+        cmocka_unit_test(test_partial_file),
+        cmocka_unit_test(test_read_opts),
         cmocka_unit_test(test_wrong_shape_and_dtype),
         cmocka_unit_test(test_check_only),
         cmocka_unit_test(test_truncated),

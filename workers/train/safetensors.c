@@ -355,17 +355,31 @@ static void list_end(taas_buf *b, size_t count) {
     if (count > KEYS_LISTED) taas_buf_printf(b, " and %zu more", count - KEYS_LISTED);
 }
 
-/* Missing and extra keys, the first few of each listed, in one message. */
+/* Missing and extra keys, the first few of each listed, in one message. allow_missing: the
+ * table's keys the file lacks are no error (present[i] = 0 says which); ignore_unexpected: the
+ * file's keys the table lacks are none either (appended to unexpected when it is not NULL). */
 static int check_keys(const char *path, const entry *es, size_t nes, int checkpoint,
-                      const taas_st_tensor *t, size_t n, taas_error *err) {
+                      const taas_st_tensor *t, size_t n, const taas_st_read_opts *o,
+                      taas_error *err) {
     taas_buf missing = TAAS_BUF_INIT, extra = TAAS_BUF_INIT;
     size_t nmiss = 0, nextra = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!find_entry(es, nes, t[i].key)) list_key(&missing, &nmiss, t[i].key);
+    for (size_t i = 0; i < n; i++) {
+        int here = find_entry(es, nes, t[i].key) != NULL;
+        if (o->present) o->present[i] = (unsigned char)here;
+        if (!here && !o->allow_missing) list_key(&missing, &nmiss, t[i].key);
+    }
     for (size_t i = 0; i < nes; i++) {
         int found = 0;
         for (size_t j = 0; j < n && !found; j++) found = strcmp(t[j].key, es[i].key) == 0;
-        if (!found && !skipped(es[i].key, checkpoint, t, n)) list_key(&extra, &nextra, es[i].key);
+        if (found || skipped(es[i].key, checkpoint, t, n)) continue;
+        if (!o->ignore_unexpected) list_key(&extra, &nextra, es[i].key);
+        else if (o->unexpected && json_array_append_new(o->unexpected, json_string(es[i].key)))
+            nextra = SIZE_MAX;  /* out of memory: no partial list */
+    }
+    if (nextra == SIZE_MAX) {
+        taas_buf_free(&missing);
+        taas_buf_free(&extra);
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "%s: out of memory", path);
     }
     list_end(&missing, nmiss);
     list_end(&extra, nextra);
@@ -375,7 +389,8 @@ static int check_keys(const char *path, const entry *es, size_t nes, int checkpo
                        nmiss && nextra ? ";" : "", nextra ? " unexpected keys " : "",
                        nextra ? extra.data : "");
         taas_error_hint(err, "the model definition differs from the one that saved the file; "
-                             "build the same layers in the same order, then load again");
+                             "build the same layers in the same order, then load again, or "
+                             "load(path, into=net, strict=False) to take the keys both have");
     }
     taas_buf_free(&missing);
     taas_buf_free(&extra);
@@ -506,8 +521,9 @@ static int open_regular(const char *path, taas_error *err) {
     return fd;
 }
 
-int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_t n,
-                          taas_error *err) {
+int taas_safetensors_read_opts(const char *path, const taas_st_tensor *tensors, size_t n,
+                               const taas_st_read_opts *opts, taas_error *err) {
+    taas_st_read_opts o = *opts;
     int fd = open_regular(path, err);
     if (fd < 0) return -1;
     json_t *root = NULL;
@@ -528,19 +544,24 @@ int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_
         if (strcmp(k, "__metadata__") == 0) {
             if (check_metadata(path, v, err) < 0) goto out;
             checkpoint = json_object_get(v, TAAS_ST_CHECKPOINT_KEY) != NULL;
+            /* a partial file (load(strict=False) into a model without weights): its tensors
+             * go over the model's initialisation, the rest keep it */
+            if (json_object_get(v, TAAS_ST_PARTIAL_KEY)) o.allow_missing = 1;
             continue;
         }
         if (parse_entry(path, k, v, &es[nes], err) < 0) goto out;
         nes++;
     }
     if (check_offsets(path, es, nes, data_len, err) < 0) goto out;
-    if (check_keys(path, es, nes, checkpoint, tensors, n, err) < 0) goto out;
-    for (size_t i = 0; i < n; i++)
-        if (check_fit(path, find_entry(es, nes, tensors[i].key), &tensors[i], err) < 0) goto out;
+    if (check_keys(path, es, nes, checkpoint, tensors, n, &o, err) < 0) goto out;
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = find_entry(es, nes, tensors[i].key);
+        if (e && check_fit(path, e, &tensors[i], err) < 0) goto out;
+    }
     for (size_t i = 0; i < n; i++) {
         const entry *e = find_entry(es, nes, tensors[i].key);
         errno = 0;
-        if (tensors[i].data && e->end > e->begin &&
+        if (e && tensors[i].data && e->end > e->begin &&
             read_exact(fd, tensors[i].data, e->end - e->begin, data_start + e->begin) < 0) {
             taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot read %s (tensor '%s'): %s", path,
                            e->key, errno ? strerror(errno) : "unexpected end of file");
@@ -556,15 +577,44 @@ out:
     return rc;
 }
 
-int taas_safetensors_metadata(const char *path, json_t **meta, taas_error *err) {
-    *meta = NULL;
+int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_t n,
+                          taas_error *err) {
+    const taas_st_read_opts strict = {0, 0, NULL, NULL};
+    return taas_safetensors_read_opts(path, tensors, n, &strict, err);
+}
+
+/* The file's header alone (the JSON object, a new reference), or NULL with err. */
+static json_t *header_only(const char *path, taas_error *err) {
     int fd = open_regular(path, err);
-    if (fd < 0) return -1;
+    if (fd < 0) return NULL;
     json_t *root = NULL;
     uint64_t data_start = 0, data_len = 0;
     int rc = load_header(path, fd, &root, &data_start, &data_len, err);
     close(fd);
-    if (rc < 0) return -1;
+    return rc < 0 ? NULL : root;
+}
+
+int taas_safetensors_shapes(const char *path, taas_st_tensor *tensors, size_t n, taas_error *err) {
+    json_t *root = header_only(path, err);
+    int rc = root ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        json_t *v = json_object_get(root, tensors[i].key);
+        entry e;
+        if (!v || strcmp(tensors[i].key, "__metadata__") == 0) continue;
+        rc = parse_entry(path, tensors[i].key, v, &e, err);
+        if (rc == 0) {
+            tensors[i].ndim = e.ndim;
+            memcpy(tensors[i].shape, e.shape, sizeof e.shape);
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+int taas_safetensors_metadata(const char *path, json_t **meta, taas_error *err) {
+    *meta = NULL;
+    json_t *root = header_only(path, err);
+    if (!root) return -1;
     json_t *m = json_object_get(root, "__metadata__");
     if (m && check_metadata(path, m, err) < 0) {
         json_decref(root);

@@ -59,9 +59,31 @@ int taas_safetensors_write(const char *path, const taas_st_tensor *tensors, size
 int taas_safetensors_read(const char *path, const taas_st_tensor *tensors, size_t n,
                           taas_error *err);
 
+/* A file whose __metadata__ has this key holds only some of the model's tensors (load() with
+ * strict=False into a model without weights): the reader fills those it has and leaves the
+ * others' buffers as they are (the model's initialisation). Unexpected keys stay an error. */
+#define TAAS_ST_PARTIAL_KEY "taas.partial"
+
+/* taas_safetensors_read with PyTorch's strict=False: allow_missing, the table's keys the file
+ * lacks are no error (their buffers untouched; present, n entries when not NULL, says which
+ * were in the file); ignore_unexpected, the file's keys the table lacks are none either
+ * (unexpected, a JSON array when not NULL, gets their names, in the header's order). The
+ * tensors in both must still match in dtype and shape. */
+struct json_t;
+typedef struct taas_st_read_opts {
+    int allow_missing, ignore_unexpected;
+    unsigned char *present;
+    struct json_t *unexpected;
+} taas_st_read_opts;
+int taas_safetensors_read_opts(const char *path, const taas_st_tensor *tensors, size_t n,
+                               const taas_st_read_opts *opts, taas_error *err);
+
+/* Sets the ndim and shape of each of the n tensors whose key the file has to the file's (a
+ * table's unknown sizes, a Lazy layer's, made the file's); the others stay. 0, or -1 with err. */
+int taas_safetensors_shapes(const char *path, taas_st_tensor *tensors, size_t n, taas_error *err);
+
 /* The file's "__metadata__" object (a new reference; empty when it has none), after the
  * header's checks. 0, or -1 with err. */
-struct json_t;
 int taas_safetensors_metadata(const char *path, struct json_t **meta, taas_error *err);
 
 #endif
