@@ -1,6 +1,7 @@
 /* save() and load(): a model's weights are a safetensors file the kernel only names. save
  * copies it; load checks the file's header against the model's state_dict table (every key,
- * dtype and shape; modelview.c) and attaches the file. */
+ * dtype and shape; modelview.c) and attaches a private copy, or with strict=False a merged
+ * file of the keys both have (modelview.c), as torch's load_state_dict(strict=False). */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 #include "fit.h"
 #include "interp.h"
 #include "modelview.h"
+#include "result.h"
 #include "utf8.h"
 
 int taas_fit_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
@@ -45,6 +47,19 @@ int taas_load_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taa
 int taas_save_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_need_weights(cx, a[0])) return -1;
     const char *src = a[0]->u.obj.weights, *dst = a[1]->u.str.s;
+    int partial = taas_weights_partial(src, cx->err);
+    if (partial) {
+        const char *name = cx->interp ? taas_interp_name_of(cx->interp, a[0]) : NULL;
+        cx->err->pos = cx->pos;
+        if (partial < 0) return -1;
+        taas_error_set(cx->err, TAAS_ERR_VALUE, cx->pos,
+                       "%s has partial weights (load(strict=False) gave it only some tensors, the rest "
+                       "are initialised when it trains): there is no whole state_dict to save yet",
+                       name ? name : "the model");
+        taas_error_hint(cx->err, "fit it first (the missing tensors get their initialisation and training), "
+                                 "then save");
+        return -1;
+    }
     char q[300];
     taas_utf8_clip(q, sizeof q, dst, strlen(dst), 200);
     struct stat st;
@@ -90,14 +105,54 @@ int taas_weights_copy_in(taas_call_ctx *cx, taas_value *model, const char *path)
     return 0;
 }
 
-int taas_load_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
-    const char *path = a[0]->u.str.s;
-    if (taas_model_check_weights(a[1], path, cx->err)) {
+/* What load() returns, as torch's load_state_dict: the keys the file lacks and those it has
+ * that the model lacks (new references taken). NULL: out of memory, with err. */
+static int load_result(taas_call_ctx *cx, json_t *missing, json_t *unexpected, taas_value **out) {
+    json_t *d = missing && unexpected ? json_pack("{s:o, s:o}", "missing_keys", missing, "unexpected_keys", unexpected)
+                                      : NULL;
+    if (!d) {
+        json_decref(missing);
+        json_decref(unexpected);
+    }
+    *out = d ? taas_result_of_load(d) : NULL;
+    return *out ? 0 : taas_value_oom(cx->err, cx->pos, "listing the keys load() matched");
+}
+
+/* strict=False: the merged file is written in a folder of the model's own, then attached. */
+static int load_some(taas_call_ctx *cx, taas_value *model, const char *path, json_t *missing, json_t *unexpected) {
+    char dir[PATH_MAX / 2], file[PATH_MAX];
+    if (taas_job_folder(cx, dir, sizeof dir)) return -1;
+    snprintf(file, sizeof file, "%s/weights.safetensors", dir);
+    if (taas_model_load_some(model, path, file, missing, unexpected, cx->err)) {
         cx->err->pos = cx->pos;
+        rmdir(dir);
         return -1;
     }
-    /* a copy of the model's own: the user's file may change or go, and save() may write it */
-    if (taas_weights_copy_in(cx, a[1], path)) return -1;
-    *out = taas_none();
+    if (taas_weights_attach(model, file, 1)) {
+        unlink(file);
+        rmdir(dir);
+        return taas_value_oom(cx->err, cx->pos, "loading the weights");
+    }
     return 0;
+}
+
+int taas_load_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    const char *path = a[0]->u.str.s;
+    json_t *missing = json_array(), *unexpected = json_array();
+    int rc;
+    if (a[2]->u.b) {
+        rc = taas_model_check_weights(a[1], path, cx->err);
+        if (rc) cx->err->pos = cx->pos;
+        /* a copy of the model's own: the user's file may change or go, and save() may write it */
+        else rc = taas_weights_copy_in(cx, a[1], path);
+    } else {
+        rc = !missing || !unexpected ? taas_value_oom(cx->err, cx->pos, "loading the weights")
+                                     : load_some(cx, a[1], path, missing, unexpected);
+    }
+    if (rc) {
+        json_decref(missing);
+        json_decref(unexpected);
+        return -1;
+    }
+    return load_result(cx, missing, unexpected, out);
 }

@@ -44,22 +44,107 @@ int taas_model_plan_for(taas_interp *in, const taas_value *model, const taas_val
     return rc;
 }
 
+/* The model's state_dict table (no buffers; a Lazy layer's inferred size is -1, any), planned
+ * without an input: its keys are plan's, which the caller frees after it. NULL with err. */
+static taas_st_tensor *model_table(const taas_value *model, const char *path, taas_model_plan *plan, taas_error *err) {
+    json_t *spec = model_spec(model, err);
+    if (!spec) return NULL;
+    int rc = taas_model_plan_build(plan, spec, 0, 0, 0, err);
+    json_decref(spec);
+    if (rc) return NULL;
+    taas_st_tensor *t = taas_param_table_tensors(plan->table, plan->ntable, NULL, NULL, NULL);
+    if (!t) {
+        taas_model_plan_free(plan);
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory checking %s", path);
+    }
+    return t;
+}
+
 int taas_model_check_weights(const taas_value *model, const char *path, taas_error *err) {
     taas_model_plan plan;
-    json_t *spec = model_spec(model, err);
-    if (!spec) return -1;
-    int rc = taas_model_plan_build(&plan, spec, 0, 0, 0, err);
-    json_decref(spec);
-    if (rc) return -1;
-    taas_st_tensor *t = taas_param_table_tensors(plan.table, plan.ntable, NULL, NULL, NULL);
-    if (!t) {
-        taas_model_plan_free(&plan);
-        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory checking %s", path);
-    }
-    rc = taas_safetensors_read(path, t, plan.ntable, err);  /* data NULL: the header is checked, nothing read */
+    taas_st_tensor *t = model_table(model, path, &plan, err);
+    if (!t) return -1;
+    int rc = taas_safetensors_read(path, t, plan.ntable, err);  /* data NULL: the header is checked, nothing read */
     free(t);
     taas_model_plan_free(&plan);
     return rc;
+}
+
+static size_t tensor_bytes(const taas_st_tensor *t) {
+    size_t n = t->dtype == TAAS_ST_I64 ? 8 : 4;
+    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+    return n;
+}
+
+int taas_model_load_some(const taas_value *model, const char *path, const char *dst, json_t *missing,
+                         json_t *unexpected, taas_error *err) {
+    taas_model_plan plan;
+    taas_st_tensor *t = model_table(model, path, &plan, err);
+    if (!t) return -1;
+    size_t n = plan.ntable, nown = 0, nkept = 0;
+    taas_st_tensor *own = calloc(n ? n : 1, sizeof *own), *kept = calloc(n ? n : 1, sizeof *kept);
+    unsigned char *here = calloc(n ? n : 1, 2), *mine = here ? here + n : NULL;
+    const char *weights = model->u.obj.weights;
+    int rc = -1;
+    if (!own || !kept || !here) {
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory loading %s", path);
+        goto out;
+    }
+    /* the header first: every key both have fits, or nothing is read */
+    taas_st_read_opts some = {1, 1, here, unexpected};
+    if (taas_safetensors_read_opts(path, t, n, &some, err) || taas_safetensors_shapes(path, t, n, err)) goto out;
+    for (size_t i = 0; i < n; i++)
+        if (!here[i]) {
+            own[nown++] = t[i];
+            if (json_array_append_new(missing, json_string(t[i].key))) {
+                taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory loading %s", path);
+                goto out;
+            }
+        }
+    /* the model's current tensors for the keys the file lacks (its weights may be partial too) */
+    some = (taas_st_read_opts){1, 1, mine, NULL};
+    if (weights && nown &&
+        (taas_safetensors_read_opts(weights, own, nown, &some, err) || taas_safetensors_shapes(weights, own, nown, err)))
+        goto out;
+    for (size_t i = 0, j = 0; i < n; i++) {
+        int from_own = !here[i], have = here[i] || (weights && mine[j]);
+        if (from_own) {
+            t[i] = own[j];
+            own[j].data = NULL;
+            j++;
+        }
+        if (!have) continue;
+        t[i].data = malloc(tensor_bytes(&t[i]) ? tensor_bytes(&t[i]) : 1);
+        if (!t[i].data) {
+            taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory loading %s", path);
+            goto out;
+        }
+        kept[nkept] = t[i];
+        if (from_own) own[j - 1].data = t[i].data;
+        nkept++;
+    }
+    some = (taas_st_read_opts){1, 1, NULL, NULL};
+    if (taas_safetensors_read_opts(path, t, n, &some, err) ||
+        (weights && nown && taas_safetensors_read_opts(weights, own, nown, &some, err)))
+        goto out;
+    const taas_st_meta meta[] = {{"format", "pt"}, {TAAS_ST_PARTIAL_KEY, "1"}};
+    rc = taas_safetensors_write(dst, kept, nkept, meta, nkept < n ? 2 : 1, err);
+out:
+    for (size_t i = 0; i < n; i++) free(t[i].data);
+    free(t);
+    free(own);
+    free(kept);
+    free(here);
+    taas_model_plan_free(&plan);
+    return rc;
+}
+
+int taas_weights_partial(const char *path, taas_error *err) {
+    json_t *meta;
+    if (taas_safetensors_metadata(path, &meta, err)) return -1;
+    int partial = json_object_get(meta, TAAS_ST_PARTIAL_KEY) != NULL;
+    json_decref(meta);
+    return partial;
 }
 
 /* ---- the summary ------------------------------------------------------------------- */

@@ -20,6 +20,16 @@ int taas_model_plan_for(taas_interp *in, const taas_value *model, const taas_val
  * key, dtype and shape (a Lazy layer's inferred size is not known yet and fits any).
  * 0, or -1 with err naming the file and the key. Reads the header only. */
 int taas_model_check_weights(const taas_value *model, const char *path, taas_error *err);
+/* load(strict=False): writes to dst the model's tensors taken from path where it has them
+ * (same dtype and shape, else an error naming the key), from the model's own weights file
+ * (when it has one) for the rest; a tensor in neither is left out and the file is marked
+ * partial (TAAS_ST_PARTIAL_KEY: the ranks initialise it from the seed). The model's keys path
+ * lacks are appended to missing, path's keys the model lacks to unexpected (both JSON arrays,
+ * PyTorch's order: the model's, the file's). 0, or -1 with err. */
+int taas_model_load_some(const taas_value *model, const char *path, const char *dst, json_t *missing,
+                         json_t *unexpected, taas_error *err);
+/* 1 when the weights file at path is marked partial, 0 when not, -1 with err. */
+int taas_weights_partial(const char *path, taas_error *err);
 
 /* The model's summary, as torchinfo prints one: each layer with its output shape and
  * parameters, the totals and the memory. sample: the input sample (C, H, W; H = W = 0 for C

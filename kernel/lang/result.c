@@ -7,10 +7,12 @@
 #include <time.h>
 
 #include "detached.h"
+#include "rows.h"
 #include "trainview.h"
 #include "utf8.h"
 
-static const char HISTORY[] = "History", EVALUATION[] = "Evaluation", JOBS[] = "Jobs";
+static const char HISTORY[] = "History", EVALUATION[] = "Evaluation", JOBS[] = "Jobs",
+                  KEYS[] = "_IncompatibleKeys";
 
 static int is_epoch(const json_t *e) {
     return json_is_object(e) && json_is_integer(json_object_get(e, "epoch")) &&
@@ -138,8 +140,45 @@ static void number(taas_buf *out, const json_t *v) {
     else taas_buf_puts(out, "nan");  /* no samples: the worker sends null */
 }
 
+taas_value *taas_result_of_load(json_t *data) {
+    return taas_result_new(KEYS, data);
+}
+
+/* ['0.weight', '0.bias'], as Python writes a list of str */
+static void key_list(const json_t *keys, taas_buf *out) {
+    size_t i;
+    const json_t *k;
+    taas_buf_putc(out, '[');
+    json_array_foreach(keys, i, k) {
+        taas_value *s = taas_str0(json_string_value(k));
+        if (i) taas_buf_puts(out, ", ");
+        if (s) taas_repr_to(s, out);
+        else out->failed = 1;
+        taas_unref(s);
+    }
+    taas_buf_putc(out, ']');
+}
+
+/* as torch prints what load_state_dict returns */
+static void keys_text(const json_t *d, taas_buf *out) {
+    const json_t *m = json_object_get(d, "missing_keys"), *u = json_object_get(d, "unexpected_keys");
+    if (!json_array_size(m) && !json_array_size(u)) {
+        taas_buf_puts(out, "<All keys matched successfully>");
+        return;
+    }
+    taas_buf_puts(out, "_IncompatibleKeys(missing_keys=");
+    key_list(m, out);
+    taas_buf_puts(out, ", unexpected_keys=");
+    key_list(u, out);
+    taas_buf_putc(out, ')');
+}
+
 void taas_result_repr(const taas_value *v, taas_buf *out) {
     const json_t *d = v->u.res.data;
+    if (v->u.res.kind == KEYS) {
+        keys_text(d, out);
+        return;
+    }
     if (v->u.res.kind == JOBS) {
         jobs_text(d, out);
         return;
@@ -161,7 +200,11 @@ json_t *taas_result_mimebundle(const taas_value *v) {
     taas_buf t = TAAS_BUF_INIT, h = TAAS_BUF_INIT;
     taas_result_repr(v, &t);
     const json_t *d = v->u.res.data;
-    if (v->u.res.kind == JOBS) {
+    if (v->u.res.kind == KEYS) {
+        taas_buf_puts(&h, "<pre>");
+        taas_buf_html(&h, t.data ? t.data : "");
+        taas_buf_puts(&h, "</pre>");
+    } else if (v->u.res.kind == JOBS) {
         jobs_html(d, &h);
     } else if (v->u.res.kind == HISTORY) {
         char caption[64];

@@ -17,6 +17,10 @@ taas_value *taas_result_of_evaluate(const json_t *done);
 /* jobs(): the detached jobs' states (kernel/job/detached.h), the newest first. */
 taas_value *taas_result_of_jobs(const json_t *states);
 
+/* load(): torch's _IncompatibleKeys, data {"missing_keys": [...], "unexpected_keys": [...]}
+ * (taken). */
+taas_value *taas_result_of_load(json_t *data);
+
 /* repr(): the History's table as aligned text; Evaluation(loss=..., accuracy=..., samples=...). */
 void taas_result_repr(const taas_value *v, taas_buf *out);
 /* text/plain (the repr) and a text/html table. New reference. */

@@ -278,6 +278,8 @@ static const taas_param SAVE_P[] = {
 static const taas_param LOAD_P[] = {
     {"path", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "a safetensors file"},
     {"into", TAAS_P_LAYER, NULL, TAAS_PF_KWONLY, TAAS_NO_RANGE, "the Sequential that takes the weights"},
+    {"strict", TAAS_P_BOOL, "True", TAAS_PF_KWONLY, TAAS_NO_RANGE,
+     "True: the file has exactly the model's keys; False: the keys both have are loaded"},
     END,
 };
 
@@ -453,9 +455,15 @@ const taas_row taas_rows_actions[] = {
      .check = taas_fit_check},
     {ACTION("load", LOAD_P,
             "Gives the model the weights of a safetensors file (from save(), or a PyTorch "
-            "state_dict saved with safetensors): every tensor name, dtype and shape is checked "
-            "against the model first, and a file that does not fit is an error naming the key. "
-            "The next fit() starts from these weights.", taas_load_action, 0),
+            "state_dict saved with safetensors), as torch's load_state_dict: every tensor name, "
+            "dtype and shape is checked against the model first, and a file that does not fit is "
+            "an error naming the keys. With strict=False the keys both have are loaded (their "
+            "shapes must match), the file's other keys are ignored and the model's others keep "
+            "its weights, or without any are initialised from the seed when it trains (its "
+            "weights are partial: save() refuses them until fit()). Returns the keys as torch "
+            "does: _IncompatibleKeys(missing_keys=[...], unexpected_keys=[...]), or "
+            "<All keys matched successfully>. The next fit() starts from these weights.",
+            taas_load_action, 0),
      .check = taas_load_check},
 };
 const size_t taas_rows_actions_n = sizeof taas_rows_actions / sizeof *taas_rows_actions;

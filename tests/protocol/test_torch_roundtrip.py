@@ -189,5 +189,89 @@ class FromPth(taastest.KernelCase):
         self.assertEqual(sorted(os.listdir(here)), ["junk.pth", "nodict.pth", "whole.pth"])
 
 
+# Fine-tuning (issue 28): a backbone trained in PyTorch, a new head in taas.
+TUNED = "Sequential(Flatten(), Linear(784, 32), ReLU(), Dropout(0.1), Linear(32, 10), LogSoftmax(dim=1))"
+TRAIN = ("train = DataLoader(FashionMNIST(root='%s', train=True, transform=ToTensor()), batch_size=32)\n" % FASHION)
+STILL = "fit(%s, train, loss=NLLLoss(), optimizer=SGD(lr=0.0), units=64, seed=3)\nsave(%s, '%s')"
+
+
+def tuned_torch_model():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 10),
+                         nn.LogSoftmax(dim=1))
+
+
+@unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
+class FineTune(taastest.KernelCase):
+    """load(path, into=net, strict=False) as torch's load_state_dict(sd, strict=False): the keys
+    both have are loaded, the returned keys are torch's, the rest keep the model's weights or
+    (none yet) the seed's initialisation."""
+    tmp_prefix = "taas-tune-"
+
+    def backbone(self):
+        """A torch model whose head (3.*) is at another index than the tuned one's (4.*), as a
+        safetensors file through scripts/pth_to_safetensors.py; its tensors."""
+        torch.manual_seed(11)
+        m = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.ReLU(), nn.Linear(32, 10), nn.LogSoftmax(dim=1))
+        pth, out = os.path.join(self.tmp.name, "b.pth"), os.path.join(self.tmp.name, "backbone.safetensors")
+        torch.save(m.state_dict(), pth)
+        r = subprocess.run(["/usr/bin/python3", CONVERT, pth, out], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return out, read_safetensors(out)[0]
+
+    def tensors(self, name):
+        return read_safetensors(os.path.join(self.tmp.name, name))
+
+    def test_a_new_head_loads_as_in_torch(self):
+        path, src = self.backbone()
+        want = tuned_torch_model().load_state_dict(src, strict=False)
+        self.assertEqual(want.missing_keys, ["4.weight", "4.bias"])
+        got = taastest.result_text(self.ok(TRAIN + "net = %s\nload('%s', into=net, strict=False)" % (TUNED, path),
+                                           timeout=60))
+        self.assertEqual(got, repr(want))
+        # partial weights: nothing whole to save yet
+        e = self.error("save(net, 'early.safetensors')", "TaasValueError")
+        self.assertIn("net has partial weights", e["evalue"])
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "early.safetensors")))
+        # with lr=0 the loaded tensors stay as they were read, the head as the seed made it
+        self.ok(STILL % ("net", "net", "tuned.safetensors"), timeout=120)
+        self.ok("fresh = %s\n" % TUNED + STILL % ("fresh", "fresh", "fresh.safetensors"), timeout=120)
+        tuned, meta = self.tensors("tuned.safetensors")
+        fresh, _ = self.tensors("fresh.safetensors")
+        self.assertEqual(meta, {"format": "pt"})
+        self.assertEqual(sorted(tuned), ["1.bias", "1.weight", "4.bias", "4.weight"])
+        for k in ("1.weight", "1.bias"):
+            self.assertEqual(tuned[k].numpy().tobytes(), src[k].numpy().tobytes(), k)
+            self.assertNotEqual(fresh[k].numpy().tobytes(), src[k].numpy().tobytes(), k)
+        for k in ("4.weight", "4.bias"):
+            self.assertEqual(tuned[k].numpy().tobytes(), fresh[k].numpy().tobytes(), k)
+        # a model with weights keeps its own for the keys the file lacks: a merged file
+        got = taastest.result_text(self.ok("load('%s', into=fresh, strict=False)\nsave(fresh, 'merged.safetensors')\n"
+                                           "load('merged.safetensors', into=fresh)" % path))
+        self.assertEqual(got, "<All keys matched successfully>")
+        merged, meta = self.tensors("merged.safetensors")
+        self.assertEqual(meta, {"format": "pt"})
+        for k in merged:
+            self.assertEqual(merged[k].numpy().tobytes(), (src if k[0] == "1" else fresh)[k].numpy().tobytes(), k)
+        # and training moves them
+        self.ok("fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1), units=64, seed=3)\n"
+                "save(net, 'moved.safetensors')", timeout=120)
+        moved, _ = self.tensors("moved.safetensors")
+        for k in moved:
+            self.assertNotEqual(moved[k].numpy().tobytes(), tuned[k].numpy().tobytes(), k)
+
+    def test_what_does_not_fit_is_named(self):
+        path, _ = self.backbone()
+        # strict (the default): every key that differs, each kind named
+        e = self.error("net = %s\nload('%s', into=net)" % (TUNED, path), "TaasValueError")
+        self.assertIn("missing keys '4.weight', '4.bias'; unexpected keys '3.bias', '3.weight'", e["evalue"])
+        # not strict: the keys both have must still fit, as torch's "size mismatch for 1.weight"
+        e = self.error("narrow = Sequential(Flatten(), Linear(784, 16), ReLU(), Linear(16, 5))\n"
+                       "load('%s', into=narrow, strict=False)" % path, "TaasValueError")
+        self.assertIn("1.weight has shape [32, 784], the model expects [16, 784]", e["evalue"])
+        self.error("load('%s', into=narrow, strict=0)" % path, "TaasTypeError")
+        # nothing was attached by the failed loads
+        self.error("save(narrow, 'n.safetensors')", "TaasValueError")
+
+
 if __name__ == "__main__":
     unittest.main()
