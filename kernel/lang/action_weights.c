@@ -47,11 +47,10 @@ int taas_load_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taa
 int taas_save_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_need_weights(cx, a[0])) return -1;
     const char *src = a[0]->u.obj.weights, *dst = a[1]->u.str.s;
-    int partial = taas_weights_partial(src, cx->err);
-    if (partial) {
+    taas_error unread;  /* a file that cannot be read: the copy below says why */
+    taas_error_clear(&unread);
+    if (taas_weights_partial(src, &unread) == 1) {
         const char *name = cx->interp ? taas_interp_name_of(cx->interp, a[0]) : NULL;
-        cx->err->pos = cx->pos;
-        if (partial < 0) return -1;
         taas_error_set(cx->err, TAAS_ERR_VALUE, cx->pos,
                        "%s has partial weights (load(strict=False) gave it only some tensors, the rest "
                        "are initialised when it trains): there is no whole state_dict to save yet",

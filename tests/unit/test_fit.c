@@ -8,9 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "interp.h"
@@ -204,6 +206,71 @@ static void test_load_checks_the_tensors(void **state) {
     assert_int_equal(run(f, "load('good.safetensors', into=lazy)", &err), TAAS_RUN_DONE);
 }
 
+/* The text/plain of code's result (the cell must succeed). */
+static void expect_result(fixture *f, const char *code, const char *want) {
+    json_t *result = NULL;
+    taas_error err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(taas_interp_run(f->in, code, &IO, &result, &err), TAAS_RUN_DONE);
+    const char *got = json_string_value(json_object_get(result, "text/plain"));
+    if (!got || strcmp(got, want)) fail_msg("'%s' gave '%s', not '%s'", code, got ? got : "(none)", want);
+    json_decref(result);
+}
+
+/* load() returns torch's _IncompatibleKeys; strict=False without weights makes them partial,
+ * which save() refuses; a model's weights file gone is named as such by save(). */
+static void test_load_not_strict(void **state) {
+    fixture *f = *state;
+    char tmp[128], file[512];
+    snprintf(tmp, sizeof tmp, "%s/tmp", f->dir);
+    assert_int_equal(mkdir(tmp, 0700), 0);
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("TMPDIR", tmp, 1);
+    write_weights("good.safetensors", 2, 1);
+    write_weights("nobias.safetensors", 2, 0);
+    expect_result(f, NET "load('good.safetensors', into=net)", "<All keys matched successfully>");
+    expect_result(f, "load('good.safetensors', into=net, strict=False)", "<All keys matched successfully>");
+    expect_result(f, "part = Sequential(Flatten(), Linear(4, 2), LogSoftmax(dim=1))\n"
+                     "load('nobias.safetensors', into=part, strict=False)",
+                  "_IncompatibleKeys(missing_keys=['1.bias'], unexpected_keys=[])");
+    expect_result(f, "lin = Sequential(Flatten(), Linear(4, 2, bias=False))\nload('good.safetensors', into=lin, strict=False)",
+                  "_IncompatibleKeys(missing_keys=[], unexpected_keys=['1.bias'])");
+    taas_error err;
+    assert_int_equal(run(f, "save(part, 'copy.safetensors')", &err), TAAS_RUN_ERROR);
+    assert_string_equal(err.ename, "TaasValueError");
+    assert_non_null(strstr(err.message, "part has partial weights"));
+    assert_int_equal(access("copy.safetensors", F_OK), -1);
+    /* into a model with weights: the file's tensors, the model's own for the rest, whole */
+    assert_int_equal(run(f, "load('nobias.safetensors', into=net, strict=False)\nsave(net, 'copy.safetensors')", &err),
+                     TAAS_RUN_DONE);
+    assert_int_equal(run(f, "load('copy.safetensors', into=part)\nlin = None\nnet = None", &err), TAAS_RUN_DONE);
+    /* part's own copy removed behind the kernel's back */
+    DIR *d = opendir(tmp);
+    struct dirent *e;
+    int found = 0;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "taas-job-", 9)) {
+            snprintf(file, sizeof file, "%s/%s/weights.safetensors", tmp, e->d_name);
+            found += unlink(file) == 0;
+        }
+    closedir(d);
+    assert_int_equal(found, 1);  /* part's; net's and lin's went with them */
+    assert_int_equal(run(f, "save(part, 'copy.safetensors')", &err), TAAS_RUN_ERROR);
+    assert_non_null(strstr(err.message, "save() cannot read the trained weights"));
+    assert_int_equal(run(f, "part = None", &err), TAAS_RUN_DONE);
+    if (saved) setenv("TMPDIR", saved, 1);
+    else unsetenv("TMPDIR");
+    free(saved);
+    d = opendir(tmp);
+    while ((e = readdir(d))) {
+        snprintf(file, sizeof file, "%s/%s", tmp, e->d_name);
+        if (e->d_name[0] != '.') rmdir(file);
+    }
+    closedir(d);
+    assert_int_equal(rmdir(tmp), 0);
+}
+
 /* History and Evaluation, as fit() and evaluate() return them from the worker's done line. */
 static void test_result_values(void **state) {
     (void)state;
@@ -282,6 +349,7 @@ static void test_bad_arguments(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_untrained, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_not_strict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_sequential, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fit_is_a_statement, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_then_save, setup, teardown),
