@@ -287,6 +287,10 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
         taas_buf_puts(&foot, "output shapes and memory come with the input: fit or evaluate the model, or "
                              "summary(model, input_size=(C, H, W))");
     }
+    taas_error unread;  /* a weights file that cannot be read is save()'s to name */
+    if (model->u.obj.weights && taas_weights_partial(model->u.obj.weights, &unread) == 1)
+        taas_buf_puts(&foot, "\nweights: partial (load(strict=False)): the tensors the file lacked are "
+                             "initialised from the seed when it trains");
     taas_buf_puts(&t, foot.data);
     taas_buf_puts(&h, "</tbody>\n</table>\n<div class=\"taas-model-totals\"><pre>");
     taas_buf_html(&h, foot.data);

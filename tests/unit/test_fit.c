@@ -236,7 +236,12 @@ static void test_load_not_strict(void **state) {
                   "_IncompatibleKeys(missing_keys=['1.bias'], unexpected_keys=[])");
     expect_result(f, "lin = Sequential(Flatten(), Linear(4, 2, bias=False))\nload('good.safetensors', into=lin, strict=False)",
                   "_IncompatibleKeys(missing_keys=[], unexpected_keys=['1.bias'])");
+    json_t *shown = NULL;
     taas_error err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(taas_interp_run(f->in, "part", &IO, &shown, &err), TAAS_RUN_DONE);
+    assert_non_null(strstr(json_string_value(json_object_get(shown, "text/plain")), "\nweights: partial"));
+    json_decref(shown);
     assert_int_equal(run(f, "save(part, 'copy.safetensors')", &err), TAAS_RUN_ERROR);
     assert_string_equal(err.ename, "TaasValueError");
     assert_non_null(strstr(err.message, "part has partial weights"));
