@@ -232,6 +232,9 @@ class FineTune(taastest.KernelCase):
         e = self.error("save(net, 'early.safetensors')", "TaasValueError")
         self.assertIn("net has partial weights", e["evalue"])
         self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "early.safetensors")))
+        # evaluate() takes them: the head initialised from its seed, as a fresh torch head is random
+        self.assertTrue(taastest.result_text(self.ok("evaluate(net, train, units=64)", timeout=120))
+                        .startswith("Evaluation(loss="))
         # with lr=0 the loaded tensors stay as they were read, the head as the seed made it
         self.ok(STILL % ("net", "net", "tuned.safetensors"), timeout=120)
         self.ok("fresh = %s\n" % TUNED + STILL % ("fresh", "fresh", "fresh.safetensors"), timeout=120)
