@@ -74,4 +74,13 @@ typedef struct taas_strvec {
 int taas_strvec_push(taas_strvec *s, char *str);
 void taas_strvec_clear(taas_strvec *s); /* frees the strings and the list, leaves it empty */
 
+/* The keys under url, s3://bucket/prefix (the prefix may be empty), through S3's
+ * ListObjectsV2, signed as the object requests are: every page, page_keys keys each (1 to
+ * 1000; 0 or out of range: 1000), appended to keys in the store's order (by bytes). More
+ * than max_keys keys is a TaasIOError saying the cap; so are the store's errors
+ * (NoSuchBucket, AccessDenied, a bad signature: each with its hint) and a malformed
+ * answer. */
+int taas_fetch_s3_list(taas_fetcher *f, const char *url, int page_keys, size_t max_keys, taas_strvec *keys,
+                       taas_error *err);
+
 #endif

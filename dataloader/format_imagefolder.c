@@ -41,6 +41,28 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* bytes [a, a+an) against [b, b+bn), as strcmp orders the strings */
+static int cmp_span(const char *a, size_t an, const char *b, size_t bn) {
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : (an > bn) - (an < bn);
+}
+
+/* The order of a class's images, local paths and S3 keys alike: make_dataset's
+ * sorted(os.walk(class folder)) puts folders in sorted order of their paths and each
+ * folder's files in sorted order of their names; so the first component (the class, for a
+ * key), then the folder, then the name, each compared as strcmp does. */
+static int cmp_sample(const void *pa, const void *pb) {
+    const char *a = *(const char *const *)pa, *b = *(const char *const *)pb;
+    const char *a1 = strchr(a, '/'), *b1 = strchr(b, '/');
+    size_t ac = a1 ? (size_t)(a1 - a) : strlen(a), bc = b1 ? (size_t)(b1 - b) : strlen(b);
+    int c = cmp_span(a, ac, b, bc);
+    if (c) return c;
+    const char *as = strrchr(a, '/'), *bs = strrchr(b, '/');
+    size_t ad = as ? (size_t)(as - a) : 0, bd = bs ? (size_t)(bs - b) : 0;
+    c = cmp_span(a, ad, b, bd);
+    return c ? c : strcmp(as ? as + 1 : a, bs ? bs + 1 : b);
+}
+
 /* -1 when name has none of torchvision's extensions, else its index in IMG_EXT. */
 static int image_ext(const char *name) {
     size_t n = strlen(name);
@@ -136,39 +158,48 @@ static int add_sample(if_ds *ds, const char *path, int64_t label, taas_error *er
     return ds->paths.failed ? taas_fmt_oom(err, "the list of images") : 0;
 }
 
+/* An image file's path: -1 with the error for an extension the loaders do not decode, 0
+ * for a decoded one, 1 when it is no image. */
+static int check_image(if_ds *ds, const char *p, taas_error *err) {
+    int x = image_ext(p);
+    if (x < 0) return 1;
+    if (x < N_DECODED) return 0;
+    taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "ImageFolder: %s on %s is a %s image: the loaders decode JPEG and PNG only",
+                   p, ds->host, IMG_EXT[x] + 1);
+    taas_error_hint(err, "convert it to JPEG or PNG (PIL: Image.open(p).convert('RGB').save('x.jpg', "
+                         "quality=90)), or move it out of the class folder");
+    return -1;
+}
+
+/* The images among paths (sorted here by cmp_sample), as samples of class k. */
+static int add_class_samples(if_ds *ds, taas_strvec *paths, size_t k, taas_error *err) {
+    if (paths->n) qsort(paths->v, paths->n, sizeof *paths->v, cmp_sample);
+    for (size_t i = 0; i < paths->n; i++) {
+        int x = check_image(ds, paths->v[i], err);
+        if (x < 0) return -1;
+        if (x == 0 && add_sample(ds, paths->v[i], (int64_t)k, err) != 0) return -1;
+    }
+    return 0;
+}
+
 /* make_dataset for one class folder. */
 static int list_class(if_ds *ds, const char *root, size_t k, taas_error *err) {
     char *top = taas_fmt_join(root, ds->classes[k]);
     if (!top) return taas_fmt_oom(err, "a path");
-    taas_strvec dirs = {0};
+    taas_strvec dirs = {0}, paths = {0};
     ancestor up[MAX_DEPTH];
     int rc = walk(ds, top, up, 0, &dirs, err);
     free(top);
-    if (rc == 0) qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str); /* sorted(os.walk(...)) */
     for (size_t i = 0; rc == 0 && i < dirs.n; i++) {
         taas_strvec files = {0};
         rc = list_dir(ds, dirs.v[i], NULL, &files, err);
-        for (size_t j = 0; rc == 0 && j < files.n; j++) {
-            int x = image_ext(files.v[j]);
-            if (x < 0) continue;
-            char *p = taas_fmt_join(dirs.v[i], files.v[j]);
-            if (!p) {
-                rc = taas_fmt_oom(err, "a path");
-            } else if (x >= N_DECODED) {
-                taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
-                               "ImageFolder: %s on %s is a %s image: the loaders decode JPEG and PNG only", p,
-                               ds->host, IMG_EXT[x] + 1);
-                taas_error_hint(err, "convert it to JPEG or PNG (PIL: Image.open(p).convert('RGB').save('x.jpg', "
-                                     "quality=90)), or move it out of the class folder");
-                rc = -1;
-            } else {
-                rc = add_sample(ds, p, (int64_t)k, err);
-            }
-            free(p);
-        }
+        for (size_t j = 0; rc == 0 && j < files.n; j++)
+            if (taas_strvec_push(&paths, taas_fmt_join(dirs.v[i], files.v[j])) != 0) rc = taas_fmt_oom(err, "a path");
         taas_strvec_clear(&files);
     }
+    if (rc == 0) rc = add_class_samples(ds, &paths, k, err);
     taas_strvec_clear(&dirs);
+    taas_strvec_clear(&paths);
     return rc;
 }
 
@@ -199,6 +230,73 @@ static int list_root(if_ds *ds, const char *root, taas_error *err) {
         }
     }
     return 0;
+}
+
+/* ---- an s3://bucket/prefix/ root -------------------------------------------------- */
+
+#define S3_MAX_KEYS 10000000 /* objects under the prefix: more is a clear error, not hours of listing */
+
+/* The keys under the prefix (ListObjectsV2, every page) as a folder tree: a class is the
+ * first component below the prefix (a key "cls/" that marks an empty folder makes one too);
+ * keys directly under the prefix are files of root, which ImageFolder ignores. */
+static int list_s3(if_ds *ds, const char *root, taas_error *err) {
+    /* the prefix names a folder: s3://b/train is listed as s3://b/train/, not train2/ */
+    size_t rn = strlen(root);
+    char *url = malloc(rn + 2);
+    if (!url) return taas_fmt_oom(err, "a URL");
+    snprintf(url, rn + 2, "%s%s", root, root[rn - 1] == '/' ? "" : "/");
+    size_t bucket_len = (size_t)(strchr(url + 5, '/') - url) + 1; /* "s3://bucket/" */
+    size_t pre_len = strlen(url) - bucket_len;
+    taas_strvec keys = {0}, rel = {0};
+    int rc = taas_fetch_s3_list(ds->f, url, 0, S3_MAX_KEYS, &keys, err);
+    if (rc != 0) taas_fmt_prefix(err, "ImageFolder: cannot list %s on %s", url, ds->host);
+    /* the part below the prefix; keys at root's level are no class's */
+    for (size_t i = 0; rc == 0 && i < keys.n; i++) {
+        const char *r = keys.v[i] + pre_len;
+        if (strlen(keys.v[i]) < pre_len || !strchr(r, '/') || r[0] == '/') continue;
+        if (taas_strvec_push(&rel, strdup(r)) != 0) rc = taas_fmt_oom(err, "an S3 listing");
+    }
+    taas_strvec_clear(&keys);
+    if (rc == 0 && rel.n) qsort(rel.v, rel.n, sizeof *rel.v, cmp_sample);
+    taas_strvec cls = {0};
+    for (size_t i = 0; rc == 0 && i < rel.n;) {
+        size_t cn = (size_t)(strchr(rel.v[i], '/') - rel.v[i]);
+        taas_strvec paths = {0};
+        size_t j = i;
+        for (; rc == 0 && j < rel.n && !strncmp(rel.v[j], rel.v[i], cn + 1); j++) {
+            if (rel.v[j][strlen(rel.v[j]) - 1] == '/') continue; /* a folder marker */
+            char *p = malloc(bucket_len + pre_len + strlen(rel.v[j]) + 1);
+            if (p) sprintf(p, "%.*s%s", (int)(bucket_len + pre_len), url, rel.v[j]);
+            if (taas_strvec_push(&paths, p) != 0) rc = taas_fmt_oom(err, "an S3 listing");
+        }
+        if (rc == 0 && taas_strvec_push(&cls, strndup(rel.v[i], cn)) != 0) rc = taas_fmt_oom(err, "an S3 listing");
+        size_t before = ds->n;
+        ds->classes = cls.v;
+        ds->nclasses = cls.n;
+        if (rc == 0) rc = add_class_samples(ds, &paths, cls.n - 1, err);
+        if (rc == 0 && ds->n == before) {
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
+                           "ImageFolder: found no image in the class folder %.*s of %s, listed on %s", (int)cn,
+                           rel.v[i], url, ds->host);
+            taas_error_hint(err, "each class prefix needs at least one .jpg, .jpeg or .png key (any case); delete "
+                                 "the other keys under it or add its images");
+            rc = -1;
+        }
+        taas_strvec_clear(&paths);
+        i = j;
+    }
+    ds->classes = cls.v;
+    ds->nclasses = cls.n;
+    taas_strvec_clear(&rel);
+    if (rc == 0 && cls.n == 0) {
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "ImageFolder: found no class folder under %s, listed on %s",
+                       url, ds->host);
+        taas_error_hint(err, "the prefix holds one folder per class, the images under it: %scat/1.jpg, %sdog/2.jpg",
+                        url, url);
+        rc = -1;
+    }
+    free(url);
+    return rc;
 }
 
 /* ---- samples ----------------------------------------------------------------------- */
@@ -281,17 +379,13 @@ int taas_format_imagefolder_open(taas_dataset *d, const json_t *spec, taas_fetch
                              "000099}.tar'), or copy the folder to each loader's host", root);
         return -1;
     }
-    if (!strncasecmp(root, "s3://", 5)) {
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "ImageFolder: root %s: s3:// roots are not listed yet", root);
-        taas_error_hint(err, "copy the folder to each loader's host (aws s3 sync), or pack it into WebDataset shards");
-        return -1;
-    }
+    int s3 = !strncmp(root, "s3://", 5);
     if (!strncmp(root, "file://", 7)) root += 7;
     if_ds *ds = calloc(1, sizeof *ds);
     if (!ds) return taas_fmt_oom(err, "a dataset");
     ds->f = f;
     if (gethostname(ds->host, sizeof ds->host - 1) != 0) snprintf(ds->host, sizeof ds->host, "this host");
-    if (list_root(ds, root, err) != 0) {
+    if ((s3 ? list_s3(ds, root, err) : list_root(ds, root, err)) != 0) {
         if_free(ds);
         return -1;
     }

@@ -192,7 +192,7 @@ static void web_repr_with(const taas_value *v, taas_buf *out, const json_t *prob
 static void web_repr(const taas_value *v, taas_buf *out) { web_repr_with(v, out, NULL); }
 
 static const taas_param FOLDER_P[] = {
-    {"root", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "folder with one folder per class, read on each loader's host (s3:// and http(s):// are refused)"},
+    {"root", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "folder with one folder per class, read on each loader's host, or s3://bucket/prefix/ (listed with ListObjectsV2); http(s):// is refused"},
     {"transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "applied to each image"},
     {"target_transform", TAAS_P_TRANSFORM, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "must stay None: labels are used as they are"},
     END,

@@ -38,14 +38,7 @@ static taas_fetcher *fetcher(const char *cache, size_t range_min) {
 }
 
 static void use_credentials(const char *key, const char *secret) {
-    char endpoint[64];
-    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", S.port);
-    setenv("AWS_ENDPOINT_URL", endpoint, 1);
-    setenv("AWS_ACCESS_KEY_ID", key, 1);
-    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
-    setenv("AWS_REGION", "us-east-1", 1);
-    unsetenv("AWS_SESSION_TOKEN");
-    unsetenv("AWS_ENDPOINT_URL_S3");
+    tu_s3_env(S.port, key, secret);
 }
 
 static int put(const char *path, const void *data, size_t len) {

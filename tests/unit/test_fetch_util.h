@@ -237,6 +237,18 @@ TU_UNUSED static int tu_s3server(tu_server *s, const char *bucket) {
     return tu_server_start(s, argv, portfile, 240);
 }
 
+/* The AWS environment of a fetcher made next: the S3 test server on port, key and secret. */
+TU_UNUSED static void tu_s3_env(int port, const char *key, const char *secret) {
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", port);
+    setenv("AWS_ENDPOINT_URL", endpoint, 1);
+    setenv("AWS_ACCESS_KEY_ID", key, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    unsetenv("AWS_SESSION_TOKEN");
+    unsetenv("AWS_ENDPOINT_URL_S3");
+}
+
 /* ---- plain libcurl requests for setting up and inspecting servers ---- */
 
 typedef struct tu_body {

@@ -1,11 +1,26 @@
 // An S3-compatible server (s3rver) on a free loopback port, for the fetch tests.
 //   node server.js --dir DIR --portfile FILE [--bucket NAME]...
 // Credentials: access key S3RVER, secret S3RVER (s3rver's built-in account); requests are
-// checked for a valid AWS SigV4 signature. The port goes to --portfile once it listens. It
+// checked for a valid AWS SigV4 signature; ListObjectsV2 pages (max-keys, continuation-token). The port goes to --portfile once it listens. It
 // exits on SIGTERM/SIGINT and when its parent dies, so a test never leaves it running.
 'use strict';
 
+const crypto = require('crypto');
 const fs = require('fs');
+
+// s3rver makes ListObjectsV2's continuation tokens with DES, which OpenSSL 3 leaves out
+// (ERR_OSSL_EVP_UNSUPPORTED: every truncated listing fails with a 500 InternalError). The
+// token is opaque to clients, so AES-128-CTR over the same 8-byte key and IV (zero-padded)
+// serves as well: it is as reversible, and the IV still travels in the token.
+for (const name of ['createCipheriv', 'createDecipheriv']) {
+  const orig = crypto[name];
+  crypto[name] = function (alg, key, iv, ...rest) {
+    if (alg !== 'des') return orig.call(this, alg, key, iv, ...rest);
+    const pad = (b) => Buffer.concat([b, Buffer.alloc(16 - b.length)]);
+    return orig.call(this, 'aes-128-ctr', pad(key), pad(iv), ...rest);
+  };
+}
+
 const S3rver = require('@20minutes/s3rver');
 
 function parseArgs(argv) {
