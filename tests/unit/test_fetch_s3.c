@@ -193,6 +193,49 @@ static void test_wrong_credentials(void **state) {
     taas_fetcher_free(f);
 }
 
+static const char *path_in(const char *enc) {
+    static char p[300];
+    snprintf(p, sizeof p, BUCKET "/%s", enc);
+    return p;
+}
+
+/* ListObjectsV2 through every page: two keys a page over seven keys, a prefix that needs
+ * encoding, a sibling prefix left out, the cap on keys. */
+static void test_list_pages(void **state) {
+    (void)state;
+    use_credentials("S3RVER", "S3RVER");
+    const char *keys[] = {"list/a b+c=\xc3\xa9/1", "list/a b+c=\xc3\xa9/2", "list/a b+c=\xc3\xa9/sub/3",
+                          "list/a b+c=\xc3\xa9/z&<>'\"", "list/a b+c=\xc3\xa9/~4", "list/a b+c=\xc3\xa9/5/",
+                          "list/a b+c=\xc3\xa9/6"};
+    const char *enc[] = {"list/a%20b%2Bc%3D%C3%A9/1", "list/a%20b%2Bc%3D%C3%A9/2", "list/a%20b%2Bc%3D%C3%A9/sub/3",
+                         "list/a%20b%2Bc%3D%C3%A9/z%26%3C%3E%27%22", "list/a%20b%2Bc%3D%C3%A9/~4",
+                         "list/a%20b%2Bc%3D%C3%A9/5/", "list/a%20b%2Bc%3D%C3%A9/6"};
+    for (size_t i = 0; i < 7; i++) assert_int_equal(put(path_in(enc[i]), "k", 1), 0);
+    assert_int_equal(put(BUCKET "/list/a%20b%2Bc%3D%C3%A9x/other", "k", 1), 0);
+    taas_fetcher *f = fetcher(NULL, 1 << 20);
+    taas_strvec got = {0};
+    taas_fetch_stats before, after;
+    taas_fetch_stats_get(f, &before);
+    if (taas_fetch_s3_list(f, "s3://" BUCKET "/list/a b+c=\xc3\xa9/", 2, 100, &got, &E) != 0)
+        fail_msg("%s (hint: %s)", E.message, E.hint);
+    taas_fetch_stats_get(f, &after);
+    assert_int_equal(after.requests - before.requests, 4); /* 2 + 2 + 2 + 1 */
+    /* the store's order: bytes */
+    const char *want[] = {keys[0], keys[1], keys[5], keys[6], keys[2], keys[3], keys[4]};
+    assert_int_equal(got.n, 7);
+    for (size_t i = 0; i < 7; i++) assert_string_equal(got.v[i], want[i]);
+    taas_strvec_clear(&got);
+    /* more than the cap */
+    tu_expect_io_error(&E, taas_fetch_s3_list(f, "s3://" BUCKET "/list/", 2, 5, &got, &E),
+                       "s3://" BUCKET "/list/: more than 5 objects under this prefix", "narrower prefix");
+    taas_strvec_clear(&got);
+    /* a bucket that is not there */
+    tu_expect_io_error(&E, taas_fetch_s3_list(f, "s3://no-such-bucket/x/", 0, 100, &got, &E),
+                       "GET s3://no-such-bucket/x/: 404 Not Found (NoSuchBucket", "no bucket 'no-such-bucket'");
+    assert_int_equal(got.n, 0);
+    taas_fetcher_free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get_whole),
@@ -201,6 +244,7 @@ int main(void) {
         cmocka_unit_test(test_session_token_signed),
         cmocka_unit_test(test_no_such_key_or_bucket),
         cmocka_unit_test(test_wrong_credentials),
+        cmocka_unit_test(test_list_pages),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -21,6 +21,18 @@ for (const name of ['createCipheriv', 'createDecipheriv']) {
   };
 }
 
+// s3rver escapes each text with he.escape and hands it to fast-xml-parser's XMLBuilder,
+// which escapes it again: a key "a&b" is listed as "a&amp;amp;b", which S3 never sends.
+// Its builder is made to leave entities alone, so each text is escaped once, as S3 does.
+const fxpPath = require.resolve('fast-xml-parser', {
+  paths: [require.resolve('@20minutes/s3rver')],
+});
+const fxp = require(fxpPath);
+class OnceEscapingBuilder extends fxp.XMLBuilder {
+  constructor(options) { super({ ...options, processEntities: false }); }
+}
+require.cache[fxpPath].exports = { ...fxp, XMLBuilder: OnceEscapingBuilder };
+
 const S3rver = require('@20minutes/s3rver');
 
 function parseArgs(argv) {
