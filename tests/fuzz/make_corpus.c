@@ -563,6 +563,24 @@ static const char *const RECORDS[] = {
     "\"checksums\":[]}",
 };
 
+/* ListObjectsV2 answers as S3 sends them: a truncated page, the last page, an empty one,
+ * entities in keys, an <Error>. */
+static const char *const S3_LISTS[] = {
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+    "<Name>my-data</Name><Prefix>train/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys>"
+    "<IsTruncated>true</IsTruncated><Contents><Key>train/cat/1.jpg</Key><LastModified>2026-01-01T00:00:00.000Z"
+    "</LastModified><ETag>&quot;9dd4e461268c8034f5c8564e155c67a6&quot;</ETag><Size>1234</Size><StorageClass>"
+    "STANDARD</StorageClass></Contents><Contents><Key>train/dog/sub/2.PNG</Key><Size>99</Size></Contents>"
+    "<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken>"
+    "</ListBucketResult>",
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult><Contents><Key>t/a&amp;b&lt;&gt;&quot;&apos;"
+    "&#233;&#x1F600;.jpg</Key><Size>0</Size></Contents><IsTruncated>false</IsTruncated></ListBucketResult>",
+    "<ListBucketResult><Name>b</Name><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated><Owner/>"
+    "<!-- nothing --></ListBucketResult>",
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NoSuchBucket</Code><Message>The specified bucket does "
+    "not exist</Message><BucketName>nope</BucketName><RequestId>4442587FB7D0A2F9</RequestId></Error>",
+};
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s OUTDIR (tests/fuzz/corpus)\n", argv[0]);
@@ -588,5 +606,6 @@ int main(int argc, char **argv) {
     safetensors_seeds(TAAS_SOURCE_DIR);
     jobfolder_seeds();
     put_texts("checkpoint", RECORDS, sizeof RECORDS / sizeof RECORDS[0]);
+    put_texts("s3_list", S3_LISTS, sizeof S3_LISTS / sizeof S3_LISTS[0]);
     return 0;
 }
