@@ -236,6 +236,15 @@ static int list_root(if_ds *ds, const char *root, taas_error *err) {
 
 #define S3_MAX_KEYS 10000000 /* objects under the prefix: more is a clear error, not hours of listing */
 
+/* 1 when a component of key is "." or "..". */
+static int dot_segment(const char *key) {
+    for (const char *c = key; c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL) {
+        size_t n = strcspn(c, "/");
+        if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.')) return 1;
+    }
+    return 0;
+}
+
 /* The keys under the prefix (ListObjectsV2, every page) as a folder tree: a class is the
  * first component below the prefix (a key "cls/" that marks an empty folder makes one too);
  * keys directly under the prefix are files of root, which ImageFolder ignores. */
@@ -252,9 +261,18 @@ static int list_s3(if_ds *ds, const char *root, taas_error *err) {
     if (rc != 0) taas_fmt_prefix(err, "ImageFolder: cannot list %s on %s", url, ds->host);
     /* the part below the prefix; keys at root's level are no class's */
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
+        if (strncmp(keys.v[i], url + bucket_len, pre_len)) continue; /* a store that ignored the prefix */
         const char *r = keys.v[i] + pre_len;
-        if (strlen(keys.v[i]) < pre_len || !strchr(r, '/') || r[0] == '/') continue;
-        if (taas_strvec_push(&rel, strdup(r)) != 0) rc = taas_fmt_oom(err, "an S3 listing");
+        if (!strchr(r, '/') || r[0] == '/') continue;
+        if (dot_segment(r)) {
+            /* libcurl resolves "." and ".." in a URL's path: another object would be read */
+            taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
+                           "ImageFolder: the key %s%s has a '.' or '..' folder, which an S3 URL cannot name", url, r);
+            taas_error_hint(err, "rename the key (aws s3 mv) without the '.' or '..' part");
+            rc = -1;
+        } else if (taas_strvec_push(&rel, strdup(r)) != 0) {
+            rc = taas_fmt_oom(err, "an S3 listing");
+        }
     }
     taas_strvec_clear(&keys);
     if (rc == 0 && rel.n) qsort(rel.v, rel.n, sizeof *rel.v, cmp_sample);
@@ -271,8 +289,6 @@ static int list_s3(if_ds *ds, const char *root, taas_error *err) {
         }
         if (rc == 0 && taas_strvec_push(&cls, strndup(rel.v[i], cn)) != 0) rc = taas_fmt_oom(err, "an S3 listing");
         size_t before = ds->n;
-        ds->classes = cls.v;
-        ds->nclasses = cls.n;
         if (rc == 0) rc = add_class_samples(ds, &paths, cls.n - 1, err);
         if (rc == 0 && ds->n == before) {
             taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS,
