@@ -239,15 +239,14 @@ int taas_fetch_s3_list(taas_fetcher *f, const char *url, int page_keys, size_t m
             if (taas_strvec_push(keys, pg.keys.v[i]) != 0) rc = s3_error(url, "out of memory", "", err);
             pg.keys.v[i] = NULL;
         }
-        free(token);
-        token = NULL;
         if (rc == 0 && pg.truncated) {
-            if (!pg.next_token || !pg.next_token[0])
-                rc = s3_error(url, "the listing says it is truncated but gives no NextContinuationToken",
+            if (!pg.next_token || !pg.next_token[0] || (token && !strcmp(token, pg.next_token)))
+                rc = s3_error(url, "the listing says it is truncated but gives no new NextContinuationToken",
                               "check the store: it does not page ListObjectsV2 as S3 does", err);
-            token = pg.next_token;
-            pg.next_token = NULL;
         }
+        free(token);
+        token = pg.next_token;
+        pg.next_token = NULL;
         int more = pg.truncated;
         s3_list_page_free(&pg);
         if (!more) break;

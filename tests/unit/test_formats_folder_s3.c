@@ -173,6 +173,46 @@ static void test_store_errors(void **state) {
     use_credentials("S3RVER", "S3RVER");
 }
 
+/* Answers that the S3 test server cannot give, from canned files served as a store's
+ * listings (tests/lib/faultserver.py serves GET /bucket?... from the file root/bucket). */
+static void test_odd_listings(void **state) {
+    (void)state;
+    static const char *const files[][2] = {
+        {"dots", "<ListBucketResult><Contents><Key>p/cls/1.jpg</Key></Contents><Contents><Key>p/cls/../x/2.jpg"
+                 "</Key></Contents><IsTruncated>false</IsTruncated></ListBucketResult>"},
+        {"html", "<html><body>It works!</body></html>"},
+        {"notoken", "<ListBucketResult><Contents><Key>p/cls/1.jpg</Key></Contents><IsTruncated>true</IsTruncated>"
+                    "</ListBucketResult>"},
+        {"sametoken", "<ListBucketResult><Contents><Key>p/cls/1.jpg</Key></Contents><IsTruncated>true"
+                      "</IsTruncated><NextContinuationToken>t</NextContinuationToken></ListBucketResult>"},
+    };
+    char canned[300], p[400];
+    snprintf(canned, sizeof canned, "%s/canned", ROOT);
+    mkdir(canned, 0755);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", canned, files[i][0]);
+        tu_write(p, files[i][1], strlen(files[i][1]));
+    }
+    tu_server fs;
+    tu_server_dir(&fs, ROOT, "fault");
+    assert_int_equal(tu_faultserver(&fs, canned, NULL), 0);
+    tu_s3_env(fs.port, "S3RVER", "S3RVER");
+    taas_fetcher *f = fx_fetcher();
+    assert_null(fx_open(f, folder("s3://dots/p/"), &E));
+    assert_string_equal(E.ename, "TaasDataError");
+    assert_non_null(strstr(E.message, "s3://dots/p/cls/../x/2.jpg has a '.' or '..' folder"));
+    assert_null(fx_open(f, folder("s3://html/p/"), &E));
+    assert_string_equal(E.ename, "TaasIOError");
+    assert_non_null(strstr(E.message, "not a ListObjectsV2 answer: a root element other than ListBucketResult"));
+    assert_null(fx_open(f, folder("s3://notoken/p/"), &E));
+    assert_non_null(strstr(E.message, "truncated but gives no new NextContinuationToken"));
+    assert_null(fx_open(f, folder("s3://sametoken/p/"), &E));
+    assert_non_null(strstr(E.message, "truncated but gives no new NextContinuationToken"));
+    taas_fetcher_free(f);
+    tu_server_stop(&fs);
+    use_credentials("S3RVER", "S3RVER");
+}
+
 static int setup(void **state) {
     if (load_ref(state)) return -1;
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -194,6 +234,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_same_as_local_folder, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_listing_refusals, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_store_errors, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_odd_listings, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
