@@ -155,7 +155,7 @@ int fetch_s3_target(taas_fetcher *f, fetch_target *t, const char *url, taas_erro
 
 /* A failed listing's hint, by S3's error code (fetch_fail's is about one object). */
 static void list_hint(taas_fetcher *f, const char *url, const fetch_resp *r, taas_error *err) {
-    s3_list_page pg;
+    s3_list_page pg = {0}; /* freed below even when there is no body to parse */
     taas_error ignored;
     const char *endpoint = f->aws_endpoint ? f->aws_endpoint : "AWS S3";
     const char *b = url + 5, *slash = strchr(b, '/');
@@ -225,8 +225,11 @@ int taas_fetch_s3_list(taas_fetcher *f, const char *url, int page_keys, size_t m
         }
         fetch_resp_free(&r);
         if (rc == 0 && pg.is_error) {
-            rc = s3_error(url, "the store answered the listing with an error", "check the bucket and credentials",
-                          err);
+            char why[400], code[80], msg[200];
+            snprintf(why, sizeof why, "the store answered the listing with the error %s: %s",
+                     pg.code ? taas_utf8_clip(code, sizeof code, pg.code, strlen(pg.code), 60) : "(no code)",
+                     pg.message ? taas_utf8_clip(msg, sizeof msg, pg.message, strlen(pg.message), 150) : "");
+            rc = s3_error(url, why, "check the bucket's name and the credentials", err);
         }
         for (size_t i = 0; rc == 0 && i < pg.keys.n; i++) {
             if (keys->n - start >= max_keys) {

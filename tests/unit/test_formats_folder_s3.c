@@ -183,6 +183,7 @@ static void test_odd_listings(void **state) {
         {"html", "<html><body>It works!</body></html>"},
         {"notoken", "<ListBucketResult><Contents><Key>p/cls/1.jpg</Key></Contents><IsTruncated>true</IsTruncated>"
                     "</ListBucketResult>"},
+        {"okerror", "<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"},
         {"sametoken", "<ListBucketResult><Contents><Key>p/cls/1.jpg</Key></Contents><IsTruncated>true"
                       "</IsTruncated><NextContinuationToken>t</NextContinuationToken></ListBucketResult>"},
     };
@@ -208,8 +209,14 @@ static void test_odd_listings(void **state) {
     assert_non_null(strstr(E.message, "truncated but gives no new NextContinuationToken"));
     assert_null(fx_open(f, folder("s3://sametoken/p/"), &E));
     assert_non_null(strstr(E.message, "truncated but gives no new NextContinuationToken"));
-    taas_fetcher_free(f);
+    assert_null(fx_open(f, folder("s3://okerror/p/"), &E));
+    assert_non_null(strstr(E.message, "answered the listing with the error SlowDown: Reduce your request rate."));
+    /* no store there any more: an error without a body */
     tu_server_stop(&fs);
+    assert_null(fx_open(f, folder("s3://dots/p/"), &E));
+    assert_string_equal(E.ename, "TaasIOError");
+    assert_non_null(strstr(E.message, "ImageFolder: cannot list s3://dots/p/ on "));
+    taas_fetcher_free(f);
     use_credentials("S3RVER", "S3RVER");
 }
 
