@@ -131,6 +131,14 @@ static int is_path(const parser *p, const char *a, const char *b, const char *c)
     return 1;
 }
 
+/* 1 when the element on top of the stack is one whose text is read. */
+static int text_element(const parser *p) {
+    const char *L = "ListBucketResult";
+    return is_path(p, L, "Contents", "Key") || is_path(p, L, "Contents", "Size") || is_path(p, L, "IsTruncated", NULL) ||
+           is_path(p, L, "NextContinuationToken", NULL) || is_path(p, "Error", "Code", NULL) ||
+           is_path(p, "Error", "Message", NULL);
+}
+
 /* The element on top of the stack ends: keep its text when it is one we read. */
 static int element_end(parser *p, s3_list_page *pg) {
     const char *L = "ListBucketResult";
@@ -204,6 +212,7 @@ static int tag(parser *p, s3_list_page *pg, int *done) {
     int empty = p->s[p->i - 1] == '/';
     p->i++;
     if (p->depth == MAX_DEPTH) return bad(p, "elements nested too deep");
+    if (text_element(p)) return bad(p, "an element inside Key, Size or another text element");
     memcpy(p->stack[p->depth], p->s + b, len);
     p->stack[p->depth][len] = '\0';
     if (p->depth == 0) {

@@ -77,6 +77,8 @@ static void test_refusals(void **state) {
     parse_bad("<ListBucketResult><Contents><Key>a</Key>", "ends before its root element");
     parse_bad("", "ends before its root element");
     parse_bad("<ListBucketResult><IsTruncated>yes</IsTruncated></ListBucketResult>", "neither true nor false");
+    parse_bad("<ListBucketResult><Contents><Key>a<b/>c</Key></Contents></ListBucketResult>", "inside Key");
+    parse_bad("<Error><Code>X<i>Y</i></Code></Error>", "inside Key");
     parse_bad("<ListBucketResult><Contents><Size>12a</Size></Contents></ListBucketResult>", "Size");
     parse_bad("<ListBucketResult><Contents><Key></Key></Contents></ListBucketResult>", "empty Key");
     parse_bad("<ListBucketResult><Contents><Key>\xff</Key></Contents></ListBucketResult>", "not UTF-8");
