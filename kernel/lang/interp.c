@@ -46,6 +46,10 @@ static void null_clear(void *ctx, int wait) { (void)ctx; (void)wait; }
 static void null_page(void *ctx, json_t *data) { (void)ctx; json_decref(data); }
 static const taas_io NULL_IO = {.stream = null_stream, .display = null_display, .clear_output = null_clear, .page = null_page};
 
+const taas_io *taas_interp_quiet_io(void) {
+    return &NULL_IO;
+}
+
 taas_interp *taas_interp_new(void) {
     taas_interp *in = calloc(1, sizeof *in);
     if (!in) return NULL;

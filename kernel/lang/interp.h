@@ -39,7 +39,11 @@ typedef enum taas_run_state {
 taas_interp *taas_interp_new(void);
 void taas_interp_free(taas_interp *in);
 
-/* Starts a cell. The io must outlive the cell (until DONE or ERROR). */
+/* An io that drops what a cell says (the one a NULL io stands for): start from a copy of it
+ * to keep only some of the outputs. */
+const taas_io *taas_interp_quiet_io(void);
+
+/* Starts a cell. The io must outlive the cell (until DONE or ERROR); NULL: the quiet one. */
 taas_run_state taas_interp_run(taas_interp *in, const char *code, const taas_io *io,
                                json_t **result, taas_error *err);
 taas_run_state taas_interp_resume(taas_interp *in, json_t **result, taas_error *err);

@@ -43,21 +43,11 @@ void *__wrap_realloc(void *p, size_t n) { return fails() ? NULL : __real_realloc
 char *__wrap_strdup(const char *s) { return fails() ? NULL : __real_strdup(s); }
 char *__wrap_strndup(const char *s, size_t n) { return fails() ? NULL : __real_strndup(s, n); }
 
-static void null_stream(void *ctx, const char *name, const char *text) { (void)ctx; (void)name; (void)text; }
-static void null_display(void *ctx, json_t *d, json_t *m, const char *id, int u) {
-    (void)ctx; (void)id; (void)u;
-    json_decref(d);
-    json_decref(m);
-}
-static void null_clear(void *ctx, int w) { (void)ctx; (void)w; }
-static void null_page(void *ctx, json_t *d) { (void)ctx; json_decref(d); }
-static const taas_io io = {NULL, null_stream, null_display, null_clear, null_page, NULL};
-
 /* The cell's text/plain result ("" for none), or "ename: message" (malloc'd, unarmed). */
 static char *run(taas_interp *in, const char *code, taas_run_state *state) {
     json_t *r = NULL;
     taas_error err;
-    taas_run_state s = taas_interp_run(in, code, &io, &r, &err);
+    taas_run_state s = taas_interp_run(in, code, NULL, &r, &err);
     int was = armed;
     armed = 0;
     char *text;
