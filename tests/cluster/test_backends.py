@@ -617,7 +617,7 @@ slow = DataLoader(FashionMNIST(root='%s', train=True, transform=heavy), batch_si
 register(slow)
 """ % FASHION
 TINY_FIT = ("tiny = Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))\n"
-            "h = fit(tiny, slow, epochs=1, loss=NLLLoss(), optimizer=Adam(lr=0.002), seed=5)\n"
+            "h = fit(tiny, slow, epochs=%d, loss=NLLLoss(), optimizer=Adam(lr=0.002), seed=5)\n"
             "save(tiny, 'tiny-%s.safetensors')\nh")
 
 
@@ -629,10 +629,11 @@ class PoolAndBudget(ClusterKernel):
 
     folder, setup = "pool", SLOW_SETUP
 
-    def run_cell(self, backend, flags, name, timeout=600):
+    def run_cell(self, backend, flags, name, epochs=1, timeout=600):
         write_config(backend)
         head = "#!t1.4\n" if backend == "slurm" else ""
-        reply, msgs = self.k.execute(head + "#pragma taas --gpus 2 %s\n" % flags + TINY_FIT % name, timeout=timeout)
+        reply, msgs = self.k.execute(head + "#pragma taas --gpus 2 %s\n" % flags + TINY_FIT % (epochs, name),
+                                     timeout=timeout)
         self.assertEqual(reply["content"]["status"], "ok", stream_text(msgs) + stream_text(msgs, "stderr"))
         return msgs
 
@@ -647,11 +648,12 @@ class PoolAndBudget(ClusterKernel):
             self.assertEqual(summary(out), local, backend)  # the same samples, with the same contents
 
     def test_2_a_time_budget_stops_the_job(self):
-        # a whole epoch of the slow loader takes minutes; the budget is a small part of it
+        # 50 epochs of the slow loader: a machine would have to train one in 0.4 s to finish
+        # within the budget (one takes about 20 s here), so the budget always stops the job
         for backend in ("ssh", "slurm"):
-            msgs = self.run_cell(backend, "--cpus 1 --budget 20s", "budget-" + backend)
+            msgs = self.run_cell(backend, "--cpus 1 --budget 20s", "budget-" + backend, epochs=50)
             err = stream_text(msgs, "stderr")
-            self.assertRegex(err, r"the budget \(--budget 20s\) is used up after \d+ s, at epoch 1 step \d+",
+            self.assertRegex(err, r"the budget \(--budget 20s\) is used up after \d+ s, at epoch \d+ step \d+",
                              backend)
             self.assertTrue(taastest.result_text(msgs).startswith("History ("), backend)
             self.assertGreater(os.path.getsize(os.path.join(self.cwd, "tiny-budget-%s.safetensors" % backend)), 0)
