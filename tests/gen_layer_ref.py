@@ -66,11 +66,15 @@ def linear():
                        [("weight", m.weight), ("bias", m.bias)]))
 
 
-def conv(name, n, c, h, w, oc, k, s, p):
-    m = randomize(nn.Conv2d(c, oc, k, stride=s, padding=p).double())
+def conv(name, n, c, h, w, oc, k, s, p, groups=1, bias=True):
+    """A convolution; "groups" is in the file when not 1, "bias" and "dbias" only with one."""
+    m = randomize(nn.Conv2d(c, oc, k, stride=s, padding=p, groups=groups, bias=bias).double())
     cfg = {"n": n, "c": c, "h": h, "w": w, "oc": oc, "kh": k[0], "kw": k[1],
            "sh": s[0], "sw": s[1], "ph": p[0], "pw": p[1]}
-    save(name, run(m, rnd(n, c, h, w), cfg, [("weight", m.weight), ("bias", m.bias)]))
+    if groups != 1:
+        cfg["groups"] = groups
+    params = [("weight", m.weight)] + ([("bias", m.bias)] if bias else [])
+    save(name, run(m, rnd(n, c, h, w), cfg, params))
 
 
 def pool(name, cls, n, c, h, w, k, s, p):
@@ -141,6 +145,14 @@ def main():
     # the direct kernels' wide tiles: output channels past one tile (64 at AVX-512) and
     # whole 16 x 16 transposed blocks with a partial one beside; padding on one side only
     conv("conv2d_wide", 2, 5, 7, 9, 70, (3, 3), (1, 1), (1, 0))
+    # what ResNets add: grouped convolutions (stride 1, where the direct kernels would run
+    # without groups; strided; 1x1; depthwise, groups = C, with one and two outputs per
+    # channel), with and without bias
+    conv("conv2d_groups2", 3, 4, 6, 7, 6, (3, 3), (1, 1), (1, 1), groups=2)
+    conv("conv2d_groups2_strided_nobias", 2, 6, 8, 7, 4, (3, 2), (2, 1), (1, 0), groups=2, bias=False)
+    conv("conv2d_groups2_1x1", 2, 4, 5, 6, 6, (1, 1), (1, 1), (0, 0), groups=2)
+    conv("conv2d_depthwise", 2, 5, 9, 8, 5, (3, 3), (2, 2), (1, 1), groups=5)
+    conv("conv2d_depthwise_x2_nobias", 2, 3, 6, 6, 6, (3, 3), (1, 1), (1, 1), groups=3, bias=False)
 
 
 if __name__ == "__main__":

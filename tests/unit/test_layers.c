@@ -39,6 +39,11 @@ static int cfg(json_t *j, const char *key) {
     return (int)json_integer_value(v);
 }
 
+/* cfg(j, key), or dflt where the fixture leaves it out */
+static int cfg_or(json_t *j, const char *key, int dflt) {
+    return json_object_get(j, key) ? cfg(j, key) : dflt;
+}
+
 /* malloc'd copy of array `key`; *n gets its length */
 static float *arr(json_t *j, const char *key, size_t *n) {
     json_t *a = json_object_get(j, key);
@@ -103,35 +108,39 @@ static void test_linear(void **state) {
     json_decref(j);
 }
 
+/* A fixture without "bias" is a convolution with bias=False: b and db are NULL. */
 static void conv_case(const char *name, int nthreads) {
     json_t *j = load(name);
     taas_conv2d_shape s = {cfg(j, "n"), cfg(j, "c"), cfg(j, "h"), cfg(j, "w"), cfg(j, "oc"),
                            cfg(j, "kh"), cfg(j, "kw"), cfg(j, "sh"), cfg(j, "sw"),
-                           cfg(j, "ph"), cfg(j, "pw")};
+                           cfg(j, "ph"), cfg(j, "pw"), cfg_or(j, "groups", 0)};
     taas_error e;
     taas_error_clear(&e);
     assert_int_equal(taas_conv2d_check(&s, &e), 0);
+    int has_bias = json_object_get(j, "bias") != NULL;
     size_t nx, ny, nw;
-    float *x = arr(j, "x", &nx), *w = arr(j, "weight", &nw), *b = arr(j, "bias", NULL);
+    float *x = arr(j, "x", &nx), *w = arr(j, "weight", &nw), *b = has_bias ? arr(j, "bias", NULL) : NULL;
     float *dy = arr(j, "dy", &ny);
     assert_int_equal(ny, (size_t)s.n * s.oc * taas_conv2d_out_h(&s) * taas_conv2d_out_w(&s));
+    assert_int_equal(nw, (size_t)s.oc * (s.c / taas_conv2d_groups(&s)) * s.kh * s.kw);
     float *scratch = filled(taas_conv2d_scratch_floats(&s, nthreads), 9);
-    float *y = filled(ny, 7), *dx = filled(nx, 7), *dw = filled(nw, 1), *db = filled(s.oc, 1);
+    float *y = filled(ny, 7), *dx = filled(nx, 7), *dw = filled(nw, 1);
+    float *db = has_bias ? filled(s.oc, 1) : NULL;
     taas_conv2d_forward(y, x, w, b, &s, scratch, nthreads);
     expect(j, "y", y, 0);
     taas_conv2d_backward(dx, dw, db, dy, x, w, &s, scratch, nthreads);
     expect(j, "dx", dx, 0);
     expect(j, "dweight", dw, 1);
-    expect(j, "dbias", db, 1);
+    if (db) expect(j, "dbias", db, 1);
     /* first layer: no input gradient, parameter gradients unchanged */
     for (size_t i = 0; i < nw; i++) dw[i] = 0;
-    for (int i = 0; i < s.oc; i++) db[i] = 0;
+    for (int i = 0; db && i < s.oc; i++) db[i] = 0;
     taas_conv2d_backward(NULL, dw, db, dy, x, w, &s, scratch, nthreads);
     expect(j, "dweight", dw, 0);
-    expect(j, "dbias", db, 0);
+    if (db) expect(j, "dbias", db, 0);
     /* fused with a ReLU: the same bits as the convolution, then ReLU and its backward */
     float *yr = filled(ny, 7), *dym = filled(ny, 0), *dxr = filled(nx, 7), *dwr = filled(nw, 0),
-          *dbr = filled(s.oc, 0);
+          *dbr = has_bias ? filled(s.oc, 0) : NULL;
     taas_conv2d_relu_forward(yr, x, w, b, &s, scratch, nthreads);
     for (size_t i = 0; i < ny; i++) {
         float r = y[i] > 0.0f ? y[i] : 0.0f;
@@ -139,12 +148,12 @@ static void conv_case(const char *name, int nthreads) {
         dym[i] = yr[i] > 0.0f ? dy[i] : 0.0f;
     }
     for (size_t i = 0; i < nw; i++) dw[i] = 0;
-    for (int i = 0; i < s.oc; i++) db[i] = 0;
+    for (int i = 0; db && i < s.oc; i++) db[i] = 0;
     taas_conv2d_backward(dx, dw, db, dym, x, w, &s, scratch, nthreads);
     taas_conv2d_relu_backward(dxr, dwr, dbr, dy, yr, x, w, &s, scratch, nthreads);
     assert_memory_equal(dxr, dx, nx * sizeof *dx);
     assert_memory_equal(dwr, dw, nw * sizeof *dw);
-    assert_memory_equal(dbr, db, s.oc * sizeof *db);
+    if (db) assert_memory_equal(dbr, db, s.oc * sizeof *db);
     free(yr), free(dym), free(dxr), free(dwr), free(dbr);
     free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(scratch);
     json_decref(j);
@@ -165,6 +174,50 @@ static void test_conv2d(void **state) {
         conv_case("conv2d_wide", 2);  /* OC past a tile of channels, whole transposed blocks */
     }
     taas_conv_direct_enable(1);
+}
+
+/* Grouped convolutions: im2col and a product per group, with and without bias; the fused
+ * ReLU too (conv_case). Stride 1 would take the direct kernels without groups. */
+static void test_conv2d_groups(void **state) {
+    (void)state;
+    conv_case("conv2d_groups2", 1);
+    conv_case("conv2d_groups2", 2);
+    conv_case("conv2d_groups2_strided_nobias", 2);
+    conv_case("conv2d_groups2_1x1", 2); /* each group's channels are its matrix */
+    conv_case("conv2d_depthwise", 1);   /* groups = C, stride 2 */
+    conv_case("conv2d_depthwise", 3);   /* more threads than samples */
+    conv_case("conv2d_depthwise_x2_nobias", 2);
+}
+
+/* The same threads give the same bits, and a grouped convolution is its groups apart: each
+ * group through an ungrouped convolution of its channels gives the same bits. */
+static void test_conv2d_groups_are_convolutions_apart(void **state) {
+    (void)state;
+    enum { N = 3, C = 4, H = 6, W = 5, OC = 6, G = 2, K = 3 };
+    taas_conv2d_shape s = {N, C, H, W, OC, K, K, 1, 1, 1, 1, G}, sg = {N, C / G, H, W, OC / G, K, K, 1, 1, 1, 1};
+    int oh = taas_conv2d_out_h(&s), ow = taas_conv2d_out_w(&s);
+    size_t nx = (size_t)N * C * H * W, ny = (size_t)N * OC * oh * ow, nw = (size_t)OC * (C / G) * K * K;
+    float *x = filled(nx, 0), *w = filled(nw, 0), *b = filled(OC, 0), *y = filled(ny, 7);
+    for (size_t i = 0; i < nx; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    for (size_t i = 0; i < nw; i++) w[i] = (float)((i * 53) % 97) / 48.0f - 1.0f;
+    for (int i = 0; i < OC; i++) b[i] = (float)i / 4.0f - 0.5f;
+    float *scratch = filled(taas_conv2d_scratch_floats(&s, 2), 9);
+    taas_conv2d_forward(y, x, w, b, &s, scratch, 2);
+    size_t gin = (size_t)(C / G) * H * W, gout = (size_t)(OC / G) * oh * ow;
+    float *xg = filled((size_t)N * gin, 0), *yg = filled((size_t)N * gout, 7);
+    float *sc = filled(taas_conv2d_scratch_floats(&sg, 2), 9);
+    for (int g = 0; g < G; g++) {
+        for (int n = 0; n < N; n++) memcpy(xg + n * gin, x + n * C * H * W + g * gin, gin * sizeof *x);
+        taas_conv_direct_enable(0); /* the grouped one runs im2col: the same path for the bits */
+        taas_conv2d_forward(yg, xg, w + g * nw / G, b + g * (OC / G), &sg, sc, 2);
+        taas_conv_direct_enable(1);
+        for (int n = 0; n < N; n++)
+            assert_memory_equal(yg + n * gout, y + n * OC * oh * ow + g * gout, gout * sizeof *y);
+    }
+    float *y2 = filled(ny, 5);
+    taas_conv2d_forward(y2, x, w, b, &s, scratch, 2);
+    assert_memory_equal(y, y2, ny * sizeof *y);
+    free(x), free(w), free(b), free(y), free(y2), free(scratch), free(xg), free(yg), free(sc);
 }
 
 static void pool_case(const char *name, int is_max) {
@@ -443,6 +496,25 @@ static void test_shape_errors(void **state) {
     assert_int_equal(taas_conv2d_check(&zero, &e), -1);
     assert_non_null(strstr(e.message, "stride 0x1"));
     taas_error_clear(&e);
+    taas_conv2d_shape grouped = {2, 6, 4, 4, 4, 3, 3, 1, 1, 0, 0, 4};
+    assert_int_equal(taas_conv2d_check(&grouped, &e), -1);
+    assert_string_equal(e.ename, "TaasValueError");
+    assert_non_null(strstr(e.message, "groups=4 must be at least 1 and divide in_channels 6 and out_channels 4"));
+    assert_non_null(strstr(e.hint, "depthwise"));
+    taas_error_clear(&e);
+    grouped.groups = 3; /* divides C, not OC */
+    assert_int_equal(taas_conv2d_check(&grouped, &e), -1);
+    assert_non_null(strstr(e.message, "groups=3"));
+    taas_error_clear(&e);
+    grouped.groups = -2;
+    assert_int_equal(taas_conv2d_check(&grouped, &e), -1);
+    assert_non_null(strstr(e.message, "groups=-2 must be at least 1"));
+    taas_error_clear(&e);
+    grouped.groups = 2;
+    assert_int_equal(taas_conv2d_check(&grouped, &e), 0);
+    grouped.groups = 0; /* 0 is 1 */
+    assert_int_equal(taas_conv2d_check(&grouped, &e), 0);
+    taas_error_clear(&e);
     taas_pool2d_shape pad = {1, 1, 8, 8, 2, 2, 2, 2, 2, 0};
     assert_int_equal(taas_pool2d_check(&pad, &e), -1);
     assert_non_null(strstr(e.message, "padding 2x0 is more than half the kernel 2x2"));
@@ -532,6 +604,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_conv2d_groups),
+        cmocka_unit_test(test_conv2d_groups_are_convolutions_apart),
         cmocka_unit_test(test_pool2d),
         cmocka_unit_test(test_maxpool_ties_and_nan),
         cmocka_unit_test(test_activations),

@@ -24,8 +24,10 @@ static const taas_conv_kernels *kernels(void) {
 
 int taas_conv_direct_usable(const taas_conv2d_shape *s) {
     /* With under 16 products per output (C*KH*KW: a first layer on grey images) the tiles'
-     * set-up outweighs them; im2col + sgemm was faster there (conv1 of docs/design.md §1). */
-    return enabled && kernels() && s->sh == 1 && s->sw == 1 && s->c * s->kh * s->kw >= 16;
+     * set-up outweighs them; im2col + sgemm was faster there (conv1 of docs/design.md §1).
+     * A grouped convolution goes through im2col, a product per group. */
+    return enabled && kernels() && taas_conv2d_groups(s) == 1 && s->sh == 1 && s->sw == 1 &&
+           s->c * s->kh * s->kw >= 16;
 }
 
 const char *taas_conv_direct_set(void) {

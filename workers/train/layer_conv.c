@@ -4,7 +4,8 @@
  * (conv2 of docs/design.md §1: a 288 x 576 im2col matrix, 663 KB). The caller's scratch holds
  * the packed weights, shared, then one slice per thread: that path's work memory and, in
  * backward, private dw and db sums, added up in thread order so that a run repeats itself
- * bit for bit. */
+ * bit for bit. A grouped convolution takes the im2col path, one product per group: each
+ * group is a convolution of C/G input channels into OC/G outputs (group_shape). */
 #include <string.h>
 #include <omp.h>
 #include "blas.h"
@@ -12,24 +13,39 @@
 #include "layers.h"
 #include "simd.h"
 
+/* One group's convolution: C/G channels in, OC/G out (the whole one without groups). */
+static taas_conv2d_shape group_shape(const taas_conv2d_shape *s) {
+    taas_conv2d_shape g = *s;
+    int n = taas_conv2d_groups(s);
+    g.c /= n;
+    g.oc /= n;
+    g.groups = 1;
+    return g;
+}
+
+/* The direct kernels' sizes count only where they can run: without groups. */
+static int ungrouped(const taas_conv2d_shape *s) { return taas_conv2d_groups(s) == 1; }
+
+/* im2col's matrix, one group's (C/G*KH*KW, OH*OW) */
 static size_t col_floats(const taas_conv2d_shape *s) {
-    return (size_t)s->c * s->kh * s->kw * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
+    return (size_t)(s->c / taas_conv2d_groups(s)) * s->kh * s->kw * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
 }
 
 /* Work memory of either path: im2col's matrix and a sample's masked output gradient (for
  * the fused ReLU), or the direct kernels' buffers. */
 static size_t work_floats(const taas_conv2d_shape *s) {
     size_t im2col = col_floats(s) + (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
-    size_t direct = taas_conv_direct_thread_floats(s);
+    size_t direct = ungrouped(s) ? taas_conv_direct_thread_floats(s) : 0;
     return im2col > direct ? im2col : direct;
 }
 
 /* 16 floats: a scratch allocated 64-byte aligned keeps every slice so */
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
-/* dw's partial sums: (OC, K), or transposed with padding on the direct path */
+/* dw's partial sums: (OC, K) with K = C/G*KH*KW, or transposed with padding on the direct path */
 static size_t dw_floats(const taas_conv2d_shape *s) {
-    size_t plain = (size_t)s->oc * s->c * s->kh * s->kw, direct = taas_conv_direct_dw_floats(s);
+    size_t plain = (size_t)s->oc * (s->c / taas_conv2d_groups(s)) * s->kh * s->kw;
+    size_t direct = ungrouped(s) ? taas_conv_direct_dw_floats(s) : 0;
     return plain > direct ? plain : direct;
 }
 
@@ -38,7 +54,9 @@ static size_t per_thread(const taas_conv2d_shape *s) {
     return round16(work_floats(s) + dw_floats(s) + (size_t)s->oc);
 }
 
-static size_t shared_floats(const taas_conv2d_shape *s) { return round16(taas_conv_direct_shared_floats(s)); }
+static size_t shared_floats(const taas_conv2d_shape *s) {
+    return ungrouped(s) ? round16(taas_conv_direct_shared_floats(s)) : 0;
+}
 
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads) {
     if (nthreads < 1) nthreads = 1;
@@ -152,9 +170,11 @@ static int col_is_input(const taas_conv2d_shape *s) {
 static void forward(float *y, const float *x, const float *w, const float *b,
                     const taas_conv2d_shape *s, float *scratch, int nthreads, int relu) {
     taas_blas_setup();
-    int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow;
-    int k = s->c * s->kh * s->kw, direct = taas_conv_direct_usable(s);
-    size_t per = per_thread(s), in = (size_t)s->c * s->h * s->w;
+    taas_conv2d_shape sg = group_shape(s);
+    int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow, groups = taas_conv2d_groups(s);
+    int k = sg.c * s->kh * s->kw, direct = taas_conv_direct_usable(s);
+    size_t per = per_thread(s), in = (size_t)s->c * s->h * s->w, in_g = (size_t)sg.c * s->h * s->w;
+    size_t w_g = (size_t)sg.oc * k, out_g = (size_t)sg.oc * l;
     float *packed = scratch, *slices = scratch + shared_floats(s);
     if (direct) taas_conv_direct_pack_forward(packed, w, s);
 #pragma omp parallel for num_threads(clamp_threads(nthreads, s->n)) schedule(static)
@@ -164,14 +184,16 @@ static void forward(float *y, const float *x, const float *w, const float *b,
             taas_conv_direct_forward(yn, x + n * in, packed, b, s, mine, relu);
             continue;
         }
-        const float *col = x + n * in;
-        if (!col_is_input(s)) {
-            im2col(mine, x + n * in, s, oh, ow);
-            col = mine;
+        for (int g = 0; g < groups; g++) {
+            const float *col = x + n * in + g * in_g;
+            if (!col_is_input(s)) {
+                im2col(mine, col, &sg, oh, ow);
+                col = mine;
+            }
+            /* group g of y_n (OC/G, L) = its rows of w (OC/G, K) * col (K, L) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sg.oc, l, k, 1.0f, w + g * w_g, k, col,
+                        l, 0.0f, yn + g * out_g, l);
         }
-        /* y_n (OC, L) = w (OC, K) * col (K, L) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->oc, l, k, 1.0f, w, k, col, l,
-                    0.0f, yn, l);
         bias_relu(yn, b, s->oc, l, relu);
     }
 }
@@ -191,10 +213,12 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
                      const float *x, const float *w, const taas_conv2d_shape *s, float *scratch,
                      int nthreads) {
     taas_blas_setup();
-    int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow;
-    int k = s->c * s->kh * s->kw, direct = taas_conv_direct_usable(s);
+    taas_conv2d_shape sg = group_shape(s);
+    int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow, groups = taas_conv2d_groups(s);
+    int k = sg.c * s->kh * s->kw, direct = taas_conv_direct_usable(s);
     size_t wsz = (size_t)s->oc * k, dwsz = dw_floats(s), per = per_thread(s), work = work_floats(s);
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->oc * l;
+    size_t in_g = (size_t)sg.c * s->h * s->w, w_g = (size_t)sg.oc * k, out_g = (size_t)sg.oc * l;
     float *packed = scratch, *slices = scratch + shared_floats(s);
     int nt = clamp_threads(nthreads, s->n);
     if (direct && dx) taas_conv_direct_pack_backward(packed, w, s);
@@ -219,27 +243,29 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
                 relu_mask(masked, dyn, relu_y + n * out, out);
                 dyn = masked;
             }
-            if (dw) {
-                const float *xn = x + n * in;
-                if (!col_is_input(s)) {
-                    im2col(mine, xn, s, oh, ow);
-                    xn = mine;
-                }
-                /* dw_t (OC, K) += dy_n (OC, L) * col^T (L, K) */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->oc, k, l, 1.0f, dyn, l,
-                            xn, l, 1.0f, dwt, k);
-            }
             if (db) add_row_sums(dbt, dyn, s->oc, l);
-            if (dx) {
-                float *dxn = dx + n * in;
-                /* dcol (K, L) = w^T (K, OC) * dy_n (OC, L), then scattered back to pixels */
+            for (int g = 0; g < groups; g++) {
+                const float *dyg = dyn + g * out_g, *wg = w + g * w_g;
+                if (dw) {
+                    const float *xg = x + n * in + g * in_g;
+                    if (!col_is_input(s)) {
+                        im2col(mine, xg, &sg, oh, ow);
+                        xg = mine;
+                    }
+                    /* group g's rows of dw_t (OC/G, K) += dy_n's (OC/G, L) * col^T (L, K) */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sg.oc, k, l, 1.0f, dyg, l, xg, l,
+                                1.0f, dwt + g * w_g, k);
+                }
+                if (!dx) continue;
+                float *dxg = dx + n * in + g * in_g;
+                /* dcol (K, L) = w_g^T (K, OC/G) * dy_n's (OC/G, L), then scattered back to pixels */
                 if (col_is_input(s)) {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, l, s->oc, 1.0f, w, k,
-                                dyn, l, 0.0f, dxn, l);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, l, sg.oc, 1.0f, wg, k, dyg, l,
+                                0.0f, dxg, l);
                 } else {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, l, s->oc, 1.0f, w, k,
-                                dyn, l, 0.0f, mine, l);
-                    col2im(dxn, mine, s, oh, ow);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, l, sg.oc, 1.0f, wg, k, dyg, l,
+                                0.0f, mine, l);
+                    col2im(dxg, mine, &sg, oh, ow);
                 }
             }
         }

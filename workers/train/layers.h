@@ -19,21 +19,28 @@ void taas_linear_forward(float *y, const float *x, const float *w, const float *
 void taas_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                           const float *w, int n, int in, int out);
 
-/* ---- Conv2d (dilation 1, groups 1) ---- */
+/* ---- Conv2d (dilation 1) ----
+ * With G groups the channels split into G blocks: output channels [g*OC/G, (g+1)*OC/G) see
+ * only input channels [g*C/G, (g+1)*C/G), through weight rows of C/G channels each. */
 typedef struct taas_conv2d_shape {
     int n, c, h, w;        /* input (N, C, H, W) */
-    int oc, kh, kw;        /* weight (OC, C, KH, KW), bias (OC) */
+    int oc, kh, kw;        /* weight (OC, C/groups, KH, KW), bias (OC) */
     int sh, sw, ph, pw;    /* stride and zero padding */
+    int groups;            /* 0 means 1: an initializer without it is an ungrouped convolution */
 } taas_conv2d_shape;
+/* groups, 1 for 0 */
+static inline int taas_conv2d_groups(const taas_conv2d_shape *s) { return s->groups > 0 ? s->groups : 1; }
 int taas_conv2d_out_h(const taas_conv2d_shape *s);
 int taas_conv2d_out_w(const taas_conv2d_shape *s);
-/* Checks the shape (positive sizes, kernel fits the padded input); -1 with e filled. */
+/* Checks the shape (positive sizes, kernel fits the padded input, groups divide C and OC);
+ * -1 with e filled. */
 int taas_conv2d_check(const taas_conv2d_shape *s, taas_error *e);
 /* Scratch floats forward/backward need when run with `nthreads` OpenMP threads; allocated
  * 64-byte aligned (aligned_alloc) it keeps the vector kernels on cache lines. */
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads);
-/* x (N,C,H,W), w (OC,C,KH,KW), b (OC) or NULL -> y (N,OC,OH,OW). OpenMP over the batch,
- * each thread one sample at a time with single-threaded sgemm (blas.h). */
+/* x (N,C,H,W), w (OC,C/groups,KH,KW), b (OC) or NULL -> y (N,OC,OH,OW). OpenMP over the
+ * batch, each thread one sample at a time with single-threaded sgemm (blas.h), one product
+ * per group. */
 void taas_conv2d_forward(float *y, const float *x, const float *w, const float *b,
                          const taas_conv2d_shape *s, float *scratch, int nthreads);
 /* dx (N,C,H,W) written (NULL to skip); dw, db (NULL to skip) accumulate, summed per thread

@@ -25,6 +25,16 @@ int taas_conv2d_check(const taas_conv2d_shape *s, taas_error *e) {
         taas_error_hint(e, "use a smaller kernel_size, more padding, or a larger input");
         return -1;
     }
+    int g = taas_conv2d_groups(s);
+    if (s->groups < 0 || s->c % g || s->oc % g) {
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere,
+                       "Conv2d: groups=%d must be at least 1 and divide in_channels %d and "
+                       "out_channels %d",
+                       s->groups, s->c, s->oc);
+        taas_error_hint(e, "choose groups that divides both channel counts (groups=in_channels "
+                           "makes a depthwise convolution)");
+        return -1;
+    }
     return 0;
 }
 
