@@ -84,6 +84,21 @@ def pool(name, cls, n, c, h, w, k, s, p):
     save(name, run(m, rnd(n, c, h, w), cfg))
 
 
+def adaptive_avgpool(name, n, c, h, w, oh, ow):
+    m = nn.AdaptiveAvgPool2d((oh, ow))
+    save(name, run(m, rnd(n, c, h, w), {"n": n, "c": c, "h": h, "w": w, "oh": oh, "ow": ow}))
+
+
+def add(name, n):
+    """A residual connection's sum y = a + b (its backward hands dy to both unchanged)."""
+    a, b = rnd(n), rnd(n)
+    d = {}
+    put(d, "a", a)
+    put(d, "b", b)
+    put(d, "y", a + b)
+    save(name, d)
+
+
 def act(name, m, shape, **cfg):
     save(name, run(m, rnd(*shape), dict(cfg)))
 
@@ -147,12 +162,18 @@ def main():
     conv("conv2d_wide", 2, 5, 7, 9, 70, (3, 3), (1, 1), (1, 0))
     # what ResNets add: grouped convolutions (stride 1, where the direct kernels would run
     # without groups; strided; 1x1; depthwise, groups = C, with one and two outputs per
-    # channel), with and without bias
+    # channel), with and without bias; AdaptiveAvgPool2d with bins that divide the input, do
+    # not (overlapping), and repeat rows (output larger than the input); a residual sum
     conv("conv2d_groups2", 3, 4, 6, 7, 6, (3, 3), (1, 1), (1, 1), groups=2)
     conv("conv2d_groups2_strided_nobias", 2, 6, 8, 7, 4, (3, 2), (2, 1), (1, 0), groups=2, bias=False)
     conv("conv2d_groups2_1x1", 2, 4, 5, 6, 6, (1, 1), (1, 1), (0, 0), groups=2)
     conv("conv2d_depthwise", 2, 5, 9, 8, 5, (3, 3), (2, 2), (1, 1), groups=5)
     conv("conv2d_depthwise_x2_nobias", 2, 3, 6, 6, 6, (3, 3), (1, 1), (1, 1), groups=3, bias=False)
+    adaptive_avgpool("adaptive_avgpool2d_7x5_3x2", 2, 3, 7, 5, 3, 2)
+    adaptive_avgpool("adaptive_avgpool2d_6x6_3x3", 2, 3, 6, 6, 3, 3)
+    adaptive_avgpool("adaptive_avgpool2d_4x4_1x1", 3, 4, 4, 4, 1, 1)
+    adaptive_avgpool("adaptive_avgpool2d_5x5_7x7", 2, 2, 5, 5, 7, 7)
+    add("add", 1000)
 
 
 if __name__ == "__main__":

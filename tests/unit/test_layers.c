@@ -15,6 +15,7 @@
 #include "conv_direct.h"
 #include "init.h"
 #include "layers.h"
+#include "pool_bins.h"
 #include "cpu_testutil.h"
 
 #define TOL 1e-4
@@ -242,6 +243,79 @@ static void pool_case(const char *name, int is_max) {
     expect(j, "y", y, 0);
     expect(j, "dx", dx, 0);
     free(x), free(dy), free(y), free(dx), free(am);
+    json_decref(j);
+}
+
+static void adaptive_case(const char *name) {
+    json_t *j = load(name);
+    int n = cfg(j, "n"), c = cfg(j, "c"), h = cfg(j, "h"), w = cfg(j, "w"), oh = cfg(j, "oh"), ow = cfg(j, "ow");
+    size_t nx, ny;
+    float *x = arr(j, "x", &nx), *dy = arr(j, "dy", &ny);
+    assert_int_equal(nx, (size_t)n * c * h * w);
+    assert_int_equal(ny, (size_t)n * c * oh * ow);
+    float *y = filled(ny, 7), *dx = filled(nx, 7);
+    taas_adaptive_avgpool2d_forward(y, x, n, c, h, w, oh, ow);
+    expect(j, "y", y, 0);
+    taas_adaptive_avgpool2d_backward(dx, dy, n, c, h, w, oh, ow);
+    expect(j, "dx", dx, 0);
+    free(x), free(dy), free(y), free(dx);
+    json_decref(j);
+}
+
+static void test_adaptive_avgpool2d(void **state) {
+    (void)state;
+    adaptive_case("adaptive_avgpool2d_6x6_3x3"); /* bins that divide the input */
+    adaptive_case("adaptive_avgpool2d_7x5_3x2"); /* overlapping bins */
+    adaptive_case("adaptive_avgpool2d_4x4_1x1"); /* a ResNet's head: one bin per plane */
+    adaptive_case("adaptive_avgpool2d_5x5_7x7"); /* more outputs than inputs: bins repeat rows */
+}
+
+/* The backward's (and the GPU's) inverse of the bins: input x lies in bins [lo, hi) and in
+ * no other, for every size up to 40 in and out. */
+static void test_adaptive_bins(void **state) {
+    (void)state;
+    for (int in = 1; in <= 40; in++)
+        for (int out = 1; out <= 40; out++)
+            for (int x = 0; x < in; x++) {
+                int lo, hi;
+                taas_bins_of(x, in, out, &lo, &hi);
+                assert_true(0 <= lo && lo < hi && hi <= out);
+                for (int i = 0; i < out; i++) {
+                    int holds = taas_bin_start(i, in, out) <= x && x < taas_bin_end(i, in, out);
+                    if (holds != (i >= lo && i < hi))
+                        fail_msg("in %d, out %d: input %d, bin %d [%d, %d), bins_of [%d, %d)", in, out, x, i,
+                                 taas_bin_start(i, in, out), taas_bin_end(i, in, out), lo, hi);
+                }
+            }
+}
+
+/* y = a + b and y += x are float additions: PyTorch's sums bit for bit, whichever of the
+ * inputs the output is. */
+static void test_add_and_accumulate(void **state) {
+    (void)state;
+    json_t *j = load("add");
+    size_t n;
+    float *a = arr(j, "a", &n), *b = arr(j, "b", NULL), *ref = arr(j, "y", NULL), *y = filled(n, 7);
+    float *a2 = arr(j, "a", NULL), *b2 = arr(j, "b", NULL);
+    taas_add_forward(y, a, b, n);
+    assert_memory_equal(y, ref, n * sizeof *y);
+    taas_add_forward(a2, a2, b, n); /* y is a */
+    assert_memory_equal(a2, ref, n * sizeof *y);
+    taas_add_forward(b2, a, b2, n); /* y is b */
+    assert_memory_equal(b2, ref, n * sizeof *y);
+    memcpy(y, a, n * sizeof *y);
+    taas_accumulate(y, b, n);
+    assert_memory_equal(y, ref, n * sizeof *y);
+    taas_accumulate(y, y, n); /* x is y: doubled, exactly */
+    for (size_t i = 0; i < n; i++) assert_true(y[i] == 2.0f * ref[i]);
+    /* past TAAS_PAR_MIN the loop is split across threads: the same sums */
+    size_t big = 100003;
+    float *p = filled(big, 0), *q = filled(big, 0), *r = filled(big, 0);
+    for (size_t i = 0; i < big; i++) p[i] = a[i % n] * (float)(i % 7), q[i] = b[i % n];
+    taas_add_forward(r, p, q, big);
+    taas_accumulate(p, q, big);
+    for (size_t i = 0; i < big; i++) assert_true(r[i] == p[i] && r[i] == a[i % n] * (float)(i % 7) + b[i % n]);
+    free(a), free(b), free(ref), free(y), free(a2), free(b2), free(p), free(q), free(r);
     json_decref(j);
 }
 
@@ -607,6 +681,9 @@ int main(void) {
         cmocka_unit_test(test_conv2d_groups),
         cmocka_unit_test(test_conv2d_groups_are_convolutions_apart),
         cmocka_unit_test(test_pool2d),
+        cmocka_unit_test(test_adaptive_avgpool2d),
+        cmocka_unit_test(test_adaptive_bins),
+        cmocka_unit_test(test_add_and_accumulate),
         cmocka_unit_test(test_maxpool_ties_and_nan),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_softmax),

@@ -1,8 +1,10 @@
 /* MaxPool2d and AvgPool2d, ceil_mode False. Padding counts as -inf for max and as zeros
- * (included in the divisor, count_include_pad=True) for average, as PyTorch's defaults. */
+ * (included in the divisor, count_include_pad=True) for average, as PyTorch's defaults.
+ * AdaptiveAvgPool2d at the end. */
 #include <float.h>
 #include <string.h>
 #include "layers.h"
+#include "pool_bins.h"
 #include "simd.h"
 
 /* One output of a window over plane `in`: NaN wins (the first one), otherwise the first
@@ -136,6 +138,52 @@ void taas_avgpool2d_backward(float *dx, const float *dy, const taas_pool2d_shape
                 float g = dy[(p * oh + i) * ow + j] / (float)(eh * ew);
                 for (int yy = y0; yy < y1; yy++)
                     for (int xx = x0; xx < x1; xx++) out[yy * s->w + xx] += g;
+            }
+        }
+    }
+}
+
+/* AdaptiveAvgPool2d: each plane's bins (pool_bins.h), summed row by row in float. */
+void taas_adaptive_avgpool2d_forward(float *y, const float *x, int n, int c, int h, int w, int oh, int ow) {
+    size_t planes = (size_t)n * c;
+#pragma omp parallel for if (planes * h * w >= TAAS_PAR_MIN) schedule(static)
+    for (size_t p = 0; p < planes; p++) {
+        const float *in = x + p * h * w;
+        for (int i = 0; i < oh; i++) {
+            int y0 = taas_bin_start(i, h, oh), y1 = taas_bin_end(i, h, oh);
+            for (int j = 0; j < ow; j++) {
+                int x0 = taas_bin_start(j, w, ow), x1 = taas_bin_end(j, w, ow);
+                float sum = 0;
+                for (int yy = y0; yy < y1; yy++)
+                    for (int xx = x0; xx < x1; xx++) sum += in[(size_t)yy * w + xx];
+                y[(p * oh + i) * ow + j] = sum / (float)((y1 - y0) * (x1 - x0));
+            }
+        }
+    }
+}
+
+/* A gather, as on the GPU: each input element adds up dy / (its bin's size) over the bins
+ * that hold it, in output order, so the two sum alike and no memset is needed. */
+void taas_adaptive_avgpool2d_backward(float *dx, const float *dy, int n, int c, int h, int w, int oh, int ow) {
+    size_t planes = (size_t)n * c;
+#pragma omp parallel for if (planes * h * w >= TAAS_PAR_MIN) schedule(static)
+    for (size_t p = 0; p < planes; p++) {
+        const float *g = dy + p * oh * ow;
+        for (int yy = 0; yy < h; yy++) {
+            int i0, i1;
+            taas_bins_of(yy, h, oh, &i0, &i1);
+            for (int xx = 0; xx < w; xx++) {
+                int j0, j1;
+                taas_bins_of(xx, w, ow, &j0, &j1);
+                float s = 0;
+                for (int i = i0; i < i1; i++) {
+                    int eh = taas_bin_end(i, h, oh) - taas_bin_start(i, h, oh);
+                    for (int j = j0; j < j1; j++) {
+                        int ew = taas_bin_end(j, w, ow) - taas_bin_start(j, w, ow);
+                        s += g[(size_t)i * ow + j] / (float)(eh * ew);
+                    }
+                }
+                dx[(p * h + yy) * w + xx] = s;
             }
         }
     }

@@ -73,6 +73,18 @@ void taas_maxpool2d_backward(float *dx, const float *dy, const int32_t *argmax,
 void taas_avgpool2d_forward(float *y, const float *x, const taas_pool2d_shape *s);
 void taas_avgpool2d_backward(float *dx, const float *dy, const taas_pool2d_shape *s);
 
+/* ---- AdaptiveAvgPool2d: x (N,C,H,W) -> y (N,C,OH,OW), PyTorch's bins: output row i averages
+ * rows [floor(i*H/OH), ceil((i+1)*H/OH)), columns likewise (bins overlap where OH does not
+ * divide H, and repeat rows where OH > H). The backward gathers: each input element adds up
+ * the gradients of its bins in output order, dx written. ---- */
+void taas_adaptive_avgpool2d_forward(float *y, const float *x, int n, int c, int h, int w, int oh, int ow);
+void taas_adaptive_avgpool2d_backward(float *dx, const float *dy, int n, int c, int h, int w, int oh, int ow);
+
+/* ---- A residual connection's sum: y = a + b over n floats (y may alias a or b) ---- */
+void taas_add_forward(float *y, const float *a, const float *b, size_t n);
+/* y += x over n floats: a gradient that reaches a tensor from a second consumer */
+void taas_accumulate(float *y, const float *x, size_t n);
+
 /* ---- Element-wise activations over n floats; y may alias x in forward ---- */
 void taas_relu_forward(float *y, const float *x, size_t n);
 void taas_relu_backward(float *dx, const float *dy, const float *x, size_t n);
