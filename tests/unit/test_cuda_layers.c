@@ -2,6 +2,7 @@
  * are tested with (tests/data/layers, test_layers.c), with the same tolerance:
  * max|got - ref| / max(1, max|ref|) <= 1e-4 per array; with TF32 (an option, off by default)
  * the convolutions and Linear are held to 1e-2, the looser bound docs/cuda.md gives for it.
+ * The grouped convolutions use the CPU's fixtures too.
  * Input gradients must be overwritten and parameter gradients accumulated; the fused
  * Conv2d+ReLU must give the bits of the two apart; Dropout's masks must be the CPU's bit for
  * bit. Exits 77 (skipped) where there is no GPU. */
@@ -36,6 +37,11 @@ static int cfg(json_t *j, const char *key) {
     json_t *v = json_object_get(j, key);
     assert_non_null(v);
     return (int)json_integer_value(v);
+}
+
+/* cfg(j, key), or dflt where the fixture leaves it out */
+static int cfg_or(json_t *j, const char *key, int dflt) {
+    return json_object_get(j, key) ? cfg(j, key) : dflt;
 }
 
 /* The fixture's array `key` on the device; *n its length. */
@@ -88,32 +94,38 @@ static void test_linear_fp32(void **state) {
 }
 
 /* One fixture with the scratch room for `samples` samples at a time (0: the whole batch),
- * so that the chunked loop runs with chunks of 1, 2 and all. */
+ * so that the chunked loop runs with chunks of 1, 2 and all. A fixture without "bias" is a
+ * convolution with bias=False: b and db are NULL. */
 static void conv_case(const char *name, int samples, double tol) {
     json_t *j = load(name);
     taas_conv2d_shape s = {cfg(j, "n"), cfg(j, "c"), cfg(j, "h"), cfg(j, "w"), cfg(j, "oc"), cfg(j, "kh"),
-                           cfg(j, "kw"), cfg(j, "sh"), cfg(j, "sw"), cfg(j, "ph"), cfg(j, "pw")};
+                           cfg(j, "kw"), cfg(j, "sh"), cfg(j, "sw"), cfg(j, "ph"), cfg(j, "pw"), cfg_or(j, "groups", 0)};
+    int has_bias = json_object_get(j, "bias") != NULL;
     size_t nx, ny, nw, nb = (size_t)s.oc;
-    float *x = dev(j, "x", &nx), *w = dev(j, "weight", &nw), *b = dev(j, "bias", NULL), *dy = dev(j, "dy", &ny);
+    float *x = dev(j, "x", &nx), *w = dev(j, "weight", &nw), *dy = dev(j, "dy", &ny);
+    float *b = has_bias ? dev(j, "bias", NULL) : NULL;
     assert_int_equal(ny, (size_t)s.n * s.oc * taas_conv2d_out_h(&s) * taas_conv2d_out_w(&s));
+    assert_int_equal(nw, (size_t)s.oc * (s.c / taas_conv2d_groups(&s)) * s.kh * s.kw);
     size_t room = taas_cu_conv2d_scratch_floats(&s);
     if (samples) room = room / (size_t)s.n * (size_t)samples;
     float *scratch = tu_dev(NULL, room, 9);
-    float *y = tu_dev(NULL, ny, 7), *dx = tu_dev(NULL, nx, 7), *dw = tu_dev(NULL, nw, 1), *db = tu_dev(NULL, nb, 1);
+    float *y = tu_dev(NULL, ny, 7), *dx = tu_dev(NULL, nx, 7), *dw = tu_dev(NULL, nw, 1);
+    float *db = has_bias ? tu_dev(NULL, nb, 1) : NULL;
     TU_OK(taas_cu_conv2d_forward(&CU, y, x, w, b, &s, 0, scratch, room, &E), &E);
     expect_tol(j, "y", y, 0, 1, tol);
     TU_OK(taas_cu_conv2d_backward(&CU, dx, dw, db, dy, NULL, x, w, &s, 0, scratch, room, &E), &E);
     expect_tol(j, "dx", dx, 0, 1, tol);
     expect_tol(j, "dweight", dw, 1, 1, tol);
-    expect_tol(j, "dbias", db, 1, 1, tol);
+    if (db) expect_tol(j, "dbias", db, 1, 1, tol);
     /* the first layer: no input gradient */
     tu_zero(&CU, dw, nw);
-    tu_zero(&CU, db, nb);
+    if (db) tu_zero(&CU, db, nb);
     TU_OK(taas_cu_conv2d_backward(&CU, NULL, dw, db, dy, NULL, x, w, &s, 0, scratch, room, &E), &E);
     expect_tol(j, "dweight", dw, 0, 1, tol);
-    expect_tol(j, "dbias", db, 0, 1, tol);
+    if (db) expect_tol(j, "dbias", db, 0, 1, tol);
     /* fused with a ReLU: the bits of the convolution, then ReLU and its backward */
-    float *yr = tu_dev(NULL, ny, 7), *dxr = tu_dev(NULL, nx, 7), *dwr = tu_dev(NULL, nw, 0), *dbr = tu_dev(NULL, nb, 0);
+    float *yr = tu_dev(NULL, ny, 7), *dxr = tu_dev(NULL, nx, 7), *dwr = tu_dev(NULL, nw, 0);
+    float *dbr = has_bias ? tu_dev(NULL, nb, 0) : NULL;
     TU_OK(taas_cu_conv2d_forward(&CU, yr, x, w, b, &s, 1, scratch, room, &E), &E);
     float *hy = tu_host(&CU, y, ny), *hyr = tu_host(&CU, yr, ny), *hdy = tu_host(&CU, dy, ny);
     for (size_t i = 0; i < ny; i++) {
@@ -123,7 +135,7 @@ static void conv_case(const char *name, int samples, double tol) {
     }
     float *dym = tu_dev(hdy, ny, 0);
     tu_zero(&CU, dw, nw);
-    tu_zero(&CU, db, nb);
+    if (db) tu_zero(&CU, db, nb);
     TU_OK(taas_cu_conv2d_backward(&CU, dx, dw, db, dym, NULL, x, w, &s, 0, scratch, room, &E), &E);
     TU_OK(taas_cu_conv2d_backward(&CU, dxr, dwr, dbr, dy, yr, x, w, &s, 1, scratch, room, &E), &E);
     float *a = tu_host(&CU, dx, nx), *c = tu_host(&CU, dxr, nx);
@@ -132,9 +144,12 @@ static void conv_case(const char *name, int samples, double tol) {
     a = tu_host(&CU, dw, nw), c = tu_host(&CU, dwr, nw);
     assert_memory_equal(a, c, nw * sizeof *a);
     free(a), free(c);
-    a = tu_host(&CU, db, nb), c = tu_host(&CU, dbr, nb);
-    assert_memory_equal(a, c, nb * sizeof *a);
-    free(a), free(c), free(hy), free(hyr), free(hdy);
+    if (db) {
+        a = tu_host(&CU, db, nb), c = tu_host(&CU, dbr, nb);
+        assert_memory_equal(a, c, nb * sizeof *a);
+        free(a), free(c);
+    }
+    free(hy), free(hyr), free(hdy);
     cudaFree(yr), cudaFree(dxr), cudaFree(dwr), cudaFree(dbr), cudaFree(dym);
     cudaFree(x), cudaFree(w), cudaFree(b), cudaFree(dy), cudaFree(y), cudaFree(dx), cudaFree(dw), cudaFree(db);
     cudaFree(scratch);
@@ -142,8 +157,11 @@ static void conv_case(const char *name, int samples, double tol) {
 }
 
 static void conv_all(double tol) {
-    const char *names[] = {"conv2d_basic", "conv2d_strided", "conv2d_padded", "conv2d_1x1"};
-    for (int i = 0; i < 4; i++)
+    /* then the grouped ones: groups 2 (stride 1, strided without bias, 1x1) and depthwise */
+    const char *names[] = {"conv2d_basic", "conv2d_strided", "conv2d_padded", "conv2d_1x1",
+                           "conv2d_groups2", "conv2d_groups2_strided_nobias", "conv2d_groups2_1x1",
+                           "conv2d_depthwise", "conv2d_depthwise_x2_nobias"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         for (int samples = 0; samples <= 2; samples++) conv_case(names[i], samples, tol);
 }
 

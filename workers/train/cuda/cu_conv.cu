@@ -4,6 +4,8 @@
 // strided-batched sgemm per chunk, writing each sample's (OC, P) output in place; backward
 // gathers the output gradient as T (OC, cn*P), so the weight gradient is one sgemm with the
 // whole chunk in its inner dimension and the input gradient one sgemm and a col2im gather.
+// With G groups, K = C/G*KH*KW and each group runs those products on its own channels: its
+// C/G input planes, its OC/G rows of w, of the output and of T.
 #include "cu_kern.cuh"
 #include "cu_layers.h"
 #include "errnames.h"
@@ -12,15 +14,18 @@
 static const size_t SCRATCH_BUDGET = (size_t)64 << 20;
 
 struct conv_dims {
-    int oh, ow;
-    size_t k, p;  // rows of col, output positions per sample
+    int oh, ow, groups, cg, ocg;  // and a group's input and output channels
+    size_t k, p;                  // rows of col, output positions per sample
 };
 
 static conv_dims dims(const taas_conv2d_shape *s) {
     conv_dims d;
     d.oh = (s->h + 2 * s->ph - s->kh) / s->sh + 1;
     d.ow = (s->w + 2 * s->pw - s->kw) / s->sw + 1;
-    d.k = (size_t)s->c * s->kh * s->kw;
+    d.groups = taas_conv2d_groups(s);
+    d.cg = s->c / d.groups;
+    d.ocg = s->oc / d.groups;
+    d.k = (size_t)d.cg * s->kh * s->kw;
     d.p = (size_t)d.oh * d.ow;
     return d;
 }
@@ -38,17 +43,20 @@ extern "C" size_t taas_cu_conv2d_scratch_floats(const taas_conv2d_shape *s) {
     return (size_t)(c < 1 ? 1 : c) * per;
 }
 
+// c: one group's channels; xs: floats per sample of x (all its channels)
 struct conv_args {
     int c, h, w, kh, kw, sh, sw, ph, pw, ow;
-    size_t k, p;
+    size_t k, p, xs;
 };
 
 static conv_args args(const taas_conv2d_shape *s, const conv_dims &d) {
-    conv_args a = {s->c, s->h, s->w, s->kh, s->kw, s->sh, s->sw, s->ph, s->pw, d.ow, d.k, d.p};
+    conv_args a = {d.cg, s->h, s->w, s->kh, s->kw, s->sh, s->sw, s->ph, s->pw, d.ow, d.k, d.p,
+                   (size_t)s->c * s->h * s->w};
     return a;
 }
 
-// col (K, cn*P) from samples x (cn, C, H, W); zero outside the image (padding)
+// col (K, cn*P) from a.c channels of samples x (cn, a.xs floats apart); zero outside the
+// image (padding)
 __global__ static void im2col(float *col, const float *x, conv_args a, int cn) {
     size_t cols = (size_t)cn * a.p;
     TAAS_CU_LOOP(t, a.k * cols) {
@@ -56,16 +64,17 @@ __global__ static void im2col(float *col, const float *x, conv_args a, int cn) {
         int oh = (int)(p / a.ow), ow = (int)(p % a.ow);
         int c = (int)(k / (a.kh * a.kw)), r = (int)(k % (a.kh * a.kw)), kh = r / a.kw, kw = r % a.kw;
         int h = oh * a.sh - a.ph + kh, w = ow * a.sw - a.pw + kw;
-        col[t] = (h >= 0 && h < a.h && w >= 0 && w < a.w) ? x[((j * a.c + c) * a.h + h) * a.w + w] : 0.0f;
+        col[t] = (h >= 0 && h < a.h && w >= 0 && w < a.w) ? x[j * a.xs + ((size_t)c * a.h + h) * a.w + w] : 0.0f;
     }
 }
 
-// dx (cn, C, H, W) = the sum, over the kernel positions that saw each input element, of dcol
+// dx's a.c channels of cn samples (a.xs floats apart) = the sum, over the kernel positions
+// that saw each input element, of dcol
 __global__ static void col2im(float *dx, const float *dcol, conv_args a, int cn) {
-    size_t cols = (size_t)cn * a.p, oh_n = a.p / a.ow;
-    TAAS_CU_LOOP(t, (size_t)cn * a.c * a.h * a.w) {
+    size_t cols = (size_t)cn * a.p, oh_n = a.p / a.ow, plane = (size_t)a.c * a.h * a.w;
+    TAAS_CU_LOOP(t, (size_t)cn * plane) {
         int w = (int)(t % a.w), h = (int)(t / a.w % a.h), c = (int)(t / ((size_t)a.w * a.h) % a.c);
-        size_t j = t / ((size_t)a.w * a.h * a.c);
+        size_t j = t / plane;
         float s = 0.0f;
         for (int kh = 0; kh < a.kh; kh++) {
             int ny = h + a.ph - kh;
@@ -81,7 +90,7 @@ __global__ static void col2im(float *dx, const float *dcol, conv_args a, int cn)
                 s += dcol[k * cols + j * a.p + (size_t)oh * a.ow + ow];
             }
         }
-        dx[t] = s;
+        dx[j * a.xs + t % plane] = s;
     }
 }
 
@@ -131,6 +140,7 @@ struct conv_pass {
     conv_args a;
     int cn;
     size_t in_per, out_per;
+    size_t in_g, w_g, out_g;  // a group's offset in a sample's input, in w, in a sample's output
 };
 
 static int pass(const taas_conv2d_shape *s, size_t room, conv_pass *p, taas_error *err) {
@@ -139,6 +149,9 @@ static int pass(const taas_conv2d_shape *s, size_t room, conv_pass *p, taas_erro
     p->cn = checked_chunk(s, p->d, room, err);
     p->in_per = (size_t)s->c * s->h * s->w;
     p->out_per = (size_t)s->oc * p->d.p;
+    p->in_g = (size_t)p->d.cg * s->h * s->w;
+    p->w_g = (size_t)p->d.ocg * p->d.k;
+    p->out_g = (size_t)p->d.ocg * p->d.p;
     return p->cn ? 0 : -1;
 }
 
@@ -150,16 +163,19 @@ extern "C" int taas_cu_conv2d_forward(taas_cu *cu, float *y, const float *x, con
     const float one = 1.0f, zero = 0.0f;
     for (int s0 = 0; s0 < s->n; s0 += c.cn) {
         int m = s->n - s0 < c.cn ? s->n - s0 : c.cn;
-        im2col<<<taas_cu_blocks(c.d.k * m * c.d.p), TAAS_CU_THREADS, 0, cu->stream>>>(scratch, x + s0 * c.in_per, c.a,
-                                                                                      m);
-        if (TAAS_CU_LAUNCHED("Conv2d's im2col", err)) return -1;
-        // per sample j, column-major: y_j^T (P, OC) = col_j^T (P, K; rows j*P.. of ld m*P) w^T (K, OC)
-        if (taas_cu_check_blas(cublasSgemmStridedBatched(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)c.d.p, s->oc,
-                                                         (int)c.d.k, &one, scratch, (int)(m * c.d.p),
-                                                         (long long)c.d.p, w, (int)c.d.k, 0, &zero,
-                                                         y + s0 * c.out_per, (int)c.d.p, (long long)c.out_per, m),
-                               "Conv2d's forward product", err))
-            return -1;
+        for (int g = 0; g < c.d.groups; g++) {
+            im2col<<<taas_cu_blocks(c.d.k * m * c.d.p), TAAS_CU_THREADS, 0, cu->stream>>>(
+                scratch, x + s0 * c.in_per + g * c.in_g, c.a, m);
+            if (TAAS_CU_LAUNCHED("Conv2d's im2col", err)) return -1;
+            // per sample j, column-major: y_jg^T (P, OC/G) = col_j^T (P, K; rows j*P.. of ld m*P) w_g^T (K, OC/G)
+            if (taas_cu_check_blas(cublasSgemmStridedBatched(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)c.d.p, c.d.ocg,
+                                                             (int)c.d.k, &one, scratch, (int)(m * c.d.p),
+                                                             (long long)c.d.p, w + g * c.w_g, (int)c.d.k, 0, &zero,
+                                                             y + s0 * c.out_per + g * c.out_g, (int)c.d.p,
+                                                             (long long)c.out_per, m),
+                                   "Conv2d's forward product", err))
+                return -1;
+        }
     }
     if (!b && !relu) return 0;
     size_t total = (size_t)s->n * c.out_per;
@@ -182,24 +198,29 @@ extern "C" int taas_cu_conv2d_backward(taas_cu *cu, float *dx, float *dw, float 
             t, dy + s0 * c.out_per, relu ? y + s0 * c.out_per : NULL, c.d.p, s->oc, m, relu);
         if (TAAS_CU_LAUNCHED("Conv2d's output gradient", err)) return -1;
         if (db && taas_cu_channel_sum(cu, db, t, 1, s->oc, cols, err)) return -1;
-        if (dw) {
-            im2col<<<taas_cu_blocks(c.d.k * cols), TAAS_CU_THREADS, 0, cu->stream>>>(col, x + s0 * c.in_per, c.a, m);
-            if (TAAS_CU_LAUNCHED("Conv2d's im2col", err)) return -1;
-            // column-major dw^T (K, OC) += (col-view (cols, K))^T T-view (cols, OC)
-            if (taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, s->oc, cols, &one, col, cols, t,
-                                               cols, &one, dw, k),
-                                   "Conv2d's weight gradient", err))
+        for (int g = 0; g < c.d.groups; g++) {
+            // group g's rows of T (OC/G, cols) and of w (OC/G, K)
+            const float *tg = t + (size_t)g * c.d.ocg * cols, *wg = w + g * c.w_g;
+            if (dw) {
+                im2col<<<taas_cu_blocks(c.d.k * cols), TAAS_CU_THREADS, 0, cu->stream>>>(
+                    col, x + s0 * c.in_per + g * c.in_g, c.a, m);
+                if (TAAS_CU_LAUNCHED("Conv2d's im2col", err)) return -1;
+                // column-major dw_g^T (K, OC/G) += (col-view (cols, K))^T T_g-view (cols, OC/G)
+                if (taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, c.d.ocg, cols, &one, col,
+                                                   cols, tg, cols, &one, dw + g * c.w_g, k),
+                                       "Conv2d's weight gradient", err))
+                    return -1;
+            }
+            if (!dx) continue;
+            // dcol (K, cols) = w_g^T T_g: column-major dcol^T (cols, K) = T_g-view (cols, OC/G) (w_g-view (K, OC/G))^T
+            if (taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_T, cols, k, c.d.ocg, &one, tg, cols,
+                                               wg, k, &zero, col, cols),
+                                   "Conv2d's input gradient", err))
                 return -1;
+            col2im<<<taas_cu_blocks((size_t)m * c.in_g), TAAS_CU_THREADS, 0, cu->stream>>>(
+                dx + s0 * c.in_per + g * c.in_g, col, c.a, m);
+            if (TAAS_CU_LAUNCHED("Conv2d's col2im", err)) return -1;
         }
-        if (!dx) continue;
-        // dcol (K, cols) = w^T T: column-major dcol^T (cols, K) = T-view (cols, OC) (w-view (K, OC))^T
-        if (taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_T, cols, k, s->oc, &one, t, cols, w, k,
-                                           &zero, col, cols),
-                               "Conv2d's input gradient", err))
-            return -1;
-        col2im<<<taas_cu_blocks((size_t)m * c.in_per), TAAS_CU_THREADS, 0, cu->stream>>>(dx + s0 * c.in_per, col,
-                                                                                         c.a, m);
-        if (TAAS_CU_LAUNCHED("Conv2d's col2im", err)) return -1;
     }
     return 0;
 }

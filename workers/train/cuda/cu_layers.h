@@ -24,10 +24,11 @@ int taas_cu_linear_forward(taas_cu *cu, float *y, const float *x, const float *w
 int taas_cu_linear_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, int n, int in, int out, taas_error *err);
 
-/* ---- Conv2d (dilation 1, groups 1) through im2col and sgemm ----
+/* ---- Conv2d (dilation 1) through im2col and sgemm ----
  * The batch goes through in chunks of as many samples as the scratch (`room` floats) holds
- * the column matrix (C*KH*KW rows, a column per output position of each sample) and the
- * transposed output gradient of; taas_cu_conv2d_scratch_floats gives the room for s->n
+ * the column matrix (C/groups*KH*KW rows, a column per output position of each sample; one
+ * group's at a time) and the transposed output gradient of; with groups each group is its
+ * own product. taas_cu_conv2d_scratch_floats gives the room for s->n
  * samples within a 256 MiB budget (at least one sample's, which a smaller room refuses).
  * With relu, y = max(conv + b, 0) (the ReLU after the convolution, fused), and backward
  * takes that y and the gradient of the ReLU's output. */
