@@ -2,7 +2,7 @@
  * are tested with (tests/data/layers, test_layers.c), with the same tolerance:
  * max|got - ref| / max(1, max|ref|) <= 1e-4 per array; with TF32 (an option, off by default)
  * the convolutions and Linear are held to 1e-2, the looser bound docs/cuda.md gives for it.
- * The grouped convolutions use the CPU's fixtures too.
+ * The grouped convolutions, AdaptiveAvgPool2d and the residual sum use the CPU's fixtures too.
  * Input gradients must be overwritten and parameter gradients accumulated; the fused
  * Conv2d+ReLU must give the bits of the two apart; Dropout's masks must be the CPU's bit for
  * bit. Exits 77 (skipped) where there is no GPU. */
@@ -223,6 +223,62 @@ static void test_pool2d(void **state) {
     pool_case("avgpool2d_k3p1", 0);
 }
 
+static void adaptive_case(const char *name) {
+    json_t *j = load(name);
+    int n = cfg(j, "n"), c = cfg(j, "c"), h = cfg(j, "h"), w = cfg(j, "w"), oh = cfg(j, "oh"), ow = cfg(j, "ow");
+    size_t nx, ny;
+    float *x = dev(j, "x", &nx), *dy = dev(j, "dy", &ny);
+    assert_int_equal(nx, (size_t)n * c * h * w);
+    assert_int_equal(ny, (size_t)n * c * oh * ow);
+    float *y = tu_dev(NULL, ny, 7), *dx = tu_dev(NULL, nx, 7);
+    TU_OK(taas_cu_adaptive_avgpool2d_forward(&CU, y, x, n, c, h, w, oh, ow, &E), &E);
+    TU_OK(taas_cu_adaptive_avgpool2d_backward(&CU, dx, dy, n, c, h, w, oh, ow, &E), &E);
+    expect(j, "y", y, 0);
+    expect(j, "dx", dx, 0);
+    cudaFree(x), cudaFree(dy), cudaFree(y), cudaFree(dx);
+    json_decref(j);
+}
+
+static void test_adaptive_avgpool2d(void **state) {
+    (void)state;
+    adaptive_case("adaptive_avgpool2d_6x6_3x3"); /* bins that divide the input */
+    adaptive_case("adaptive_avgpool2d_7x5_3x2"); /* overlapping bins */
+    adaptive_case("adaptive_avgpool2d_4x4_1x1"); /* a ResNet's head */
+    adaptive_case("adaptive_avgpool2d_5x5_7x7"); /* more outputs than inputs */
+}
+
+/* y = a + b and y += x: PyTorch's float sums bit for bit, whichever input the output is. */
+static void test_add_and_accumulate(void **state) {
+    (void)state;
+    json_t *j = load("add");
+    size_t n;
+    float *ref = tu_floats(j, "y", &n), *a = dev(j, "a", NULL), *b = dev(j, "b", NULL), *y = tu_dev(NULL, n, 7);
+    TU_OK(taas_cu_add(&CU, y, a, b, n, &E), &E);
+    float *h = tu_host(&CU, y, n);
+    assert_memory_equal(h, ref, n * sizeof *h);
+    free(h);
+    TU_OK(taas_cu_accumulate(&CU, y, y, n, &E), &E); /* x is y: doubled, exactly */
+    h = tu_host(&CU, y, n);
+    for (size_t i = 0; i < n; i++) assert_true(h[i] == 2.0f * ref[i]);
+    free(h);
+    float *a2 = dev(j, "a", NULL), *b2 = dev(j, "b", NULL);
+    TU_OK(taas_cu_add(&CU, a2, a2, b, n, &E), &E); /* y is a */
+    TU_OK(taas_cu_add(&CU, b2, a, b2, n, &E), &E); /* y is b */
+    h = tu_host(&CU, a2, n);
+    assert_memory_equal(h, ref, n * sizeof *h);
+    free(h);
+    h = tu_host(&CU, b2, n);
+    assert_memory_equal(h, ref, n * sizeof *h);
+    free(h);
+    TU_OK(taas_cu_accumulate(&CU, a, b, n, &E), &E);
+    h = tu_host(&CU, a, n);
+    assert_memory_equal(h, ref, n * sizeof *h);
+    free(h), free(ref);
+    TU_OK(taas_cu_add(&CU, y, a, b, 0, &E), &E); /* nothing to do */
+    cudaFree(a), cudaFree(b), cudaFree(y), cudaFree(a2), cudaFree(b2);
+    json_decref(j);
+}
+
 /* As PyTorch and the CPU: the first maximum wins a tie, a NaN wins over any number. */
 static void test_maxpool_ties_and_nan(void **state) {
     (void)state;
@@ -402,6 +458,8 @@ int main(void) {
         cmocka_unit_test(test_conv2d_room_too_small),
         cmocka_unit_test(test_tf32_option),
         cmocka_unit_test(test_pool2d),
+        cmocka_unit_test(test_adaptive_avgpool2d),
+        cmocka_unit_test(test_add_and_accumulate),
         cmocka_unit_test(test_maxpool_ties_and_nan),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_softmax),

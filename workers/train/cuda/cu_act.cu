@@ -1,5 +1,5 @@
-// Element-wise layers on the GPU: the activations and Dropout, one thread per element with
-// the CPU's formulas (layer_act.c, layer_dropout.c).
+// Element-wise layers on the GPU: the activations, Dropout and the residual sum, one thread
+// per element with the CPU's formulas (layer_act.c, layer_dropout.c, layer_add.c).
 #include <math.h>
 
 #include "ctr_rng.h"  /* the CPU's Dropout mask, bit for bit (test_cuda_layers checks it) */
@@ -65,6 +65,27 @@ __global__ static void times_plane_mask(float *y, const float *x, const float *m
 
 __global__ static void times_mask(float *y, const float *x, const float *mask, size_t n) {
     TAAS_CU_LOOP(i, n) y[i] = x[i] * mask[i];
+}
+
+// y = a + b; y may be a or b: each thread reads its element before it writes it
+__global__ static void add_kernel(float *y, const float *a, const float *b, size_t n) {
+    TAAS_CU_LOOP(i, n) y[i] = a[i] + b[i];
+}
+
+__global__ static void accumulate_kernel(float *y, const float *x, size_t n) {
+    TAAS_CU_LOOP(i, n) y[i] += x[i];
+}
+
+extern "C" int taas_cu_add(taas_cu *cu, float *y, const float *a, const float *b, size_t n, taas_error *err) {
+    if (n == 0) return 0;
+    add_kernel<<<taas_cu_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(y, a, b, n);
+    return TAAS_CU_LAUNCHED("a residual sum", err);
+}
+
+extern "C" int taas_cu_accumulate(taas_cu *cu, float *y, const float *x, size_t n, taas_error *err) {
+    if (n == 0) return 0;
+    accumulate_kernel<<<taas_cu_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(y, x, n);
+    return TAAS_CU_LAUNCHED("a gradient's accumulation", err);
 }
 
 extern "C" int taas_cu_act_forward(taas_cu *cu, taas_cu_act kind, float *y, const float *x, size_t n, float slope,

@@ -50,6 +50,18 @@ int taas_cu_avgpool2d_forward(taas_cu *cu, float *y, const float *x, const taas_
 int taas_cu_avgpool2d_backward(taas_cu *cu, float *dx, const float *dy, const taas_pool2d_shape *s,
                                taas_error *err);
 
+/* ---- AdaptiveAvgPool2d: x (N,C,H,W) -> y (N,C,OH,OW), the CPU's bins (pool_bins.h) ----
+ * A thread per output; backward a thread per input element gathering from its bins. */
+int taas_cu_adaptive_avgpool2d_forward(taas_cu *cu, float *y, const float *x, int n, int c, int h, int w, int oh,
+                                       int ow, taas_error *err);
+int taas_cu_adaptive_avgpool2d_backward(taas_cu *cu, float *dx, const float *dy, int n, int c, int h, int w, int oh,
+                                        int ow, taas_error *err);
+
+/* ---- A residual connection's sum y = a + b over n floats (y may alias a or b), and y += x:
+ * a gradient that reaches a tensor from a second consumer ---- */
+int taas_cu_add(taas_cu *cu, float *y, const float *a, const float *b, size_t n, taas_error *err);
+int taas_cu_accumulate(taas_cu *cu, float *y, const float *x, size_t n, taas_error *err);
+
 /* ---- Element-wise activations over n floats; y may alias x in forward ---- */
 typedef enum taas_cu_act {
     TAAS_CU_RELU, TAAS_CU_LEAKY_RELU, TAAS_CU_TANH, TAAS_CU_SIGMOID, TAAS_CU_GELU,

@@ -2,10 +2,12 @@
 // for max and zeros, counted in the divisor, for average; a NaN wins a max window, then the
 // first maximum. Backward is a gather: each input element adds up, in the order of the
 // outputs, the gradients of the windows that hold it, so no two threads write one place.
+// AdaptiveAvgPool2d takes the CPU's bins (pool_bins.h) the same way.
 #include <float.h>
 
 #include "cu_kern.cuh"
 #include "cu_layers.h"
+#include "pool_bins.h"
 
 struct pool_args {
     int h, w, kh, kw, sh, sw, ph, pw, oh, ow;
@@ -145,4 +147,60 @@ extern "C" int taas_cu_avgpool2d_backward(taas_cu *cu, float *dx, const float *d
     size_t n = inputs(s);
     avg_bwd<<<taas_cu_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(dx, dy, args(s), n);
     return TAAS_CU_LAUNCHED("AvgPool2d's backward", err);
+}
+
+struct adaptive_args {
+    int h, w, oh, ow;
+};
+
+// y (planes, OH, OW): each bin's mean, summed row by row as the CPU
+__global__ static void adaptive_fwd(float *y, const float *x, adaptive_args a, size_t total) {
+    TAAS_CU_LOOP(t, total) {
+        int j = (int)(t % a.ow), i = (int)(t / a.ow % a.oh);
+        const float *in = x + t / ((size_t)a.ow * a.oh) * a.h * a.w;
+        int y0 = taas_bin_start(i, a.h, a.oh), y1 = taas_bin_end(i, a.h, a.oh);
+        int x0 = taas_bin_start(j, a.w, a.ow), x1 = taas_bin_end(j, a.w, a.ow);
+        float sum = 0.0f;
+        for (int yy = y0; yy < y1; yy++)
+            for (int xx = x0; xx < x1; xx++) sum += in[(size_t)yy * a.w + xx];
+        y[t] = sum / (float)((y1 - y0) * (x1 - x0));
+    }
+}
+
+// dx (planes, H, W): the gradients of the bins that hold each element, in output order
+__global__ static void adaptive_bwd(float *dx, const float *dy, adaptive_args a, size_t total) {
+    TAAS_CU_LOOP(t, total) {
+        int xx = (int)(t % a.w), yy = (int)(t / a.w % a.h);
+        const float *g = dy + t / ((size_t)a.w * a.h) * a.oh * a.ow;
+        int i0, i1, j0, j1;
+        taas_bins_of(yy, a.h, a.oh, &i0, &i1);
+        taas_bins_of(xx, a.w, a.ow, &j0, &j1);
+        float s = 0.0f;
+        for (int i = i0; i < i1; i++) {
+            int eh = taas_bin_end(i, a.h, a.oh) - taas_bin_start(i, a.h, a.oh);
+            for (int j = j0; j < j1; j++) {
+                int ew = taas_bin_end(j, a.w, a.ow) - taas_bin_start(j, a.w, a.ow);
+                s += g[(size_t)i * a.ow + j] / (float)(eh * ew);
+            }
+        }
+        dx[t] = s;
+    }
+}
+
+extern "C" int taas_cu_adaptive_avgpool2d_forward(taas_cu *cu, float *y, const float *x, int n, int c, int h, int w,
+                                                  int oh, int ow, taas_error *err) {
+    adaptive_args a = {h, w, oh, ow};
+    size_t total = (size_t)n * c * oh * ow;
+    if (total == 0) return 0;
+    adaptive_fwd<<<taas_cu_blocks(total), TAAS_CU_THREADS, 0, cu->stream>>>(y, x, a, total);
+    return TAAS_CU_LAUNCHED("AdaptiveAvgPool2d's forward", err);
+}
+
+extern "C" int taas_cu_adaptive_avgpool2d_backward(taas_cu *cu, float *dx, const float *dy, int n, int c, int h,
+                                                   int w, int oh, int ow, taas_error *err) {
+    adaptive_args a = {h, w, oh, ow};
+    size_t total = (size_t)n * c * h * w;
+    if (total == 0) return 0;
+    adaptive_bwd<<<taas_cu_blocks(total), TAAS_CU_THREADS, 0, cu->stream>>>(dx, dy, a, total);
+    return TAAS_CU_LAUNCHED("AdaptiveAvgPool2d's backward", err);
 }
