@@ -253,6 +253,9 @@ static void adaptive_case(const char *name) {
     float *x = arr(j, "x", &nx), *dy = arr(j, "dy", &ny);
     assert_int_equal(nx, (size_t)n * c * h * w);
     assert_int_equal(ny, (size_t)n * c * oh * ow);
+    taas_error e;
+    taas_error_clear(&e);
+    assert_int_equal(taas_adaptive_avgpool2d_check(h, w, oh, ow, &e), 0);
     float *y = filled(ny, 7), *dx = filled(nx, 7);
     taas_adaptive_avgpool2d_forward(y, x, n, c, h, w, oh, ow);
     expect(j, "y", y, 0);
@@ -593,6 +596,15 @@ static void test_shape_errors(void **state) {
     assert_int_equal(taas_pool2d_check(&pad, &e), -1);
     assert_non_null(strstr(e.message, "padding 2x0 is more than half the kernel 2x2"));
     assert_non_null(strstr(e.hint, "kernel_size // 2"));
+    taas_error_clear(&e);
+    assert_int_equal(taas_adaptive_avgpool2d_check(5, 5, 7, 7, &e), 0);
+    assert_int_equal(taas_adaptive_avgpool2d_check(4, 4, 0, 1, &e), -1);
+    assert_string_equal(e.ename, "TaasValueError");
+    assert_non_null(strstr(e.message, "AdaptiveAvgPool2d: output size 0x1 from an input of 4x4"));
+    assert_non_null(strstr(e.hint, "AdaptiveAvgPool2d(1)"));
+    taas_error_clear(&e);
+    assert_int_equal(taas_adaptive_avgpool2d_check(0, 3, 1, 1, &e), -1);
+    assert_non_null(strstr(e.message, "input of 0x3"));
     taas_error_clear(&e);
     taas_pool2d_shape small = {1, 1, 1, 1, 2, 2, 2, 2, 0, 0};
     assert_int_equal(taas_pool2d_check(&small, &e), -1);

@@ -77,6 +77,8 @@ void taas_avgpool2d_backward(float *dx, const float *dy, const taas_pool2d_shape
  * rows [floor(i*H/OH), ceil((i+1)*H/OH)), columns likewise (bins overlap where OH does not
  * divide H, and repeat rows where OH > H). The backward gathers: each input element adds up
  * the gradients of its bins in output order, dx written. ---- */
+/* Input and output planes non-empty (the bins divide by OH and H); -1 with e filled. */
+int taas_adaptive_avgpool2d_check(int h, int w, int oh, int ow, taas_error *e);
 void taas_adaptive_avgpool2d_forward(float *y, const float *x, int n, int c, int h, int w, int oh, int ow);
 void taas_adaptive_avgpool2d_backward(float *dx, const float *dy, int n, int c, int h, int w, int oh, int ow);
 

@@ -69,6 +69,18 @@ int taas_pool2d_check(const taas_pool2d_shape *s, taas_error *e) {
     return 0;
 }
 
+int taas_adaptive_avgpool2d_check(int h, int w, int oh, int ow, taas_error *e) {
+    if (h <= 0 || w <= 0 || oh <= 0 || ow <= 0) {
+        taas_srcpos nowhere = {0, 0};
+        taas_error_set(e, TAAS_ERR_VALUE, nowhere,
+                       "AdaptiveAvgPool2d: output size %dx%d from an input of %dx%d: both must be "
+                       "at least 1x1", oh, ow, h, w);
+        taas_error_hint(e, "give output_size as positive ints, e.g. AdaptiveAvgPool2d(1) or (7, 7)");
+        return -1;
+    }
+    return 0;
+}
+
 int taas_dropout_check(float p, taas_error *e) {
     if (!(p >= 0.0f && p <= 1.0f)) {
         taas_srcpos nowhere = {0, 0};
