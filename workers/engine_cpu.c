@@ -48,10 +48,11 @@ static int update(taas_engine *e, float w, taas_collective *coll, const taas_opt
     cpu_engine *c = (cpu_engine *)e;
     float *g = c->m->grads;
     if (coll->world > 1) {
-        for (size_t i = 0; i < c->m->nparams; i++) g[i] *= w;
-        if (coll->sum_f32(coll, g, c->m->nparams, err)) return -1;
+        for (size_t i = 0; i < c->m->ntrain; i++) g[i] *= w;
+        if (coll->sum_f32(coll, g, c->m->ntrain, err)) return -1;
     }
-    taas_optim_step(opt, c->m->params, g, c->state, c->m->nparams, step);
+    /* the trainable parameters only (model.h): frozen ones neither change nor have state */
+    taas_optim_step(opt, c->m->params, g, c->state, c->m->ntrain, step);
     return 0;
 }
 
@@ -89,7 +90,7 @@ static int save(taas_engine *e, const char *path, taas_error *err) {
 
 static taas_checkpoint_bufs bufs(cpu_engine *c) {
     taas_model *m = c->m;
-    return (taas_checkpoint_bufs){m->table, m->ntable, m->nparams, m->params, m->stats, m->counters, c->state};
+    return (taas_checkpoint_bufs){m->table, m->ntable, m->ntrain, m->params, m->stats, m->counters, c->state};
 }
 
 static int checkpoint(taas_engine *e, const char *path, const json_t *meta, taas_error *err) {
@@ -121,7 +122,7 @@ taas_engine *taas_engine_cpu(taas_model *m, taas_train_loss *loss, const taas_op
         return NULL;
     }
     cpu_engine *c = calloc(1, sizeof *c);
-    size_t n = taas_optim_state_floats(opt, m->nparams);
+    size_t n = taas_optim_state_floats(opt, m->ntrain);
     float *state = calloc(n ? n : 1, sizeof *state);
     if (!c || !state) {
         free(c);

@@ -104,7 +104,7 @@ static taas_optim_config optim(taas_optim_kind kind, double lr) {
 
 static float *grads_of(taas_engine *e) {
     taas_cu_model *dm = taas_cu_engine_model(e);
-    return tu_host(dm->cu, dm->grads, dm->m->nparams);
+    return tu_host(dm->cu, dm->grads, dm->m->ntrain);
 }
 
 static void test_forward_backward_match_torch(void **state) {
@@ -257,7 +257,7 @@ static float cpu_step(taas_model *m, const data *d, taas_train_loss_kind kind, f
         taas_cross_entropy_backward(dout, probs, d->y, n, k, smoothing, 1.0f);
     }
     TU_OK(taas_model_backward(m, dout, &E), &E);
-    taas_optim_step(opt, m->params, m->grads, state, m->nparams, (long)step + 1);
+    taas_optim_step(opt, m->params, m->grads, state, m->ntrain, (long)step + 1);
     free(dout), free(probs);
     return loss;
 }

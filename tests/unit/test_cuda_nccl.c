@@ -98,9 +98,9 @@ static int run(void) {
         OK(taas_nll_loss_forward(&cl, out, y, (int)n, 10, &E));
         taas_nll_loss_backward(dout, y, (int)n, 10, 1.0f);
         OK(taas_model_backward(cpu, dout, &E));
-        for (size_t i = 0; i < cpu->nparams; i++) cpu->grads[i] *= w;
-        OK(C.sum_f32(&C, cpu->grads, cpu->nparams, &E));
-        taas_optim_step(&opt, cpu->params, cpu->grads, state, cpu->nparams, s + 1);
+        for (size_t i = 0; i < cpu->ntrain; i++) cpu->grads[i] *= w;
+        OK(C.sum_f32(&C, cpu->grads, cpu->ntrain, &E));
+        taas_optim_step(&opt, cpu->params, cpu->grads, state, cpu->ntrain, s + 1);
         CHECK(fabsf(gl - cl) <= 1e-4f * fmaxf(1.0f, fabsf(cl)), "step %ld: loss %.8g, CPU %.8g", s, gl, cl);
     }
     taas_cu_model *dm = taas_cu_engine_model(e);

@@ -137,7 +137,7 @@ static void test_forward_backward_match_torch(void **state) {
     taas_error e;
     taas_model_zero_grad(m);
     float loss = ref_loss(m, x, y, n, k, 0, dlogp);
-    assert_close(m->acts[m->nlayers], json_object_get(REF, "logits"), (size_t)(n * k), 1e-4, "logits");
+    assert_close(m->act[m->nlayers], json_object_get(REF, "logits"), (size_t)(n * k), 1e-4, "logits");
     assert_true(fabs(loss - json_number_value(json_object_get(REF, "loss"))) < 1e-4);
     assert_int_equal(taas_model_backward(m, dlogp, &e), 0);
     const json_t *grads = json_object_get(REF, "grads");
@@ -173,7 +173,7 @@ static void run_steps(taas_optim_kind kind, double lr, const char *name) {
         taas_model_zero_grad(m);
         losses[s] = ref_loss(m, x, y, n, k, (uint64_t)s, dlogp);
         assert_int_equal(taas_model_backward(m, dlogp, &e), 0);
-        taas_optim_step(&cfg, m->params, m->grads, st, m->nparams, s + 1);
+        taas_optim_step(&cfg, m->params, m->grads, st, m->ntrain, s + 1);
     }
     assert_close(losses, json_object_get(r, "losses"), 20, 1e-4, name);
     check_state(m, json_object_get(r, "final"), name);
@@ -257,9 +257,9 @@ static void test_wrong_rank_and_unsupported(void **state) {
     assert_true(e.hint[0] != '\0');
     assert_null(build("{\"type\":\"Sequential\",\"layers\":[{\"type\":\"Conv2d\",\"in_channels\":1,"
                       "\"out_channels\":2,\"kernel_size\":3,\"groups\":2}]}", 1, 8, 8, &e));
-    assert_string_equal(e.message, "layer 0: Conv2d has groups != 1, which the trainer does not support");
+    assert_string_equal(e.message, "layer 0: Conv2d: groups=2 must be at least 1 and divide in_channels 1 and out_channels 2");
     assert_null(build("{\"type\":\"Compose\",\"transforms\":[]}", 1, 8, 8, &e));
-    assert_string_equal(e.message, "the model spec is not a Sequential with a layers list");
+    assert_string_equal(e.message, "the model: Compose is not a layer the trainer supports");
 }
 
 #define SEQ(layers) "{\"type\":\"Sequential\",\"layers\":[" layers "]}"
@@ -449,7 +449,7 @@ static void train_small(int nthreads, float *params_out, size_t *nparams) {
         taas_model_zero_grad(m);
         ref_loss(m, x, y, N, 10, (uint64_t)s, dlogp);
         assert_int_equal(taas_model_backward(m, dlogp, &e), 0);
-        taas_optim_step(&cfg, m->params, m->grads, st, m->nparams, s + 1);
+        taas_optim_step(&cfg, m->params, m->grads, st, m->ntrain, s + 1);
     }
     memcpy(params_out, m->params, m->nparams * sizeof(float));
     *nparams = m->nparams;

@@ -131,14 +131,104 @@ static void test_bad_specs(void **state) {
     (void)state;
     taas_model_plan p;
     taas_error e;
+    /* a leaf layer is a model of its own, as an nn.Module is */
     assert_int_equal(plan(&p, "{\"type\":\"Linear\"}", 1, 0, 0, &e), -1);
-    assert_non_null(strstr(e.message, "not a Sequential"));
+    assert_string_equal(e.message, "the model: Linear has no valid in_features/out_features in its spec");
+    assert_int_equal(plan(&p, "[1]", 1, 0, 0, &e), -1);
+    assert_string_equal(e.message, "the model spec is not a module");
     assert_int_equal(plan(&p, SEQ(""), 1, 0, 0, &e), -1);
     assert_string_equal(e.message, "the Sequential has no layers");
     assert_int_equal(plan(&p, SEQ("{\"type\":\"LSTM\"}"), 0, 0, 0, &e), -1);
     assert_string_equal(e.message, "layer 0: LSTM is not a layer the trainer supports");
     assert_int_equal(plan(&p, SEQ(LIN(4, 2)), 0, 5, 5, &e), -1);
     assert_non_null(strstr(e.message, "invalid input shape"));
+}
+
+#define BLOCK(in, planes, stride, ds) "{\"type\":\"BasicBlock\",\"inplanes\":" #in ",\"planes\":" #planes \
+    ",\"stride\":" #stride ",\"downsample\":" ds "}"
+#define DOWN(in, out) SEQ("{\"type\":\"Conv2d\",\"in_channels\":" #in ",\"out_channels\":" #out \
+    ",\"kernel_size\":1,\"stride\":2,\"bias\":false},{\"type\":\"BatchNorm2d\",\"num_features\":" #out "}")
+#define CIFAR SEQ(CONV(3, 16) ",{\"type\":\"ReLU\"}," BLOCK(16, 16, 1, "null") "," BLOCK(16, 32, 2, DOWN(16, 32)) \
+    ",{\"type\":\"AdaptiveAvgPool2d\",\"output_size\":[1,1]},{\"type\":\"Flatten\"}," LIN(32, 10))
+
+/* Blocks lower to ops with torchvision's state_dict names; the residual sums read two tensors,
+ * a block's input feeding its first convolution and its sum (or its downsample). */
+static void test_blocks_lower_to_a_graph(void **state) {
+    (void)state;
+    taas_model_plan p;
+    taas_error e;
+    assert_int_equal(plan(&p, CIFAR, 3, 16, 16, &e), 0);
+    int64_t w[4] = {32, 16, 1, 1}, c3[4] = {16, 16, 3, 3}, b[1] = {32};
+    assert_entry(&p, "2.conv1.weight", 4, c3, "F32");
+    assert_entry(&p, "3.downsample.0.weight", 4, w, "F32");
+    assert_entry(&p, "3.downsample.1.running_var", 1, b, "F32");
+    assert_entry(&p, "3.bn2.num_batches_tracked", 0, b, "I64");
+    assert_null(taas_model_plan_find(&p, "2.conv1.bias"));  /* bias=False, as torchvision's */
+    int adds = 0;
+    for (int i = 0; i < p.nlayers; i++) {
+        const taas_model_layer *L = &p.layers[i];
+        if (L->kind != TAAS_L_ADD) continue;
+        adds++;
+        assert_int_equal(L->nsrc, 2);
+        /* the block's last BatchNorm's output, and the identity (or the downsample's) */
+        assert_true(L->src[0] <= i && L->src[1] <= i && L->src[0] != L->src[1]);
+        assert_string_equal(p.layers[L->src[0] - 1].path, adds == 1 ? "2.bn2" : "3.bn2");
+        assert_true(L->overwrite);                     /* out += identity */
+    }
+    assert_int_equal(adds, 2);
+    /* the output: (N, 10), after the pool's (N, 32, 1, 1) */
+    assert_int_equal(p.layers[p.nlayers - 1].out.d[0], 10);
+    assert_int_equal(p.layers[p.nlayers - 3].out.d[1], 1);
+    assert_int_equal(p.ntrain, p.nparams);
+    taas_model_plan_free(&p);
+    /* without the input shape, the table is whole all the same */
+    assert_int_equal(plan(&p, CIFAR, 0, 0, 0, &e), 0);
+    assert_entry(&p, "3.downsample.0.weight", 4, w, "F32");
+    taas_model_plan_free(&p);
+}
+
+static void test_block_errors_name_the_path(void **state) {
+    (void)state;
+    taas_model_plan p;
+    taas_error e;
+    /* a stride without a downsample: the sum's shapes differ */
+    assert_int_equal(plan(&p, SEQ(BLOCK(16, 32, 2, "null")), 16, 8, 8, &e), -1);
+    assert_string_equal(e.message, "layer 0.add: the residual sum adds (N, 32, 4, 4) from layer 0.bn2 (BatchNorm2d) "
+                                   "to (N, 16, 8, 8) from the input");
+    assert_non_null(strstr(e.hint, "downsample"));
+    /* a layer inside a block names its path */
+    assert_int_equal(plan(&p, SEQ(BLOCK(16, 16, 1, "null")), 8, 8, 8, &e), -1);
+    assert_string_equal(e.message, "layer 0.conv1: Conv2d(in_channels=16) gets 8 channels (N, 8, 8, 8) from the input");
+    assert_int_equal(plan(&p, "{\"type\":\"BasicBlock\",\"inplanes\":16,\"planes\":16,\"groups\":2}", 16, 8, 8,
+                          &e), -1);
+    assert_non_null(strstr(e.message, "the model: BasicBlock has invalid arguments"));
+    /* nesting is bounded */
+    char deep[4096] = "";
+    for (int i = 0; i < 40; i++) strcat(deep, "{\"type\":\"Sequential\",\"layers\":[");
+    strcat(deep, "{\"type\":\"ReLU\"}");
+    for (int i = 0; i < 40; i++) strcat(deep, "]}");
+    assert_int_equal(plan(&p, deep, 1, 0, 0, &e), -1);
+    assert_non_null(strstr(e.message, "nests modules more than 32 deep"));
+}
+
+/* requires_grad: the nearest module that says it decides; trainable parameters come first. */
+static void test_frozen_parameters_come_last(void **state) {
+    (void)state;
+    taas_model_plan p;
+    taas_error e;
+    assert_int_equal(plan(&p, "{\"type\":\"Sequential\",\"requires_grad\":false,\"layers\":[" LIN(4, 3) ","
+                              "{\"type\":\"Linear\",\"in_features\":3,\"out_features\":2,\"requires_grad\":true}]}",
+                          4, 0, 0, &e), 0);
+    assert_int_equal(p.nparams, 4 * 3 + 3 + 3 * 2 + 2);
+    assert_int_equal(p.ntrain, 3 * 2 + 2);
+    assert_int_equal(taas_model_plan_find(&p, "1.weight")->offset, 0);
+    assert_int_equal(taas_model_plan_find(&p, "1.bias")->offset, 6);
+    assert_int_equal(taas_model_plan_find(&p, "0.weight")->offset, 8);
+    assert_int_equal(taas_model_plan_find(&p, "0.bias")->offset, 20);
+    assert_true(p.layers[0].frozen && !p.layers[1].frozen);
+    assert_int_equal(p.layers[1].w_off, 0);
+    assert_int_equal(p.layers[0].b_off, 20);
+    taas_model_plan_free(&p);
 }
 
 int main(void) {
@@ -148,6 +238,9 @@ int main(void) {
         cmocka_unit_test(test_without_the_input_shape),
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_fusion_is_decided_by_the_plan),
+        cmocka_unit_test(test_blocks_lower_to_a_graph),
+        cmocka_unit_test(test_block_errors_name_the_path),
+        cmocka_unit_test(test_frozen_parameters_come_last),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,12 @@
 #include "errnames.h"
 #include "safetensors.h"
 
-/* The model's tensors, then each parameter tensor's optimizer parts: the table to write or
+/* A trainable parameter: one the optimizer has state for (the first nparams floats). */
+static int trains(const taas_checkpoint_bufs *b, const taas_param_entry *e) {
+    return e->home == TAAS_T_PARAM && e->offset < b->nparams;
+}
+
+/* The model's tensors, then each trainable tensor's optimizer parts: the table to write or
  * read. Keys of the optimizer rows are malloc'd into *keys (one block). NULL when out of
  * memory. */
 static taas_st_tensor *table_of(const taas_checkpoint_bufs *b, const taas_optim_config *opt, size_t *n,
@@ -21,7 +26,7 @@ static taas_st_tensor *table_of(const taas_checkpoint_bufs *b, const taas_optim_
     int nparts = taas_optim_state_names(opt, parts);
     size_t nparam = 0, keylen = 0;
     for (size_t i = 0; i < b->ntable; i++)
-        if (b->table[i].home == TAAS_T_PARAM) {
+        if (trains(b, &b->table[i])) {
             nparam++;
             keylen += strlen(b->table[i].key) + strlen(TAAS_ST_OPTIMIZER_PREFIX) + 20;
         }
@@ -39,7 +44,7 @@ static taas_st_tensor *table_of(const taas_checkpoint_bufs *b, const taas_optim_
     for (int p = 0; p < nparts; p++)
         for (size_t i = 0; i < b->ntable; i++) {
             const taas_param_entry *e = &b->table[i];
-            if (e->home != TAAS_T_PARAM) continue;
+            if (!trains(b, e)) continue;
             taas_st_tensor *o = &all[r++];
             *o = all[i];  /* the parameter's dtype and shape */
             int w = sprintf(at, "%s%s.%s", TAAS_ST_OPTIMIZER_PREFIX, e->key, parts[p]);

@@ -13,7 +13,8 @@
 #include "optim.h"
 
 /* The model's tensors as a table gives them (buffers on the host) and the optimizer's state
- * (taas_optim_state_floats(opt, nparams) floats, laid out as optim.h says). */
+ * (taas_optim_state_floats(opt, nparams) floats, laid out as optim.h says) for the trainable
+ * parameters, the first nparams floats (model_plan.h's ntrain): a frozen one has none. */
 typedef struct taas_checkpoint_bufs {
     const taas_param_entry *table;
     size_t ntable, nparams;

@@ -18,11 +18,17 @@ static int init_params(taas_model *m, taas_error *e) {
         float *b = L->has_b ? m->params + L->b_off : NULL;
         if (L->kind == TAAS_L_LINEAR) {
             if (taas_init_linear(m->params + L->w_off, b, L->lin_in, L->lin_out, &rng, e)) return -1;
+        } else if (L->kind == TAAS_L_CONV2D && L->init_fan_out) {
+            size_t nw = (size_t)L->oc * (size_t)(L->in.d[0] / L->groups) * (size_t)L->kh * (size_t)L->kw;
+            taas_init_kaiming_normal_fan_out(m->params + L->w_off, nw, L->oc * L->kh * L->kw, &rng);
+            if (b) memset(b, 0, (size_t)L->oc * sizeof *b);
         } else if (L->kind == TAAS_L_CONV2D) {
-            if (taas_init_conv2d(m->params + L->w_off, b, L->in.d[0], L->oc, L->kh, L->kw, &rng, e)) return -1;
+            if (taas_init_conv2d(m->params + L->w_off, b, L->in.d[0] / L->groups, L->oc, L->kh, L->kw, &rng, e))
+                return -1;
         } else if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D) {
             taas_init_batchnorm(m->params + L->w_off, b, m->stats + L->rm_off, m->stats + L->rv_off,
                                 L->in.d[0]);
+            if (L->init_zero) memset(m->params + L->w_off, 0, (size_t)L->in.d[0] * sizeof(float));
         }
     }
     return 0;
@@ -52,12 +58,13 @@ taas_model *taas_model_new(const json_t *spec, int c, int h, int w, uint64_t see
     m->table = plan.table;
     m->ntable = plan.ntable;
     m->nparams = plan.nparams;
+    m->ntrain = plan.ntrain;
     m->nstats = plan.nstats;
     m->ncounters = plan.ncounters;
     m->seed = seed;
     m->nthreads = 1;
     m->params = calloc(m->nparams ? m->nparams : 1, sizeof(float));
-    m->grads = calloc(m->nparams ? m->nparams : 1, sizeof(float));
+    m->grads = calloc(m->ntrain ? m->ntrain : 1, sizeof(float));
     m->stats = calloc(m->nstats ? m->nstats : 1, sizeof(float));
     m->counters = calloc(m->ncounters ? (size_t)m->ncounters : 1, sizeof(int64_t));
     if (!m->params || !m->grads || !m->stats || !m->counters) goto oom;

@@ -1,7 +1,8 @@
-/* A Sequential built from its JSON spec (docs/language.md): shapes inferred layer by layer
- * before anything runs, all parameters in ONE contiguous float buffer (gradients in a
- * second of the same layout), BatchNorm running stats apart, and a parameter table that
- * names every tensor by its PyTorch state_dict key. */
+/* A model built from its JSON spec (docs/language.md), lowered to a graph of ops
+ * (model_plan.h) with every shape inferred before anything runs: all parameters in ONE
+ * contiguous float buffer (gradients in a second of the same layout), BatchNorm running
+ * stats apart, a parameter table that names every tensor by its PyTorch state_dict key, and
+ * a step's memory planned once per batch size (model_memory.h). */
 #ifndef TAAS_MODEL_H
 #define TAAS_MODEL_H
 
@@ -11,14 +12,15 @@
 
 #include "error.h"
 #include "layers.h"
+#include "model_memory.h"
 #include "model_plan.h"
 
 typedef struct taas_model {
     taas_model_layer *layers;
     int nlayers;
     taas_act_shape in_shape;
-    float *params, *grads;          /* nparams floats each */
-    size_t nparams;
+    float *params, *grads;          /* nparams and ntrain floats */
+    size_t nparams, ntrain;         /* the trainable parameters are params' first ntrain floats */
     float *stats;                   /* running_mean / running_var */
     size_t nstats;
     int64_t *counters;              /* num_batches_tracked */
@@ -27,19 +29,21 @@ typedef struct taas_model {
     size_t ntable;
     uint64_t seed;
     int nthreads;
-    /* Per-batch-size work memory, allocated once per batch size. */
+    /* A step's memory, planned (model_memory.h) and allocated once per batch size. */
     int batch;
-    float **acts;                   /* nlayers + 1 activations; acts[0] holds the input */
-    float **aux;                    /* per layer: dropout mask, BN mean|invstd */
-    int32_t **argmax;               /* per layer: MaxPool2d */
+    taas_model_memory mem;
+    char *arena;
+    float **act, **grad;            /* per tensor: its value and its gradient (NULL: none) */
+    void **aux;                     /* per op: Dropout's mask, BatchNorm's mean | invstd, MaxPool's argmax */
+    float **tmp;                    /* per op: its input gradient before it is added */
     float *scratch;                 /* Conv2d, shared */
-    float *dbuf[2];                 /* ping-pong gradients w.r.t. activations */
     int last_train;
 } taas_model;
 
 /* A layer's shapes for n samples, as the CPU's and the CUDA's layer functions take them. */
 static inline taas_conv2d_shape taas_layer_conv_shape(const taas_model_layer *L, int n) {
-    return (taas_conv2d_shape){n, L->in.d[0], L->in.d[1], L->in.d[2], L->oc, L->kh, L->kw, L->sh, L->sw, L->ph, L->pw};
+    return (taas_conv2d_shape){n, L->in.d[0], L->in.d[1], L->in.d[2], L->oc, L->kh, L->kw, L->sh, L->sw, L->ph, L->pw,
+                               L->groups};
 }
 
 static inline taas_pool2d_shape taas_layer_pool_shape(const taas_model_layer *L, int n) {
@@ -47,8 +51,9 @@ static inline taas_pool2d_shape taas_layer_pool_shape(const taas_model_layer *L,
 }
 
 /* Builds the model for inputs (N, c, h, w), or (N, c) when h == 0 and w == 0, and
- * initialises it from `seed` as PyTorch would (same distributions, layer order). */
-taas_model *taas_model_new(const json_t *sequential_spec, int c, int h, int w, uint64_t seed,
+ * initialises it from `seed` as PyTorch would (same distributions, layer order; a ResNet's
+ * as torchvision's). */
+taas_model *taas_model_new(const json_t *spec, int c, int h, int w, uint64_t seed,
                            taas_error *err);
 void taas_model_free(taas_model *m);
 
@@ -61,7 +66,8 @@ const taas_param_entry *taas_model_find(const taas_model *m, const char *key);
  * and stays valid until the next forward. */
 int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t step,
                        const float **out, taas_error *err);
-/* Gradients ACCUMULATE into m->grads from dout (n, out) for the last forward. */
+/* Gradients ACCUMULATE into m->grads (the trainable parameters') from dout (n, out) for the
+ * last forward; nothing upstream of only frozen ops is computed. */
 int taas_model_backward(taas_model *m, const float *dout, taas_error *err);
 void taas_model_zero_grad(taas_model *m);
 /* OpenMP threads of every layer (default 1): forward and backward set them as the calling

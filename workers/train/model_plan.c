@@ -20,6 +20,7 @@ static const struct { const char *name; taas_layer_kind kind; } kinds[] = {
     {"Dropout", TAAS_L_DROPOUT}, {"Dropout2d", TAAS_L_DROPOUT2D},
     {"BatchNorm1d", TAAS_L_BATCHNORM1D}, {"BatchNorm2d", TAAS_L_BATCHNORM2D},
     {"Flatten", TAAS_L_FLATTEN}, {"LogSoftmax", TAAS_L_LOG_SOFTMAX}, {"Softmax", TAAS_L_SOFTMAX},
+    {"AdaptiveAvgPool2d", TAAS_L_ADAPTIVE_AVGPOOL2D}, {"Identity", TAAS_L_IDENTITY},
 };
 
 static void shape_str(char *buf, size_t len, const taas_act_shape *s) {
@@ -33,17 +34,32 @@ static size_t shape_numel(const taas_act_shape *s) {
     return n;
 }
 
-/* "from the input" or "from layer 6 (Flatten)". */
-static void source_str(char *buf, size_t len, const taas_model_plan *m, int i) {
-    if (i == 0) snprintf(buf, len, "from the input");
-    else snprintf(buf, len, "from layer %d (%s)", i - 1, m->layers[i - 1].name);
+/* Where an op is, for messages: "layer 3" in a Sequential, "layer3.1.conv2" in a tree. */
+typedef struct where_t { char s[80]; } where_t;
+static where_t where_of(const taas_model_layer *L) {
+    where_t w;
+    if (L->path[0] >= '0' && L->path[0] <= '9') snprintf(w.s, sizeof w.s, "layer %s", L->path);
+    else snprintf(w.s, sizeof w.s, "%s", L->path[0] ? L->path : "the model");
+    return w;
 }
 
-static int spec_err(taas_error *e, int i, const char *name, const char *detail, const char *hint) {
+/* "from the input" or "from layer 6 (Flatten)": where tensor t comes from. */
+static void source_str(char *buf, size_t len, const taas_model_plan *m, int t) {
+    if (t == 0) snprintf(buf, len, "from the input");
+    else snprintf(buf, len, "from %s (%s)", where_of(&m->layers[t - 1]).s, m->layers[t - 1].name);
+}
+
+static int spec_err(taas_error *e, const taas_model_layer *L, const char *detail, const char *hint) {
     /* "Conv2d(kernel_size=...)" reads as one; "Conv2d has ..." needs the space. */
-    taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: %s%s%s", i, name, detail[0] == '(' ? "" : " ",
+    taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: %s%s%s", where_of(L).s, L->name, detail[0] == '(' ? "" : " ",
                    detail);
     if (hint) taas_error_hint(e, "%s", hint);
+    return -1;
+}
+
+/* A layer function's error (taas_conv2d_check's, ...) prefixed with where the op is: -1. */
+static int where_prefix(taas_error *e, const taas_model_layer *L) {
+    taas_error_prefix(e, "%s: ", where_of(L).s);
     return -1;
 }
 
@@ -78,46 +94,46 @@ static int get_bool(const json_t *o, const char *key, int def) {
 
 /* Options PyTorch has that the C layers do not implement: refuse rather than compute
  * something else. */
-static int check_unsupported(const json_t *o, taas_model_layer *L, int i, taas_error *e) {
+static int check_unsupported(const json_t *o, taas_model_layer *L, taas_error *e) {
     char d[256];
     int one[2] = {1, 1}, dil[2];
     const json_t *pm = json_object_get(o, "padding_mode");
     if (L->kind == TAAS_L_CONV2D || L->kind == TAAS_L_MAXPOOL2D) {
         if (get_pair(o, "dilation", dil, one) || dil[0] != 1 || dil[1] != 1) {
             snprintf(d, sizeof d, "has dilation != 1, which the trainer does not support");
-            return spec_err(e, i, L->name, d, "use dilation=1");
+            return spec_err(e, L, d, "use dilation=1");
         }
     }
     if (L->kind == TAAS_L_CONV2D) {
-        if (get_int(o, "groups", 1) != 1)
-            return spec_err(e, i, L->name, "has groups != 1, which the trainer does not support",
-                            "use groups=1");
+        L->groups = get_int(o, "groups", 1);
+        if (L->groups < 1)
+            return spec_err(e, L, "has groups < 1 in its spec", "give groups >= 1");
         if (pm && !(json_is_string(pm) && strcmp(json_string_value(pm), "zeros") == 0))
-            return spec_err(e, i, L->name, "has a padding_mode other than 'zeros', which the trainer does not support",
+            return spec_err(e, L, "has a padding_mode other than 'zeros', which the trainer does not support",
                             "use padding_mode='zeros'");
     }
     if ((L->kind == TAAS_L_MAXPOOL2D || L->kind == TAAS_L_AVGPOOL2D) && get_bool(o, "ceil_mode", 0))
-        return spec_err(e, i, L->name, "has ceil_mode=True, which the trainer does not support",
+        return spec_err(e, L, "has ceil_mode=True, which the trainer does not support",
                         "use ceil_mode=False (pad the input instead)");
     if (L->kind == TAAS_L_AVGPOOL2D &&
         (!get_bool(o, "count_include_pad", 1) ||
          (json_object_get(o, "divisor_override") && !json_is_null(json_object_get(o, "divisor_override")))))
-        return spec_err(e, i, L->name, "has count_include_pad=False or a divisor_override, which the trainer does not support",
+        return spec_err(e, L, "has count_include_pad=False or a divisor_override, which the trainer does not support",
                         "use the defaults count_include_pad=True, divisor_override=None");
     if (L->kind == TAAS_L_GELU) {
         const json_t *a = json_object_get(o, "approximate");
         if (json_is_string(a) && strcmp(json_string_value(a), "none") != 0)
-            return spec_err(e, i, L->name, "has approximate='tanh', which the trainer does not support",
+            return spec_err(e, L, "has approximate='tanh', which the trainer does not support",
                             "use GELU() (approximate='none')");
     }
     if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D) {
         const json_t *mo = json_object_get(o, "momentum");
         if (!get_bool(o, "affine", 1) || !get_bool(o, "track_running_stats", 1) || json_is_null(mo))
-            return spec_err(e, i, L->name, "has affine=False, track_running_stats=False or momentum=None, which the trainer does not support",
+            return spec_err(e, L, "has affine=False, track_running_stats=False or momentum=None, which the trainer does not support",
                             "use the defaults affine=True, track_running_stats=True and a float momentum");
     }
     if (L->kind == TAAS_L_FLATTEN && (get_int(o, "start_dim", 1) != 1 || get_int(o, "end_dim", -1) != -1))
-        return spec_err(e, i, L->name, "flattens other dimensions than 1..-1, which the trainer does not support",
+        return spec_err(e, L, "flattens other dimensions than 1..-1, which the trainer does not support",
                         "use Flatten() with start_dim=1, end_dim=-1");
     return 0;
 }
@@ -125,14 +141,14 @@ static int check_unsupported(const json_t *o, taas_model_layer *L, int i, taas_e
 /* A layer whose input shape is unknown (rank 0): its tensors' shapes from its spec alone, a
  * Lazy layer's inferred size 0. Its output is known only when the spec fixes it (Linear),
  * so the layers after that are checked again. */
-static int plan_spec_only(taas_model_layer *L, int i, const json_t *o, int lazy, taas_error *e) {
+static int plan_spec_only(taas_model_layer *L, const json_t *o, int lazy, taas_error *e) {
     int k[2], zero[2] = {0, 0};
     switch (L->kind) {
     case TAAS_L_LINEAR:
         L->lin_in = lazy ? 0 : get_int(o, "in_features", -1);
         L->lin_out = get_int(o, "out_features", -1);
         if (L->lin_out < 1 || L->lin_in < 0)
-            return spec_err(e, i, L->name, "has no valid in_features/out_features in its spec",
+            return spec_err(e, L, "has no valid in_features/out_features in its spec",
                             "give positive in_features and out_features");
         L->has_w = 1;
         L->has_b = get_bool(o, "bias", 1);
@@ -142,7 +158,7 @@ static int plan_spec_only(taas_model_layer *L, int i, const json_t *o, int lazy,
         L->oc = get_int(o, "out_channels", -1);
         L->in.d[0] = lazy ? 0 : get_int(o, "in_channels", -1);
         if (get_pair(o, "kernel_size", k, zero) || k[0] < 1 || k[1] < 1 || L->oc < 1 || L->in.d[0] < 0)
-            return spec_err(e, i, L->name, "has no valid channels or kernel_size in its spec",
+            return spec_err(e, L, "has no valid channels or kernel_size in its spec",
                             "give positive in_channels, out_channels and kernel_size");
         L->kh = k[0];
         L->kw = k[1];
@@ -153,7 +169,7 @@ static int plan_spec_only(taas_model_layer *L, int i, const json_t *o, int lazy,
     case TAAS_L_BATCHNORM2D:
         L->in.d[0] = get_int(o, "num_features", -1);
         if (L->in.d[0] < 1)
-            return spec_err(e, i, L->name, "has no valid num_features in its spec", "give num_features >= 1");
+            return spec_err(e, L, "has no valid num_features in its spec", "give num_features >= 1");
         L->eps = (float)get_num(o, "eps", 1e-5);
         L->momentum = (float)get_num(o, "momentum", 0.1);
         L->has_w = L->has_b = 1;
@@ -166,32 +182,32 @@ static int plan_spec_only(taas_model_layer *L, int i, const json_t *o, int lazy,
 /* Fills L from the spec and its input shape; errors name the layer and both shapes. */
 static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shape in, taas_error *e) {
     taas_model_layer *L = &m->layers[i];
-    char d[512], is[64], src[96];
+    char d[640], is[64], src[160];
     L->in = in;
     L->out = in;
     L->b_off = SIZE_MAX;
-    if (check_unsupported(o, L, i, e)) return -1;
+    if (check_unsupported(o, L, e)) return -1;
     int lazy = strncmp(L->name, "Lazy", 4) == 0;
-    if (in.rank == 0) return plan_spec_only(L, i, o, lazy, e);
+    if (in.rank == 0) return plan_spec_only(L, o, lazy, e);
     shape_str(is, sizeof is, &in);
-    source_str(src, sizeof src, m, i);
+    source_str(src, sizeof src, m, L->src[0]);
     switch (L->kind) {
     case TAAS_L_LINEAR: {
         int feat = (int)shape_numel(&in);
         if (in.rank != 1) {
             snprintf(d, sizeof d, "needs an (N, features) input but gets %s %s", is, src);
-            return spec_err(e, i, L->name, d, "put Flatten() before it");
+            return spec_err(e, L, d, "put Flatten() before it");
         }
         L->lin_in = lazy ? feat : get_int(o, "in_features", -1);
         L->lin_out = get_int(o, "out_features", -1);
         if (L->lin_out < 1 || L->lin_in < 1) {
             snprintf(d, sizeof d, "has no valid in_features/out_features in its spec");
-            return spec_err(e, i, L->name, d, "give positive in_features and out_features");
+            return spec_err(e, L, d, "give positive in_features and out_features");
         }
         if (L->lin_in != feat) {
             char h[160];
             snprintf(d, sizeof d, "gets %d features %s", feat, src);
-            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: Linear(in_features=%d) %s", i,
+            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: Linear(in_features=%d) %s", where_of(L).s,
                            L->lin_in, d);
             snprintf(h, sizeof h, "write Linear(%d, %d), or LazyLinear(%d) to infer it", feat,
                      L->lin_out, L->lin_out);
@@ -210,12 +226,12 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
         int k[2], st[2], pad[2], zero[2] = {0, 0}, one[2] = {1, 1};
         if (in.rank != 3) {
             snprintf(d, sizeof d, "needs an (N, C, H, W) input but gets %s %s", is, src);
-            return spec_err(e, i, L->name, d, "move it before Flatten(), or feed images");
+            return spec_err(e, L, d, "move it before Flatten(), or feed images");
         }
         if (get_pair(o, "kernel_size", k, zero) || k[0] < 1 || k[1] < 1)
-            return spec_err(e, i, L->name, "has no valid kernel_size in its spec", "give kernel_size >= 1");
+            return spec_err(e, L, "has no valid kernel_size in its spec", "give kernel_size >= 1");
         if (get_pair(o, "stride", st, L->kind == TAAS_L_CONV2D ? one : k) || st[0] < 1 || st[1] < 1)
-            return spec_err(e, i, L->name, "has an invalid stride in its spec", "give stride >= 1");
+            return spec_err(e, L, "has an invalid stride in its spec", "give stride >= 1");
         const json_t *pv = json_object_get(o, "padding");
         if (json_is_string(pv)) {
             const char *ps = json_string_value(pv);
@@ -224,34 +240,35 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
                 pad[0] = k[0] / 2;
                 pad[1] = k[1] / 2;
             } else {
-                return spec_err(e, i, L->name, "has padding='same' with an even kernel or a stride, which the trainer does not support",
+                return spec_err(e, L, "has padding='same' with an even kernel or a stride, which the trainer does not support",
                                 "use an odd kernel_size with stride 1, or give the padding as numbers");
             }
         } else if (get_pair(o, "padding", pad, zero) || pad[0] < 0 || pad[1] < 0) {
-            return spec_err(e, i, L->name, "has an invalid padding in its spec", "give padding >= 0");
+            return spec_err(e, L, "has an invalid padding in its spec", "give padding >= 0");
         }
         L->kh = k[0]; L->kw = k[1]; L->sh = st[0]; L->sw = st[1]; L->ph = pad[0]; L->pw = pad[1];
         if (in.d[1] + 2 * pad[0] < k[0] || in.d[2] + 2 * pad[1] < k[1]) {
             snprintf(d, sizeof d, "(kernel_size=(%d, %d), padding=(%d, %d)) is bigger than its %dx%d input %s %s",
                      k[0], k[1], pad[0], pad[1], in.d[1], in.d[2], is, src);
-            return spec_err(e, i, L->name, d,
+            return spec_err(e, L, d,
                             "use a smaller kernel_size, more padding, or fewer downsampling layers before it");
         }
         if (L->kind == TAAS_L_CONV2D) {
             int ic = lazy ? in.d[0] : get_int(o, "in_channels", -1);
             L->oc = get_int(o, "out_channels", -1);
             if (L->oc < 1 || ic < 1)
-                return spec_err(e, i, L->name, "has no valid in_channels/out_channels in its spec",
+                return spec_err(e, L, "has no valid in_channels/out_channels in its spec",
                                 "give positive in_channels and out_channels");
             if (ic != in.d[0]) {
-                taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: Conv2d(in_channels=%d) gets %d channels %s %s",
-                               i, ic, in.d[0], is, src);
+                taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: Conv2d(in_channels=%d) gets %d channels %s %s",
+                               where_of(L).s, ic, in.d[0], is, src);
                 taas_error_hint(e, "write Conv2d(%d, %d, ...), or LazyConv2d(%d, ...) to infer it", in.d[0],
                                 L->oc, L->oc);
                 return -1;
             }
-            taas_conv2d_shape cs = {1, in.d[0], in.d[1], in.d[2], L->oc, k[0], k[1], st[0], st[1], pad[0], pad[1]};
-            if (taas_conv2d_check(&cs, e)) return -1;
+            taas_conv2d_shape cs = {1, in.d[0], in.d[1], in.d[2], L->oc, k[0], k[1], st[0], st[1], pad[0], pad[1],
+                                    L->groups};
+            if (taas_conv2d_check(&cs, e)) return where_prefix(e, L);
             L->has_w = 1;
             L->has_b = get_bool(o, "bias", 1);
             L->out.d[0] = L->oc;
@@ -263,13 +280,26 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
                 char msg[sizeof e->message], hint[sizeof e->hint];
                 snprintf(msg, sizeof msg, "%s", e->message);
                 snprintf(hint, sizeof hint, "%s", e->hint);
-                taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: %s on %s %s: %s", i, L->name, is, src, msg);
+                taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: %s on %s %s: %s", where_of(L).s, L->name, is, src, msg);
                 taas_error_hint(e, "%s", hint[0] ? hint : "use a padding of at most half the kernel, or a smaller kernel");
                 return -1;
             }
             L->out.d[1] = taas_pool2d_out_h(&ps);
             L->out.d[2] = taas_pool2d_out_w(&ps);
         }
+        return 0;
+    }
+    case TAAS_L_ADAPTIVE_AVGPOOL2D: {
+        int os[2], none[2] = {0, 0};
+        if (in.rank != 3) {
+            snprintf(d, sizeof d, "needs an (N, C, H, W) input but gets %s %s", is, src);
+            return spec_err(e, L, d, "move it before Flatten(), or feed images");
+        }
+        if (get_pair(o, "output_size", os, none) || os[0] < 1 || os[1] < 1)
+            return spec_err(e, L, "has no valid output_size in its spec", "give output_size >= 1, e.g. AdaptiveAvgPool2d(1)");
+        if (taas_adaptive_avgpool2d_check(in.d[1], in.d[2], os[0], os[1], e)) return where_prefix(e, L);
+        L->out.d[1] = os[0];
+        L->out.d[2] = os[1];
         return 0;
     }
     case TAAS_L_LEAKY_RELU:
@@ -281,13 +311,13 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
         if (taas_dropout_check(L->p, e)) {
             char msg[sizeof e->message];
             snprintf(msg, sizeof msg, "%s", e->message);
-            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: %s: %s", i, L->name, msg);
+            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: %s: %s", where_of(L).s, L->name, msg);
             taas_error_hint(e, "give a dropout probability p between 0 and 1");
             return -1;
         }
         if (L->kind == TAAS_L_DROPOUT2D && in.rank != 3) {
             snprintf(d, sizeof d, "needs an (N, C, H, W) input but gets %s %s", is, src);
-            return spec_err(e, i, L->name, d, "use Dropout for (N, features) inputs");
+            return spec_err(e, L, d, "use Dropout for (N, features) inputs");
         }
         return 0;
     case TAAS_L_BATCHNORM1D:
@@ -297,11 +327,11 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
         if (in.rank != want) {
             snprintf(d, sizeof d, "needs an %s input but gets %s %s",
                      want == 1 ? "(N, features)" : "(N, C, H, W)", is, src);
-            return spec_err(e, i, L->name, d,
+            return spec_err(e, L, d,
                             want == 1 ? "use BatchNorm2d on images, or Flatten() first" : "use BatchNorm1d after Flatten()");
         }
         if (nf != in.d[0]) {
-            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: %s(num_features=%d) gets %d %s %s %s", i,
+            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: %s(num_features=%d) gets %d %s %s %s", where_of(L).s,
                            L->name, nf, in.d[0], want == 1 ? "features" : "channels", is, src);
             taas_error_hint(e, "write %s(%d)", L->name, in.d[0]);
             return -1;
@@ -314,7 +344,7 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
     case TAAS_L_FLATTEN:
         if (shape_numel(&in) > (size_t)TAAS_MAX_DIM) {
             snprintf(d, sizeof d, "would give more than %d features from %s %s", TAAS_MAX_DIM, is, src);
-            return spec_err(e, i, L->name, d, "make the input smaller first (a pooling or strided layer)");
+            return spec_err(e, L, d, "make the input smaller first (a pooling or strided layer)");
         }
         L->out.rank = 1;
         L->out.d[0] = (int)shape_numel(&in);
@@ -327,7 +357,7 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
         if (dim < 0) dim += r;
         if (dim != 1) {
             snprintf(d, sizeof d, "over dim=%d of %s %s: the trainer supports only dim=1", dim, is, src);
-            return spec_err(e, i, L->name, d, "use dim=1 (the class dimension)");
+            return spec_err(e, L, d, "use dim=1 (the class dimension)");
         }
         return 0;
     }
@@ -336,10 +366,10 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
     }
 }
 
-static int add_entry(taas_model_plan *m, int layer, const char *what, taas_tensor_home home, size_t off,
-                     int ndim, const int64_t *shape) {
+static int add_entry(taas_model_plan *m, const taas_model_layer *L, const char *what, taas_tensor_home home,
+                     size_t off, int ndim, const int64_t *shape) {
     taas_param_entry *t = &m->table[m->ntable++];
-    snprintf(t->key, sizeof t->key, "%d.%s", layer, what);
+    snprintf(t->key, sizeof t->key, "%s%s%s", L->path, *L->path ? "." : "", what);
     t->ndim = ndim;
     t->numel = 1;
     for (int k = 0; k < ndim; k++) { t->shape[k] = shape[k]; t->numel = taas_size_mul(t->numel, (size_t)shape[k]); }
@@ -349,47 +379,70 @@ static int add_entry(taas_model_plan *m, int layer, const char *what, taas_tenso
     return 0;
 }
 
-/* Offsets in state_dict order: weight, bias, running_mean, running_var, num_batches_tracked. */
-static void layout(taas_model_plan *m) {
-    for (int i = 0; i < m->nlayers; i++) {
-        taas_model_layer *L = &m->layers[i];
-        if (L->kind == TAAS_L_LINEAR) {
-            int64_t ws[2] = {L->lin_out, L->lin_in}, bs[1] = {L->lin_out};
-            L->w_off = m->nparams;
-            add_entry(m, i, "weight", TAAS_T_PARAM, m->nparams, 2, ws);
-            m->nparams = taas_size_add(m->nparams, taas_size_mul((size_t)L->lin_out, (size_t)L->lin_in));
-            if (L->has_b) {
-                L->b_off = m->nparams;
-                add_entry(m, i, "bias", TAAS_T_PARAM, m->nparams, 1, bs);
-                m->nparams = taas_size_add(m->nparams, (size_t)L->lin_out);
-            }
-        } else if (L->kind == TAAS_L_CONV2D) {
-            int64_t ws[4] = {L->oc, L->in.d[0], L->kh, L->kw}, bs[1] = {L->oc};
-            L->w_off = m->nparams;
-            add_entry(m, i, "weight", TAAS_T_PARAM, m->nparams, 4, ws);
-            m->nparams = taas_size_add(m->nparams, taas_size_mul(taas_size_mul((size_t)L->oc, (size_t)L->in.d[0]),
-                                                                 taas_size_mul((size_t)L->kh, (size_t)L->kw)));
-            if (L->has_b) {
-                L->b_off = m->nparams;
-                add_entry(m, i, "bias", TAAS_T_PARAM, m->nparams, 1, bs);
-                m->nparams = taas_size_add(m->nparams, (size_t)L->oc);
-            }
-        } else if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D) {
-            int64_t cs[1] = {L->in.d[0]};
-            size_t c = (size_t)L->in.d[0];
-            L->w_off = m->nparams;
-            add_entry(m, i, "weight", TAAS_T_PARAM, m->nparams, 1, cs);
-            L->b_off = m->nparams + c;
-            add_entry(m, i, "bias", TAAS_T_PARAM, m->nparams + c, 1, cs);
-            m->nparams = taas_size_add(m->nparams, taas_size_mul(2, c));
-            L->rm_off = m->nstats;
-            add_entry(m, i, "running_mean", TAAS_T_STAT, m->nstats, 1, cs);
-            L->rv_off = m->nstats + c;
-            add_entry(m, i, "running_var", TAAS_T_STAT, m->nstats + c, 1, cs);
-            m->nstats = taas_size_add(m->nstats, taas_size_mul(2, c));
-            L->counter = m->ncounters;
-            add_entry(m, i, "num_batches_tracked", TAAS_T_COUNTER, (size_t)m->ncounters++, 0, cs);
+/* An op's tensors, in state_dict order: weight, bias, running_mean, running_var,
+ * num_batches_tracked (at most 5; the table has room for them). */
+static void layout(taas_model_plan *m, taas_model_layer *L) {
+    L->row = (int)m->ntable;
+    if (L->kind == TAAS_L_LINEAR) {
+        int64_t ws[2] = {L->lin_out, L->lin_in}, bs[1] = {L->lin_out};
+        L->w_off = m->nparams;
+        add_entry(m, L, "weight", TAAS_T_PARAM, m->nparams, 2, ws);
+        m->nparams = taas_size_add(m->nparams, taas_size_mul((size_t)L->lin_out, (size_t)L->lin_in));
+        if (L->has_b) {
+            L->b_off = m->nparams;
+            add_entry(m, L, "bias", TAAS_T_PARAM, m->nparams, 1, bs);
+            m->nparams = taas_size_add(m->nparams, (size_t)L->lin_out);
         }
+    } else if (L->kind == TAAS_L_CONV2D) {
+        int icg = L->in.d[0] / (L->groups > 0 ? L->groups : 1);
+        int64_t ws[4] = {L->oc, icg, L->kh, L->kw}, bs[1] = {L->oc};
+        L->w_off = m->nparams;
+        add_entry(m, L, "weight", TAAS_T_PARAM, m->nparams, 4, ws);
+        m->nparams = taas_size_add(m->nparams, taas_size_mul(taas_size_mul((size_t)L->oc, (size_t)icg),
+                                                             taas_size_mul((size_t)L->kh, (size_t)L->kw)));
+        if (L->has_b) {
+            L->b_off = m->nparams;
+            add_entry(m, L, "bias", TAAS_T_PARAM, m->nparams, 1, bs);
+            m->nparams = taas_size_add(m->nparams, (size_t)L->oc);
+        }
+    } else if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D) {
+        int64_t cs[1] = {L->in.d[0]};
+        size_t c = (size_t)L->in.d[0];
+        L->w_off = m->nparams;
+        add_entry(m, L, "weight", TAAS_T_PARAM, m->nparams, 1, cs);
+        L->b_off = m->nparams + c;
+        add_entry(m, L, "bias", TAAS_T_PARAM, m->nparams + c, 1, cs);
+        m->nparams = taas_size_add(m->nparams, taas_size_mul(2, c));
+        L->rm_off = m->nstats;
+        add_entry(m, L, "running_mean", TAAS_T_STAT, m->nstats, 1, cs);
+        L->rv_off = m->nstats + c;
+        add_entry(m, L, "running_var", TAAS_T_STAT, m->nstats + c, 1, cs);
+        m->nstats = taas_size_add(m->nstats, taas_size_mul(2, c));
+        L->counter = m->ncounters;
+        add_entry(m, L, "num_batches_tracked", TAAS_T_COUNTER, (size_t)m->ncounters++, 0, cs);
+    }
+    L->nrows = (int)m->ntable - L->row;
+}
+
+/* The parameters again, the trainable ops' first: each op's tensors keep their order, and the
+ * offsets of its weight and bias move with them. */
+static void train_first(taas_model_plan *p) {
+    size_t at = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < p->nlayers; i++) {
+            taas_model_layer *L = &p->layers[i];
+            if (L->frozen != pass) continue;
+            size_t w = L->w_off, b = L->b_off;
+            for (int r = L->row; r < L->row + L->nrows; r++) {
+                taas_param_entry *t = &p->table[r];
+                if (t->home != TAAS_T_PARAM) continue;
+                if (t->offset == w) L->w_off = at;
+                else if (t->offset == b) L->b_off = at;
+                t->offset = at;
+                at += t->numel;
+            }
+        }
+        if (pass == 0) p->ntrain = at;
     }
 }
 
@@ -401,75 +454,330 @@ void taas_model_plan_free(taas_model_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* The fusion rules (model_plan.h): decided here only. */
+/* ---- lowering the module tree to ops ------------------------------------------------ */
+
+/* Bounds that keep a hostile spec from taking the stack or the memory: deeper than any
+ * torchvision model, and more ops than a ResNet-1000. */
+#define MAX_DEPTH 32
+#define MAX_OPS 100000
+
+/* What a subtree inherits: the nearest requires_grad, and torchvision's ResNet init. */
+typedef struct lower_ctx {
+    int frozen;
+    int resnet;              /* under a ResNet: convs are kaiming_normal_(fan_out) */
+    int zero_residual;       /* under a ResNet with zero_init_residual=True */
+    int depth;
+} lower_ctx;
+
+static int plan_oom(taas_error *e) {
+    taas_error_set(e, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory planning the model");
+    taas_error_hint(e, "use a smaller model");
+    return -1;
+}
+
+/* A new op reading tensor `in` (and `in2`, -1 for none), with room in both arrays. */
+static taas_model_layer *new_op(taas_model_plan *p, const char *path, const char *type, int in, int in2,
+                                const lower_ctx *cx, taas_error *e) {
+    if (p->nlayers >= MAX_OPS) {
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "the model has more than %d layers", MAX_OPS);
+        taas_error_hint(e, "use a smaller model");
+        return NULL;
+    }
+    if (p->nlayers == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 64;
+        taas_model_layer *l = realloc(p->layers, (size_t)cap * sizeof *l);
+        if (l) p->layers = l;
+        taas_param_entry *t = realloc(p->table, (size_t)cap * 5 * sizeof *t);  /* at most 5 tensors an op */
+        if (t) p->table = t;
+        if (!l || !t) return plan_oom(e), NULL;
+        p->cap = cap;
+    }
+    taas_model_layer *L = &p->layers[p->nlayers++];
+    memset(L, 0, sizeof *L);
+    snprintf(L->name, sizeof L->name, "%s", type);
+    if ((size_t)snprintf(L->path, sizeof L->path, "%s", path) >= sizeof L->path) {
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "the module path %.60s... is longer than %zu characters", path,
+                       sizeof L->path - 1);
+        taas_error_hint(e, "nest the model less deeply");
+        return NULL;
+    }
+    L->src[0] = in;
+    L->src[1] = in2;
+    L->nsrc = in2 < 0 ? 1 : 2;
+    L->in = taas_plan_tensor_shape(p->layers, p->in_shape, in);
+    L->out = L->in;
+    L->b_off = SIZE_MAX;
+    L->groups = 1;
+    L->frozen = cx->frozen;
+    return L;
+}
+
+/* A leaf layer from its spec o, reading tensor in; *out is the tensor it writes. */
+static int lower_leaf(taas_model_plan *p, const json_t *o, const char *path, int in, const lower_ctx *cx, int *out,
+                      taas_error *e) {
+    const json_t *lt = json_object_get(o, "type");
+    const char *tn = json_is_string(lt) ? json_string_value(lt) : "";
+    size_t k, nk = sizeof kinds / sizeof kinds[0];
+    for (k = 0; k < nk && strcmp(kinds[k].name, tn) != 0; k++) {}
+    taas_model_layer *L = new_op(p, path, *tn ? tn : "(a value without a type)", in, -1, cx, e);
+    if (!L) return -1;
+    if (k == nk) {
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: %s is not a layer the trainer supports", where_of(L).s,
+                       L->name);
+        taas_error_hint(e, "use Linear, Conv2d, pools, activations, Dropout, BatchNorm, Flatten, (Log)Softmax, "
+                           "Identity, BasicBlock, Bottleneck or a ResNet");
+        return -1;
+    }
+    L->kind = kinds[k].kind;
+    L->init_fan_out = cx->resnet && L->kind == TAAS_L_CONV2D;
+    if (infer_layer(p, p->nlayers - 1, o, L->in, e)) return -1;
+    layout(p, L);
+    *out = p->nlayers;
+    return 0;
+}
+
+static int lower(taas_model_plan *p, const json_t *o, const char *path, int in, lower_ctx cx, int *out,
+                 taas_error *e);
+
+/* "prefix.name", or "name" at the top. */
+static void child_path(char *buf, size_t len, const char *prefix, const char *name) {
+    snprintf(buf, len, "%s%s%s", prefix, *prefix ? "." : "", name);
+}
+
+static int lower_child(taas_model_plan *p, const json_t *o, const char *prefix, const char *name, int in,
+                       lower_ctx cx, int *out, taas_error *e) {
+    char path[160];
+    child_path(path, sizeof path, prefix, name);
+    return lower(p, o, path, in, cx, out, e);
+}
+
+/* A layer the block makes itself (torchvision's conv3x3, conv1x1, norm_layer, ReLU). */
+static int lower_made(taas_model_plan *p, json_t *o, const char *prefix, const char *name, int in, lower_ctx cx,
+                      int *out, taas_error *e) {
+    if (!o) return plan_oom(e);
+    int rc = lower_child(p, o, prefix, name, in, cx, out, e);
+    json_decref(o);
+    return rc;
+}
+
+static json_t *conv_spec(int in, int out, int k, int stride, int groups) {
+    return json_pack("{s:s, s:i, s:i, s:[i,i], s:[i,i], s:[i,i], s:[i,i], s:i, s:b, s:s}", "type", "Conv2d",
+                     "in_channels", in, "out_channels", out, "kernel_size", k, k, "stride", stride, stride, "padding",
+                     k / 2, k / 2, "dilation", 1, 1, "groups", groups, "bias", 0, "padding_mode", "zeros");
+}
+
+static json_t *bn_spec(int c) {
+    return json_pack("{s:s, s:i, s:f, s:f, s:b, s:b}", "type", "BatchNorm2d", "num_features", c, "eps", 1e-5,
+                     "momentum", 0.1, "affine", 1, "track_running_stats", 1);
+}
+
+static json_t *relu_spec(void) { return json_pack("{s:s, s:b}", "type", "ReLU", "inplace", 1); }
+
+/* The residual sum out = a + b; both shapes must agree. */
+static int lower_add(taas_model_plan *p, const char *path, int a, int b, const lower_ctx *cx, int *out,
+                     taas_error *e) {
+    taas_model_layer *L = new_op(p, path, "add", a, b, cx, e);
+    if (!L) return -1;
+    L->kind = TAAS_L_ADD;
+    taas_act_shape sb = taas_plan_tensor_shape(p->layers, p->in_shape, b);
+    int same = L->in.rank == sb.rank;
+    for (int k = 0; same && k < sb.rank; k++) same = L->in.d[k] == sb.d[k];
+    if (!same && L->in.rank && sb.rank) {
+        char sa[64], sbs[64], fa[160], fb[160];
+        shape_str(sa, sizeof sa, &L->in);
+        shape_str(sbs, sizeof sbs, &sb);
+        source_str(fa, sizeof fa, p, a);
+        source_str(fb, sizeof fb, p, b);
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: the residual sum adds %s %s to %s %s", where_of(L).s, sa,
+                       fa, sbs, fb);
+        taas_error_hint(e, "give the block a downsample that maps its input to its output's shape, as torchvision "
+                           "does: Sequential(Conv2d(inplanes, planes * expansion, 1, stride=stride, bias=False), "
+                           "BatchNorm2d(planes * expansion))");
+        return -1;
+    }
+    if (!L->in.rank) L->out = sb;
+    *out = p->nlayers;
+    return 0;
+}
+
+/* torchvision.models.resnet's BasicBlock (expansion 1) and Bottleneck (expansion 4), their
+ * forward op by op; the ReLU module is one, applied where torchvision applies it. */
+static int lower_block(taas_model_plan *p, const json_t *o, const char *path, int in, lower_ctx cx, int bottleneck,
+                       int *out, taas_error *e) {
+    int one[2] = {1, 1}, st[2];
+    int inplanes = get_int(o, "inplanes", -1), planes = get_int(o, "planes", -1);
+    int groups = get_int(o, "groups", 1), base_width = get_int(o, "base_width", 64);
+    int dilation = get_int(o, "dilation", 1);
+    const char *type = bottleneck ? "Bottleneck" : "BasicBlock";
+    if (inplanes < 1 || planes < 1 || groups < 1 || base_width < 1 || get_pair(o, "stride", st, one) ||
+        st[0] < 1 || st[0] != st[1] || dilation != 1 || (!bottleneck && (groups != 1 || base_width != 64))) {
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: %s has invalid arguments in its spec (inplanes %d, "
+                       "planes %d, stride, groups %d, base_width %d, dilation %d)", *path ? path : "the model", type,
+                       inplanes, planes, groups, base_width, dilation);
+        taas_error_hint(e, "give positive inplanes and planes, one stride, dilation=1 (and groups=1, base_width=64 "
+                           "for a BasicBlock), as torchvision requires");
+        return -1;
+    }
+    const json_t *nl = json_object_get(o, "norm_layer");
+    if (nl && !json_is_null(nl)) {
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: %s has a norm_layer, which the trainer does not support",
+                       *path ? path : "the model", type);
+        taas_error_hint(e, "leave norm_layer=None (BatchNorm2d)");
+        return -1;
+    }
+    int t = in, width = bottleneck ? (int)(planes * (base_width / 64.0)) * groups : planes;
+    int expansion = bottleneck ? 4 : 1, last;
+    lower_ctx zx = cx;
+    zx.depth++;
+    if (bottleneck) {
+        if (lower_made(p, conv_spec(inplanes, width, 1, 1, 1), path, "conv1", t, zx, &t, e) ||
+            lower_made(p, bn_spec(width), path, "bn1", t, zx, &t, e) ||
+            lower_made(p, relu_spec(), path, "relu", t, zx, &t, e) ||
+            lower_made(p, conv_spec(width, width, 3, st[0], groups), path, "conv2", t, zx, &t, e) ||
+            lower_made(p, bn_spec(width), path, "bn2", t, zx, &t, e) ||
+            lower_made(p, relu_spec(), path, "relu", t, zx, &t, e) ||
+            lower_made(p, conv_spec(width, planes * expansion, 1, 1, 1), path, "conv3", t, zx, &t, e) ||
+            lower_made(p, bn_spec(planes * expansion), path, "bn3", t, zx, &t, e))
+            return -1;
+    } else {
+        if (lower_made(p, conv_spec(inplanes, planes, 3, st[0], 1), path, "conv1", t, zx, &t, e) ||
+            lower_made(p, bn_spec(planes), path, "bn1", t, zx, &t, e) ||
+            lower_made(p, relu_spec(), path, "relu", t, zx, &t, e) ||
+            lower_made(p, conv_spec(planes, planes, 3, 1, 1), path, "conv2", t, zx, &t, e) ||
+            lower_made(p, bn_spec(planes), path, "bn2", t, zx, &t, e))
+            return -1;
+    }
+    last = t;
+    p->layers[last - 1].init_zero = cx.zero_residual;
+    int identity = in;
+    const json_t *ds = json_object_get(o, "downsample");
+    if (ds && !json_is_null(ds) && lower_child(p, ds, path, "downsample", in, zx, &identity, e)) return -1;
+    char apath[160];
+    child_path(apath, sizeof apath, path, "add");
+    if (lower_add(p, apath, last, identity, &zx, &t, e)) return -1;
+    return lower_made(p, relu_spec(), path, "relu", t, zx, out, e);
+}
+
+/* torchvision's ResNet: its children in forward's order, torch.flatten before fc. */
+static int lower_resnet(taas_model_plan *p, const json_t *o, const char *path, int in, lower_ctx cx, int *out,
+                        taas_error *e) {
+    static const char *const children[] = {"conv1", "bn1", "relu", "maxpool", "layer1", "layer2",
+                                           "layer3", "layer4", "avgpool", "fc"};
+    cx.resnet = 1;
+    cx.zero_residual = get_bool(o, "zero_init_residual", 0);
+    int t = in;
+    for (size_t k = 0; k < sizeof children / sizeof children[0]; k++) {
+        const json_t *c = json_object_get(o, children[k]);
+        if (!json_is_object(c)) {
+            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: the ResNet has no %s in its spec",
+                           *path ? path : "the model", children[k]);
+            taas_error_hint(e, "build it with resnet18(), resnet34() or resnet50()");
+            return -1;
+        }
+        if (strcmp(children[k], "fc") == 0) {
+            json_t *f = json_pack("{s:s, s:i, s:i}", "type", "Flatten", "start_dim", 1, "end_dim", -1);
+            if (lower_made(p, f, path, "flatten", t, cx, &t, e)) return -1;
+        }
+        if (lower_child(p, c, path, children[k], t, cx, &t, e)) return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+/* Lowers the module o, reading tensor in; *out is the tensor its output is. */
+static int lower(taas_model_plan *p, const json_t *o, const char *path, int in, lower_ctx cx, int *out,
+                 taas_error *e) {
+    if (++cx.depth > MAX_DEPTH) {
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: the model nests modules more than %d deep",
+                       *path ? path : "the model", MAX_DEPTH);
+        taas_error_hint(e, "nest Sequentials less deeply");
+        return -1;
+    }
+    const json_t *rg = json_object_get(o, "requires_grad");
+    if (json_is_boolean(rg)) cx.frozen = !json_is_true(rg);
+    const json_t *ty = json_object_get(o, "type");
+    const char *tn = json_is_string(ty) ? json_string_value(ty) : "";
+    if (strcmp(tn, "Sequential") == 0) {
+        const json_t *layers = json_object_get(o, "layers");
+        if (!json_is_array(layers) || json_array_size(layers) == 0) {
+            taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s%s has no layers", *path ? path : "the Sequential",
+                           *path ? " (a Sequential)" : "");
+            taas_error_hint(e, "add at least one layer, e.g. Sequential(Flatten(), LazyLinear(10))");
+            return -1;
+        }
+        int t = in;
+        for (size_t k = 0; k < json_array_size(layers); k++) {
+            char name[24];
+            snprintf(name, sizeof name, "%zu", k);
+            if (lower_child(p, json_array_get(layers, k), path, name, t, cx, &t, e)) return -1;
+        }
+        *out = t;
+        return 0;
+    }
+    if (strcmp(tn, "BasicBlock") == 0) return lower_block(p, o, path, in, cx, 0, out, e);
+    if (strcmp(tn, "Bottleneck") == 0) return lower_block(p, o, path, in, cx, 1, out, e);
+    if (strcmp(tn, "ResNet") == 0) return lower_resnet(p, o, path, in, cx, out, e);
+    return lower_leaf(p, o, path, in, &cx, out, e);
+}
+
+/* Which consumers tensor t has (the ops reading it). */
+static int consumers(const taas_model_plan *p, int t) {
+    int n = 0;
+    for (int i = 0; i < p->nlayers; i++)
+        for (int s = 0; s < p->layers[i].nsrc; s++) n += p->layers[i].src[s] == t;
+    return n;
+}
+
+/* The fusion and memory-sharing rules (model_plan.h): decided here only. */
 static void plan_fusion(taas_model_plan *p) {
     for (int i = 0; i < p->nlayers; i++) {
         taas_model_layer *L = &p->layers[i];
-        if (i > 0 && L->kind == TAAS_L_RELU && p->layers[i - 1].kind == TAAS_L_CONV2D) {
-            p->layers[i - 1].fusion = TAAS_FUSE_RELU;
+        int t = L->src[0];
+        taas_model_layer *P = t > 0 ? &p->layers[t - 1] : NULL;  /* the op that wrote its input */
+        int only = t > 0 && consumers(p, t) == 1;
+        if (L->kind == TAAS_L_RELU && only && P->kind == TAAS_L_CONV2D) {
+            P->fusion = TAAS_FUSE_RELU;
             L->fusion = TAAS_FUSED;
         }
         /* Dropout with p = 0 is the identity, as in PyTorch (no mask drawn, nothing scaled) */
         int identity = (L->kind == TAAS_L_DROPOUT || L->kind == TAAS_L_DROPOUT2D) && L->p == 0.0f;
-        L->in_place = L->kind == TAAS_L_FLATTEN || L->fusion == TAAS_FUSED || identity;
+        L->in_place = L->kind == TAAS_L_FLATTEN || L->kind == TAAS_L_IDENTITY || L->fusion == TAAS_FUSED || identity;
+        /* A ReLU or a sum may write over an input that nothing else reads, when the op that
+         * wrote it does not need its own output in backward (BatchNorm, a sum, Linear, an
+         * unfused Conv2d do not); the ReLU's backward then reads its output's sign. */
+        if (!L->in_place && (L->kind == TAAS_L_RELU || L->kind == TAAS_L_ADD) && only && !P->in_place &&
+            !P->overwrite && (P->kind == TAAS_L_BATCHNORM1D || P->kind == TAAS_L_BATCHNORM2D ||
+                              P->kind == TAAS_L_ADD || P->kind == TAAS_L_LINEAR ||
+                              (P->kind == TAAS_L_CONV2D && P->fusion == TAAS_FUSE_NONE)))
+            L->overwrite = 1;
     }
 }
 
 int taas_model_plan_build(taas_model_plan *p, const json_t *spec, int c, int h, int w, taas_error *err) {
     memset(p, 0, sizeof *p);
-    const json_t *ty = json_object_get(spec, "type"), *layers = json_object_get(spec, "layers");
-    if (!json_is_string(ty) || strcmp(json_string_value(ty), "Sequential") != 0 || !json_is_array(layers)) {
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the model spec is not a Sequential with a layers list");
-        taas_error_hint(err, "build the model as Sequential(layer, layer, ...)");
-        return -1;
-    }
     if (c < 0 || h < 0 || w < 0 || (h == 0) != (w == 0) || (c == 0 && h != 0)) {
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "invalid input shape (N, %d, %d, %d) for the model", c, h, w);
         taas_error_hint(err, "give (C, H, W) with positive sizes, or (F, 0, 0) for flat inputs");
         return -1;
     }
-    size_t nl = json_array_size(layers);
-    if (nl == 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the Sequential has no layers");
-        taas_error_hint(err, "add at least one layer, e.g. Sequential(Flatten(), LazyLinear(10))");
-        return -1;
-    }
-    p->nlayers = (int)nl;
-    p->layers = calloc(nl, sizeof *p->layers);
-    p->table = calloc(nl * 5, sizeof *p->table);  /* at most 5 tensors a layer (BatchNorm) */
-    if (!p->layers || !p->table) {
-        taas_model_plan_free(p);
-        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory planning the model");
-        taas_error_hint(err, "use a smaller model");
+    const json_t *ty = json_object_get(spec, "type");
+    if (!json_is_object(spec) || !json_is_string(ty)) {
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the model spec is not a module");
+        taas_error_hint(err, "build the model as Sequential(layer, layer, ...) or resnet18()");
         return -1;
     }
     p->in_shape = c == 0 ? (taas_act_shape){0, {0, 0, 0}}
                   : h == 0 ? (taas_act_shape){1, {c, 0, 0}} : (taas_act_shape){3, {c, h, w}};
-    taas_act_shape cur = p->in_shape;
-    for (int i = 0; i < p->nlayers; i++) {
-        const json_t *o = json_array_get(layers, (size_t)i);
-        const json_t *lt = json_object_get(o, "type");
-        taas_model_layer *L = &p->layers[i];
-        size_t k, nk = sizeof kinds / sizeof kinds[0];
-        const char *tn = json_is_string(lt) ? json_string_value(lt) : "";
-        for (k = 0; k < nk && strcmp(kinds[k].name, tn) != 0; k++) {}
-        if (k == nk) {
-            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "layer %d: %s is not a layer the trainer supports", i,
-                           *tn ? tn : "(a value without a type)");
-            taas_error_hint(err, "use Linear, Conv2d, pools, activations, Dropout, BatchNorm, Flatten or (Log)Softmax");
-            taas_model_plan_free(p);
-            return -1;
-        }
-        L->kind = kinds[k].kind;
-        snprintf(L->name, sizeof L->name, "%s", tn);
-        if (infer_layer(p, i, o, cur, err)) {
-            taas_model_plan_free(p);
-            return -1;
-        }
-        cur = L->out;
+    lower_ctx cx = {0, 0, 0, 0};
+    int out;
+    if (lower(p, spec, "", 0, cx, &out, err)) {
+        taas_model_plan_free(p);
+        return -1;
     }
+    /* The output is the last op's: every op feeds the output (the tree's forward is a chain
+     * of modules), so execution order ends with it. */
     plan_fusion(p);
-    layout(p);
+    train_first(p);
     return 0;
 }
 

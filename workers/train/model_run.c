@@ -1,7 +1,8 @@
-/* Running a model: work memory per batch size, forward and backward layer by layer.
- * Two layers cost no pass of their own (the fusion rules, decided by the plan: model_plan.h):
- * Flatten (its output is its input's memory) and a ReLU right after a Conv2d, which the
- * convolution applies to each sample while it is in cache (taas_conv2d_relu_*). */
+/* Running a model: a step's memory per batch size (model_memory.h), forward and backward op
+ * by op. Some ops cost no pass of their own (the fusion rules, decided by the plan:
+ * model_plan.h): Flatten and Identity (their output is their input's memory) and a ReLU
+ * right after a Conv2d, which the convolution applies to each sample while it is in cache
+ * (taas_conv2d_relu_*). */
 #include "errnames.h"
 #include "model.h"
 
@@ -16,19 +17,16 @@ static size_t numel(const taas_act_shape *s) {
 }
 
 static void free_work(taas_model *m) {
-    for (int i = 0; m->acts && i <= m->nlayers; i++)
-        if (i == 0 || m->acts[i] != m->acts[i - 1]) free(m->acts[i]);
-    for (int i = 0; m->aux && i < m->nlayers; i++) free(m->aux[i]);
-    for (int i = 0; m->argmax && i < m->nlayers; i++) free(m->argmax[i]);
-    free(m->acts);
+    free(m->arena);
+    free(m->act);
+    free(m->grad);
     free(m->aux);
-    free(m->argmax);
-    free(m->scratch);
-    free(m->dbuf[0]);
-    free(m->dbuf[1]);
-    m->acts = m->aux = NULL;
-    m->argmax = NULL;
-    m->scratch = m->dbuf[0] = m->dbuf[1] = NULL;
+    free(m->tmp);
+    taas_model_memory_free(&m->mem);
+    m->arena = NULL;
+    m->act = m->grad = m->tmp = NULL;
+    m->aux = NULL;
+    m->scratch = NULL;
     m->batch = 0;
 }
 
@@ -45,7 +43,7 @@ void taas_model_free(taas_model *m) {
 }
 
 void taas_model_zero_grad(taas_model *m) {
-    memset(m->grads, 0, m->nparams * sizeof(float));
+    memset(m->grads, 0, m->ntrain * sizeof(float));
 }
 
 void taas_model_set_threads(taas_model *m, int nthreads) {
@@ -54,47 +52,46 @@ void taas_model_set_threads(taas_model *m, int nthreads) {
     m->nthreads = nthreads;
 }
 
-/* Activations are allocated once per batch size, not per step. */
+static void *at(char *base, size_t off) { return off == TAAS_MEM_NONE ? NULL : base + off; }
+
+/* A step's memory: planned and allocated once per batch size, not per step. */
 static int alloc_work(taas_model *m, int n, taas_error *e) {
     if (m->batch == n) return 0;
     free_work(m);
-    size_t nn = (size_t)n, maxact = numel(&m->in_shape) * nn, scratch = 1;
-    m->acts = calloc((size_t)m->nlayers + 1, sizeof *m->acts);
-    m->aux = calloc((size_t)m->nlayers, sizeof *m->aux);
-    m->argmax = calloc((size_t)m->nlayers, sizeof *m->argmax);
-    if (!m->acts || !m->aux || !m->argmax) goto oom;
-    if (!(m->acts[0] = malloc(maxact * sizeof(float)))) goto oom;
+    size_t scratch = 1, nt = (size_t)m->nlayers + 1;
     for (int i = 0; i < m->nlayers; i++) {
         const taas_model_layer *L = &m->layers[i];
-        size_t out = numel(&L->out) * nn;
-        if (out > maxact) maxact = out;
-        if (m->layers[i].in_place) m->acts[i + 1] = m->acts[i];
-        else if (!(m->acts[i + 1] = malloc(out * sizeof(float)))) goto oom;
-        if (L->kind == TAAS_L_DROPOUT && !(m->aux[i] = malloc(out * sizeof(float)))) goto oom;
-        if (L->kind == TAAS_L_DROPOUT2D && !(m->aux[i] = malloc(nn * (size_t)L->in.d[0] * sizeof(float))))
-            goto oom;
-        if ((L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D) &&
-            !(m->aux[i] = malloc(2 * (size_t)L->in.d[0] * sizeof(float))))
-            goto oom;
-        if (L->kind == TAAS_L_MAXPOOL2D && !(m->argmax[i] = malloc(out * sizeof(int32_t)))) goto oom;
-        if (L->kind == TAAS_L_CONV2D) {
-            taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
-            size_t s = taas_conv2d_scratch_floats(&cs, m->nthreads);
-            if (s > scratch) scratch = s;
-        }
+        if (L->kind != TAAS_L_CONV2D) continue;
+        taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
+        size_t s = taas_conv2d_scratch_floats(&cs, m->nthreads);
+        if (s > scratch) scratch = s;
     }
-    /* 64-byte aligned: the convolution kernels' vectors then fall on cache lines */
-    m->scratch = aligned_alloc(64, (scratch * sizeof(float) + 63) / 64 * 64);
-    m->dbuf[0] = malloc(maxact * sizeof(float));
-    m->dbuf[1] = malloc(maxact * sizeof(float));
-    if (!m->scratch || !m->dbuf[0] || !m->dbuf[1]) goto oom;
+    if (taas_model_memory_plan(&m->mem, m->layers, m->nlayers, m->in_shape, n, m->nlayers, scratch * sizeof(float), 0,
+                               e))
+        return -1;
+    /* aligned: the convolution kernels' vectors then fall on cache lines */
+    m->arena = aligned_alloc(TAAS_MEM_ALIGN, m->mem.bytes ? m->mem.bytes : TAAS_MEM_ALIGN);
+    m->act = calloc(nt, sizeof *m->act);
+    m->grad = calloc(nt, sizeof *m->grad);
+    m->aux = calloc((size_t)m->nlayers, sizeof *m->aux);
+    m->tmp = calloc((size_t)m->nlayers, sizeof *m->tmp);
+    if (!m->arena || !m->act || !m->grad || !m->aux || !m->tmp) {
+        free_work(m);
+        taas_error_set(e, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the activations of a batch of %d", n);
+        taas_error_hint(e, "use a smaller batch_size");
+        return -1;
+    }
+    for (size_t t = 0; t < nt; t++) {
+        m->act[t] = at(m->arena, m->mem.act[t]);
+        m->grad[t] = at(m->arena, m->mem.grad[t]);
+    }
+    for (int i = 0; i < m->nlayers; i++) {
+        m->aux[i] = at(m->arena, m->mem.aux[i]);
+        m->tmp[i] = at(m->arena, m->mem.tmp[i]);
+    }
+    m->scratch = at(m->arena, m->mem.scratch);
     m->batch = n;
     return 0;
-oom:
-    free_work(m);
-    taas_error_set(e, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the activations of a batch of %d", n);
-    taas_error_hint(e, "use a smaller batch_size");
-    return -1;
 }
 
 int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t step, const float **out,
@@ -106,13 +103,13 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
     }
     if (alloc_work(m, n, e)) return -1;
     omp_set_num_threads(m->nthreads);
-    memcpy(m->acts[0], x, numel(&m->in_shape) * (size_t)n * sizeof(float));
+    memcpy(m->act[0], x, numel(&m->in_shape) * (size_t)n * sizeof(float));
     m->last_train = train;
     for (int i = 0; i < m->nlayers; i++) {
         const taas_model_layer *L = &m->layers[i];
         if (L->in_place) continue;  /* its output is its input already (model_plan.h) */
-        const float *xi = m->acts[i];
-        float *y = m->acts[i + 1];
+        const float *xi = m->act[L->src[0]];
+        float *y = m->act[i + 1];
         float *p = m->params;
         const float *b = L->has_b ? p + L->b_off : NULL;
         size_t cnt = numel(&L->in) * (size_t)n;
@@ -130,7 +127,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
         }
         case TAAS_L_MAXPOOL2D: {
             taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
-            taas_maxpool2d_forward(y, m->argmax[i], xi, &ps);
+            taas_maxpool2d_forward(y, m->aux[i], xi, &ps);
             break;
         }
         case TAAS_L_AVGPOOL2D: {
@@ -158,8 +155,9 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
         case TAAS_L_BATCHNORM2D: {
             int c = L->in.d[0], hw = L->in.rank == 3 ? L->in.d[1] * L->in.d[2] : 1;
             float *rm = m->stats + L->rm_off, *rv = m->stats + L->rv_off;
+            float *st = m->aux[i];
             if (train) {
-                if (taas_batchnorm_forward_train(y, m->aux[i], m->aux[i] + c, rm, rv, xi, p + L->w_off, b, n, c,
+                if (taas_batchnorm_forward_train(y, st, st + c, rm, rv, xi, p + L->w_off, b, n, c,
                                                  hw, L->momentum, L->eps, e)) {
                     char msg[sizeof e->message], hint[sizeof e->hint];
                     memcpy(msg, e->message, sizeof msg);
@@ -174,7 +172,8 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
             }
             break;
         }
-        case TAAS_L_FLATTEN: break; /* skipped above */
+        case TAAS_L_FLATTEN:
+        case TAAS_L_IDENTITY: break; /* skipped above */
         case TAAS_L_LOG_SOFTMAX:
         case TAAS_L_SOFTMAX: {
             int c = L->in.d[0], d = L->in.rank == 3 ? L->in.d[1] * L->in.d[2] : 1;
@@ -182,10 +181,22 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
             else taas_log_softmax_forward(y, xi, n, c, d);
             break;
         }
+        case TAAS_L_ADAPTIVE_AVGPOOL2D:
+            taas_adaptive_avgpool2d_forward(y, xi, n, L->in.d[0], L->in.d[1], L->in.d[2], L->out.d[1], L->out.d[2]);
+            break;
+        case TAAS_L_ADD: taas_add_forward(y, xi, m->act[L->src[1]], cnt); break;
         }
     }
-    *out = m->acts[m->nlayers];
+    *out = m->act[m->nlayers];
     return 0;
+}
+
+/* The gradient an op sends to source s: into the tensor's gradient, or aside (tmp) when it
+ * is then added to another consumer's. */
+static float *input_grad(taas_model *m, int i, int s) {
+    const taas_model_layer *L = &m->layers[i];
+    float *g = m->grad[L->src[s]];
+    return g && m->mem.acc[2 * i + s] ? m->tmp[i] : g ? g : m->tmp[i];
 }
 
 int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
@@ -194,35 +205,49 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
         taas_error_hint(e, "run taas_model_forward on the batch first");
         return -1;
     }
-    int n = m->batch, cur = 0;
+    int n = m->batch;
     omp_set_num_threads(m->nthreads);
-    const float *dy = dout;  /* read in place: no layer writes its output gradient */
+    const taas_model_layer *last = &m->layers[m->nlayers - 1];
+    if (m->grad[m->nlayers]) memcpy(m->grad[m->nlayers], dout, numel(&last->out) * (size_t)n * sizeof(float));
     for (int i = m->nlayers - 1; i >= 0; i--) {
         const taas_model_layer *L = &m->layers[i];
-        /* the gradient passes through in place: Flatten, or the ReLU its Conv2d masks for */
-        if (m->layers[i].in_place) continue;
-        const float *xi = m->acts[i], *y = m->acts[i + 1], *p = m->params;
-        /* The first layer's input gradient is never needed; the layers that can skip it do. */
-        float *dx = m->dbuf[cur], *g = m->grads;
-        float *db = L->has_b ? g + L->b_off : NULL;
+        /* the gradient passes through in place: Flatten, Identity, the ReLU its Conv2d masks for */
+        if (L->in_place) continue;
+        const float *dy = m->grad[i + 1];
+        float *gin = m->grad[L->src[0]];
+        if (!dy) continue;  /* nothing downstream reaches the loss */
+        if (L->kind == TAAS_L_ADD) {
+            size_t cnt = numel(&L->out) * (size_t)n;
+            for (int s = 0; s < 2; s++) {
+                float *g = m->grad[L->src[s]];
+                if (!g || (s == 0 && L->overwrite)) continue;  /* written over: dy is already its gradient */
+                if (m->mem.acc[2 * i + s]) taas_accumulate(g, dy, cnt);
+                else memcpy(g, dy, cnt * sizeof(float));
+            }
+            continue;
+        }
+        if (!gin && (L->frozen || (!L->has_w && !L->has_b))) continue;  /* no gradient wanted from it */
+        const float *xi = m->act[L->src[0]], *y = m->act[i + 1], *p = m->params;
+        /* a frozen op's parameters have no gradients (model_plan.h's ntrain) */
+        float *dx = input_grad(m, i, 0), *dw = L->frozen || !L->has_w ? NULL : m->grads + L->w_off;
+        float *db = L->frozen || !L->has_b ? NULL : m->grads + L->b_off;
         size_t cnt = numel(&L->in) * (size_t)n;
         switch (L->kind) {
-        case TAAS_L_LINEAR:
-            taas_linear_backward(i ? dx : NULL, g + L->w_off, db, dy, xi, p + L->w_off, n, L->lin_in, L->lin_out);
+        case TAAS_L_LINEAR:  /* skips its input's gradient when nothing needs it */
+            taas_linear_backward(gin ? dx : NULL, dw, db, dy, xi, p + L->w_off, n, L->lin_in, L->lin_out);
             break;
         case TAAS_L_CONV2D: {
             taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
             if (L->fusion == TAAS_FUSE_RELU)
-                taas_conv2d_relu_backward(i ? dx : NULL, g + L->w_off, db, dy, y, xi, p + L->w_off, &cs,
-                                          m->scratch, m->nthreads);
+                taas_conv2d_relu_backward(gin ? dx : NULL, dw, db, dy, y, xi, p + L->w_off, &cs, m->scratch,
+                                          m->nthreads);
             else
-                taas_conv2d_backward(i ? dx : NULL, g + L->w_off, db, dy, xi, p + L->w_off, &cs, m->scratch,
-                                     m->nthreads);
+                taas_conv2d_backward(gin ? dx : NULL, dw, db, dy, xi, p + L->w_off, &cs, m->scratch, m->nthreads);
             break;
         }
         case TAAS_L_MAXPOOL2D: {
             taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
-            taas_maxpool2d_backward(dx, dy, m->argmax[i], &ps);
+            taas_maxpool2d_backward(dx, dy, m->aux[i], &ps);
             break;
         }
         case TAAS_L_AVGPOOL2D: {
@@ -230,7 +255,10 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
             taas_avgpool2d_backward(dx, dy, &ps);
             break;
         }
-        case TAAS_L_RELU: taas_relu_backward(dx, dy, xi, cnt); break;
+        case TAAS_L_ADAPTIVE_AVGPOOL2D:
+            taas_adaptive_avgpool2d_backward(dx, dy, n, L->in.d[0], L->in.d[1], L->in.d[2], L->out.d[1], L->out.d[2]);
+            break;
+        case TAAS_L_RELU: taas_relu_backward(dx, dy, y, cnt); break;  /* y > 0 where x > 0; x may be written over */
         case TAAS_L_LEAKY_RELU: taas_leaky_relu_backward(dx, dy, xi, cnt, L->slope); break;
         case TAAS_L_TANH: taas_tanh_backward(dx, dy, y, cnt); break;
         case TAAS_L_SIGMOID: taas_sigmoid_backward(dx, dy, y, cnt); break;
@@ -247,15 +275,14 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
         case TAAS_L_BATCHNORM1D:
         case TAAS_L_BATCHNORM2D: {
             int c = L->in.d[0], hw = L->in.rank == 3 ? L->in.d[1] * L->in.d[2] : 1;
+            const float *mean = m->aux[i];
             if (m->last_train)
-                taas_batchnorm_backward(dx, g + L->w_off, db, dy, xi, m->aux[i], m->aux[i] + c, p + L->w_off, n, c,
-                                        hw);
+                taas_batchnorm_backward(dx, dw, db, dy, xi, mean, mean + c, p + L->w_off, n, c, hw);
             else
-                taas_batchnorm_backward_eval(dx, g + L->w_off, db, dy, xi, p + L->w_off, m->stats + L->rm_off,
+                taas_batchnorm_backward_eval(dx, dw, db, dy, xi, p + L->w_off, m->stats + L->rm_off,
                                              m->stats + L->rv_off, n, c, hw, L->eps);
             break;
         }
-        case TAAS_L_FLATTEN: break; /* skipped above */
         case TAAS_L_LOG_SOFTMAX:
         case TAAS_L_SOFTMAX: {
             int c = L->in.d[0], d = L->in.rank == 3 ? L->in.d[1] * L->in.d[2] : 1;
@@ -263,9 +290,11 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
             else taas_log_softmax_backward(dx, dy, y, n, c, d);
             break;
         }
+        case TAAS_L_FLATTEN:
+        case TAAS_L_IDENTITY:
+        case TAAS_L_ADD: break;  /* handled above */
         }
-        dy = dx;
-        cur = 1 - cur;
+        if (gin && m->mem.acc[2 * i]) taas_accumulate(gin, dx, cnt);
     }
     return 0;
 }

@@ -180,7 +180,7 @@ static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn n
 static int update(taas_engine *base, float w, taas_collective *coll, const taas_optim_config *opt, long step,
                   taas_error *err) {
     cu_engine *e = (cu_engine *)base;
-    size_t n = e->m->nparams;
+    size_t n = e->m->ntrain;  /* the trainable parameters (model.h) */
     /* one rank: a plain optimizer step, no weighting (as engine_cpu.c) */
     if (coll->world > 1 && (taas_cu_scale(&e->cu, e->dm.grads, n, w, err) ||
                             taas_cu_comm_sum(&e->comm, &e->cu, e->dm.grads, n, err)))
@@ -238,7 +238,7 @@ static int save(taas_engine *base, const char *path, taas_error *err) {
 
 /* The optimizer's state goes through a host copy; the model's through the host model. */
 static float *host_state(cu_engine *e, size_t *bytes, taas_error *err) {
-    *bytes = taas_optim_state_floats(&e->opt, e->m->nparams) * sizeof(float);
+    *bytes = taas_optim_state_floats(&e->opt, e->m->ntrain) * sizeof(float);
     float *h = malloc(*bytes ? *bytes : 1);
     if (!h) taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the optimizer's state");
     return h;
@@ -253,7 +253,7 @@ static int checkpoint(taas_engine *base, const char *path, const json_t *meta, t
     int rc = taas_cu_model_download(&e->dm, err) ||
              (bytes && taas_cu_download(&e->cu, h, e->state, bytes, "copying the optimizer's state back", err));
     if (!rc) {
-        taas_checkpoint_bufs b = {m->table, m->ntable, m->nparams, m->params, m->stats, m->counters, h};
+        taas_checkpoint_bufs b = {m->table, m->ntable, m->ntrain, m->params, m->stats, m->counters, h};
         rc = taas_checkpoint_write(path, &b, &e->opt, meta, err);
     }
     free(h);
@@ -266,7 +266,7 @@ static int restore(taas_engine *base, const char *path, json_t **meta, taas_erro
     size_t bytes;
     float *h = host_state(e, &bytes, err);
     if (!h) return -1;
-    taas_checkpoint_bufs b = {m->table, m->ntable, m->nparams, m->params, m->stats, m->counters, h};
+    taas_checkpoint_bufs b = {m->table, m->ntable, m->ntrain, m->params, m->stats, m->counters, h};
     int rc = taas_checkpoint_read(path, &b, &e->opt, meta, err) ||
              taas_cu_upload(&e->cu, e->dm.params, m->params, m->nparams * sizeof(float), "uploading the parameters",
                             err) ||
@@ -304,7 +304,7 @@ static int setup(cu_engine *e, const taas_optim_config *opt, int device, taas_co
     if (taas_cu_init(&e->cu, device, err) || taas_cu_model_init(&e->dm, m, &e->cu, err) ||
         taas_cu_stage_init(&e->st, &e->cu, err))
         return -1;
-    size_t ns = taas_optim_state_floats(opt, m->nparams) * sizeof(float);
+    size_t ns = taas_optim_state_floats(opt, m->ntrain) * sizeof(float);
     if (taas_cu_alloc((void **)&e->state, ns, "the optimizer's state", err) ||
         taas_cu_check(cudaMemsetAsync(e->state, 0, ns, e->cu.stream), "zeroing the optimizer's state", err) ||
         taas_cu_check(cudaEventCreate(&e->start), "creating an event", err) ||

@@ -1,5 +1,5 @@
 /* A model on a GPU (cu_model.h): model_run.c's forward and backward with cu_layers.h's
- * kernels. */
+ * kernels, over the same graph and the same memory plan. */
 #include "cu_model.h"
 
 #include <stdlib.h>
@@ -22,9 +22,9 @@ int taas_cu_model_init(taas_cu_model *dm, taas_model *m, taas_cu *cu, taas_error
     memset(dm, 0, sizeof *dm);
     dm->m = m;
     dm->cu = cu;
-    size_t np = m->nparams * sizeof(float), ns = m->nstats * sizeof(float);
+    size_t np = m->nparams * sizeof(float), ns = m->nstats * sizeof(float), ng = m->ntrain * sizeof(float);
     if (taas_cu_alloc((void **)&dm->params, np, "the parameters", err) ||
-        taas_cu_alloc((void **)&dm->grads, np, "the gradients", err) ||
+        taas_cu_alloc((void **)&dm->grads, ng ? ng : sizeof(float), "the gradients", err) ||
         taas_cu_alloc((void **)&dm->stats, ns, "the BatchNorm statistics", err) ||
         taas_cu_upload(cu, dm->params, m->params, np, "uploading the parameters", err) ||
         taas_cu_upload(cu, dm->stats, m->stats, ns, "uploading the BatchNorm statistics", err) ||
@@ -37,14 +37,15 @@ int taas_cu_model_init(taas_cu_model *dm, taas_model *m, taas_cu *cu, taas_error
 
 static void free_work(taas_cu_model *dm) {
     if (dm->work) cudaFree(dm->work);
-    free(dm->own);
-    free(dm->acts);
+    free(dm->act);
+    free(dm->grad);
     free(dm->aux);
-    free(dm->argmax);
+    free(dm->tmp);
+    taas_model_memory_free(&dm->mem);
     dm->work = NULL;
-    dm->own = dm->acts = dm->aux = NULL;
-    dm->argmax = NULL;
-    dm->scratch = dm->dbuf[0] = dm->dbuf[1] = NULL;
+    dm->act = dm->grad = dm->tmp = NULL;
+    dm->aux = NULL;
+    dm->scratch = NULL;
     dm->room = 0;
     dm->cap = 0;
 }
@@ -59,87 +60,77 @@ void taas_cu_model_release(taas_cu_model *dm) {
 }
 
 int taas_cu_model_zero_grad(taas_cu_model *dm, taas_error *err) {
-    return taas_cu_check(cudaMemsetAsync(dm->grads, 0, dm->m->nparams * sizeof(float), dm->cu->stream),
+    return taas_cu_check(cudaMemsetAsync(dm->grads, 0, dm->m->ntrain * sizeof(float), dm->cu->stream),
                          "zeroing the gradients", err);
 }
 
-/* Byte offsets in the work allocation, 256-byte aligned. */
-static size_t take(size_t *end, size_t bytes) {
-    size_t at = *end;
-    *end += (bytes + 255) / 256 * 256;
-    return at;
-}
+static void *at(char *base, size_t off) { return off == TAAS_MEM_NONE ? NULL : base + off; }
 
-/* Work memory for n samples, laid out in one allocation; the old one goes (after the GPU is
- * done with it) when n is larger than what it holds. */
-static int reserve(taas_cu_model *dm, int n, taas_error *err) {
-    if (n <= dm->cap) return 0;
-    if (taas_cu_sync(dm->cu, "finishing the GPU's work before growing its memory", err)) return -1;
-    free_work(dm);
+/* The step's memory for n samples through ops [0, nrun): planned again when either changes
+ * (training may stop before a LogSoftmax that evaluation runs), the device allocation grown
+ * (after the GPU is done with the old one) when the plan needs more. A plan that fits keeps
+ * the allocation: the stream runs the next step after the last one's kernels. */
+static int reserve(taas_cu_model *dm, int n, int nrun, taas_error *err) {
+    if (dm->act && dm->mem.n == n && dm->mem.nrun == nrun) return 0;
     const taas_model *m = dm->m;
-    int nl = m->nlayers;
-    size_t nn = (size_t)n, maxact = numel(&m->in_shape) * nn, scratch = 1, end = 0;
-    size_t *o_act = calloc((size_t)nl + 1, sizeof *o_act), *o_aux = calloc((size_t)nl, sizeof *o_aux);
-    size_t *o_arg = calloc((size_t)nl, sizeof *o_arg);
-    dm->own = calloc((size_t)nl + 1, sizeof *dm->own);
-    dm->acts = calloc((size_t)nl + 1, sizeof *dm->acts);
-    dm->aux = calloc((size_t)nl, sizeof *dm->aux);
-    dm->argmax = calloc((size_t)nl, sizeof *dm->argmax);
-    if (!o_act || !o_aux || !o_arg || !dm->own || !dm->acts || !dm->aux || !dm->argmax) {
-        free(o_act), free(o_aux), free(o_arg);
-        free_work(dm);
-        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the model's layout");
-        return -1;  /* said apart: the analyzer cannot see that taas_error_set returns it */
-    }
-    /* SIZE_MAX: no buffer of that kind for the layer */
-    for (int i = 0; i <= nl; i++) o_act[i] = SIZE_MAX;
-    for (int i = 0; i < nl; i++) o_aux[i] = o_arg[i] = SIZE_MAX;
-    for (int i = 0; i < nl; i++) {
+    size_t scratch = 1, nt = (size_t)m->nlayers + 1;
+    for (int i = 0; i < nrun; i++) {
         const taas_model_layer *L = &m->layers[i];
-        size_t out = numel(&L->out) * nn;
-        if (out > maxact) maxact = out;
-        if (!m->layers[i].in_place) o_act[i + 1] = take(&end, out * sizeof(float));
-        if (L->kind == TAAS_L_DROPOUT) o_aux[i] = take(&end, out * sizeof(float));
-        if (L->kind == TAAS_L_DROPOUT2D) o_aux[i] = take(&end, nn * (size_t)chans(L) * sizeof(float));
-        if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D)
-            o_aux[i] = take(&end, 2 * (size_t)chans(L) * sizeof(float));
-        if (L->kind == TAAS_L_MAXPOOL2D) o_arg[i] = take(&end, out * sizeof(int32_t));
-        if (L->kind == TAAS_L_CONV2D) {
-            taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
-            size_t s = taas_cu_conv2d_scratch_floats(&cs);
-            if (s > scratch) scratch = s;
-        }
+        if (L->kind != TAAS_L_CONV2D) continue;
+        taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
+        size_t s = taas_cu_conv2d_scratch_floats(&cs);
+        if (s > scratch) scratch = s;
     }
-    size_t o_scratch = take(&end, scratch * sizeof(float));
-    size_t o_d0 = take(&end, maxact * sizeof(float)), o_d1 = take(&end, maxact * sizeof(float));
-    int rc = taas_cu_alloc(&dm->work, end, "a batch's activations", err);
-    if (rc == 0) {
-        char *base = dm->work;
-        for (int i = 0; i <= nl; i++) dm->own[i] = o_act[i] == SIZE_MAX ? NULL : (float *)(base + o_act[i]);
-        for (int i = 0; i < nl; i++) {
-            dm->aux[i] = o_aux[i] == SIZE_MAX ? NULL : (float *)(base + o_aux[i]);
-            dm->argmax[i] = o_arg[i] == SIZE_MAX ? NULL : (int32_t *)(base + o_arg[i]);
+    taas_model_memory mem;
+    if (taas_model_memory_plan(&mem, m->layers, m->nlayers, m->in_shape, n, nrun, scratch * sizeof(float), 1, err))
+        return -1;
+    if (mem.bytes > dm->cap) {
+        if (taas_cu_sync(dm->cu, "finishing the GPU's work before growing its memory", err)) {
+            taas_model_memory_free(&mem);
+            return -1;
         }
-        dm->scratch = (float *)(base + o_scratch);
-        dm->room = scratch;
-        dm->dbuf[0] = (float *)(base + o_d0);
-        dm->dbuf[1] = (float *)(base + o_d1);
-        dm->cap = n;
-    } else {
         free_work(dm);
-        taas_error_hint(err, "a batch of %d needs %.0f MiB on the GPU: use a smaller batch_size", n,
-                        (double)end / (1 << 20));
+        if (taas_cu_alloc(&dm->work, mem.bytes, "a batch's activations", err)) {
+            taas_error_hint(err, "a batch of %d needs %.0f MiB on the GPU: use a smaller batch_size", n,
+                            (double)mem.bytes / (1 << 20));
+            taas_model_memory_free(&mem);
+            return -1;
+        }
+        dm->cap = mem.bytes;
     }
-    free(o_act), free(o_aux), free(o_arg);
-    return rc;
+    taas_model_memory_free(&dm->mem);
+    dm->mem = mem;
+    if (!dm->act) {
+        dm->act = calloc(nt, sizeof *dm->act);
+        dm->grad = calloc(nt, sizeof *dm->grad);
+        dm->aux = calloc((size_t)m->nlayers, sizeof *dm->aux);
+        dm->tmp = calloc((size_t)m->nlayers, sizeof *dm->tmp);
+        if (!dm->act || !dm->grad || !dm->aux || !dm->tmp) {
+            free_work(dm);
+            taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the model's layout");
+            return -1;
+        }
+    }
+    char *base = dm->work;
+    for (size_t t = 0; t < nt; t++) {
+        dm->act[t] = at(base, mem.act[t]);
+        dm->grad[t] = at(base, mem.grad[t]);
+    }
+    for (int i = 0; i < m->nlayers; i++) {
+        dm->aux[i] = at(base, mem.aux[i]);
+        dm->tmp[i] = at(base, mem.tmp[i]);
+    }
+    dm->scratch = at(base, mem.scratch);
+    dm->room = scratch;
+    return 0;
 }
 
 static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t step, taas_error *err) {
     taas_model *m = dm->m;
     taas_cu *cu = dm->cu;
     const taas_model_layer *L = &m->layers[i];
-    const float *x = dm->acts[i], *p = dm->params;
-    float *y = dm->acts[i + 1];
+    const float *x = dm->act[L->src[0]], *p = dm->params;
+    float *y = dm->act[i + 1];
     const float *b = L->has_b ? p + L->b_off : NULL;
     size_t cnt = numel(&L->in) * (size_t)n;
     /* Dropout counters: a disjoint 2^32 range per (step, layer), as model_run.c */
@@ -154,7 +145,7 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
     }
     case TAAS_L_MAXPOOL2D: {
         taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
-        return taas_cu_maxpool2d_forward(cu, y, dm->argmax[i], x, &ps, err);
+        return taas_cu_maxpool2d_forward(cu, y, dm->aux[i], x, &ps, err);
     }
     case TAAS_L_AVGPOOL2D: {
         taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
@@ -174,21 +165,27 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
     case TAAS_L_BATCHNORM1D:
     case TAAS_L_BATCHNORM2D: {
         int c = chans(L), hw = plane(L);
-        float *rm = dm->stats + L->rm_off, *rv = dm->stats + L->rv_off;
+        float *rm = dm->stats + L->rm_off, *rv = dm->stats + L->rv_off, *st = dm->aux[i];
         if (!train) return taas_cu_batchnorm_forward_eval(cu, y, x, p + L->w_off, b, rm, rv, n, c, hw, L->eps, err);
-        if (taas_cu_batchnorm_forward_train(cu, y, dm->aux[i], dm->aux[i] + c, rm, rv, x, p + L->w_off, b, n, c, hw,
+        if (taas_cu_batchnorm_forward_train(cu, y, st, st + c, rm, rv, x, p + L->w_off, b, n, c, hw,
                                             L->momentum, L->eps, err)) {
             if (!err->hint[0]) taas_error_hint(err, "train with batches of at least 2 samples (drop_last=True)");
-            taas_error_prefix(err, "layer %d (%s): ", i, L->name);
+            taas_error_prefix(err, "%s%s (%s): ", L->path[0] >= '0' && L->path[0] <= '9' ? "layer " : "", L->path,
+                              L->name);
             return -1;
         }
         m->counters[L->counter]++;
         return 0;
     }
-    case TAAS_L_FLATTEN: return 0;  /* skipped above */
+    case TAAS_L_FLATTEN:
+    case TAAS_L_IDENTITY: return 0;  /* skipped above */
     case TAAS_L_LOG_SOFTMAX:
     case TAAS_L_SOFTMAX:
         return taas_cu_softmax_forward(cu, y, x, n, chans(L), plane(L), L->kind == TAAS_L_LOG_SOFTMAX, err);
+    case TAAS_L_ADAPTIVE_AVGPOOL2D:
+        return taas_cu_adaptive_avgpool2d_forward(cu, y, x, n, chans(L), L->in.d[1], L->in.d[2], L->out.d[1],
+                                                  L->out.d[2], err);
+    case TAAS_L_ADD: return taas_cu_add(cu, y, x, dm->act[L->src[1]], cnt, err);
     }
     return 0;
 }
@@ -202,45 +199,50 @@ int taas_cu_model_forward(taas_cu_model *dm, const float *x, int n, int train, u
         taas_error_hint(err, "give a batch of at least one sample");
         return -1;
     }
-    if (reserve(dm, n, err)) return -1;
-    dm->acts[0] = (float *)x;
-    for (int i = 0; i < m->nlayers; i++) dm->acts[i + 1] = dm->own[i + 1] ? dm->own[i + 1] : dm->acts[i];
+    if (reserve(dm, n, nrun, err)) return -1;
+    for (int t = 0; t <= nrun; t++)  /* the input and what shares its memory are the caller's */
+        if (dm->mem.act[t] == TAAS_MEM_NONE) dm->act[t] = (float *)x;
     dm->n = n;
     dm->nrun = nrun;
     dm->last_train = train;
     for (int i = 0; i < nrun; i++)
         if (forward_layer(dm, i, n, train, step, err)) return -1;
-    *out = dm->acts[nrun];
+    *out = dm->act[nrun];
     return 0;
 }
 
-static int backward_layer(taas_cu_model *dm, int i, float *dx, const float *dy, taas_error *err) {
+/* dxo: the input gradient, or NULL where Linear and Conv2d may skip it; dx: where the others
+ * write theirs. */
+static int backward_layer(taas_cu_model *dm, int i, float *dxo, float *dx, const float *dy, taas_error *err) {
     const taas_model *m = dm->m;
     taas_cu *cu = dm->cu;
     const taas_model_layer *L = &m->layers[i];
     int n = dm->n;
-    const float *x = dm->acts[i], *y = dm->acts[i + 1], *p = dm->params;
-    float *g = dm->grads, *db = L->has_b ? g + L->b_off : NULL;
+    const float *x = dm->act[L->src[0]], *y = dm->act[i + 1], *p = dm->params;
+    /* a frozen op's parameters have no gradients (model_plan.h's ntrain) */
+    float *dw = L->frozen || !L->has_w ? NULL : dm->grads + L->w_off;
+    float *db = L->frozen || !L->has_b ? NULL : dm->grads + L->b_off;
     size_t cnt = numel(&L->in) * (size_t)n;
     switch (L->kind) {
-    case TAAS_L_LINEAR:  /* the first layer's input gradient is never needed */
-        return taas_cu_linear_backward(cu, i ? dx : NULL, g + L->w_off, db, dy, x, p + L->w_off, n, L->lin_in,
+    case TAAS_L_LINEAR:
+        return taas_cu_linear_backward(cu, dxo, dw, db, dy, x, p + L->w_off, n, L->lin_in,
                                        L->lin_out, err);
     case TAAS_L_CONV2D: {
         taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
         int relu = L->fusion == TAAS_FUSE_RELU;
-        return taas_cu_conv2d_backward(cu, i ? dx : NULL, g + L->w_off, db, dy, y, x, p + L->w_off, &cs, relu,
+        return taas_cu_conv2d_backward(cu, dxo, dw, db, dy, y, x, p + L->w_off, &cs, relu,
                                        dm->scratch, dm->room, err);
     }
     case TAAS_L_MAXPOOL2D: {
         taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
-        return taas_cu_maxpool2d_backward(cu, dx, dy, dm->argmax[i], &ps, err);
+        return taas_cu_maxpool2d_backward(cu, dx, dy, dm->aux[i], &ps, err);
     }
     case TAAS_L_AVGPOOL2D: {
         taas_pool2d_shape ps = taas_layer_pool_shape(L, n);
         return taas_cu_avgpool2d_backward(cu, dx, dy, &ps, err);
     }
-    case TAAS_L_RELU: return taas_cu_act_backward(cu, TAAS_CU_RELU, dx, dy, x, y, cnt, 0, err);
+    case TAAS_L_RELU:  /* y > 0 where x > 0; x may be written over */
+        return taas_cu_act_backward(cu, TAAS_CU_RELU, dx, dy, y, y, cnt, 0, err);
     case TAAS_L_LEAKY_RELU: return taas_cu_act_backward(cu, TAAS_CU_LEAKY_RELU, dx, dy, x, y, cnt, L->slope, err);
     case TAAS_L_TANH: return taas_cu_act_backward(cu, TAAS_CU_TANH, dx, dy, x, y, cnt, 0, err);
     case TAAS_L_SIGMOID: return taas_cu_act_backward(cu, TAAS_CU_SIGMOID, dx, dy, x, y, cnt, 0, err);
@@ -254,18 +256,30 @@ static int backward_layer(taas_cu_model *dm, int i, float *dx, const float *dy, 
     case TAAS_L_BATCHNORM1D:
     case TAAS_L_BATCHNORM2D: {
         int c = chans(L), hw = plane(L);
+        const float *st = dm->aux[i];
         if (dm->last_train)
-            return taas_cu_batchnorm_backward(cu, dx, g + L->w_off, db, dy, x, dm->aux[i], dm->aux[i] + c,
+            return taas_cu_batchnorm_backward(cu, dx, dw, db, dy, x, st, st + c,
                                               p + L->w_off, n, c, hw, err);
-        return taas_cu_batchnorm_backward_eval(cu, dx, g + L->w_off, db, dy, x, p + L->w_off,
+        return taas_cu_batchnorm_backward_eval(cu, dx, dw, db, dy, x, p + L->w_off,
                                                dm->stats + L->rm_off, dm->stats + L->rv_off, n, c, hw, L->eps, err);
     }
-    case TAAS_L_FLATTEN: return 0;  /* skipped by the caller */
+    case TAAS_L_FLATTEN:
+    case TAAS_L_IDENTITY:
+    case TAAS_L_ADD: return 0;  /* by the caller */
     case TAAS_L_LOG_SOFTMAX:
     case TAAS_L_SOFTMAX:
         return taas_cu_softmax_backward(cu, dx, dy, y, n, chans(L), plane(L), L->kind == TAAS_L_LOG_SOFTMAX, err);
+    case TAAS_L_ADAPTIVE_AVGPOOL2D:
+        return taas_cu_adaptive_avgpool2d_backward(cu, dx, dy, n, chans(L), L->in.d[1], L->in.d[2], L->out.d[1],
+                                                   L->out.d[2], err);
     }
     return 0;
+}
+
+/* Where op i's input gradient goes (model_run.c's input_grad). */
+static float *input_grad(const taas_cu_model *dm, int i) {
+    float *g = dm->grad[dm->m->layers[i].src[0]];
+    return g && dm->mem.acc[2 * i] ? dm->tmp[i] : g ? g : dm->tmp[i];
 }
 
 int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err) {
@@ -274,14 +288,31 @@ int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err
         taas_error_hint(err, "run taas_cu_model_forward on the batch first");
         return -1;
     }
-    const float *dy = dout;
-    int cur = 0;
+    const taas_model *m = dm->m;
+    taas_act_shape os = taas_plan_tensor_shape(m->layers, m->in_shape, dm->nrun);
+    size_t on = (size_t)dm->n;
+    for (int k = 0; k < os.rank; k++) on *= (size_t)os.d[k];
+    if (dm->grad[dm->nrun] && taas_cu_copy(dm->cu, dm->grad[dm->nrun], dout, on, err)) return -1;
     for (int i = dm->nrun - 1; i >= 0; i--) {
-        /* the gradient passes through in place: Flatten, or the ReLU its Conv2d masks for */
-        if (dm->m->layers[i].in_place) continue;
-        if (backward_layer(dm, i, dm->dbuf[cur], dy, err)) return -1;
-        dy = dm->dbuf[cur];
-        cur = 1 - cur;
+        const taas_model_layer *L = &m->layers[i];
+        /* the gradient passes through in place: Flatten, Identity, the ReLU its Conv2d masks for */
+        if (L->in_place || !dm->grad[i + 1]) continue;
+        if (L->kind == TAAS_L_ADD) {
+            size_t cnt = numel(&L->out) * on;
+            for (int s = 0; s < 2; s++) {
+                float *g = dm->grad[L->src[s]];
+                if (!g || (s == 0 && L->overwrite)) continue;  /* written over: dy is already its gradient */
+                if (dm->mem.acc[2 * i + s] ? taas_cu_accumulate(dm->cu, g, dm->grad[i + 1], cnt, err)
+                                           : taas_cu_copy(dm->cu, g, dm->grad[i + 1], cnt, err))
+                    return -1;
+            }
+            continue;
+        }
+        float *gin = dm->grad[L->src[0]];
+        if (!gin && (L->frozen || (!L->has_w && !L->has_b))) continue;  /* no gradient wanted from it */
+        float *dx = input_grad(dm, i);
+        if (backward_layer(dm, i, gin ? dx : NULL, dx, dm->grad[i + 1], err)) return -1;
+        if (gin && dm->mem.acc[2 * i] && taas_cu_accumulate(dm->cu, gin, dx, numel(&L->in) * on, err)) return -1;
     }
     return 0;
 }

@@ -1,7 +1,7 @@
 /* A model on a GPU (model.h's taas_model, model_run.c's arithmetic): its parameters, their
  * gradients and the BatchNorm running statistics each in ONE device allocation, uploaded
- * from the host model once; the activations and everything else a batch needs in one more,
- * sized for the largest batch seen. The host model keeps the plan (layers, shapes, the
+ * from the host model once; the step's memory, planned as the CPU's (model_memory.h), in one
+ * more, grown to the largest plan seen. The host model keeps the plan (layers, shapes, the
  * state_dict table) and the num_batches_tracked counters, which forward counts on the host;
  * taas_cu_model_download brings the numbers back into it for saving.
  *
@@ -25,16 +25,15 @@ typedef struct taas_cu_model {
     taas_model *m;                  /* borrowed */
     taas_cu *cu;                    /* borrowed */
     float *params, *grads, *stats;  /* device: m->nparams, m->nparams, m->nstats floats */
-    int cap;                        /* the work memory holds batches up to this size */
-    void *work;                     /* device: the one allocation below */
-    float **own;                    /* nlayers + 1: a layer's output buffer, NULL when it is its input's */
-    float **acts;                   /* nlayers + 1: the last forward's activations; acts[0] its input */
-    float **aux;                    /* per layer: Dropout's mask, BatchNorm's mean | invstd */
-    int32_t **argmax;               /* per layer: MaxPool2d's */
+    void *work;                     /* device: the step's memory (model_memory.h), cap bytes */
+    size_t cap;
+    taas_model_memory mem;          /* planned for the last forward's samples and ops */
+    float **act, **grad;            /* per tensor: its value and gradient; the input is the caller's */
+    void **aux;                     /* per op: Dropout's mask, BatchNorm's mean | invstd, MaxPool's argmax */
+    float **tmp;                    /* per op: its input gradient before it is added */
     float *scratch;                 /* Conv2d's, shared: room floats */
     size_t room;
-    float *dbuf[2];                 /* ping-pong gradients w.r.t. activations */
-    int n, nrun, last_train;        /* the last forward: samples, layers run, mode */
+    int n, nrun, last_train;        /* the last forward: samples, ops run, mode */
 } taas_cu_model;
 
 /* Uploads m's parameters and statistics to cu's device. 0, or -1 with err (nothing held). */
@@ -44,9 +43,9 @@ void taas_cu_model_release(taas_cu_model *dm);
 
 /* Zeroes the gradients (optimizer.zero_grad()). */
 int taas_cu_model_zero_grad(taas_cu_model *dm, taas_error *err);
-/* Layers [0, nrun) on x, n samples of the input shape in device memory that must stay
+/* Ops [0, nrun) on x, n samples of the input shape in device memory that must stay
  * untouched until the backward has run; train: batch statistics and dropout masks from
- * (m->seed, step), as model_run.c. *out: the output of layer nrun - 1, in the model's memory
+ * (m->seed, step), as model_run.c. *out: tensor nrun (op nrun - 1's output), in the model's memory
  * until the next forward. */
 int taas_cu_model_forward(taas_cu_model *dm, const float *x, int n, int train, uint64_t step, int nrun,
                           const float **out, taas_error *err);
