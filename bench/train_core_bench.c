@@ -4,7 +4,7 @@
  *   taas-train-bench --model FILE --input C,H,W --mode train|infer|layer [--batch N] [--steps S]
  *                    [--warmup W] [--threads T] [--seed S] [--no-direct]
  *
- * FILE holds a Sequential spec (as in a job spec's "model"). The inputs are uniform in
+ * FILE holds a model spec (as in a job spec's "model": a Sequential, a ResNet, ...). The inputs are uniform in
  * [-1, 1), the labels i mod (output width); one batch, reused every step.
  *   train: per step zero_grad, forward in train mode, NLLLoss, backward, Adadelta(lr=1.0)
  *   infer: forward in eval mode (running statistics, no dropout)
@@ -15,7 +15,8 @@
  *          "gflops". * --no-direct runs every convolution through im2col + sgemm (conv_direct.h's kernels off).
  * W untimed steps, then S timed ones. Prints one JSON line:
  *   {"mode": ..., "batch": N, "steps": S, "threads": T, "seconds": t, "samples_per_s": r,
- *    "blas_core": "...", "direct": true|false} */
+ *    "blas_core": "...", "direct": true|false, "rss_before_kb": ..., "rss_peak_kb": ...,
+ *    "arena_bytes": the step's planned memory (model_memory.h)} */
 #include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
@@ -40,6 +41,17 @@ static int fail(const taas_error *e) {
     return 1;
 }
 
+/* A field of /proc/self/status in kB (VmRSS: now, VmHWM: the peak), or -1. */
+static long status_kb(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, strlen(field))) v = atol(line + strlen(field));
+    if (f) fclose(f);
+    return v;
+}
+
 /* One step; returns -1 with e filled. */
 static int run_step(taas_model *m, const float *x, const int64_t *y, int n, int train, float *dlogp,
                     const taas_optim_config *opt, float *state, long step, taas_error *e) {
@@ -53,7 +65,7 @@ static int run_step(taas_model *m, const float *x, const int64_t *y, int n, int 
         return -1;
     taas_nll_loss_backward(dlogp, y, n, k, 1.0f);
     if (taas_model_backward(m, dlogp, e)) return -1;
-    taas_optim_step(opt, m->params, m->grads, state, m->nparams, step);
+    taas_optim_step(opt, m->params, m->grads, state, m->ntrain, step);
     return 0;
 }
 
@@ -166,6 +178,7 @@ int main(int argc, char **argv) {
     taas_init_rng rng = {(uint64_t)seed + 1, 0};
     taas_init_uniform(x, in * batch, 1.0f, &rng);
     for (int i = 0; i < batch; i++) y[i] = i % (int64_t)k;
+    long rss0 = status_kb("VmRSS:");
     double t0 = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) t0 = omp_get_wtime();
@@ -176,8 +189,10 @@ int main(int argc, char **argv) {
     }
     double secs = omp_get_wtime() - t0;
     printf("{\"mode\": \"%s\", \"batch\": %d, \"steps\": %d, \"threads\": %d, \"seconds\": %.6f, "
-           "\"samples_per_s\": %.3f, \"blas_core\": \"%s\", \"direct\": %s}\n",
-           mode, batch, steps, threads, secs, (double)steps * batch / secs, taas_blas_core(), direct ? "true" : "false");
+           "\"samples_per_s\": %.3f, \"blas_core\": \"%s\", \"direct\": %s, \"rss_before_kb\": %ld, "
+           "\"rss_peak_kb\": %ld, \"arena_bytes\": %zu}\n",
+           mode, batch, steps, threads, secs, (double)steps * batch / secs, taas_blas_core(), direct ? "true" : "false",
+           rss0, status_kb("VmHWM:"), m->mem.bytes);
 done:
     free(x), free(dlogp), free(y), free(state);
     taas_model_free(m);
