@@ -20,8 +20,11 @@ typedef struct taas_image {
     int h, w, c;
     taas_pixel_type type;
     void *data;         /* h * w * c elements, owned by whoever filled the image */
-    double box[4];      /* an image decoded for a crop hint: the hint's box within data, in
-                           its pixels (x0, y0, x1, y1), fractions allowed; else unused */
+    /* an image decoded for a crop hint (boxed): the hint's box within data, in its pixels
+     * (x0, y0, x1, y1), fractions allowed; the whole image's size; the libjpeg-turbo scale
+     * (1/denom) data was decoded at. Else unused. */
+    double box[4];
+    int full_h, full_w, denom;
 } taas_image;
 void taas_image_free(taas_image *img);  /* frees data, zeroes the struct */
 
@@ -50,14 +53,25 @@ const taas_dataset_info *taas_dataset_info_get(const taas_dataset *d);
 int taas_dataset_get(taas_dataset *d, size_t index, taas_image *img, int64_t *label,
                      taas_error *err);
 
-/* Decoding only what the transforms keep: when the chain starts with a crop that is then
- * resized (RandomResizedCrop), the decoder asks, once it knows the image's full size, for
- * the box (top, left, height, width) the crop will cut and the size (oh, ow) it becomes;
- * box returns 0 when the whole image is needed. A JPEG is then decoded at the smallest
- * libjpeg-turbo scale (1/2, 1/4, 1/8) whose box still covers (oh, ow), and only the box's
- * rows and columns (the box itself, at that scale, comes back). */
+/* Decoding only what the transforms keep: the decoder asks, once it knows the image's full
+ * size, what the chain will make of it (want returns 0 when it needs the whole image):
+ * - box: the source region (x0, y0, x1, y1) in the image's pixels, fractions allowed, that
+ *   becomes oh x ow pixels;
+ * - support: 0 when the region is cut out before it is resized (RandomResizedCrop: nothing
+ *   outside it is read); else the resize filter's support in output pixels (Pillow's: 1
+ *   bilinear, 2 bicubic), as when the whole image is resized and the region cut from the
+ *   result (Resize + CenterCrop): the pixels the filter reads around the region are decoded
+ *   too.
+ * A JPEG is then decoded at the smallest libjpeg-turbo scale (1/2, 1/4, 1/8) at which the
+ * region still has oh x ow pixels, and only the region's rows and columns (the region
+ * itself, at that scale, comes back in the image's box). */
+typedef struct taas_crop_want {
+    double box[4];
+    int oh, ow;
+    double support;
+} taas_crop_want;
 typedef struct taas_crop_hint {
-    int (*box)(void *ctx, int h, int w, int box[4], int *oh, int *ow);
+    int (*want)(void *ctx, int h, int w, taas_crop_want *out);
     void *ctx;
 } taas_crop_hint;
 

@@ -2,6 +2,7 @@
  * calls exit(): ours records the reason and longjmps back, so a corrupt image is an error
  * for that sample. Decoding settings are libjpeg's defaults, which are PIL's (islow DCT,
  * fancy upsampling), so pixels match what torchvision reads. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,36 +44,53 @@ static void on_message(j_common_ptr cinfo, int level) {
     }
 }
 
-/* The scale and the rows and columns to decode for a hint's box: the largest denominator
- * (8, 4, 2) whose scaled box still has oh x ow pixels, and the box at that scale, widened to
- * whole pixels. 0 when the hint wants the whole image or no scale helps. */
+/* The scale and the rows and columns to decode for a hint's region: the largest denominator
+ * (8, 4, 2) at which the region still has oh x ow pixels, and the region at that scale,
+ * widened to whole pixels and, for a resize that reads around it, by the pixels its filter
+ * reaches. 0 when the hint wants the whole image at full scale or no sane region. */
 typedef struct jbox {
     int denom;
     int x0, y0, x1, y1; /* in the scaled image, [x0, x1) x [y0, y1) */
-    double exact[4];    /* the box itself within those pixels: x0, y0, x1, y1 */
+    double exact[4];    /* the region itself within those pixels: x0, y0, x1, y1 */
 } jbox;
 
+/* Scaled pixels a filter of the given support reads beyond a region edge, when span scaled
+ * pixels become out: Pillow's support x max(1, span / out), plus one for its rounding of the
+ * taps' bounds. */
+static int reach(double support, double span, int out) {
+    if (support <= 0) return 0;
+    double scale = span / out;
+    return (int)ceil(support * (scale > 1 ? scale : 1)) + 1;
+}
+
 static int plan_box(const taas_crop_hint *hint, int h, int w, jbox *jb) {
-    int box[4], oh, ow;
-    if (!hint || !hint->box(hint->ctx, h, w, box, &oh, &ow)) return 0;
-    if (box[0] < 0 || box[1] < 0 || box[2] < 1 || box[3] < 1 || box[0] + box[2] > h || box[1] + box[3] > w) return 0;
+    taas_crop_want cw;
+    memset(&cw, 0, sizeof cw);
+    if (!hint || !hint->want(hint->ctx, h, w, &cw)) return 0;
+    const double *b = cw.box;
+    /* written so that a NaN fails */
+    if (!(b[0] >= 0 && b[1] >= 0 && b[0] < b[2] && b[1] < b[3] && b[2] <= w && b[3] <= h && cw.oh >= 1 &&
+          cw.ow >= 1 && cw.support >= 0 && cw.support <= 16))
+        return 0;
     jb->denom = 1;
     for (int d = 8; d >= 2; d /= 2)
-        if (box[2] / d >= oh && box[3] / d >= ow) {
+        if ((b[3] - b[1]) / d >= cw.oh && (b[2] - b[0]) / d >= cw.ow) {
             jb->denom = d;
             break;
         }
     int d = jb->denom, sh = (h + d - 1) / d, sw = (w + d - 1) / d; /* libjpeg's scaled size */
-    jb->y0 = box[0] / d;
-    jb->x0 = box[1] / d;
-    jb->y1 = (box[0] + box[2] + d - 1) / d;
-    jb->x1 = (box[1] + box[3] + d - 1) / d;
-    if (jb->y1 > sh) jb->y1 = sh;
-    if (jb->x1 > sw) jb->x1 = sw;
-    jb->exact[0] = (double)box[1] / d - jb->x0;
-    jb->exact[1] = (double)box[0] / d - jb->y0;
-    jb->exact[2] = (double)(box[1] + box[3]) / d - jb->x0;
-    jb->exact[3] = (double)(box[0] + box[2]) / d - jb->y0;
+    double e[4] = {b[0] / d, b[1] / d, b[2] / d, b[3] / d};
+    int mx = reach(cw.support, e[2] - e[0], cw.ow), my = reach(cw.support, e[3] - e[1], cw.oh);
+    double x0 = floor(e[0]) - mx, y0 = floor(e[1]) - my, x1 = ceil(e[2]) + mx, y1 = ceil(e[3]) + my;
+    jb->x0 = x0 < 0 ? 0 : (int)x0;
+    jb->y0 = y0 < 0 ? 0 : (int)y0;
+    jb->x1 = x1 > sw ? sw : (int)x1;
+    jb->y1 = y1 > sh ? sh : (int)y1;
+    if (d == 1 && jb->x0 == 0 && jb->y0 == 0 && jb->x1 == sw && jb->y1 == sh) return 0; /* the plain decode */
+    jb->exact[0] = e[0] - jb->x0;
+    jb->exact[1] = e[1] - jb->y0;
+    jb->exact[2] = e[2] - jb->x0;
+    jb->exact[3] = e[3] - jb->y0;
     return 1;
 }
 
@@ -81,7 +99,10 @@ static int plan_box(const taas_crop_hint *hint, int h, int w, jbox *jb) {
  * that a truncated file is still found (their entropy data is read, not transformed).
  * libjpeg errors longjmp to the caller's handler; -1 is out of memory. */
 static int decode_box(struct jpeg_decompress_struct *cinfo, const jbox *jb, taas_image *img, jerr *e) {
-    JDIMENSION xoff = (JDIMENSION)jb->x0, cw = (JDIMENSION)(jb->x1 - jb->x0);
+    /* a column more on each side: at the edge of a cropped scanline the fancy upsampler
+     * repeats the edge's chroma, where a whole decode has the neighbour's */
+    int cx0 = jb->x0 > 0 ? jb->x0 - 1 : 0, cx1 = jb->x1 < (int)cinfo->output_width ? jb->x1 + 1 : jb->x1;
+    JDIMENSION xoff = (JDIMENSION)cx0, cw = (JDIMENSION)(cx1 - cx0);
     jpeg_crop_scanline(cinfo, &xoff, &cw); /* widens to iMCU boundaries */
     size_t c = (size_t)cinfo->output_components, bw = (size_t)(jb->x1 - jb->x0), bh = (size_t)(jb->y1 - jb->y0);
     unsigned char *px = malloc(bw * bh * c), *row = malloc((size_t)cw * c);
@@ -122,6 +143,9 @@ static int decode_box(struct jpeg_decompress_struct *cinfo, const jbox *jb, taas
     img->c = (int)c;
     img->type = TAAS_PIX_U8;
     memcpy(img->box, jb->exact, sizeof img->box);
+    img->full_h = (int)cinfo->image_height;
+    img->full_w = (int)cinfo->image_width;
+    img->denom = jb->denom;
     return 0;
 }
 

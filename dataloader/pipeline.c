@@ -133,8 +133,10 @@ static int build(taas_pipeline *p, uint64_t epoch, uint64_t k, uint64_t *idx, ta
         int hinted = taas_transform_hint_for(c->transform, c->seed, epoch, idx[i], &th), boxed = 0;
         if (taas_dataset_get_hinted(c->dataset, (size_t)idx[i], hinted ? &th.hint : NULL, &img, &label, &boxed, err) < 0)
             goto fail;
+        /* a region decoded for the hint comes out as the whole image would */
+        int ih = boxed ? img.full_h : img.h, iw = boxed ? img.full_w : img.w;
         int sc, sh, sw;
-        if (taas_transform_out_shape(c->transform, img.h, img.w, img.c, &sc, &sh, &sw, err) < 0) {
+        if (taas_transform_out_shape(c->transform, ih, iw, img.c, &sc, &sh, &sw, err) < 0) {
             taas_image_free(&img);
             blame_sample(p, idx[i], err);
             goto fail;
@@ -154,7 +156,7 @@ static int build(taas_pipeline *p, uint64_t epoch, uint64_t k, uint64_t *idx, ta
         if (sc != oc || sh != oh || sw != ow) {
             taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS,
                            "its image of %dx%d with %d channel%s comes out of the transforms as %dx%dx%d, but the "
-                           "batch's samples are %dx%dx%d", img.h, img.w, img.c, img.c == 1 ? "" : "s", sc, sh, sw,
+                           "batch's samples are %dx%dx%d", ih, iw, img.c, img.c == 1 ? "" : "s", sc, sh, sw,
                            oc, oh, ow);
             taas_image_free(&img);
             taas_error_hint(err, "samples of one batch need one shape: add Resize((h, w)) or CenterCrop(size) "

@@ -384,21 +384,54 @@ static void run_jitter(const tx_step *s, taas_rng *r, tx_img *im) {
     }
 }
 
-static int hint_box(void *ctx, int h, int w, int box[4], int *oh, int *ow) {
+/* The leading steps a decoder's region stands for (0: the chain is not planned that way):
+ * RandomResizedCrop; Resize (bilinear or bicubic: a reduced scale averages, which nearest does
+ * not), with the CenterCrop that follows it. */
+static int hint_steps(const taas_transform *t) {
+    if (!t || t->n == 0) return 0;
+    const tx_step *s = &t->steps[0];
+    if (s->kind == ST_RANDOM_RESIZED_CROP) return 1;
+    if (s->kind != ST_RESIZE || s->interp == TX_NEAREST) return 0;
+    return t->n > 1 && t->steps[1].kind == ST_CENTER_CROP ? 2 : 1;
+}
+
+static int hint_want(void *ctx, int h, int w, taas_crop_want *out) {
     const taas_transform_hint *th = ctx;
     const tx_step *s = &th->t->steps[0];
-    taas_rng r;
-    taas_rng_init(&r, th->seed, th->epoch, th->index, TAAS_RNG_TRANSFORM); /* step 0's stream */
-    tx_rrc_box(&r, h, w, s->scale, s->ratio, box);
-    *oh = s->size_h;
-    *ow = s->size_w;
+    if (s->kind == ST_RANDOM_RESIZED_CROP) {
+        taas_rng r;
+        int box[4];
+        taas_rng_init(&r, th->seed, th->epoch, th->index, TAAS_RNG_TRANSFORM); /* step 0's stream */
+        tx_rrc_box(&r, h, w, s->scale, s->ratio, box);
+        *out = (taas_crop_want){{box[1], box[0], box[1] + box[3], box[0] + box[2]}, s->size_h, s->size_w, 0};
+        return 1;
+    }
+    /* Resize, then CenterCrop: the crop's window in the resized image is a region of the
+     * source, resized with the filter as the whole image would be (Pillow places output
+     * pixel x of a resize at source (x + 0.5) * in / out, box or not) */
+    shape sh = {3, h, w, 0, 1};
+    int rh, rw;
+    if (resize_size(s, &sh, &rh, &rw) < 0 || rh < 1 || rw < 1) return 0; /* the transform says why */
+    int top = 0, left = 0, oh = rh, ow = rw;
+    if (hint_steps(th->t) == 2) {
+        const tx_step *c = &th->t->steps[1];
+        if (c->size_h > rh || c->size_w > rw) return 0; /* padded: done on the whole image */
+        top = half_round_even(rh - c->size_h);
+        left = half_round_even(rw - c->size_w);
+        oh = c->size_h;
+        ow = c->size_w;
+    }
+    double sy = (double)h / rh, sx = (double)w / rw;
+    *out = (taas_crop_want){{left * sx, top * sy, fmin((left + ow) * sx, w), fmin((top + oh) * sy, h)}, oh, ow,
+                            /* no resize when the size is right: a crop, no filter */
+                            rh == h && rw == w ? 0 : s->interp == TX_BICUBIC ? 2.0 : 1.0};
     return 1;
 }
 
 int taas_transform_hint_for(const taas_transform *t, uint64_t seed, uint64_t epoch, uint64_t index,
                             taas_transform_hint *h) {
-    if (!t || t->n == 0 || t->steps[0].kind != ST_RANDOM_RESIZED_CROP) return 0;
-    h->hint.box = hint_box;
+    if (!hint_steps(t)) return 0;
+    h->hint.want = hint_want;
     h->hint.ctx = h;
     h->t = t;
     h->seed = seed;
@@ -408,8 +441,7 @@ int taas_transform_hint_for(const taas_transform *t, uint64_t seed, uint64_t epo
 }
 
 static int run_step(const taas_transform *t, int i, const plan *pl, tx_img *im, uint64_t seed,
-                    uint64_t epoch, uint64_t index, const double *box_in, float *dst) {
-    int boxed = box_in != NULL;
+                    uint64_t epoch, uint64_t index, float *dst) {
     const tx_step *s = &t->steps[i];
     taas_rng r;
     taas_rng_init(&r, seed, epoch, index, TAAS_RNG_TRANSFORM + (uint32_t)i);
@@ -433,7 +465,6 @@ static int run_step(const taas_transform *t, int i, const plan *pl, tx_img *im, 
         if (pl->oh == im->h && pl->ow == im->w) return 0;
         return run_crop(s, pl, im, pl->top, pl->left, dst);
     case ST_RANDOM_RESIZED_CROP: {
-        if (boxed) return tx_resize_pil_box(im, box_in, pl->oh, pl->ow, s->interp); /* the decoder cut it */
         int box[4];
         tx_rrc_box(&r, im->h, im->w, s->scale, s->ratio, box);
         return tx_resized_crop(im, box, pl->oh, pl->ow, s->interp, s->antialias == 1, dst);
@@ -468,11 +499,13 @@ int taas_transform_apply_boxed(const taas_transform *t, taas_image *img, int box
         return -1;
     }
     tx_img cur = {img->c, img->h, img->w, 0, img->type == TAAS_PIX_U8, img->data, 1};
+    /* a decoded region stands for the first steps: they are planned on the whole image */
+    int covered = boxed ? hint_steps(t) : 0;
+    shape sh = {cur.c, covered ? img->full_h : cur.h, covered ? img->full_w : cur.w, 0, cur.u8};
     double box_in[4];
     memcpy(box_in, img->box, sizeof box_in);
     img->data = NULL;
     taas_image_free(img);
-    shape sh = {cur.c, cur.h, cur.w, 0, cur.u8};
     int n = t ? t->n : 0, last = -1;
     for (int i = 0; i < n; i++)
         if (!t->steps[i].fused) last = i;
@@ -482,7 +515,12 @@ int taas_transform_apply_boxed(const taas_transform *t, taas_image *img, int box
         if (plan_step(t, i, &sh, &pl, err) < 0) goto fail;
         if (t->steps[i].fused) continue;
         float *dst = (i == last && ends_tensor) ? out : NULL;
-        if (run_step(t, i, &pl, &cur, seed, epoch, index, boxed && i == 0 ? box_in : NULL, dst) < 0) {
+        int rc;
+        if (i < covered) /* the region becomes what the covered steps make of the image */
+            rc = i + 1 < covered ? 0 : tx_resize_pil_box(&cur, box_in, sh.h, sh.w, t->steps[0].interp);
+        else
+            rc = run_step(t, i, &pl, &cur, seed, epoch, index, dst);
+        if (rc < 0) {
             char where[96];
             tx_step_where(t, i, where, sizeof where);
             taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "%s: out of memory for a %dx%d %s", where,

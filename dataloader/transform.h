@@ -30,9 +30,11 @@ int taas_transform_apply(const taas_transform *t, taas_image *img, uint64_t seed
                          uint64_t epoch, uint64_t index, float *out, taas_error *err);
 
 /* Decoding only what the chain keeps (dataset.h's taas_crop_hint): when the chain starts
- * with RandomResizedCrop, taas_transform_hint fills *h for one sample and returns 1; its box
- * is the one taas_transform_apply would draw for (seed, epoch, index). h must outlive the
- * dataset call it is given to. Returns 0 (no hint) for other chains. */
+ * with RandomResizedCrop, or with Resize (bilinear or bicubic) alone or followed by
+ * CenterCrop, taas_transform_hint_for fills *h for one sample and returns 1; the region it
+ * asks for is the one taas_transform_apply would cut or read for (seed, epoch, index) (the
+ * same RandomResizedCrop draw; the window of the resized image that CenterCrop keeps). h must
+ * outlive the dataset call it is given to. Returns 0 (no hint) for other chains. */
 typedef struct taas_transform_hint {
     taas_crop_hint hint;
     const taas_transform *t;
@@ -41,8 +43,11 @@ typedef struct taas_transform_hint {
 int taas_transform_hint_for(const taas_transform *t, uint64_t seed, uint64_t epoch, uint64_t index,
                             taas_transform_hint *h);
 
-/* taas_transform_apply for an image that is already the first step's box (boxed = 1, what
- * the dataset gave for the hint): that step only resizes it to its output size. */
+/* taas_transform_apply for an image that the dataset decoded for that hint (boxed = 1): the
+ * region (img->box) is resized to what the steps it stands for make (RandomResizedCrop's
+ * size; Resize's, or CenterCrop's after it, planned on the whole image's img->full_h x
+ * full_w), and the rest of the chain runs as usual. Its output shape is
+ * taas_transform_out_shape's of the whole image. */
 int taas_transform_apply_boxed(const taas_transform *t, taas_image *img, int boxed, uint64_t seed,
                                uint64_t epoch, uint64_t index, float *out, taas_error *err);
 

@@ -4,7 +4,9 @@
 Writes tests/data/scaled_ref.json: a 500x375 JPEG of quality 90 (a synthetic picture: smooth
 colour fields, texture and sharp edges; there is no photo among Debian's packages) and, for
 fixed crop boxes, torchvision's resized_crop of PIL's full decode (what
-RandomResizedCrop(size) gives for that box). The C test decodes only the box at libjpeg-turbo's
+RandomResizedCrop(size) gives for that box); then, for that JPEG and a 300x400 (portrait)
+one, what Compose([Resize(...), CenterCrop(...)]) and Resize(...) alone make of PIL's full
+decode (the evaluation recipe). The C test decodes only what each keeps at libjpeg-turbo's
 smallest covering scale and measures how far it lands from these. Run it with Debian's
 python3-torchvision and python3-pil (torchvision 0.14, Pillow 9.4):
 
@@ -18,6 +20,7 @@ import numpy as np
 import PIL
 import torchvision
 from PIL import Image
+from torchvision import transforms as T
 from torchvision.transforms import functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,8 +59,36 @@ def main():
                       ((120, 7, 150, 190), (64, 64)), ((10, 20, 90, 100), (64, 64)), ((200, 300, 101, 77), (50, 38))]:
         out = F.resized_crop(full, *box, list(size), F.InterpolationMode.BILINEAR)
         cases.append({"box": box, "size": size, "out": np.asarray(out).reshape(-1).tolist()})
+    b = io.BytesIO()
+    Image.fromarray(picture(400, 300), "RGB").save(b, "JPEG", quality=90)
+    jpegs = {"jpeg": data, "jpeg_portrait": b.getvalue()}
+    # the evaluation recipe and its parts: (jpeg, Resize's size, CenterCrop's size or None,
+    # interpolation, the scale 1/n the loader should pick: the smallest whose image still has
+    # Resize's size)
+    resize_cases = []
+    for key, size, crop, interp, denom in [
+            ("jpeg", 256, 224, "bilinear", 1),        # ImageNet's: only the crop, full scale
+            ("jpeg", 128, 112, "bilinear", 2),
+            ("jpeg", 64, 56, "bilinear", 4),
+            ("jpeg", 40, 32, "bilinear", 8),
+            ("jpeg", 120, 100, "bicubic", 2),
+            ("jpeg", 375, 64, "bilinear", 1),         # the size already right: a crop only
+            ("jpeg", 100, None, "bilinear", 2),       # Resize alone
+            ("jpeg", [90, 120], None, "bilinear", 4),
+            ("jpeg_portrait", 64, 56, "bilinear", 4),
+            ("jpeg_portrait", 70, [60, 40], "bilinear", 4)]:
+        steps = [{"type": "Resize", "size": size, "interpolation": interp}]
+        tv = [T.Resize(size, interpolation=F.InterpolationMode(interp))]
+        if crop is not None:
+            steps.append({"type": "CenterCrop", "size": crop})
+            tv.append(T.CenterCrop(crop))
+        img = Image.open(io.BytesIO(jpegs[key])).convert("RGB")
+        out = np.asarray(T.Compose(tv)(img))
+        resize_cases.append({"jpeg": key, "transforms": steps, "scale": denom, "shape": list(out.shape),
+                             "out": out.tobytes().hex()})
     ref = {"generator": "tests/gen_scaled_ref.py", "torchvision": torchvision.__version__, "pillow": PIL.__version__,
-           "jpeg": data.hex(), "cases": cases}
+           "jpeg": data.hex(), "jpeg_portrait": jpegs["jpeg_portrait"].hex(), "cases": cases,
+           "resize_cases": resize_cases}
     with open(OUT, "w") as f:
         json.dump(ref, f)
         f.write("\n")

@@ -1,7 +1,7 @@
 /* JPEG decoding through the data loader's own path (dataloader/decode_jpeg.c over libjpeg),
  * as a WebDataset member reaches it, then again with a crop hint (the scaled decode of
- * only a box, as RandomResizedCrop asks for), its box and output size taken from the
- * input's last bytes. A decoded image is read whole, so that ASan sees a buffer smaller
+ * only a region, as RandomResizedCrop and Resize + CenterCrop ask for), its region, output
+ * size and filter support taken from the input's last bytes. A decoded image is read whole, so that ASan sees a buffer smaller
  * than the shape it claims. */
 #include <stdlib.h>
 
@@ -12,14 +12,13 @@ typedef struct pick {
     const uint8_t *tail; /* 4 bytes: the box's place and size as fractions, and the output's */
 } pick;
 
-static int box_of(void *ctx, int h, int w, int box[4], int *oh, int *ow) {
+static int box_of(void *ctx, int h, int w, taas_crop_want *out) {
     const pick *p = ctx;
-    box[2] = 1 + (int)((long long)(h - 1) * p->tail[0] / 255);
-    box[3] = 1 + (int)((long long)(w - 1) * p->tail[1] / 255);
-    box[0] = (int)((long long)(h - box[2]) * p->tail[2] / 255);
-    box[1] = (int)((long long)(w - box[3]) * p->tail[3] / 255);
-    *oh = 1 + p->tail[0] % 64;
-    *ow = 1 + p->tail[1] % 64;
+    double bh = 1 + (double)(h - 1) * p->tail[0] / 255, bw = 1 + (double)(w - 1) * p->tail[1] / 255;
+    double top = (h - bh) * p->tail[2] / 255, left = (w - bw) * p->tail[3] / 255;
+    *out = (taas_crop_want){{left, top, left + bw, top + bh}, 1 + p->tail[0] % 64, 1 + p->tail[1] % 64,
+                            /* a crop (0), or a resize's filter reading around the region */
+                            (double)(p->tail[2] % 3)};
     return 1;
 }
 

@@ -19,7 +19,7 @@ TU_FIXTURE_GROUP(REF, "transform_ref.json")
 
 /* A fresh image: h x w x c, bytes from a simple pattern (or the given values). */
 static taas_image make_u8(int h, int w, int c, const uint8_t *values) {
-    taas_image im = {h, w, c, TAAS_PIX_U8, malloc((size_t)h * w * c), {0}};
+    taas_image im = {.h = h, .w = w, .c = c, .type = TAAS_PIX_U8, .data = malloc((size_t)h * w * c)};
     for (int i = 0; i < h * w * c; i++) ((uint8_t *)im.data)[i] = values ? values[i] : (uint8_t)(i * 37 + 11);
     return im;
 }
@@ -44,7 +44,7 @@ static taas_image ref_input(const json_t *in) {
     int c = (int)json_integer_value(json_object_get(in, "c"));
     int u8 = strcmp(json_string_value(json_object_get(in, "dtype")), "uint8") == 0;
     const json_t *data = json_object_get(in, "data");
-    taas_image im = {h, w, c, u8 ? TAAS_PIX_U8 : TAAS_PIX_F32, malloc((size_t)h * w * c * (u8 ? 1 : 4)), {0}};
+    taas_image im = {.h = h, .w = w, .c = c, .type = u8 ? TAAS_PIX_U8 : TAAS_PIX_F32, .data = malloc((size_t)h * w * c * (u8 ? 1 : 4))};
     assert_int_equal(json_array_size(data), (size_t)h * w * c);
     for (size_t i = 0; i < json_array_size(data); i++) {
         const json_t *v = json_array_get(data, i);

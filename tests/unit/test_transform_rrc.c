@@ -107,7 +107,7 @@ static taas_transform *parse(const char *text) {
 
 static taas_image ref_sample(const char *name) {
     tx_img t = ref_image(name);
-    taas_image im = {t.h, t.w, t.c, TAAS_PIX_U8, t.data, {0}};
+    taas_image im = {.h = t.h, .w = t.w, .c = t.c, .type = TAAS_PIX_U8, .data = t.data};
     return im;
 }
 
