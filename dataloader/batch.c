@@ -1,6 +1,7 @@
 /* A batch is one 64-byte aligned allocation ready to send as one message: a fixed header,
  * then images (float32 NCHW), labels (int64) and sample indices (uint64), each on a 64-byte
  * boundary so that a receiver can use them in place. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,11 +52,143 @@ static void point(taas_batch *b, void *buf, size_t len, const wire_header *h) {
     b->release_ctx = NULL;
 }
 
-taas_batch *taas_batch_alloc(uint64_t epoch, uint64_t k, uint32_t n, uint32_t c, uint32_t h, uint32_t w) {
+/* One buffer of a pool: allocated with its buffer, freed with it. */
+typedef struct pool_buf {
+    taas_batch_pool *pool;
+    void *mem;
+    size_t cap;
+    struct pool_buf *next;
+} pool_buf;
+
+struct taas_batch_pool {
+    pthread_mutex_t mu;
+    int refs;           /* the owner's, and one per buffer out in a batch */
+    int released;       /* by the owner: buffers that come back are freed */
+    int nidle;
+    pool_buf *idle;     /* most recently returned first */
+    uint64_t allocated;
+};
+
+static void buf_free(pool_buf *pb) {
+    free(pb->mem);
+    free(pb);
+}
+
+/* Drops a reference (under mu); the last one frees the pool, which has no idle buffer left
+ * by then (the owner's release freed them). */
+static void pool_unref_locked(taas_batch_pool *p) {
+    int last = --p->refs == 0;
+    pthread_mutex_unlock(&p->mu);
+    if (last) {
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+    }
+}
+
+taas_batch_pool *taas_batch_pool_new(void) {
+    taas_batch_pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    p->refs = 1;
+    return p;
+}
+
+void taas_batch_pool_release(taas_batch_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    pool_buf *pb = p->idle;
+    p->idle = NULL;
+    p->nidle = 0;
+    p->released = 1; /* buffers still out are freed when they come back */
+    while (pb) {
+        pool_buf *next = pb->next;
+        buf_free(pb);
+        pb = next;
+    }
+    pool_unref_locked(p);
+}
+
+int taas_batch_pool_idle(taas_batch_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    int n = p->nidle;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+uint64_t taas_batch_pool_allocated(taas_batch_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    uint64_t n = p->allocated;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+/* taas_batch_free's hook for a pooled buffer. */
+static void pool_put(void *ctx) {
+    pool_buf *pb = ctx;
+    taas_batch_pool *p = pb->pool;
+    pthread_mutex_lock(&p->mu);
+    if (!p->released) {
+        pb->next = p->idle;
+        p->idle = pb;
+        p->nidle++;
+    } else {
+        buf_free(pb);
+    }
+    pool_unref_locked(p);
+}
+
+/* An idle buffer of at least cap bytes and not twice as large (a short last batch does not
+ * pin a full one), or a new one; then the oldest idle one goes, so that there are never more
+ * buffers than batches were out at once, and buffers of a size no longer made are not kept. */
+static pool_buf *pool_take(taas_batch_pool *p, size_t cap) {
+    pool_buf *evict = NULL;
+    pthread_mutex_lock(&p->mu);
+    pool_buf **at = &p->idle, **last = NULL;
+    for (; *at; at = &(*at)->next) {
+        if ((*at)->cap >= cap && (*at)->cap / 2 < cap) break;
+        last = at;
+    }
+    pool_buf *pb = *at;
+    if (pb) {
+        *at = pb->next;
+        p->nidle--;
+    } else if (last) {
+        evict = *last;
+        *last = NULL;
+        p->nidle--;
+    }
+    if (pb) p->refs++;
+    pthread_mutex_unlock(&p->mu);
+    if (evict) buf_free(evict);
+    if (pb) return pb;
+    pb = malloc(sizeof *pb);
+    void *mem = aligned_alloc(ALIGN, cap);
+    if (!pb || !mem) {
+        free(pb);
+        free(mem);
+        return NULL;
+    }
+    *pb = (pool_buf){p, mem, cap, NULL};
+    pthread_mutex_lock(&p->mu);
+    p->refs++;
+    p->allocated++;
+    pthread_mutex_unlock(&p->mu);
+    return pb;
+}
+
+taas_batch *taas_batch_alloc_pooled(taas_batch_pool *p, uint64_t epoch, uint64_t k, uint32_t n, uint32_t c,
+                                    uint32_t h, uint32_t w) {
     size_t img, lab, idx, len = layout(n, c, h, w, &img, &lab, &idx);
     if (!len) return NULL;
     taas_batch *b = malloc(sizeof *b);
-    void *buf = aligned_alloc(ALIGN, round_up(len));
+    pool_buf *pb = NULL;
+    void *buf = NULL;
+    if (b && p) {
+        pb = pool_take(p, round_up(len));
+        buf = pb ? pb->mem : NULL;
+    } else if (b) {
+        buf = aligned_alloc(ALIGN, round_up(len));
+    }
     if (!b || !buf) {
         free(b);
         free(buf);
@@ -79,7 +212,15 @@ taas_batch *taas_batch_alloc(uint64_t epoch, uint64_t k, uint32_t n, uint32_t c,
     memset((char *)buf + img_end, 0, lab - img_end);
     memset((char *)buf + lab_end, 0, idx - lab_end);
     point(b, buf, len, &hd);
+    if (pb) {
+        b->release = pool_put;
+        b->release_ctx = pb;
+    }
     return b;
+}
+
+taas_batch *taas_batch_alloc(uint64_t epoch, uint64_t k, uint32_t n, uint32_t c, uint32_t h, uint32_t w) {
+    return taas_batch_alloc_pooled(NULL, epoch, k, n, c, h, w);
 }
 
 void taas_batch_free(taas_batch *b) {

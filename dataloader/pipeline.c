@@ -51,6 +51,7 @@ struct taas_pipeline {
 
     pthread_t *threads;
     int nthreads;
+    taas_batch_pool *pool;      /* the batches' buffers, reused once the caller frees them */
 
     atomic_uint alive, max_alive;
     uint64_t batches, samples, skipped;
@@ -143,7 +144,7 @@ static int build(taas_pipeline *p, uint64_t epoch, uint64_t k, uint64_t *idx, ta
         }
         if (!b) {
             if (!p->fixed) oc = sc, oh = sh, ow = sw;
-            b = taas_batch_alloc(epoch, k, (uint32_t)n, (uint32_t)oc, (uint32_t)oh, (uint32_t)ow);
+            b = taas_batch_alloc_pooled(p->pool, epoch, k, (uint32_t)n, (uint32_t)oc, (uint32_t)oh, (uint32_t)ow);
             if (!b) {
                 taas_image_free(&img);
                 taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a batch of %zu samples of %dx%dx%d",
@@ -314,9 +315,11 @@ taas_pipeline *taas_pipeline_new(const taas_pipeline_cfg *cfg, taas_error *err) 
     }
     p->ring = calloc((size_t)cfg->queue_depth, sizeof *p->ring);
     p->threads = calloc((size_t)cfg->threads, sizeof *p->threads);
-    if (!p->ring || !p->threads) {
+    p->pool = taas_batch_pool_new();
+    if (!p->ring || !p->threads || !p->pool) {
         free(p->ring);
         free(p->threads);
+        taas_batch_pool_release(p->pool);
         free(p->only);
         free(p);
         taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory making the pipeline");
@@ -348,6 +351,7 @@ void taas_pipeline_free(taas_pipeline *p) {
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->nthreads; i++) pthread_join(p->threads[i], NULL);
     free_ring(p);
+    taas_batch_pool_release(p->pool); /* batches still out free their buffers when they are freed */
     free(p->threads);
     free(p->only);
     pthread_cond_destroy(&p->work_cv);
@@ -406,4 +410,5 @@ void taas_pipeline_stats_get(taas_pipeline *p, taas_pipeline_stats *out) {
     out->max_alive = atomic_load(&p->max_alive);
     out->wait_s = p->wait_s;
     pthread_mutex_unlock(&p->mu);
+    out->buffers = taas_batch_pool_allocated(p->pool);
 }

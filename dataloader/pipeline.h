@@ -24,9 +24,10 @@ typedef struct taas_batch {
     void *buf;               /* the whole batch: header copy + payload, 64-byte aligned
                                 when made here (a received one: at least 8-byte aligned) */
     size_t buf_len;
-    /* Who owns buf when the batch does not (a received message, used in place): when set,
-     * taas_batch_free calls release(release_ctx) instead of free(buf). NULL for batches
-     * from taas_batch_alloc and for views. */
+    /* Who owns buf when the batch does not (a received message, used in place; a pipeline's
+     * buffer, which goes back to its pool): when set, taas_batch_free calls
+     * release(release_ctx) instead of free(buf). NULL for batches from taas_batch_alloc and
+     * for views. */
     void (*release)(void *ctx);
     void *release_ctx;
 } taas_batch;
@@ -71,6 +72,8 @@ typedef struct taas_pipeline_stats {
     uint64_t skipped;           /* empty items passed over */
     uint32_t max_alive;         /* most batches allocated at once and not yet handed over */
     double wait_s;              /* time the caller waited in taas_pipeline_next */
+    uint64_t buffers;           /* batch buffers allocated; the other batches reused the
+                                   buffers of batches the caller had freed */
 } taas_pipeline_stats;
 void taas_pipeline_stats_get(taas_pipeline *p, taas_pipeline_stats *out);
 

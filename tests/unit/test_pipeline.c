@@ -7,11 +7,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "batch.h"
 #include "clock.h"
 #include "pipeline.h"
 #include "pipeline_testutil.h"
@@ -418,6 +420,110 @@ static void test_batch_view(void **state) {
     taas_dataset_free(d);
 }
 
+/* ---- batch buffers reused ---------------------------------------------------------------- */
+
+/* A pool gives a freed buffer to the next batch of its size: the header rewritten, the gaps
+ * zeroed again. A batch of another size gets a buffer of its own, and an idle one that does
+ * not fit goes: never more buffers than batches were out at once. */
+static void test_batch_pool(void **state) {
+    (void)state;
+    taas_batch_pool *pool = taas_batch_pool_new();
+    assert_non_null(pool);
+    taas_batch *a = taas_batch_alloc_pooled(pool, 0, 1, 3, 1, 5, 5), *b = taas_batch_alloc_pooled(pool, 0, 2, 3, 1, 5, 5);
+    taas_batch *c = taas_batch_alloc_pooled(pool, 0, 3, 3, 1, 5, 5);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    void *bufs[3] = {a->buf, b->buf, c->buf};
+    assert_true(bufs[0] != bufs[1] && bufs[1] != bufs[2] && bufs[0] != bufs[2]);
+    memset(a->buf, 0xEE, a->buf_len); /* dirty, gaps included */
+    taas_batch_free(a);
+    taas_batch_free(b);
+    taas_batch_free(c);
+    assert_int_equal(taas_batch_pool_idle(pool), 3);
+    assert_int_equal(taas_batch_pool_allocated(pool), 3);
+    taas_batch *d = taas_batch_alloc_pooled(pool, 7, 9, 3, 1, 5, 5);
+    assert_non_null(d);
+    assert_true(d->buf == bufs[2]); /* the last one back: the warmest */
+    assert_int_equal(taas_batch_pool_idle(pool), 2);
+    assert_true(d->epoch == 7 && d->k == 9 && d->n == 3 && d->c == 1 && d->h == 5 && d->w == 5);
+    /* the same bytes as a fresh batch's, outside the payload that the pipeline writes */
+    taas_batch *fresh = taas_batch_alloc(7, 9, 3, 1, 5, 5);
+    assert_int_equal(fresh->buf_len, d->buf_len);
+    size_t img = (size_t)((char *)d->images - (char *)d->buf), lab = (size_t)((char *)d->labels - (char *)d->buf);
+    size_t idx = (size_t)((char *)d->indices - (char *)d->buf);
+    assert_memory_equal(d->buf, fresh->buf, img);
+    assert_memory_equal((char *)d->buf + img + 75 * sizeof(float), (char *)fresh->buf + img + 75 * sizeof(float),
+                        lab - img - 75 * sizeof(float));
+    assert_memory_equal((char *)d->buf + lab + 3 * sizeof(int64_t), (char *)fresh->buf + lab + 3 * sizeof(int64_t),
+                        idx - lab - 3 * sizeof(int64_t));
+    taas_batch_free(fresh);
+    /* a batch of another size gets a buffer of its own */
+    taas_batch *e = taas_batch_alloc_pooled(pool, 0, 4, 64, 3, 32, 32);
+    assert_non_null(e);
+    assert_true(e->buf != bufs[0] && e->buf != bufs[1] && e->buf != bufs[2]);
+    assert_int_equal(taas_batch_pool_allocated(pool), 4);
+    assert_int_equal(taas_batch_pool_idle(pool), 1); /* the oldest small one went */
+    e->images[64 * 3 * 32 * 32 - 1] = 1.0f;          /* all of it is there (ASan) */
+    /* the owner lets go while batches are out: they still free cleanly (ASan) */
+    taas_batch_pool_release(pool);
+    taas_batch_free(d);
+    taas_batch_free(e);
+}
+
+static void *free_elsewhere(void *b) {
+    taas_batch_free(b); /* as ZeroMQ's I/O thread frees a sent batch */
+    return NULL;
+}
+
+/* Through a pipeline: the buffers of the batches the consumer frees are reused, so one epoch
+ * of 313 batches allocates no more than were alive at once (the window, the one the consumer
+ * holds, and the short last batch of another size). Batches freed on other threads, and
+ * batches that outlive the pipeline, come back or go cleanly. */
+static void test_pipeline_reuses_buffers(void **state) {
+    (void)state;
+    taas_transform *t;
+    taas_dataset *d = fmnist(AUGMENT, &t);
+    taas_sampler *s = sampler(10000, 32, 1, 1, 0);
+    const int threads = 2, depth = 3;
+    taas_pipeline *p = start(d, t, s, 1, 0, 1, threads, depth);
+    taas_error err;
+    taas_batch *b;
+    pthread_t th[2];
+    int pending = 0, rc;
+    uint64_t n = 0;
+    while ((rc = taas_pipeline_next(p, &b, &err)) == 0) {
+        n++;
+        if (n % 2) {
+            taas_batch_free(b);
+            continue;
+        }
+        if (pending == 2) {
+            pthread_join(th[0], NULL);
+            th[0] = th[1];
+            pending--;
+        }
+        assert_int_equal(pthread_create(&th[pending++], NULL, free_elsewhere, b), 0);
+    }
+    assert_int_equal(rc, 1);
+    for (int i = 0; i < pending; i++) pthread_join(th[i], NULL);
+    taas_pipeline_stats st;
+    taas_pipeline_stats_get(p, &st);
+    assert_int_equal(st.batches, 313);
+    printf("313 batches, %llu buffers\n", (unsigned long long)st.buffers);
+    assert_true(st.buffers <= (uint64_t)depth + 1 + 2 + 1); /* + the two on the freeing threads */
+    taas_pipeline_free(p);
+    /* one that outlives its pipeline */
+    p = start(d, t, s, 1, 0, 1, threads, depth);
+    assert_int_equal(taas_pipeline_next(p, &b, &err), 0);
+    taas_pipeline_free(p);
+    b->images[b->n * b->c * b->h * b->w - 1] = 0.5f;
+    taas_batch_free(b);
+    taas_sampler_free(s);
+    taas_transform_free(t);
+    taas_dataset_free(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fashion_mnist_epochs),
@@ -430,6 +536,8 @@ int main(void) {
         cmocka_unit_test(test_sample_shapes),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_batch_view),
+        cmocka_unit_test(test_batch_pool),
+        cmocka_unit_test(test_pipeline_reuses_buffers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
