@@ -87,10 +87,11 @@ static int32_t *taps_fixed(const taps *t, int out) {
     return kk;
 }
 
-/* A pass's taps in Pillow's fixed point, and the vertical pass's row of sums. */
+/* A pass's taps in Pillow's fixed point (and as pairs for the AVX2 RGB pass, when that
+ * runs), and the vertical pass's row of sums. */
 typedef struct taas_taps_ctx {
     const taps *t;
-    const int32_t *kk;
+    const int32_t *kk, *kp;
     int32_t *acc;
 } taas_taps_ctx;
 
@@ -99,37 +100,116 @@ static uint8_t clip8(int v) {
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* The horizontal RGB pass with AVX2: a pixel's three channels and the next pixel's in one
+ * vector, so that two taps take one multiply. Its coefficients, per output pixel, are pairs
+ * of taps as 8 lanes: k[j] three times, k[j + 1] three times, two zeros (k beyond the taps:
+ * 0). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TX_RGB_AVX2 1
+
+static int32_t *taps_rgb_pairs(const taps *t, const int32_t *kk, int out) {
+    int pairs = (t->ksize + 1) / 2;
+    int32_t *kp = aligned_alloc(32, (size_t)out * pairs * 8 * sizeof *kp);
+    if (!kp) return NULL;
+    for (int xx = 0; xx < out; xx++) {
+        int n = t->bounds[2 * xx + 1];
+        for (int q = 0; q < pairs; q++)
+            for (int lane = 0; lane < 8; lane++) {
+                int j = 2 * q + (lane >= 3);
+                kp[((size_t)xx * pairs + q) * 8 + lane] = lane < 6 && j < n ? kk[(size_t)xx * t->ksize + j] : 0;
+            }
+    }
+    return kp;
+}
+
+/* Output pixel xx's sums of one RGB row: lanes 0-2 of the result, before rounding. */
+__attribute__((target("avx2"))) static inline __m128i rgb_sums(const uint8_t *row, const taps *t, const int32_t *kp,
+                                                               int pairs, int xx) {
+    const __m256i fold = _mm256_setr_epi32(3, 4, 5, 3, 4, 5, 3, 4);
+    int lo = t->bounds[2 * xx], n = t->bounds[2 * xx + 1];
+    const uint8_t *p = row + (size_t)lo * 3;
+    const __m256i *k = (const __m256i *)(kp + (size_t)xx * pairs * 8);
+    __m256i acc = _mm256_setzero_si256();
+    for (int q = 0; q < (n + 1) / 2; q++, p += 6) {
+        __m256i px = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(px, _mm256_load_si256(k + q)));
+    }
+    acc = _mm256_add_epi32(acc, _mm256_permutevar8x32_epi32(acc, fold)); /* lanes 0-2: both taps of a pair */
+    const __m128i half = _mm_set1_epi32(1 << (PIL_PRECISION_BITS - 1));
+    return _mm_srai_epi32(_mm_add_epi32(_mm256_castsi256_si128(acc), half), PIL_PRECISION_BITS);
+}
+
+/* Output pixels [x0, x1) of one RGB row, four at a time: their sums packed to bytes with
+ * clip8's saturation (below 0 is 0, above 255 is 255) and stored as 12 bytes. Each load
+ * takes 8 bytes (two pixels and two bytes more), up to 5 bytes past the row's last pixel: the
+ * caller keeps the pixels whose reads would leave the buffer out of it. */
+__attribute__((target("avx2"))) static void horiz_rgb_avx2(const uint8_t *row, uint8_t *o, const taps *t,
+                                                           const int32_t *kp, int x0, int x1) {
+    int pairs = (t->ksize + 1) / 2, xx = x0;
+    const __m128i squeeze = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    for (; xx + 4 <= x1; xx += 4) {
+        __m128i a = rgb_sums(row, t, kp, pairs, xx), b = rgb_sums(row, t, kp, pairs, xx + 1);
+        __m128i c = rgb_sums(row, t, kp, pairs, xx + 2), d = rgb_sums(row, t, kp, pairs, xx + 3);
+        __m128i v = _mm_packus_epi16(_mm_packus_epi32(a, b), _mm_packus_epi32(c, d));
+        v = _mm_shuffle_epi8(v, squeeze);
+        _mm_storel_epi64((__m128i *)(o + 3 * (size_t)xx), v);
+        uint32_t w = (uint32_t)_mm_extract_epi32(v, 2);
+        memcpy(o + 3 * (size_t)xx + 8, &w, 4);
+    }
+    for (; xx < x1; xx++) {
+        __m128i v = rgb_sums(row, t, kp, pairs, xx);
+        v = _mm_packus_epi16(_mm_packus_epi32(v, v), v);
+        uint32_t w = (uint32_t)_mm_cvtsi128_si32(v);
+        o[3 * xx] = (uint8_t)w;
+        o[3 * xx + 1] = (uint8_t)(w >> 8);
+        o[3 * xx + 2] = (uint8_t)(w >> 16);
+    }
+}
+#endif
+
 /* One 8-bit pass along x (horiz) or y of an HWC image with c channels. Integer sums are
- * exact in any order, so the loops are arranged for speed: the horizontal pass keeps a
- * pixel's channels together, the vertical one adds whole rows (vectorisable). */
-static void pil_pass(const uint8_t *in, int ih, int iw, int c, uint8_t *out, int oh, int ow,
-                     const taas_taps_ctx *x, int horiz) {
+ * exact in any order and with any instructions, so the loops are arranged for speed and
+ * compiled for the CPU's vector width (TX_VEC): the horizontal pass keeps a pixel's
+ * channels together, the vertical one adds whole rows. */
+TX_VEC static void pil_pass(const uint8_t *in, int ih, int iw, int c, uint8_t *out, int oh, int ow,
+                            const taas_taps_ctx *x, int horiz) {
     const taps *t = x->t;
     const int32_t *kk = x->kk;
     if (horiz) {
         for (int yy = 0; yy < oh; yy++) {
             const uint8_t *row = in + (size_t)yy * iw * c;
             uint8_t *o = out + (size_t)yy * ow * c;
+#ifdef TX_RGB_AVX2
+            if (c == 3 && x->kp) {
+                /* the pixels whose reads would pass the buffer's end (on its last rows) go below */
+                size_t room = (size_t)(oh - yy) * iw * 3;
+                int end = ow;
+                while (end > 0 &&
+                       (size_t)(t->bounds[2 * (end - 1)] + 2 * ((t->bounds[2 * (end - 1) + 1] + 1) / 2 - 1)) * 3 + 8 > room)
+                    end--;
+                horiz_rgb_avx2(row, o, t, x->kp, 0, end);
+                if (end == ow) continue;
+                for (int xx = end; xx < ow; xx++) {
+                    int lo = t->bounds[2 * xx], n = t->bounds[2 * xx + 1];
+                    const int32_t *k = kk + (size_t)xx * t->ksize;
+                    for (int ch = 0; ch < 3; ch++) {
+                        int ss = 1 << (PIL_PRECISION_BITS - 1);
+                        for (int j = 0; j < n; j++) ss += row[(size_t)(lo + j) * 3 + ch] * k[j];
+                        o[(size_t)xx * 3 + ch] = clip8(ss);
+                    }
+                }
+                continue;
+            }
+#endif
             for (int xx = 0; xx < ow; xx++) {
                 int lo = t->bounds[2 * xx], n = t->bounds[2 * xx + 1];
                 const int32_t *k = kk + (size_t)xx * t->ksize;
                 const uint8_t *p = row + (size_t)lo * c;
-                if (c == 3) {
-                    int s0 = 1 << (PIL_PRECISION_BITS - 1), s1 = s0, s2 = s0;
-                    for (int j = 0; j < n; j++, p += 3) {
-                        s0 += p[0] * k[j];
-                        s1 += p[1] * k[j];
-                        s2 += p[2] * k[j];
-                    }
-                    o[3 * xx] = clip8(s0);
-                    o[3 * xx + 1] = clip8(s1);
-                    o[3 * xx + 2] = clip8(s2);
-                } else {
-                    for (int ch = 0; ch < c; ch++) {
-                        int ss = 1 << (PIL_PRECISION_BITS - 1);
-                        for (int j = 0; j < n; j++) ss += p[(size_t)j * c + ch] * k[j];
-                        o[(size_t)xx * c + ch] = clip8(ss);
-                    }
+                for (int ch = 0; ch < c; ch++) {
+                    int ss = 1 << (PIL_PRECISION_BITS - 1);
+                    for (int j = 0; j < n; j++) ss += p[(size_t)j * c + ch] * k[j];
+                    o[(size_t)xx * c + ch] = clip8(ss);
                 }
             }
         }
@@ -227,8 +307,15 @@ int tx_resize_pil_box(tx_img *im, const double box[4], int oh, int ow, tx_interp
         }
         tmp = malloc((size_t)(last - first) * ow * c);
         if (!tmp) goto done;
-        taas_taps_ctx xh = {&th, kh, NULL};
+        taas_taps_ctx xh = {&th, kh, NULL, NULL};
+#ifdef TX_RGB_AVX2
+        int32_t *kp = c == 3 && __builtin_cpu_supports("avx2") ? taps_rgb_pairs(&th, kh, ow) : NULL;
+        xh.kp = kp; /* NULL (out of memory too): the plain loop */
+#endif
         pil_pass(src + (size_t)first * iw * c, last - first, iw, c, tmp, last - first, ow, &xh, 1);
+#ifdef TX_RGB_AVX2
+        free(kp);
+#endif
         for (int i = 0; i < oh; i++) tv.bounds[2 * i] -= first;
         src = tmp;
         if (!need_v) {
@@ -238,7 +325,7 @@ int tx_resize_pil_box(tx_img *im, const double box[4], int oh, int ow, tx_interp
         }
     }
     if (need_v) {
-        taas_taps_ctx xv = {&tv, kv, malloc((size_t)ow * c * sizeof(int32_t))};
+        taas_taps_ctx xv = {&tv, kv, NULL, malloc((size_t)ow * c * sizeof(int32_t))};
         if (!xv.acc) goto done;
         pil_pass(src, 0, ow, c, out.data, oh, ow, &xv, 0);
         free(xv.acc);

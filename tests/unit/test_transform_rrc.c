@@ -228,6 +228,83 @@ static void test_chain_determinism_and_errors(void **state) {
     }
 }
 
+/* ---- the RGB loops against the per-channel ones ------------------------------------------ */
+
+/* Channel ch of an RGB image as a grey one (owned). */
+static tx_img channel_of(const tx_img *rgb, int ch) {
+    tx_img g = {1, rgb->h, rgb->w, 0, 1, malloc((size_t)rgb->h * rgb->w), 1};
+    for (size_t i = 0; i < (size_t)rgb->h * rgb->w; i++) ((uint8_t *)g.data)[i] = ((const uint8_t *)rgb->data)[3 * i + ch];
+    return g;
+}
+
+static tx_img random_rgb(uint32_t *seed, int h, int w) {
+    tx_img t = {3, h, w, 0, 1, malloc((size_t)h * w * 3), 1};
+    for (size_t i = 0; i < (size_t)h * w * 3; i++) {
+        *seed = *seed * 1664525u + 1013904223u;
+        /* runs of extremes too, where bicubic's negative lobes clip at 0 and 255 */
+        ((uint8_t *)t.data)[i] = (uint8_t)((*seed >> 24) < 64 ? ((*seed >> 16) & 1) * 255 : *seed >> 24);
+    }
+    return t;
+}
+
+/* RGB images take their own loops (the resize's horizontal pass with AVX2 where the CPU has
+ * it, the remap and ToTensor in one pass over the pixels): each channel must come out as the
+ * same image's channel alone, through the plain loops, byte for byte and float for float. */
+static void test_rgb_loops_match_per_channel(void **state) {
+    (void)state;
+    uint32_t seed = 7;
+    int cases = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        seed = seed * 1664525u + 1013904223u;
+        int h = 1 + (int)(seed >> 8) % 60, w = 1 + (int)(seed >> 16) % 130;
+        seed = seed * 1664525u + 1013904223u;
+        int oh = 1 + (int)(seed >> 8) % 90, ow = 1 + (int)(seed >> 16) % 90;
+        tx_interp mode = trial % 3 == 0 ? TX_BICUBIC : TX_BILINEAR;
+        tx_img rgb = random_rgb(&seed, h, w);
+        double box[4] = {0, 0, w, h};
+        if (trial % 2) { /* a sub-pixel box */
+            seed = seed * 1664525u + 1013904223u;
+            box[0] = w * ((seed >> 8) % 100) / 400.0;
+            box[1] = h * ((seed >> 16) % 100) / 400.0;
+            box[2] = w - w * ((seed >> 4) % 100) / 400.0;
+            box[3] = h - h * ((seed >> 12) % 100) / 400.0;
+        }
+        tx_img planes[3];
+        for (int ch = 0; ch < 3; ch++) {
+            planes[ch] = channel_of(&rgb, ch);
+            assert_int_equal(tx_resize_pil_box(&planes[ch], box, oh, ow, mode), 0);
+        }
+        assert_int_equal(tx_resize_pil_box(&rgb, box, oh, ow, mode), 0);
+        for (int ch = 0; ch < 3; ch++) {
+            for (size_t i = 0; i < (size_t)oh * ow; i++)
+                if (((uint8_t *)rgb.data)[3 * i + ch] != ((uint8_t *)planes[ch].data)[i])
+                    fail_msg("%dx%d -> %dx%d (%s, box %g,%g,%g,%g): channel %d, pixel %zu: %u, alone %u", h, w, oh, ow,
+                             mode == TX_BICUBIC ? "bicubic" : "bilinear", box[0], box[1], box[2], box[3], ch, i,
+                             ((uint8_t *)rgb.data)[3 * i + ch], ((uint8_t *)planes[ch].data)[i]);
+        }
+        /* a flip with some filled columns, then ToTensor through per-channel tables */
+        int *rows = malloc((size_t)oh * sizeof *rows), *cols = malloc((size_t)ow * sizeof *cols);
+        for (int y = 0; y < oh; y++) rows[y] = y;
+        for (int x = 0; x < ow; x++) cols[x] = x % 7 == 3 ? -1 : ow - 1 - x;
+        const double fill[3] = {10, 20, 30}, fills[3][1] = {{10}, {20}, {30}};
+        assert_int_equal(tx_remap(&rgb, rows, oh, cols, ow, fill, NULL), 0);
+        float lut[3 * 256];
+        for (int k = 0; k < 3 * 256; k++) lut[k] = (float)(k % 256) / 255.0f - 0.1f * (float)(k / 256);
+        assert_int_equal(tx_to_tensor(&rgb, lut, 3, NULL, 0, NULL, 0, NULL), 0);
+        for (int ch = 0; ch < 3; ch++) {
+            assert_int_equal(tx_remap(&planes[ch], rows, oh, cols, ow, fills[ch], NULL), 0);
+            assert_int_equal(tx_to_tensor(&planes[ch], lut + 256 * ch, 1, NULL, 0, NULL, 0, NULL), 0);
+            assert_memory_equal((float *)rgb.data + (size_t)ch * oh * ow, planes[ch].data, (size_t)oh * ow * sizeof(float));
+            free(planes[ch].data);
+        }
+        free(rows);
+        free(cols);
+        free(rgb.data);
+        cases++;
+    }
+    assert_int_equal(cases, 300);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adjust_matches_torchvision),
@@ -235,6 +312,7 @@ int main(void) {
         cmocka_unit_test(test_fallback_matches_torchvision),
         cmocka_unit_test(test_rrc_draws),
         cmocka_unit_test(test_chain_determinism_and_errors),
+        cmocka_unit_test(test_rgb_loops_match_per_channel),
     };
     return cmocka_run_group_tests(tests, load_ref, free_ref);
 }
