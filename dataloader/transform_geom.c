@@ -89,6 +89,15 @@ static int remap_u8(const tx_img *im, const int *rows, int oh, const int *cols, 
     for (int ch = 0; ch < c; ch++) fv[ch] = fill ? (uint8_t)fill[ch] : 0;
     for (int y = 0; y < oh; y++) {
         const uint8_t *row = rows[y] < 0 ? NULL : in + (size_t)rows[y] * im->w * c;
+        if (row && c == 3) { /* RGB, a flip's or a crop's rows: no call per pixel */
+            for (int x = 0; x < ow; x++, o += 3) {
+                const uint8_t *p = cols[x] < 0 ? fv : row + (size_t)cols[x] * 3;
+                o[0] = p[0];
+                o[1] = p[1];
+                o[2] = p[2];
+            }
+            continue;
+        }
         for (int x = 0; x < ow; x++, o += c) {
             if (!row || cols[x] < 0)
                 memcpy(o, fv, (size_t)c);
@@ -138,6 +147,18 @@ int tx_remap(tx_img *im, const int *rows, int oh, const int *cols, int ow, const
     return 0;
 }
 
+/* ToTensor of an RGB image through its tables (the channels' 256 floats, lstride apart): one
+ * pass that reads each pixel once and writes the three planes. */
+TX_VEC static void rgb_to_planes(const uint8_t *in, size_t plane, const float *lut, size_t lstride, float *o) {
+    const float *t0 = lut, *t1 = lut + lstride, *t2 = lut + 2 * lstride;
+    float *o1 = o + plane, *o2 = o + 2 * plane;
+    for (size_t i = 0; i < plane; i++) {
+        o[i] = t0[in[3 * i]];
+        o1[i] = t1[in[3 * i + 1]];
+        o2[i] = t2[in[3 * i + 2]];
+    }
+}
+
 int tx_to_tensor(tx_img *im, const float *lut, int nlut, const float *mean, int nmean,
                  const float *std, int nstd, float *dst) {
     tx_img out;
@@ -145,6 +166,11 @@ int tx_to_tensor(tx_img *im, const float *lut, int nlut, const float *mean, int 
     size_t plane = (size_t)im->h * im->w;
     int c = im->c;
     float *o = out.data;
+    if (im->u8 && lut && c == 3) {
+        rgb_to_planes(im->data, plane, lut, nlut == 1 ? 0 : 256, o);
+        tx_replace(im, &out);
+        return 0;
+    }
     for (int ch = 0; ch < c; ch++) {
         float *op = o + ch * plane;
         if (im->u8) {
