@@ -20,6 +20,11 @@
  * rows whatever its size. Past this the image is refused ("backing store not supported"). */
 #define MAX_LIBJPEG_MEMORY (512L << 20)
 
+/* The most bytes a cropped scanline starts before the box: jpeg_crop_scanline moves the start
+ * back to an iMCU boundary (at most 32 pixels of 4 components at 1/1; one more column is
+ * asked for). Beyond it a row is decoded aside and copied. */
+#define MAX_LEAD_BYTES (33 * 4)
+
 typedef struct jerr {
     struct jpeg_error_mgr mgr;
     jmp_buf jump;
@@ -105,7 +110,12 @@ static int decode_box(struct jpeg_decompress_struct *cinfo, const jbox *jb, taas
     JDIMENSION xoff = (JDIMENSION)cx0, cw = (JDIMENSION)(cx1 - cx0);
     jpeg_crop_scanline(cinfo, &xoff, &cw); /* widens to iMCU boundaries */
     size_t c = (size_t)cinfo->output_components, bw = (size_t)(jb->x1 - jb->x0), bh = (size_t)(jb->y1 - jb->y0);
-    unsigned char *px = malloc(bw * bh * c), *row = malloc((size_t)cw * c);
+    /* A scanline is cw pixels, of which the box's bw start `left` pixels in. Rows after the
+     * first are decoded in place, straight into px: row y's scanline starts `left` pixels
+     * before its place, over the end of row y - 1 (saved and put back), and runs past its
+     * end into row y + 1, not yet decoded (px has room for the last row's overrun). */
+    size_t left = (size_t)(jb->x0 - (int)xoff) * c, over = (size_t)cw * c - left - bw * c;
+    unsigned char *px = malloc(bw * bh * c + over), *row = malloc((size_t)cw * c), keep[MAX_LEAD_BYTES];
     if (!px || !row) {
         free(px);
         free(row);
@@ -116,12 +126,17 @@ static int decode_box(struct jpeg_decompress_struct *cinfo, const jbox *jb, taas
     e->row = row;
     if (jb->y0 > 0) jpeg_skip_scanlines(cinfo, (JDIMENSION)jb->y0);
     for (size_t y = 0; y < bh; y++) {
-        JSAMPROW r = row;
+        unsigned char *at = px + y * bw * c;
+        JSAMPROW r = y == 0 || left > sizeof keep ? row : at - left;
+        if (r != row) memcpy(keep, r, left);
         if (jpeg_read_scanlines(cinfo, &r, 1) != 1) {
             snprintf(e->why, sizeof e->why, "no data for row %zu", (size_t)jb->y0 + y);
             longjmp(e->jump, 1);
         }
-        memcpy(px + y * bw * c, row + (size_t)(jb->x0 - (int)xoff) * c, bw * c);
+        if (r != row)
+            memcpy(at - left, keep, left);
+        else
+            memcpy(at, row + left, bw * c);
     }
     /* skipping to the very end returns at once (libjpeg-turbo reads nothing): skip to the
      * last row and read it, so that the whole file is read */
