@@ -105,15 +105,19 @@ static int plan_box(const taas_crop_hint *hint, int h, int w, jbox *jb) {
  * libjpeg errors longjmp to the caller's handler; -1 is out of memory. */
 static int decode_box(struct jpeg_decompress_struct *cinfo, const jbox *jb, taas_image *img, jerr *e) {
     /* a column more on each side: at the edge of a cropped scanline the fancy upsampler
-     * repeats the edge's chroma, where a whole decode has the neighbour's */
-    int cx0 = jb->x0 > 0 ? jb->x0 - 1 : 0, cx1 = jb->x1 < (int)cinfo->output_width ? jb->x1 + 1 : jb->x1;
+     * repeats the edge's chroma, where a whole decode has the neighbour's; and at least 8
+     * columns, since a scanline of one chroma sample is upsampled with other rounding */
+    int ow = (int)cinfo->output_width, cx0 = jb->x0 > 0 ? jb->x0 - 1 : 0, cx1 = jb->x1 < ow ? jb->x1 + 1 : jb->x1;
+    if (cx1 - cx0 < 8) cx1 = cx0 + 8 < ow ? cx0 + 8 : ow;
+    if (cx1 - cx0 < 8) cx0 = cx1 - 8 > 0 ? cx1 - 8 : 0;
     JDIMENSION xoff = (JDIMENSION)cx0, cw = (JDIMENSION)(cx1 - cx0);
     jpeg_crop_scanline(cinfo, &xoff, &cw); /* widens to iMCU boundaries */
     size_t c = (size_t)cinfo->output_components, bw = (size_t)(jb->x1 - jb->x0), bh = (size_t)(jb->y1 - jb->y0);
-    /* A scanline is cw pixels, of which the box's bw start `left` pixels in. Rows after the
-     * first are decoded in place, straight into px: row y's scanline starts `left` pixels
-     * before its place, over the end of row y - 1 (saved and put back), and runs past its
-     * end into row y + 1, not yet decoded (px has room for the last row's overrun). */
+    /* A scanline is cw pixels, of which the box's bw start `left` pixels in. Rows are decoded
+     * in place, straight into px: row y's scanline starts `left` pixels before its place, over
+     * the end of the rows above (saved and put back), and runs past its end into the rows
+     * below, not yet decoded (px has room for the last row's overrun). The first rows, whose
+     * scanline would start before px, go through a row buffer. */
     size_t left = (size_t)(jb->x0 - (int)xoff) * c, over = (size_t)cw * c - left - bw * c;
     unsigned char *px = malloc(bw * bh * c + over), *row = malloc((size_t)cw * c), keep[MAX_LEAD_BYTES];
     if (!px || !row) {
@@ -127,7 +131,7 @@ static int decode_box(struct jpeg_decompress_struct *cinfo, const jbox *jb, taas
     if (jb->y0 > 0) jpeg_skip_scanlines(cinfo, (JDIMENSION)jb->y0);
     for (size_t y = 0; y < bh; y++) {
         unsigned char *at = px + y * bw * c;
-        JSAMPROW r = y == 0 || left > sizeof keep ? row : at - left;
+        JSAMPROW r = y * bw * c < left || left > sizeof keep ? row : at - left; /* not before px */
         if (r != row) memcpy(keep, r, left);
         if (jpeg_read_scanlines(cinfo, &r, 1) != 1) {
             snprintf(e->why, sizeof e->why, "no data for row %zu", (size_t)jb->y0 + y);

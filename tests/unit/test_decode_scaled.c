@@ -344,10 +344,43 @@ static void test_resize_alone_through_the_pipeline(void **state) {
     assert_int_equal(rmdir(root), 0);
 }
 
+/* Boxes at full scale, narrow ones too (a box narrower than the part of the scanline before
+ * it, found by fuzz_jpeg), at the image's edges and inside: every byte is the full decode's. */
+static void test_boxes_at_full_scale_are_exact(void **state) {
+    (void)state;
+    size_t n;
+    unsigned char *jpg = jpeg_bytes(&n);
+    taas_image whole;
+    taas_error err;
+    assert_int_equal(taas_decode_jpeg(jpg, n, &whole, &err), 0);
+    static const int boxes[][4] = {{0, 0, 9, 1},      {5, 17, 30, 1},  {100, 499, 20, 1}, {7, 33, 40, 2},
+                                   {370, 480, 5, 20}, {0, 0, 375, 3}, {200, 250, 17, 5}, {1, 1, 1, 1}};
+    for (size_t b = 0; b < sizeof boxes / sizeof *boxes; b++) {
+        fixed f = {{boxes[b][0], boxes[b][1], boxes[b][2], boxes[b][3]}, boxes[b][2], boxes[b][3]};
+        taas_crop_hint hint = {fixed_box, &f};
+        taas_image img;
+        int boxed;
+        assert_int_equal(taas_decode_jpeg_hinted(jpg, n, &hint, &img, &boxed, &err), 0);
+        assert_int_equal(boxed, 1);
+        assert_int_equal(img.denom, 1);
+        assert_int_equal(img.h, f.box[2]);
+        assert_int_equal(img.w, f.box[3]);
+        for (int y = 0; y < img.h; y++)
+            if (memcmp((uint8_t *)img.data + (size_t)y * img.w * 3,
+                       (uint8_t *)whole.data + ((size_t)(f.box[0] + y) * 500 + f.box[1]) * 3, (size_t)img.w * 3))
+                fail_msg("box %d,%d %dx%d: row %d differs from the full decode's", f.box[0], f.box[1], f.box[2],
+                         f.box[3], y);
+        taas_image_free(&img);
+    }
+    taas_image_free(&whole);
+    free(jpg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scaled_decode_tolerance),
         cmocka_unit_test(test_truncated_is_still_an_error),
+        cmocka_unit_test(test_boxes_at_full_scale_are_exact),
         cmocka_unit_test(test_hint_through_the_chain),
         cmocka_unit_test(test_resize_center_crop_tolerance),
         cmocka_unit_test(test_resize_hint_refusals),
