@@ -440,23 +440,31 @@ int taas_transform_hint_for(const taas_transform *t, uint64_t seed, uint64_t epo
     return 1;
 }
 
+/* *mirror: a flip left for the ToTensor that follows it to fold in (set by the flip, used and
+ * cleared by ToTensor). */
 static int run_step(const taas_transform *t, int i, const plan *pl, tx_img *im, uint64_t seed,
-                    uint64_t epoch, uint64_t index, float *dst) {
+                    uint64_t epoch, uint64_t index, int *mirror, float *dst) {
     const tx_step *s = &t->steps[i];
     taas_rng r;
     taas_rng_init(&r, seed, epoch, index, TAAS_RNG_TRANSFORM + (uint32_t)i);
     switch (s->kind) {
     case ST_TO_TENSOR: {
         const tx_step *nx = i + 1 < t->n && t->steps[i + 1].fused ? &t->steps[i + 1] : NULL;
-        if (im->u8) return tx_to_tensor(im, s->lut, s->nlut, NULL, 0, NULL, 0, dst);
+        int m = *mirror;
+        *mirror = 0;
+        if (im->u8) return tx_to_tensor(im, s->lut, s->nlut, NULL, 0, NULL, 0, m, dst);
         return tx_to_tensor(im, NULL, 0, nx ? nx->mean : NULL, nx ? nx->nmean : 0, nx ? nx->std : NULL,
-                            nx ? nx->nstd : 0, dst);
+                            nx ? nx->nstd : 0, m, dst);
     }
     case ST_NORMALIZE:
         return tx_normalize(im, s->mean, s->nmean, s->std, s->nstd, dst);
     case ST_FLIP:
-        if (taas_rng_uniform(&r) < s->p) return run_flip(im, dst);
-        return 0;
+        if (taas_rng_uniform(&r) >= s->p) return 0;
+        if (!im->tensor && (i + 1 == t->n || t->steps[i + 1].kind == ST_TO_TENSOR)) {
+            *mirror = 1; /* ToTensor (the implicit one at the end too) reads the rows backwards */
+            return 0;
+        }
+        return run_flip(im, dst);
     case ST_RESIZE:
         if (pl->oh == im->h && pl->ow == im->w) return 0;
         if (!im->tensor && im->u8) return tx_resize_pil(im, pl->oh, pl->ow, s->interp);
@@ -510,6 +518,7 @@ int taas_transform_apply_boxed(const taas_transform *t, taas_image *img, int box
     for (int i = 0; i < n; i++)
         if (!t->steps[i].fused) last = i;
     int ends_tensor = n > 0 && (t->steps[n - 1].on_tensor || t->steps[n - 1].kind == ST_TO_TENSOR);
+    int mirror = 0;
     for (int i = 0; i < n; i++) {
         plan pl;
         if (plan_step(t, i, &sh, &pl, err) < 0) goto fail;
@@ -519,7 +528,7 @@ int taas_transform_apply_boxed(const taas_transform *t, taas_image *img, int box
         if (i < covered) /* the region becomes what the covered steps make of the image */
             rc = i + 1 < covered ? 0 : tx_resize_pil_box(&cur, box_in, sh.h, sh.w, t->steps[0].interp);
         else
-            rc = run_step(t, i, &pl, &cur, seed, epoch, index, dst);
+            rc = run_step(t, i, &pl, &cur, seed, epoch, index, &mirror, dst);
         if (rc < 0) {
             char where[96];
             tx_step_where(t, i, where, sizeof where);
@@ -528,7 +537,7 @@ int taas_transform_apply_boxed(const taas_transform *t, taas_image *img, int box
             goto fail;
         }
     }
-    if (!cur.tensor && tx_to_tensor(&cur, t ? t->to_tensor_lut : NULL, 1, NULL, 0, NULL, 0, out) < 0) {
+    if (!cur.tensor && tx_to_tensor(&cur, t ? t->to_tensor_lut : NULL, 1, NULL, 0, NULL, 0, mirror, out) < 0) {
         taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "ToTensor: out of memory");
         goto fail;
     }

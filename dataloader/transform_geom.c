@@ -1,5 +1,6 @@
 /* The pixel-moving kernels of the transforms: every crop, pad and flip is one remap through
  * row and column maps; ToTensor and Normalize are per-element. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,46 +149,58 @@ int tx_remap(tx_img *im, const int *rows, int oh, const int *cols, int ow, const
 }
 
 /* ToTensor of an RGB image through its tables (the channels' 256 floats, lstride apart): one
- * pass that reads each pixel once and writes the three planes. */
-TX_VEC static void rgb_to_planes(const uint8_t *in, size_t plane, const float *lut, size_t lstride, float *o) {
+ * pass that reads each pixel once and writes the three planes; each row read backwards when
+ * mirror is set (a horizontal flip). */
+TX_VEC static void rgb_to_planes(const uint8_t *in, int h, int w, const float *lut, size_t lstride, int mirror,
+                                 float *o) {
     const float *t0 = lut, *t1 = lut + lstride, *t2 = lut + 2 * lstride;
-    float *o1 = o + plane, *o2 = o + 2 * plane;
-    for (size_t i = 0; i < plane; i++) {
-        o[i] = t0[in[3 * i]];
-        o1[i] = t1[in[3 * i + 1]];
-        o2[i] = t2[in[3 * i + 2]];
+    size_t plane = (size_t)h * w;
+    ptrdiff_t step = mirror ? -3 : 3;
+    for (int y = 0; y < h; y++) {
+        const uint8_t *p = in + ((size_t)y * w + (mirror ? (size_t)w - 1 : 0)) * 3;
+        float *o0 = o + (size_t)y * w, *o1 = o0 + plane, *o2 = o1 + plane;
+        for (int x = 0; x < w; x++, p += step) {
+            o0[x] = t0[p[0]];
+            o1[x] = t1[p[1]];
+            o2[x] = t2[p[2]];
+        }
     }
 }
 
 int tx_to_tensor(tx_img *im, const float *lut, int nlut, const float *mean, int nmean,
-                 const float *std, int nstd, float *dst) {
+                 const float *std, int nstd, int mirror, float *dst) {
     tx_img out;
     if (tx_alloc(&out, im->c, im->h, im->w, 1, 0, dst) < 0) return -1;
-    size_t plane = (size_t)im->h * im->w;
-    int c = im->c;
+    int c = im->c, h = im->h, w = im->w;
+    size_t plane = (size_t)h * w;
     float *o = out.data;
     if (im->u8 && lut && c == 3) {
-        rgb_to_planes(im->data, plane, lut, nlut == 1 ? 0 : 256, o);
+        rgb_to_planes(im->data, h, w, lut, nlut == 1 ? 0 : 256, mirror, o);
         tx_replace(im, &out);
         return 0;
     }
+    /* pixel x of a row is read at first + x * step */
+    ptrdiff_t step = mirror ? -c : c;
     for (int ch = 0; ch < c; ch++) {
-        float *op = o + ch * plane;
-        if (im->u8) {
-            const uint8_t *ip = (const uint8_t *)im->data + ch;
-            if (lut) {
-                const float *t = lut + (nlut == 1 ? 0 : (size_t)ch * 256);
-                for (size_t i = 0; i < plane; i++) op[i] = t[ip[i * c]];
+        for (int y = 0; y < h; y++) {
+            float *op = o + ch * plane + (size_t)y * w;
+            size_t first = ((size_t)y * w + (mirror ? (size_t)w - 1 : 0)) * c + ch;
+            if (im->u8) {
+                const uint8_t *ip = (const uint8_t *)im->data + first;
+                if (lut) {
+                    const float *t = lut + (nlut == 1 ? 0 : (size_t)ch * 256);
+                    for (int x = 0; x < w; x++) op[x] = t[ip[x * step]];
+                } else {
+                    for (int x = 0; x < w; x++) op[x] = (float)ip[x * step] / 255.0f;
+                }
             } else {
-                for (size_t i = 0; i < plane; i++) op[i] = (float)ip[i * c] / 255.0f;
-            }
-        } else {
-            const float *ip = (const float *)im->data + ch;
-            if (mean) {
-                float m = mean[nmean == 1 ? 0 : ch], s = std[nstd == 1 ? 0 : ch];
-                for (size_t i = 0; i < plane; i++) op[i] = (ip[i * c] - m) / s;
-            } else {
-                for (size_t i = 0; i < plane; i++) op[i] = ip[i * c];
+                const float *ip = (const float *)im->data + first;
+                if (mean) {
+                    float m = mean[nmean == 1 ? 0 : ch], sd = std[nstd == 1 ? 0 : ch];
+                    for (int x = 0; x < w; x++) op[x] = (ip[x * step] - m) / sd;
+                } else {
+                    for (int x = 0; x < w; x++) op[x] = ip[x * step];
+                }
             }
         }
     }

@@ -50,9 +50,10 @@ int tx_remap(tx_img *im, const int *rows, int oh, const int *cols, int ow, const
 
 /* ToTensor: HWC image to CHW float. uint8 values go through lut (256 floats per channel, or
  * one table for all when nlut == 1; NULL = v / 255); float values are copied, then
- * normalised when mean is given. Into dst, or a new buffer. */
+ * normalised when mean is given. Each row is read right to left when mirror is set (a
+ * horizontal flip folded in). Into dst, or a new buffer. */
 int tx_to_tensor(tx_img *im, const float *lut, int nlut, const float *mean, int nmean,
-                 const float *std, int nstd, float *dst);
+                 const float *std, int nstd, int mirror, float *dst);
 /* Normalize on a CHW tensor: (x - mean) / std per channel, as torch's sub_ then div_; one
  * mean or std value stands for every channel. */
 int tx_normalize(tx_img *im, const float *mean, int nmean, const float *std, int nstd, float *dst);

@@ -226,6 +226,39 @@ static void test_flip_fraction(void **state) {
     taas_transform_free(none);
 }
 
+/* A flip right before ToTensor is folded into it (the rows read backwards, no flipped copy):
+ * the same floats as the flip made on its own (a CenterCrop of the same size in between keeps
+ * them apart), RGB and grey, with Normalize fused into ToTensor and without. */
+static void test_flip_folded_into_to_tensor(void **state) {
+    (void)state;
+    static const char *const tails[] = {
+        "{\"type\":\"ToTensor\"},{\"type\":\"Normalize\",\"mean\":[0.4,0.5,0.6],\"std\":[0.2,0.3,0.25]}]}",
+        "{\"type\":\"ToTensor\"}]}"};
+    for (int k = 0; k < 2; k++)
+        for (int c = 1; c <= 3; c += 2) {
+            char a[512], b[512];
+            const char *tail = c == 1 && k == 0 ? "{\"type\":\"ToTensor\"},{\"type\":\"Normalize\",\"mean\":[0.4],"
+                                                  "\"std\":[0.2]}]}" : tails[k];
+            snprintf(a, sizeof a, "{\"type\":\"Compose\",\"transforms\":[{\"type\":\"RandomHorizontalFlip\",\"p\":0.5},%s",
+                     tail);
+            snprintf(b, sizeof b, "{\"type\":\"Compose\",\"transforms\":[{\"type\":\"RandomHorizontalFlip\",\"p\":0.5},"
+                     "{\"type\":\"CenterCrop\",\"size\":[5,7]},%s", tail);
+            taas_transform *folded = parse(a), *apart = parse(b);
+            int flips = 0;
+            for (uint64_t idx = 0; idx < 40; idx++) {
+                float x[3 * 5 * 7], y[3 * 5 * 7], plain[3 * 5 * 7];
+                run(folded, 5, 7, c, 3, 1, idx, x);
+                run(apart, 5, 7, c, 3, 1, idx, y);
+                assert_memory_equal(x, y, (size_t)c * 5 * 7 * sizeof(float));
+                run(folded, 5, 7, c, 4, 9, idx, plain); /* another draw */
+                flips += memcmp(x, plain, (size_t)c * 5 * 7 * sizeof(float)) != 0;
+            }
+            assert_true(flips > 0);
+            taas_transform_free(folded);
+            taas_transform_free(apart);
+        }
+}
+
 /* Adding a step before a random one does not change its draws: each step has its own stream. */
 static void test_random_streams_per_step(void **state) {
     (void)state;
@@ -387,6 +420,7 @@ int main(void) {
         cmocka_unit_test(test_torchvision_reference),
         cmocka_unit_test(test_random_crop_deterministic_per_sample),
         cmocka_unit_test(test_flip_fraction),
+        cmocka_unit_test(test_flip_folded_into_to_tensor),
         cmocka_unit_test(test_random_streams_per_step),
         cmocka_unit_test(test_implicit_to_tensor),
         cmocka_unit_test(test_spec_errors),

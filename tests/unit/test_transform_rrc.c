@@ -76,7 +76,7 @@ static void test_resized_crop_matches_torchvision(void **state) {
         const char *ip = json_string_value(json_object_get(cs, "interpolation"));
         tx_interp mode = !strcmp(ip, "nearest") ? TX_NEAREST : !strcmp(ip, "bicubic") ? TX_BICUBIC : TX_BILINEAR;
         if (json_is_true(json_object_get(cs, "tensor"))) {
-            assert_int_equal(tx_to_tensor(&im, NULL, 0, NULL, 0, NULL, 0, NULL), 0);
+            assert_int_equal(tx_to_tensor(&im, NULL, 0, NULL, 0, NULL, 0, 0, NULL), 0);
             assert_int_equal(tx_resized_crop(&im, box, oh, ow, mode, 0, NULL), 0);
             const json_t *want = json_object_get(cs, "chw");
             assert_int_equal(json_array_size(want), (size_t)3 * oh * ow);
@@ -290,10 +290,10 @@ static void test_rgb_loops_match_per_channel(void **state) {
         assert_int_equal(tx_remap(&rgb, rows, oh, cols, ow, fill, NULL), 0);
         float lut[3 * 256];
         for (int k = 0; k < 3 * 256; k++) lut[k] = (float)(k % 256) / 255.0f - 0.1f * (float)(k / 256);
-        assert_int_equal(tx_to_tensor(&rgb, lut, 3, NULL, 0, NULL, 0, NULL), 0);
+        assert_int_equal(tx_to_tensor(&rgb, lut, 3, NULL, 0, NULL, 0, 0, NULL), 0);
         for (int ch = 0; ch < 3; ch++) {
             assert_int_equal(tx_remap(&planes[ch], rows, oh, cols, ow, fills[ch], NULL), 0);
-            assert_int_equal(tx_to_tensor(&planes[ch], lut + 256 * ch, 1, NULL, 0, NULL, 0, NULL), 0);
+            assert_int_equal(tx_to_tensor(&planes[ch], lut + 256 * ch, 1, NULL, 0, NULL, 0, 0, NULL), 0);
             assert_memory_equal((float *)rgb.data + (size_t)ch * oh * ow, planes[ch].data, (size_t)oh * ow * sizeof(float));
             free(planes[ch].data);
         }
