@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "errnames.h"
+#include "modules.h"
 #include "rows.h"
 #include "suggest.h"
 
@@ -40,6 +41,8 @@ static const struct {
     [TAAS_PX_STREAM] = {NULL, CH_STREAM},
     [TAAS_PX_URLS] = {"str or list of str", NULL},
     [TAAS_PX_EVERY] = {"int or 'epoch'", CH_EVERY},
+    [TAAS_PX_OUTPUT_SIZE] = {"int or (int, int)", NULL},
+    [TAAS_PX_MODEL] = {TAAS_MODEL_WORDS, NULL},
 };
 
 static const char *const BASE_TEXT[] = {
@@ -117,6 +120,12 @@ static int type_ok(const taas_param *p, taas_ptype type, const taas_value *v) {
         return v->type == TAAS_V_STR || (seq_of(v, TAAS_V_STR, 0) && v->u.seq.n > 0);
     case TAAS_PX_EVERY:
         return v->type == TAAS_V_INT || v->type == TAAS_V_STR;
+    case TAAS_PX_OUTPUT_SIZE:  /* torch's None items pass here, for the row to name them */
+        if (v->type == TAAS_V_INT) return 1;
+        if (!is_seq(v) || v->u.seq.n != 2) return 0;
+        for (size_t i = 0; i < 2; i++)
+            if (v->u.seq.items[i]->type != TAAS_V_INT && v->u.seq.items[i]->type != TAAS_V_NONE) return 0;
+        return 1;
     default:
         break;
     }
@@ -328,12 +337,12 @@ static int missing(const taas_builtin *b, taas_value **slots, size_t np, taas_sr
                    taas_error *err) {
     size_t n = 0;
     for (size_t i = 0; i < np; i++)
-        if (!slots[i] && !b->params[i].dflt && !(b->params[i].flags & TAAS_PF_VARARGS)) n++;
+        if (!slots[i] && !b->params[i].dflt && !(b->params[i].flags & (TAAS_PF_VARARGS | TAAS_PF_VARKW))) n++;
     if (n == 0) return 0;
     taas_buf names = TAAS_BUF_INIT;
     size_t k = 0;
     for (size_t i = 0; i < np; i++) {
-        if (slots[i] || b->params[i].dflt || (b->params[i].flags & TAAS_PF_VARARGS)) continue;
+        if (slots[i] || b->params[i].dflt || (b->params[i].flags & (TAAS_PF_VARARGS | TAAS_PF_VARKW))) continue;
         if (k) taas_buf_puts(&names, k + 1 == n ? " and " : ", ");
         taas_buf_printf(&names, "'%s'", b->params[i].name);
         k++;
@@ -380,7 +389,9 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
         taas_value_oom(err, cx->pos, "binding the arguments");
         goto done;
     }
-    int va = -1;
+    int va = -1, vk = -1;
+    for (size_t i = 0; i < np; i++)
+        if (b->params[i].flags & TAAS_PF_VARKW) vk = (int)i;
     size_t npos = 0, nreq = 0; /* positional parameters; how many of them are required */
     for (size_t i = 0; i < np; i++) {
         if (b->params[i].flags & TAAS_PF_VARARGS) {
@@ -417,7 +428,8 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
         }
         seen_kw = 1;
         int i = taas_param_index(b, a->keyword);
-        if (i < 0 || i == va) {
+        if ((i < 0 || i == va) && vk >= 0) continue;  /* **kwargs */
+        if (i < 0 || i == va || i == vk) {
             unknown_keyword(b, a, err);
             goto done;
         }
@@ -437,7 +449,13 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
 
     for (size_t i = 0; i < np; i++) {
         const taas_param *p = &b->params[i];
-        if ((int)i == va) {
+        if ((int)i == vk) {  /* dropped (TAAS_PF_IGNORED): the slot holds None */
+            if (!(slots[i] = taas_none())) {
+                taas_value_oom(err, cx->pos, "binding the arguments");
+                goto done;
+            }
+            where[i] = cx->pos;
+        } else if ((int)i == va) {
             if (!(slots[i] = taas_tuple_new(nrest))) {
                 taas_value_oom(err, cx->pos, "binding the arguments");
                 goto done;
@@ -465,7 +483,7 @@ int taas_builtin_call(const taas_builtin *b, const taas_arg *args, size_t nargs,
     const taas_row *row = taas_row_of(b);
     if (row && row->check && row->check(row, slots, where, err)) goto done;
 
-    if (b->kind == TAAS_K_ACTION) {
+    if (b->kind == TAAS_K_ACTION || b->action) {  /* an action, or a function that builds (resnet18) */
         if (!b->action) {
             taas_error_set(err, TAAS_ERR_INTERNAL, cx->pos, "%s() has no action", b->name);
             goto done;
@@ -492,4 +510,23 @@ done:
     free(rest);
     free(rest_pos);
     return rc;
+}
+
+taas_value *taas_construct(const char *name, const taas_karg *a, size_t n, taas_error *err) {
+    const taas_builtin *b = taas_builtin_find(name);
+    taas_arg args[16];
+    taas_value *out = NULL;
+    int ok = b && n <= sizeof args / sizeof *args;
+    for (size_t i = 0; i < n; i++) {
+        ok = ok && a[i].v;
+        args[i] = (taas_arg){a[i].kw, a[i].v, TAAS_NOPOS};
+    }
+    if (ok) {
+        taas_call_ctx cx = {NULL, NULL, TAAS_NOPOS, -1.0, err};
+        if (taas_builtin_call(b, args, n, &cx, &out)) out = NULL;
+    } else if (!taas_error_is_set(err)) {  /* else an argument's own call failed and said why */
+        taas_value_oom(err, TAAS_NOPOS, "making a model's part");
+    }
+    for (size_t i = 0; i < n; i++) taas_unref(a[i].v);
+    return out;
 }

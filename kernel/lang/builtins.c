@@ -75,6 +75,8 @@ static const struct {
     {"datasets", {"datasets.", "torchvision.datasets.", NULL}},
     {"transforms", {"transforms.", "torchvision.transforms.", NULL}},
     {"torch.utils.data", {"torch.utils.data.", NULL}},
+    {"models", {"models.", "torchvision.models.", NULL}},
+    {"models.resnet", {"models.resnet.", "torchvision.models.resnet.", NULL}},
     {"taas", {"taas.", NULL}},
 };
 #define N_ALIASES (sizeof ALIASES / sizeof *ALIASES)
@@ -133,8 +135,8 @@ char *taas_builtin_signature(const taas_builtin *b) {
     for (size_t i = 0; b->params && b->params[i].name; i++) {
         const taas_param *p = &b->params[i];
         if (i) taas_buf_puts(&s, ", ");
-        if (p->flags & TAAS_PF_VARARGS) {
-            taas_buf_printf(&s, "*%s", p->name);
+        if (p->flags & (TAAS_PF_VARARGS | TAAS_PF_VARKW)) {
+            taas_buf_printf(&s, "%s%s", p->flags & TAAS_PF_VARKW ? "**" : "*", p->name);
             star = 1;
             continue;
         }

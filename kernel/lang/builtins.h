@@ -44,6 +44,7 @@ enum {
     TAAS_PF_NONE_OK = 1 << 0,  /* None is accepted besides the type */
     TAAS_PF_VARARGS = 1 << 1,  /* *args: collects the remaining positionals into a tuple */
     TAAS_PF_KWONLY = 1 << 2,   /* keyword only */
+    TAAS_PF_VARKW = 1 << 3,    /* **kwargs: unknown keywords are accepted and dropped (nn.Identity) */
 };
 
 typedef struct taas_param {
@@ -69,6 +70,8 @@ typedef struct taas_builtin {
     int waits;                 /* 1 when the action may suspend the cell (sleep, fit) */
     int bare;                  /* a statement of its name alone calls it (exit, quit), as
                                   IPython's autocall does for them */
+    int method;                /* also a method of its first argument, PyTorch's spelling:
+                                  net.requires_grad_(False) is requires_grad_(net, False) */
 } taas_builtin;
 
 /* All rows, in table order. */

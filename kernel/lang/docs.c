@@ -86,7 +86,7 @@ static void wrap(taas_buf *out, const char *text, int indent, int width) {
 /* "int or (int, int), >= 1" */
 static void param_summary(const taas_param *p, taas_buf *out) {
     taas_param_type_text(p, out);
-    if (p->flags & TAAS_PF_VARARGS) taas_buf_puts(out, ", any number");
+    if (p->flags & (TAAS_PF_VARARGS | TAAS_PF_VARKW)) taas_buf_puts(out, ", any number");
     taas_buf r = TAAS_BUF_INIT;
     taas_param_range_text(p, &r);
     if (r.len) taas_buf_printf(out, ", %s", r.data);
@@ -108,9 +108,9 @@ char *taas_builtin_help_text(const taas_builtin *b, int detail) {
         taas_buf_puts(&h, "\nParameters:\n");
         for (size_t i = 0; b->params[i].name; i++) {
             const taas_param *p = &b->params[i];
-            taas_buf_printf(&h, "  %s%s: ", (p->flags & TAAS_PF_VARARGS) ? "*" : "", p->name);
+            taas_buf_printf(&h, "  %s%s: ", (p->flags & TAAS_PF_VARKW) ? "**" : (p->flags & TAAS_PF_VARARGS) ? "*" : "", p->name);
             param_summary(p, &h);
-            if (p->flags & TAAS_PF_VARARGS)
+            if (p->flags & (TAAS_PF_VARARGS | TAAS_PF_VARKW))
                 ;
             else if (p->dflt)
                 taas_buf_printf(&h, "; default %s", p->dflt);
@@ -243,10 +243,10 @@ char *taas_builtins_markdown(void) {
                 taas_buf t = TAAS_BUF_INIT, r = TAAS_BUF_INIT;
                 taas_param_type_text(p, &t);
                 taas_param_range_text(p, &r);
-                taas_buf_printf(&m, "| `%s%s` | ", (p->flags & TAAS_PF_VARARGS) ? "*" : "", p->name);
+                taas_buf_printf(&m, "| `%s%s` | ", (p->flags & TAAS_PF_VARKW) ? "**" : (p->flags & TAAS_PF_VARARGS) ? "*" : "", p->name);
                 md_cell(&m, t.data);
                 taas_buf_puts(&m, " | ");
-                if (p->flags & TAAS_PF_VARARGS) {
+                if (p->flags & (TAAS_PF_VARARGS | TAAS_PF_VARKW)) {
                     taas_buf_puts(&m, "(any number)");
                 } else if (p->dflt) {
                     taas_buf_putc(&m, '`');

@@ -20,6 +20,8 @@ enum {
     TAAS_PF_BARE = 1u << 11,     /* shown with str(), not repr(): padding_mode=reflect */
     TAAS_PF_PAIR = 1u << 12,     /* an int is stored as (int, int), as torch's _pair does */
     TAAS_PF_SPEC_PAIR = 1u << 13, /* kept as given for repr, but an int goes to the spec as [n, n] */
+    TAAS_PF_IGNORED = 1u << 15,  /* accepted and dropped, as torch's nn.Identity does its
+                                    arguments: never in the spec */
 };
 
 /* Refinements of a parameter's type (bits 16..23 of flags): the accepted values and
@@ -38,6 +40,8 @@ typedef enum taas_subtype {
     TAAS_PX_STREAM,         /* 'stdout', 'stderr' */
     TAAS_PX_URLS,           /* str or list of str */
     TAAS_PX_EVERY,          /* int or 'epoch' */
+    TAAS_PX_OUTPUT_SIZE,    /* int or (int, int), whose items may be None (refused by the row) */
+    TAAS_PX_MODEL,          /* a layer that is the model an action takes: said as "a model (...)" */
     TAAS_PX_COUNT
 } taas_subtype;
 
@@ -56,12 +60,29 @@ typedef void (*taas_repr_fn)(const taas_value *v, taas_buf *out);
  * layer. Returns 1 and sets *n when known, 0 when not. */
 typedef int (*taas_count_fn)(const taas_value *v, int64_t *n);
 
+/* A module's children as torch's named_children() lists them: a Sequential's "0", "1",
+ * ...; a ResNet's arguments; a block's, made from its arguments (derived: read-only). */
+typedef struct taas_child {
+    char name[24];
+    taas_value *v;    /* a reference of the list's own */
+    int derived;      /* made from the parent's arguments, not stored in it */
+} taas_child;
+typedef struct taas_children {
+    taas_child *item;
+    size_t n, cap;
+    int failed;       /* out of memory: the list is short */
+} taas_children;
+/* Adds a child (v taken; NULL counts as out of memory). */
+void taas_children_add(taas_children *c, const char *name, taas_value *v, int derived);
+typedef void (*taas_children_fn)(const taas_value *v, taas_children *out);
+
 struct taas_row {
     taas_builtin b;          /* first, so a row is found from its taas_builtin */
     taas_check_fn check;     /* NULL: nothing beyond each parameter's own checks */
     taas_repr_fn repr;       /* NULL: Name(params) by the parameter flags */
     taas_count_fn size;      /* len(); NULL: has no length */
     taas_count_fn nparams;   /* trainable parameters of a layer; NULL: none */
+    taas_children_fn children; /* a module that holds modules (modules.c); NULL: a leaf */
 };
 
 /* The families, in table (and docs) order. */
@@ -106,6 +127,15 @@ int taas_value_is_number(const taas_value *v);
 
 /* Sets the error's hint to "<lead>. Signature: Name(...)" (lead may be NULL). */
 void taas_sig_hint(taas_error *err, const taas_builtin *b, const char *lead);
+
+/* Calls the builtin `name` from C, as a cell would (defaults, checks, normalisation):
+ * positional arguments have kw NULL. Takes every value (a NULL one is out of memory).
+ * NULL with err. */
+typedef struct taas_karg {
+    const char *kw;
+    taas_value *v;
+} taas_karg;
+taas_value *taas_construct(const char *name, const taas_karg *a, size_t n, taas_error *err);
 
 /* help(): every builtin by family with its first sentence (malloc'd). */
 char *taas_help_overview(void);

@@ -8,6 +8,7 @@
 
 #include "buf.h"
 #include "modelview.h"
+#include "modules.h"
 #include "result.h"
 #include "rows.h"
 
@@ -71,7 +72,10 @@ static json_t *spec_at(const taas_value *v, int level, taas_walk *w) {
         json_t *o = json_object();
         json_object_set_new(o, "type", json_string(b->name));
         for (size_t i = 0; i < v->u.obj.nargs && b->params[i].name; i++)
-            json_object_set_new(o, b->params[i].name, param_spec(&b->params[i], v->u.obj.args[i], level + 1, w));
+            if (!(b->params[i].flags & TAAS_PF_IGNORED))
+                json_object_set_new(o, b->params[i].name, param_spec(&b->params[i], v->u.obj.args[i], level + 1, w));
+        /* a frozen (or unfrozen) module: the nearest enclosing-or-own flag rules its parameters */
+        if (v->u.obj.requires_grad) json_object_set_new(o, "requires_grad", json_boolean(v->u.obj.requires_grad > 0));
         return o;
     }
     case TAAS_V_BUILTIN: {
@@ -104,7 +108,7 @@ json_t *taas_value_spec(const taas_value *v) {
 
 static json_t *bundle_of(const taas_value *v) {
     if (v && v->type == TAAS_V_RESULT) return taas_result_mimebundle(v);
-    if (taas_value_is(v, "Sequential")) {
+    if (taas_value_is_model(v) && taas_row_of(v->u.obj.def)->children) {  /* Sequential, ResNet, a block */
         taas_error e;
         return taas_model_summary(v, NULL, 0, &e);  /* without a given sample: NULL only without memory */
     }

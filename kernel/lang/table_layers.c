@@ -7,6 +7,7 @@
 
 #include "bounds.h"
 #include "errnames.h"
+#include "modules.h"
 #include "rows.h"
 
 #define END {0}
@@ -225,6 +226,34 @@ static const taas_param SOFTMAX_P[] = {
     END,
 };
 
+/* ---- adaptive pooling, identity --------------------------------------------------- */
+
+static const taas_param ADAPTIVE_P[] = {
+    {"output_size", TAAS_P_INT_PAIR, NULL, TAAS_PF_SPEC_PAIR | TAAS_PX(TAAS_PX_OUTPUT_SIZE), TAAS_BETWEEN(1, TAAS_MAX_DIM),
+     "the output's (H, W); an int is both"},
+    END,
+};
+
+static int adaptive_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    const taas_value *v = a[0];
+    if (v->type == TAAS_V_INT) return 0;
+    for (size_t k = 0; k < v->u.seq.n; k++)
+        if (v->u.seq.items[k]->type == TAAS_V_NONE) {
+            taas_error_set(err, TAAS_ERR_VALUE, w[0], "%s() output_size with None (keep that side of the input) "
+                           "is not supported", r->b.name);
+            taas_sig_hint(err, &r->b, "give both sizes, e.g. AdaptiveAvgPool2d((1, 1))");
+            return -1;
+        }
+    return 0;
+}
+
+/* torch's nn.Identity(*args, **kwargs) takes anything and keeps nothing */
+static const taas_param IDENTITY_P[] = {
+    {"args", TAAS_P_ANY, NULL, TAAS_PF_VARARGS | TAAS_PF_IGNORED | TAAS_PF_HIDE, TAAS_NO_RANGE, "ignored, as in PyTorch"},
+    {"kwargs", TAAS_P_ANY, NULL, TAAS_PF_VARKW | TAAS_PF_IGNORED | TAAS_PF_HIDE, TAAS_NO_RANGE, "ignored, as in PyTorch"},
+    END,
+};
+
 /* ---- Sequential ------------------------------------------------------------------ */
 
 static const taas_param SEQUENTIAL_P[] = {
@@ -232,25 +261,13 @@ static const taas_param SEQUENTIAL_P[] = {
     END,
 };
 
-/* PyTorch's _addindent: lines after the first move right by n spaces. */
-static void add_indented(taas_buf *out, const char *s, int n) {
-    for (const char *p = s; *p; p++) {
-        taas_buf_putc(out, *p);
-        if (*p == '\n') taas_buf_printf(out, "%*s", n, "");
-    }
-}
-
-static void sequential_repr(const taas_value *v, taas_buf *out) {
+static void sequential_children(const taas_value *v, taas_children *out) {
     const taas_value *layers = v->u.obj.args[0];
-    taas_buf_puts(out, "Sequential(");
-    for (size_t i = 0; i < layers->u.seq.n; i++) {
-        char *r = taas_value_repr(layers->u.seq.items[i]);
-        taas_buf_printf(out, "\n  (%zu): ", i);
-        add_indented(out, r, 2);
-        free(r);
+    for (size_t i = 0; i < layers->u.seq.n && !out->failed; i++) {
+        char name[24];
+        snprintf(name, sizeof name, "%zu", i);
+        taas_children_add(out, name, taas_ref(layers->u.seq.items[i]), 0);
     }
-    if (layers->u.seq.n) taas_buf_putc(out, '\n');
-    taas_buf_putc(out, ')');
 }
 
 static int sequential_size(const taas_value *v, int64_t *n) {
@@ -258,16 +275,240 @@ static int sequential_size(const taas_value *v, int64_t *n) {
     return 1;
 }
 
-static int sequential_nparams(const taas_value *v, int64_t *n) {
-    const taas_value *layers = v->u.obj.args[0];
-    *n = 0;
-    for (size_t i = 0; i < layers->u.seq.n; i++) {
-        const taas_row *r = taas_row_of(layers->u.seq.items[i]->u.obj.def);
-        int64_t k = 0;
-        if (r && r->nparams && !r->nparams(layers->u.seq.items[i], &k)) return 0;
-        *n += k;
+/* A module that holds modules: the sum of its children's. */
+static int tree_nparams(const taas_value *v, int64_t *n) {
+    int64_t trainable;
+    return taas_module_count(v, n, &trainable);
+}
+
+/* ---- ResNet blocks, as torchvision.models.resnet writes them ------------------------ */
+
+#define BLOCK_P(what)                                                                              \
+    {"inplanes", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_BETWEEN(1, TAAS_MAX_DIM), "channels of the block's input"}, \
+    {"planes", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_BETWEEN(1, TAAS_MAX_DIM), what},                \
+    {"stride", TAAS_P_INT, "1", 0, TAAS_BETWEEN(1, TAAS_MAX_DIM), "stride of the 3x3 convolution (the downsample must match it)"}, \
+    {"downsample", TAAS_P_LAYER, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE,                           \
+     "the skip connection's module when the input does not fit the output: torchvision's "       \
+     "Sequential(Conv2d(inplanes, out, 1, stride=stride, bias=False), BatchNorm2d(out))"},        \
+    {"groups", TAAS_P_INT, "1", 0, TAAS_BETWEEN(1, TAAS_MAX_DIM), "groups of the 3x3 convolution (ResNeXt; BasicBlock: 1)"}, \
+    {"base_width", TAAS_P_INT, "64", 0, TAAS_BETWEEN(1, TAAS_MAX_DIM), "width per group (Wide ResNet; BasicBlock: 64)"}, \
+    {"dilation", TAAS_P_INT, "1", 0, TAAS_BETWEEN(1, TAAS_MAX_DIM), "dilation of the 3x3 convolution (BasicBlock: 1)"}, \
+    {"norm_layer", TAAS_P_ANY, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "None or BatchNorm2d (the same: the only norm there is)"}, \
+    END
+
+static const taas_param BASICBLOCK_P[] = {BLOCK_P("channels of both 3x3 convolutions and of the output")};
+static const taas_param BOTTLENECK_P[] = {BLOCK_P("channels of the 3x3 convolution; the output has planes * 4")};
+
+enum { B_IN, B_PLANES, B_STRIDE, B_DOWN, B_GROUPS, B_WIDTH, B_DIL, B_NORM };
+
+static int block_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    taas_value *norm = a[B_NORM];
+    if (norm->type == TAAS_V_BUILTIN && !strcmp(norm->u.fn->name, "BatchNorm2d")) {
+        taas_unref(a[B_NORM]);  /* torchvision's default: the spec says null for both */
+        if (!(a[B_NORM] = taas_none())) return taas_value_oom(err, w[B_NORM], "making a block");
+    } else if (norm->type != TAAS_V_NONE) {
+        taas_error_set(err, TAAS_ERR_VALUE, w[B_NORM], "%s() norm_layer must be None or BatchNorm2d, not %s",
+                       r->b.name, taas_value_type_name(norm));
+        taas_sig_hint(err, &r->b, "BatchNorm2d is the one norm layer taas has; leave norm_layer out");
+        return -1;
     }
-    return 1;
+    if (strcmp(r->b.name, "BasicBlock")) return 0;
+    if (iarg(a, B_GROUPS) != 1 || iarg(a, B_WIDTH) != 64) {  /* torchvision's ValueError */
+        taas_error_set(err, TAAS_ERR_VALUE, w[iarg(a, B_GROUPS) != 1 ? B_GROUPS : B_WIDTH],
+                       "BasicBlock only supports groups=1 and base_width=64");
+        taas_sig_hint(err, &r->b, "groups and base_width are Bottleneck's (resnet50); leave them out");
+        return -1;
+    }
+    if (iarg(a, B_DIL) > 1) {  /* torchvision's NotImplementedError */
+        taas_error_set(err, TAAS_ERR_VALUE, w[B_DIL], "Dilation > 1 not supported in BasicBlock");
+        taas_sig_hint(err, &r->b, "dilation is Bottleneck's; leave it out");
+        return -1;
+    }
+    return 0;
+}
+
+static taas_value *pair(int64_t a, int64_t b) {
+    taas_value *t = taas_tuple_new(2);
+    if (!t) return NULL;
+    t->u.seq.items[0] = taas_int(a);
+    t->u.seq.items[1] = taas_int(b);
+    if (t->u.seq.items[0] && t->u.seq.items[1]) return t;
+    taas_unref(t);
+    return NULL;
+}
+
+/* torchvision's conv3x3 and conv1x1 */
+static taas_value *conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t groups, int64_t dilation,
+                        taas_error *err) {
+    return taas_construct("Conv2d", (taas_karg[]){{NULL, taas_int(in)}, {NULL, taas_int(out)},
+                                                  {"kernel_size", taas_int(k)}, {"stride", taas_int(stride)},
+                                                  {"padding", taas_int(k == 3 ? dilation : 0)},
+                                                  {"groups", taas_int(groups)}, {"bias", taas_bool(0)},
+                                                  {"dilation", taas_int(k == 3 ? dilation : 1)}},
+                          8, err);
+}
+
+static taas_value *bn(int64_t c, taas_error *err) {
+    return taas_construct("BatchNorm2d", (taas_karg[]){{NULL, taas_int(c)}}, 1, err);
+}
+
+static taas_value *relu(taas_error *err) {
+    return taas_construct("ReLU", (taas_karg[]){{"inplace", taas_bool(1)}}, 1, err);
+}
+
+static void add_derived(taas_children *out, const char *name, taas_value *v) {
+    if (v) v->u.obj.derived = 1;
+    taas_children_add(out, name, v, 1);
+}
+
+/* The children torchvision's __init__ makes, in its order (a derived child cannot fail
+ * its checks: the block's arguments passed them; only memory can fail). */
+static void block_children(const taas_value *v, taas_children *out) {
+    taas_error e;
+    int64_t in = iarg(v->u.obj.args, B_IN), planes = iarg(v->u.obj.args, B_PLANES),
+            stride = iarg(v->u.obj.args, B_STRIDE), groups = iarg(v->u.obj.args, B_GROUPS),
+            dil = iarg(v->u.obj.args, B_DIL);
+    if (taas_value_is(v, "BasicBlock")) {
+        add_derived(out, "conv1", conv(in, planes, 3, stride, 1, 1, &e));
+        add_derived(out, "bn1", bn(planes, &e));
+        add_derived(out, "relu", relu(&e));
+        add_derived(out, "conv2", conv(planes, planes, 3, 1, 1, 1, &e));
+        add_derived(out, "bn2", bn(planes, &e));
+    } else {
+        int64_t width = (int64_t)((double)planes * ((double)iarg(v->u.obj.args, B_WIDTH) / 64.0)) * groups;
+        add_derived(out, "conv1", conv(in, width, 1, 1, 1, 1, &e));
+        add_derived(out, "bn1", bn(width, &e));
+        add_derived(out, "conv2", conv(width, width, 3, stride, groups, dil, &e));
+        add_derived(out, "bn2", bn(width, &e));
+        add_derived(out, "conv3", conv(width, planes * 4, 1, 1, 1, 1, &e));
+        add_derived(out, "bn3", bn(planes * 4, &e));
+        add_derived(out, "relu", relu(&e));
+    }
+    if (v->u.obj.args[B_DOWN]->type == TAAS_V_OBJECT)
+        taas_children_add(out, "downsample", taas_ref(v->u.obj.args[B_DOWN]), 0);
+}
+
+static int bottleneck_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    if (block_check(r, a, w, err)) return -1;
+    if ((double)iarg(a, B_PLANES) * ((double)iarg(a, B_WIDTH) / 64.0) < 1) {
+        taas_error_set(err, TAAS_ERR_VALUE, w[B_WIDTH], "Bottleneck() planes * base_width / 64 must be at least 1");
+        taas_sig_hint(err, &r->b, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- ResNet ------------------------------------------------------------------------ */
+
+static const taas_param RESNET_P[] = {
+    {"conv1", TAAS_P_LAYER, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the stem's convolution"},
+    {"bn1", TAAS_P_LAYER, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the stem's batch norm"},
+    {"relu", TAAS_P_LAYER, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the stem's activation"},
+    {"maxpool", TAAS_P_LAYER, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the stem's pooling"},
+    {"layer1", TAAS_P_LAYER, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the first stage: a Sequential of blocks"},
+    {"layer2", TAAS_P_LAYER, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the second stage"},
+    {"layer3", TAAS_P_LAYER, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the third stage"},
+    {"layer4", TAAS_P_LAYER, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the fourth stage"},
+    {"avgpool", TAAS_P_LAYER, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the pooling before the head"},
+    {"fc", TAAS_P_LAYER, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the head, applied to the flattened features"},
+    {"zero_init_residual", TAAS_P_BOOL, "False", TAAS_PF_KWONLY | TAAS_PF_HIDE, TAAS_NO_RANGE,
+     "start each block's last BatchNorm weight at zero, so each block starts as the identity"},
+    END,
+};
+
+static void resnet_children(const taas_value *v, taas_children *out) {
+    const taas_builtin *b = v->u.obj.def;
+    for (size_t i = 0; i < v->u.obj.nargs && !out->failed; i++)
+        if (b->params[i].type == TAAS_P_LAYER) taas_children_add(out, b->params[i].name, taas_ref(v->u.obj.args[i]), 0);
+}
+
+/* resnet18(*, weights=None, progress=True, num_classes=1000, zero_init_residual=False, groups=1,
+ * width_per_group=64): torchvision's keywords */
+static const taas_param RESNET_FN_P[] = {
+    {"weights", TAAS_P_ANY, "None", TAAS_PF_KWONLY | TAAS_PF_NONE_OK, TAAS_NO_RANGE,
+     "must stay None: nothing is downloaded; load() a converted file instead"},
+    {"progress", TAAS_P_BOOL, "True", TAAS_PF_KWONLY, TAAS_NO_RANGE, "torchvision's download progress bar; no effect"},
+    {"num_classes", TAAS_P_INT, "1000", TAAS_PF_KWONLY, TAAS_BETWEEN(1, TAAS_MAX_DIM), "outputs of the head (fc)"},
+    {"zero_init_residual", TAAS_P_BOOL, "False", TAAS_PF_KWONLY, TAAS_NO_RANGE,
+     "start each block's last BatchNorm weight at zero"},
+    {"groups", TAAS_P_INT, "1", TAAS_PF_KWONLY, TAAS_BETWEEN(1, TAAS_MAX_DIM), "groups of the blocks' 3x3 convolutions (Bottleneck only)"},
+    {"width_per_group", TAAS_P_INT, "64", TAAS_PF_KWONLY, TAAS_BETWEEN(1, TAAS_MAX_DIM), "width per group (Bottleneck only)"},
+    END,
+};
+
+/* torchvision's ResNet._make_layer: a Sequential of `blocks` blocks, the first with the
+ * stride and, where the shape changes, a downsample. */
+static taas_value *make_layer(const char *block, int64_t *inplanes, int64_t planes, int64_t blocks, int64_t stride,
+                              int64_t groups, int64_t width, taas_error *err) {
+    int64_t expansion = strcmp(block, "Bottleneck") ? 1 : 4;
+    taas_value *down = NULL;
+    if (stride != 1 || *inplanes != planes * expansion) {
+        down = taas_construct("Sequential", (taas_karg[]){{NULL, conv(*inplanes, planes * expansion, 1, stride, 1, 1, err)},
+                                                          {NULL, bn(planes * expansion, err)}}, 2, err);
+        if (!down) return NULL;
+    }
+    taas_karg items[8];
+    items[0] = (taas_karg){NULL, taas_construct(block, (taas_karg[]){{NULL, taas_int(*inplanes)}, {NULL, taas_int(planes)},
+                                                                     {"stride", taas_int(stride)},
+                                                                     {"downsample", down ? down : taas_none()},
+                                                                     {"groups", taas_int(groups)},
+                                                                     {"base_width", taas_int(width)}}, 6, err)};
+    *inplanes = planes * expansion;
+    for (int64_t k = 1; k < blocks; k++)
+        items[k] = (taas_karg){NULL, taas_construct(block, (taas_karg[]){{NULL, taas_int(*inplanes)}, {NULL, taas_int(planes)},
+                                                                         {"groups", taas_int(groups)},
+                                                                         {"base_width", taas_int(width)}}, 4, err)};
+    return taas_construct("Sequential", items, (size_t)blocks, err);
+}
+
+/* torchvision.models.resnet's ResNet.__init__ for the row's depth. */
+static int resnet_build(taas_call_ctx *cx, taas_value **a, taas_value **out, const char *block, const int64_t layers[4]) {
+    taas_error *err = cx->err;
+    if (a[0]->type != TAAS_V_NONE) {
+        taas_error_set(err, TAAS_ERR_VALUE, cx->pos, "pretrained weights are not downloaded: weights= must be None");
+        taas_error_hint(err, "build the model, then load torchvision's weights converted to safetensors: "
+                             "python3 scripts/pth_to_safetensors.py resnet18.pth resnet18.safetensors, then "
+                             "load('resnet18.safetensors', into=net)");
+        return -1;
+    }
+    int64_t classes = a[2]->u.i, groups = a[4]->u.i, width = a[5]->u.i, inplanes = 64;
+    int64_t expansion = strcmp(block, "Bottleneck") ? 1 : 4;
+    taas_value *l[4] = {NULL};
+    for (int i = 0; i < 4; i++)
+        if (!(l[i] = make_layer(block, &inplanes, 64 << i, layers[i], i ? 2 : 1, groups, width, err))) {
+            for (int k = 0; k < i; k++) taas_unref(l[k]);
+            err->pos = cx->pos;
+            return -1;
+        }
+    *out = taas_construct(
+        "ResNet",
+        (taas_karg[]){{NULL, taas_construct("Conv2d", (taas_karg[]){{NULL, taas_int(3)}, {NULL, taas_int(64)},
+                                                                    {"kernel_size", taas_int(7)}, {"stride", taas_int(2)},
+                                                                    {"padding", taas_int(3)}, {"bias", taas_bool(0)}},
+                                            6, err)},
+                      {NULL, bn(64, err)},
+                      {NULL, relu(err)},
+                      {NULL, taas_construct("MaxPool2d", (taas_karg[]){{"kernel_size", taas_int(3)}, {"stride", taas_int(2)},
+                                                                       {"padding", taas_int(1)}}, 3, err)},
+                      {NULL, l[0]}, {NULL, l[1]}, {NULL, l[2]}, {NULL, l[3]},
+                      {NULL, taas_construct("AdaptiveAvgPool2d",
+                                            (taas_karg[]){{NULL, pair(1, 1)}}, 1, err)},
+                      {NULL, taas_construct("Linear", (taas_karg[]){{NULL, taas_int(512 * expansion)},
+                                                                    {NULL, taas_int(classes)}}, 2, err)},
+                      {"zero_init_residual", taas_bool(a[3]->u.b)}},
+        11, err);
+    if (!*out) err->pos = cx->pos;
+    return *out ? 0 : -1;
+}
+
+static int resnet18_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    return resnet_build(cx, a, out, "BasicBlock", (const int64_t[]){2, 2, 2, 2});
+}
+static int resnet34_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    return resnet_build(cx, a, out, "BasicBlock", (const int64_t[]){3, 4, 6, 3});
+}
+static int resnet50_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    return resnet_build(cx, a, out, "Bottleneck", (const int64_t[]){3, 4, 6, 3});
 }
 
 #define LAYER(name_, params_, doc_) .b = {.name = name_, .module = "nn", .kind = TAAS_K_LAYER, .params = params_, .doc = doc_}
@@ -322,6 +563,39 @@ const taas_row taas_rows_layers[] = {
            "A model made of layers applied one after the other. Its repr lists the layers by "
            "index as PyTorch does, its display is a table with each layer's parameter count, "
            "and its saved weights use PyTorch's state_dict names (0.weight, 0.bias, ...)."),
-     .repr = sequential_repr, .size = sequential_size, .nparams = sequential_nparams},
+     .repr = taas_module_repr, .size = sequential_size, .nparams = tree_nparams, .children = sequential_children},
+    {LAYER("AdaptiveAvgPool2d", ADAPTIVE_P,
+           "2-D average pooling to a given output size, whatever the input's: each output cell "
+           "averages its share of the input. AdaptiveAvgPool2d(1) (or (1, 1)) averages each channel "
+           "to one value, as before a ResNet's head."),
+     .check = adaptive_check},
+    {LAYER("Identity", IDENTITY_P, "Passes its input on unchanged; it takes any arguments and ignores them, as PyTorch's "
+                                   "does. Put it where a layer is removed: net.fc = Identity().")},
+    {.b = {.name = "BasicBlock", .module = "models.resnet", .kind = TAAS_K_LAYER, .params = BASICBLOCK_P,
+           .doc = "torchvision's ResNet block of two 3x3 convolutions with a skip connection: relu(bn2(conv2("
+                  "relu(bn1(conv1(x))))) + downsample(x)), downsample(x) being x when None. Its children (conv1, "
+                  "bn1, relu, conv2, bn2, downsample) are made from its arguments, as torchvision's __init__ "
+                  "makes them, and are read-only."},
+     .check = block_check, .repr = taas_module_repr, .nparams = tree_nparams, .children = block_children},
+    {.b = {.name = "Bottleneck", .module = "models.resnet", .kind = TAAS_K_LAYER, .params = BOTTLENECK_P,
+           .doc = "torchvision's ResNet block of a 1x1, a 3x3 and a 1x1 convolution with a skip connection; the "
+                  "output has planes * 4 channels. Its children (conv1, bn1, conv2, bn2, conv3, bn3, relu, "
+                  "downsample) are made from its arguments and are read-only."},
+     .check = bottleneck_check, .repr = taas_module_repr, .nparams = tree_nparams, .children = block_children},
+    {.b = {.name = "ResNet", .module = "models.resnet", .kind = TAAS_K_LAYER, .params = RESNET_P,
+           .doc = "A ResNet as torchvision's: its arguments are its children, in torchvision's order, and its "
+                  "forward applies them in turn, flattening before fc. resnet18(), resnet34() and resnet50() "
+                  "build one; read and replace its parts by name (net.fc = Linear(512, 10)). torchvision's "
+                  "ResNet(block, layers) signature is not taken: build from the functions or from parts."},
+     .repr = taas_module_repr, .nparams = tree_nparams, .children = resnet_children},
+    {.b = {.name = "resnet18", .module = "models", .kind = TAAS_K_LAYER, .params = RESNET_FN_P,
+           .doc = "torchvision's ResNet-18 (BasicBlock, [2, 2, 2, 2]), with its random initialisation; its "
+                  "state_dict keys are torchvision's (conv1.weight, layer1.0.bn1.running_mean, fc.bias).",
+           .action = resnet18_action}},
+    {.b = {.name = "resnet34", .module = "models", .kind = TAAS_K_LAYER, .params = RESNET_FN_P,
+           .doc = "torchvision's ResNet-34 (BasicBlock, [3, 4, 6, 3]).", .action = resnet34_action}},
+    {.b = {.name = "resnet50", .module = "models", .kind = TAAS_K_LAYER, .params = RESNET_FN_P,
+           .doc = "torchvision's ResNet-50 (Bottleneck, [3, 4, 6, 3]); groups and width_per_group make "
+                  "ResNeXt and Wide ResNet variants.", .action = resnet50_action}},
 };
 const size_t taas_rows_layers_n = sizeof taas_rows_layers / sizeof *taas_rows_layers;

@@ -171,13 +171,17 @@ taas_value *taas_object_new(const struct taas_builtin *def, taas_value **args, s
     v->u.obj.def = def;
     if (nargs) memcpy(v->u.obj.args, args, nargs * sizeof *args);
     v->u.obj.nargs = nargs;
+    taas_object_remeasure(v);
+    return v;
+}
+
+void taas_object_remeasure(taas_value *v) {
     int depth = 1;
     size_t nodes = 1;
-    for (size_t i = 0; i < nargs; i++) measure(args[i], 2, &depth, &nodes);
+    for (size_t i = 0; i < v->u.obj.nargs; i++) measure(v->u.obj.args[i], 2, &depth, &nodes);
     /* saturated, so that objects made of refused ones cannot overflow the counts */
     v->u.obj.depth = depth > TAAS_VALUE_MAX_DEPTH ? TAAS_VALUE_MAX_DEPTH + 1 : depth;
     v->u.obj.nodes = nodes > TAAS_VALUE_MAX_NODES ? TAAS_VALUE_MAX_NODES + 1 : nodes;
-    return v;
 }
 
 int taas_object_check_size(const taas_value *obj, taas_srcpos pos, taas_error *err) {

@@ -50,6 +50,10 @@ typedef struct taas_value {
                                    copy): it goes, with its folder, when the model lets go */
             int32_t sample[3];  /* a model's input sample once known (C, H, W; H = W = 0: C
                                    features); C == 0: not known yet */
+            int requires_grad;  /* a module's requires_grad_(): 0 not set (as its parent's),
+                                   1 True, -1 False; the spec carries it when set */
+            int derived;   /* a block's child made from the block's arguments (BasicBlock's
+                              conv1): a copy, so it cannot be changed (modules.c) */
             int depth;     /* height of the object as a tree of values (1: no arguments) */
             size_t nodes;  /* values in that tree, shared ones counted each time (as the
                               spec writes them); both saturate past their bound */
@@ -92,6 +96,9 @@ taas_value *taas_object_new(const struct taas_builtin *def, taas_value **args, s
  * TAAS_VALUE_MAX_DEPTH or holds more than TAAS_VALUE_MAX_NODES values: every object is
  * checked when it is made, so walks over objects (spec, summary) stay bounded. */
 int taas_object_check_size(const taas_value *obj, taas_srcpos pos, taas_error *err);
+/* Measures the object again (u.obj.depth, u.obj.nodes) after its arguments changed (a part
+ * of a model replaced, modules.c). */
+void taas_object_remeasure(taas_value *obj);
 
 /* Takes the reference to data (NULL data: NULL); kind is a static string (result.c knows the kinds). */
 taas_value *taas_result_new(const char *kind, json_t *data);
