@@ -12,6 +12,7 @@
 #include "detached.h"
 #include "errnames.h"
 #include "fit.h"
+#include "modules.h"
 #include "modelview.h"
 #include "pragma.h"
 #include "result.h"
@@ -190,9 +191,9 @@ int taas_jobs_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
 int taas_attach_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     char dir[PATH_MAX];
     if (taas_need_session(cx, "attach") || find(cx, a[0], dir, sizeof dir)) return -1;
-    if (a[1]->type != TAAS_V_NONE && !taas_value_is(a[1], "Sequential")) {
-        taas_error_set(cx->err, TAAS_ERR_TYPE, cx->pos, "attach() into= takes the Sequential that gets the job's "
-                       "weights, not %s", taas_value_type_name(a[1]));
+    if (a[1]->type != TAAS_V_NONE && !taas_value_is_model(a[1])) {
+        taas_error_set(cx->err, TAAS_ERR_TYPE, cx->pos, "attach() into= takes the model that gets the job's "
+                       "weights, " TAAS_MODEL_WORDS ", not %s", taas_value_type_name(a[1]));
         taas_error_hint(cx->err, "attach('%s', into=net) with net = the model the job trains", a[0]->u.str.s);
         return -1;
     }

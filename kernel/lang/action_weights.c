@@ -18,14 +18,15 @@
 #include "fit.h"
 #include "interp.h"
 #include "modelview.h"
+#include "modules.h"
 #include "result.h"
 #include "utf8.h"
 
 int taas_fit_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
-    if (taas_value_is(a[0], "Sequential")) return 0;
-    taas_error_set(err, TAAS_ERR_TYPE, w[0], "%s() trains and evaluates a Sequential, not %s", r->b.name,
+    if (taas_value_is_model(a[0])) return 0;
+    taas_error_set(err, TAAS_ERR_TYPE, w[0], "%s() takes " TAAS_MODEL_WORDS ", not %s", r->b.name,
                    taas_value_type_name(a[0]));
-    taas_sig_hint(err, &r->b, "put the layers in a Sequential: net = Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))");
+    taas_sig_hint(err, &r->b, "build a model: net = Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1)), or net = resnet18()");
     return -1;
 }
 

@@ -1,12 +1,17 @@
 /* A model before a job: its plan for a loader's samples, and a weights file against it. */
 #include "modelview.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dataview.h"
 #include "errnames.h"
+#include "modules.h"
 #include "safetensors.h"
 
 /* The model's spec as one walk (interruptible, bounded): NULL with err. */
@@ -139,6 +144,90 @@ out:
     return rc;
 }
 
+/* The header of a safetensors file (its JSON object), or NULL with err. */
+static json_t *st_header(const char *path, taas_error *err) {
+    FILE *f = fopen(path, "rb");
+    unsigned char n8[8];
+    uint64_t n = 0;
+    json_t *h = NULL;
+    if (f && fread(n8, 1, 8, f) == 8) {
+        for (int i = 7; i >= 0; i--) n = n << 8 | n8[i];
+        char *text = n && n < ((uint64_t)1 << 30) ? malloc((size_t)n) : NULL;
+        if (text && fread(text, 1, (size_t)n, f) == n) h = json_loadb(text, (size_t)n, 0, NULL);
+        free(text);
+    }
+    if (f) fclose(f);
+    if (!json_is_object(h)) {
+        json_decref(h);
+        taas_error_set(err, TAAS_ERR_DATA, TAAS_NOPOS, "cannot read the header of the model's weights %s", path);
+        taas_error_hint(err, "the file was changed or removed: fit or load the model again");
+        return NULL;
+    }
+    return h;
+}
+
+int taas_weights_without(const char *src, const char *prefix, char **dst, taas_error *err) {
+    *dst = NULL;
+    json_t *h = st_header(src, err);
+    if (!h) return -1;
+    size_t n = 0, dropped = 0, plen = strlen(prefix), olen = strlen(TAAS_ST_OPTIMIZER_PREFIX);
+    taas_st_tensor *t = calloc(json_object_size(h) + 1, sizeof *t);
+    const char *key;
+    json_t *info;
+    int rc = -1;
+    if (!t) {
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory reading %s", src);
+        goto out;
+    }
+    json_object_foreach(h, key, info) {
+        if (!strcmp(key, "__metadata__")) continue;
+        if (!strncmp(key, prefix, plen)) dropped++;
+        if (!strncmp(key, prefix, plen) || !strncmp(key, TAAS_ST_OPTIMIZER_PREFIX, olen)) continue;
+        const json_t *shape = json_object_get(info, "shape");
+        t[n].key = key;
+        const char *dtype = json_string_value(json_object_get(info, "dtype"));
+        t[n].dtype = dtype && !strcmp(dtype, "I64") ? TAAS_ST_I64 : TAAS_ST_F32;
+        t[n].ndim = json_array_size(shape) <= TAAS_ST_MAX_DIMS ? (int)json_array_size(shape) : TAAS_ST_MAX_DIMS;
+        for (int d = 0; d < t[n].ndim; d++) t[n].shape[d] = (int64_t)json_integer_value(json_array_get(shape, (size_t)d));
+        if (!(t[n].data = malloc(tensor_bytes(&t[n]) ? tensor_bytes(&t[n]) : 1))) {
+            taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory reading %s", src);
+            goto out;
+        }
+        n++;
+    }
+    if (!dropped) {
+        rc = 0;
+        goto out;
+    }
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX / 2], file[PATH_MAX];
+    if ((size_t)snprintf(dir, sizeof dir, "%s/taas-job-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= sizeof dir)
+        snprintf(dir, sizeof dir, "/tmp/taas-job-XXXXXX");
+    if (!mkdtemp(dir)) {
+        taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "cannot make a folder for the model's weights: %s", strerror(errno));
+        taas_error_hint(err, "the temporary folder ($TMPDIR or /tmp) must be writable with free space");
+        goto out;
+    }
+    snprintf(file, sizeof file, "%s/weights.safetensors", dir);
+    const taas_st_read_opts some = {0, 1, NULL, NULL};  /* the tensors left out are not read */
+    const taas_st_meta meta[] = {{"format", "pt"}, {TAAS_ST_PARTIAL_KEY, "1"}};
+    if (taas_safetensors_read_opts(src, t, n, &some, err) || taas_safetensors_write(file, t, n, meta, 2, err)) {
+        rmdir(dir);
+        goto out;
+    }
+    if (!(*dst = strdup(file))) {
+        taas_weights_drop(strdup(file), 1);
+        taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory reading %s", src);
+        goto out;
+    }
+    rc = 0;
+out:
+    for (size_t i = 0; t && i < n; i++) free(t[i].data);
+    free(t);
+    json_decref(h);
+    return rc;
+}
+
 int taas_weights_partial(const char *path, taas_error *err) {
     json_t *meta;
     if (taas_safetensors_metadata(path, &meta, err)) return -1;
@@ -186,6 +275,17 @@ static void mib(taas_buf *b, double bytes) {
     taas_buf_printf(b, bytes >= 100 * 1048576.0 ? "%.0f MiB" : "%.2f MiB", bytes / 1048576.0);
 }
 
+/* torchinfo's totals: "Total params: 11,689,512", then what trains and what does not. */
+static void count_lines(taas_buf *b, int64_t total, int64_t trainable) {
+    const char *label[] = {"Total params: ", "\nTrainable params: ", "\nNon-trainable params: "};
+    int64_t n[] = {total, trainable, total - trainable};
+    for (int i = 0; i < 3; i++) {
+        taas_buf_puts(b, label[i]);
+        taas_buf_thousands(b, (long long)n[i]);
+    }
+    taas_buf_putc(b, '\n');
+}
+
 json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64_t batch, taas_error *err) {
     const int32_t *s = sample ? sample : model->u.obj.sample;
     taas_model_plan plan;
@@ -204,10 +304,22 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
         known = 0;
     }
     json_decref(spec);
-    if (rc < 0) {  /* a spec the trainer cannot plan (an option it refuses): its repr */
+    if (rc >= 0 && !taas_value_is(model, "Sequential")) {  /* the table below lists a Sequential's layers */
+        taas_model_plan_free(&plan);
+        rc = -1;
+    }
+    if (rc < 0) {  /* a spec the trainer cannot plan (an option it refuses, a tree): its repr and counts */
+        taas_buf t = TAAS_BUF_INIT;
         char *r = taas_value_repr(model);
-        json_t *b = r ? json_pack("{s:s}", "text/plain", r) : NULL;
+        taas_buf_puts(&t, r ? r : "");
         free(r);
+        int64_t total, trainable;
+        if (taas_module_count(model, &total, &trainable)) {
+            taas_buf_puts(&t, "\n");
+            count_lines(&t, total, trainable);
+        }
+        json_t *b = !t.failed && t.data ? json_pack("{s:s}", "text/plain", t.data) : NULL;
+        taas_buf_free(&t);
         if (!b) taas_value_oom(err, TAAS_NOPOS, "summing up the model");
         return b;
     }
@@ -278,6 +390,9 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
     if (!all_known) taas_buf_puts(&foot, " and the Lazy layers', which come with the input");
     if (plan.nstats) taas_buf_printf(&foot, ", and %zu BatchNorm statistics", plan.nstats);
     taas_buf_puts(&foot, "\n");
+    int64_t tree_total, trainable;
+    if (all_known && taas_module_count(model, &tree_total, &trainable) && trainable != tree_total)
+        count_lines(&foot, tree_total, trainable);  /* a frozen part: say what trains */
     if (known) {
         int64_t n = batch > 0 ? batch : 1;
         taas_buf_printf(&foot, "activations: ");

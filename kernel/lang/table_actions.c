@@ -12,6 +12,7 @@
 #include "fit.h"
 #include "interp.h"
 #include "modelview.h"
+#include "modules.h"
 #include "rows.h"
 #include "utf8.h"
 
@@ -246,7 +247,7 @@ static int unregister_action(taas_call_ctx *cx, taas_value **a, taas_value **out
 /* ---- fit, evaluate, save, load (action_fit.c, action_weights.c) ------------------ */
 
 static const taas_param FIT_P[] = {
-    {"model", TAAS_P_LAYER, NULL, 0, TAAS_NO_RANGE, "the Sequential to train; it keeps the trained weights"},
+    {"model", TAAS_P_LAYER, NULL, TAAS_PX(TAAS_PX_MODEL), TAAS_NO_RANGE, "the model to train (Sequential, ResNet, ...); it keeps the trained weights"},
     {"loader", TAAS_P_LOADER, NULL, 0, TAAS_NO_RANGE, "the training DataLoader"},
     {"epochs", TAAS_P_INT, "1", 0, TAAS_BETWEEN(1, TAAS_MAX_EPOCHS), "passes over the training data"},
     {"loss", TAAS_P_LOSS, NULL, 0, TAAS_NO_RANGE, "NLLLoss() after LogSoftmax, or CrossEntropyLoss()"},
@@ -262,7 +263,7 @@ static const taas_param FIT_P[] = {
 };
 
 static const taas_param EVALUATE_P[] = {
-    {"model", TAAS_P_LAYER, NULL, 0, TAAS_NO_RANGE, "a Sequential with weights (from fit() or load())"},
+    {"model", TAAS_P_LAYER, NULL, TAAS_PX(TAAS_PX_MODEL), TAAS_NO_RANGE, "a model with weights (from fit() or load())"},
     {"loader", TAAS_P_LOADER, NULL, 0, TAAS_NO_RANGE, "the DataLoader to measure on"},
     {"loss", TAAS_P_LOSS, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "None: NLLLoss()"},
     {"units", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "samples to use at most; None: all"},
@@ -270,14 +271,14 @@ static const taas_param EVALUATE_P[] = {
 };
 
 static const taas_param SAVE_P[] = {
-    {"model", TAAS_P_LAYER, NULL, 0, TAAS_NO_RANGE, "a Sequential with weights"},
+    {"model", TAAS_P_LAYER, NULL, TAAS_PX(TAAS_PX_MODEL), TAAS_NO_RANGE, "a model with weights"},
     {"path", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "the file to write, relative to the kernel's working directory"},
     END,
 };
 
 static const taas_param LOAD_P[] = {
     {"path", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "a safetensors file"},
-    {"into", TAAS_P_LAYER, NULL, TAAS_PF_KWONLY, TAAS_NO_RANGE, "the Sequential that takes the weights"},
+    {"into", TAAS_P_LAYER, NULL, TAAS_PF_KWONLY | TAAS_PX(TAAS_PX_MODEL), TAAS_NO_RANGE, "the model that takes the weights"},
     {"strict", TAAS_P_BOOL, "True", TAAS_PF_KWONLY, TAAS_NO_RANGE,
      "True: the file has exactly the model's keys; False: the keys both have are loaded"},
     END,
@@ -289,7 +290,7 @@ static const taas_param JOBS_P[] = {
 
 static const taas_param ATTACH_P[] = {
     {"job", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "the job's id as jobs() lists it, or the start of exactly one"},
-    {"into", TAAS_P_ANY, "None", TAAS_PF_NONE_OK | TAAS_PF_KWONLY, TAAS_NO_RANGE, "the Sequential that gets the trained weights; None: none does"},
+    {"into", TAAS_P_ANY, "None", TAAS_PF_NONE_OK | TAAS_PF_KWONLY, TAAS_NO_RANGE, "the model that gets the trained weights; None: none does"},
     END,
 };
 
@@ -301,7 +302,7 @@ static const taas_param CANCEL_P[] = {
 /* ---- summary ---------------------------------------------------------------------- */
 
 static const taas_param SUMMARY_P[] = {
-    {"model", TAAS_P_LAYER, NULL, 0, TAAS_NO_RANGE, "a Sequential"},
+    {"model", TAAS_P_LAYER, NULL, TAAS_PX(TAAS_PX_MODEL), TAAS_NO_RANGE, "a model (Sequential, ResNet, ...)"},
     {"input_size", TAAS_P_INT_SEQ, "None", TAAS_PF_NONE_OK, TAAS_BETWEEN(1, TAAS_MAX_DIM),
      "(C, H, W) or (N, C, H, W) for images, (F,) or (N, F) for features; None: the input the model has seen"},
     END,
@@ -344,6 +345,23 @@ static int summary_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (cx->io && cx->io->display) cx->io->display(cx->io->ctx, b, json_object(), NULL, 0);
     else json_decref(b);
     *out = taas_none();
+    return 0;
+}
+
+/* ---- requires_grad_ --------------------------------------------------------------- */
+
+static const taas_param REQUIRES_GRAD_P[] = {
+    {"module", TAAS_P_LAYER, NULL, TAAS_PX(TAAS_PX_MODEL), TAAS_NO_RANGE, "the model or layer (self, called as net.requires_grad_(...))"},
+    {"requires_grad", TAAS_P_BOOL, "True", 0, TAAS_NO_RANGE, "False freezes its parameters; True lets them train"},
+    END,
+};
+
+static int requires_grad_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
+    if (taas_module_requires_grad(a[0], a[1]->u.b, cx->err)) {
+        cx->err->pos = cx->pos;
+        return -1;
+    }
+    *out = taas_ref(a[0]);
     return 0;
 }
 
@@ -453,6 +471,15 @@ const taas_row taas_rows_actions[] = {
             "fitted or evaluated on. Displaying a Sequential shows the same summary.",
             summary_action, 0),
      .check = taas_fit_check},
+    {ACTION("requires_grad_", REQUIRES_GRAD_P,
+            "PyTorch's Module.requires_grad_, called as a method: net.requires_grad_(False) freezes "
+            "the model's parameters (fit() neither updates them nor gives them optimizer state) "
+            "and returns the model. The flag goes on the module and on every module it holds, so "
+            "a part assigned afterwards (net.fc = Linear(512, 10)) trains, as in PyTorch; "
+            "net.fc.requires_grad_(True) unfreezes a part. The model's summary counts the "
+            "parameters that train. requires_grad_(net, False) is the same call.",
+            requires_grad_action, 0),
+     .b.method = 1},
     {ACTION("load", LOAD_P,
             "Gives the model the weights of a safetensors file (from save(), or a PyTorch "
             "state_dict saved with safetensors), as torch's load_state_dict: every tensor name, "

@@ -159,8 +159,9 @@ class FitInTheNotebook(taastest.KernelCase):
     def test_6_fit_must_be_a_statement(self):
         e = self.error("print(fit(net, train, loss=NLLLoss(), optimizer=SGD(lr=0.1)))", "TaasSyntaxError")
         self.assertIn("must be a whole statement", e["evalue"])
-        e = self.error("fit(Linear(3, 4), train, loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasTypeError")
-        self.assertIn("a Sequential, not Linear", e["evalue"])
+        e = self.error("fit(train, train, loss=NLLLoss(), optimizer=SGD(lr=0.1))", "TaasTypeError")
+        self.assertIn("must be a model (Sequential, ResNet, BasicBlock, Bottleneck or a layer), not DataLoader",
+                      e["evalue"])
 
     def test_7_nan_loss_names_the_step(self):
         e = self.error("bad = %s\nfit(bad, train, loss=NLLLoss(), optimizer=SGD(lr=1e30), units=4000)" % MLP,
