@@ -42,6 +42,14 @@ void taas_expr_free(taas_expr *e) {
     case TAAS_E_UNARY:
         taas_expr_free(e->u.un.operand);
         break;
+    case TAAS_E_ATTR:
+        taas_expr_free(e->u.attr.obj);
+        free(e->u.attr.name);
+        break;
+    case TAAS_E_INDEX:
+        taas_expr_free(e->u.index.obj);
+        taas_expr_free(e->u.index.index);
+        break;
     default:
         break;
     }
@@ -52,6 +60,7 @@ void taas_program_free(taas_program *p) {
     if (!p) return;
     for (size_t k = 0; k < p->n; k++) {
         free(p->stmts[k].target);
+        taas_expr_free(p->stmts[k].place);
         taas_expr_free(p->stmts[k].value);
     }
     free(p->stmts);
@@ -157,6 +166,18 @@ void taas_expr_dump(const taas_expr *e, taas_buf *out) {
         taas_expr_dump(e->u.un.operand, out);
         taas_buf_putc(out, ')');
         break;
+    case TAAS_E_ATTR:
+        taas_buf_puts(out, "(attr ");
+        taas_expr_dump(e->u.attr.obj, out);
+        taas_buf_printf(out, " %s)", e->u.attr.name);
+        break;
+    case TAAS_E_INDEX:
+        taas_buf_puts(out, "(index ");
+        taas_expr_dump(e->u.index.obj, out);
+        taas_buf_putc(out, ' ');
+        taas_expr_dump(e->u.index.index, out);
+        taas_buf_putc(out, ')');
+        break;
     }
 }
 
@@ -165,8 +186,13 @@ char *taas_program_dump(const taas_program *p) {
     for (size_t k = 0; k < p->n; k++) {
         const taas_stmt *s = &p->stmts[k];
         if (s->kind == TAAS_S_ASSIGN) taas_buf_printf(&b, "(= %s ", s->target);
+        if (s->kind == TAAS_S_STORE) {
+            taas_buf_puts(&b, "(= ");
+            taas_expr_dump(s->place, &b);
+            taas_buf_putc(&b, ' ');
+        }
         taas_expr_dump(s->value, &b);
-        if (s->kind == TAAS_S_ASSIGN) taas_buf_putc(&b, ')');
+        if (s->kind != TAAS_S_EXPR) taas_buf_putc(&b, ')');
         taas_buf_putc(&b, '\n');
     }
     return taas_buf_take(&b);
@@ -191,6 +217,11 @@ static int walk(const taas_expr *e, int top, taas_expr_visit f, void *ctx) {
         return walk(e->u.bin.rhs, 0, f, ctx);
     case TAAS_E_UNARY:
         return walk(e->u.un.operand, 0, f, ctx);
+    case TAAS_E_ATTR:
+        return walk(e->u.attr.obj, 0, f, ctx);
+    case TAAS_E_INDEX:
+        if ((rc = walk(e->u.index.obj, 0, f, ctx))) return rc;
+        return walk(e->u.index.index, 0, f, ctx);
     default:
         break;
     }

@@ -22,6 +22,9 @@ typedef enum taas_ekind {
     TAAS_E_CALL,
     TAAS_E_BINOP,
     TAAS_E_UNARY,
+    TAAS_E_ATTR,   /* x.name after a call or a subscript: f(x).fc, net[0].conv1 (a dotted
+                      name is one NAME; the evaluator reads its attributes) */
+    TAAS_E_INDEX,  /* x[i] */
 } taas_ekind;
 
 typedef enum taas_op {
@@ -57,14 +60,18 @@ struct taas_expr {
         struct { taas_expr *callee; taas_callarg *args; size_t nargs; } call;
         struct { taas_op op; taas_srcpos oppos; taas_expr *lhs, *rhs; } bin;
         struct { taas_op op; taas_expr *operand; } un;
+        struct { taas_expr *obj; char *name; } attr;        /* ATTR */
+        struct { taas_expr *obj; taas_expr *index; } index; /* INDEX */
     } u;
 };
 
-typedef enum taas_skind { TAAS_S_EXPR, TAAS_S_ASSIGN } taas_skind;
+/* STORE: `net.fc = ...`, `net[-1] = ...`: a part of a model is replaced (eval.c). */
+typedef enum taas_skind { TAAS_S_EXPR, TAAS_S_ASSIGN, TAAS_S_STORE } taas_skind;
 
 typedef struct taas_stmt {
     taas_skind kind;
     char *target;           /* ASSIGN: the name */
+    taas_expr *place;       /* STORE: what is assigned to (a dotted NAME, ATTR or INDEX) */
     taas_srcpos target_pos;
     taas_expr *value;
     taas_srcpos pos;        /* start of the statement */

@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "builtins.h"
 #include "lexer.h"
+#include "modules.h"
 #include "value.h"
 
 #define MAX_NAME 256
@@ -246,6 +247,48 @@ static void complete_path(const char *typed, size_t n, json_t *out, size_t *star
     *start = body + (size_t)(base - path);
 }
 
+typedef struct attr_match {
+    json_t *out;
+    const char *typed;  /* "net.layer1.co" */
+    size_t stem;        /* bytes of "net.layer1." */
+} attr_match;
+
+static void offer_attr(const char *name, void *ctx) {
+    attr_match *m = ctx;
+    const char *part = m->typed + m->stem;
+    if (strncmp(name, part, strlen(part))) return;
+    char full[MAX_NAME * 2];
+    snprintf(full, sizeof full, "%.*s%s", (int)m->stem, m->typed, name);
+    add(m->out, full);
+}
+
+/* "net.f" when net is a variable: the attributes of what the dotted name before the last
+ * dot reads (net.fc, net.layer1.0 ...). 1 when t starts with a variable (then builtins do
+ * not apply), 0 when not. */
+static int complete_attr(const taas_scope *s, const char *t, json_t *out) {
+    char seg[MAX_NAME];
+    const char *dot = strchr(t, '.');
+    snprintf(seg, sizeof seg, "%.*s", (int)(dot - t), t);
+    taas_value *v = taas_scope_get(s, seg);
+    if (!v) return 0;
+    taas_ref(v);
+    const char *last = strrchr(t, '.');
+    while (v && dot < last) {
+        const char *next = strchr(dot + 1, '.');
+        snprintf(seg, sizeof seg, "%.*s", (int)(next - dot - 1), dot + 1);
+        taas_value *child = NULL;
+        taas_error err;
+        taas_value_attr(v, seg, &child, NULL, &err);  /* none: nothing to offer */
+        taas_unref(v);
+        v = child;
+        dot = next;
+    }
+    attr_match m = {out, t, (size_t)(last - t) + 1};
+    if (v) taas_value_attr_each(v, offer_attr, &m);
+    taas_unref(v);
+    return 1;
+}
+
 json_t *taas_complete(const taas_scope *s, const char *code, size_t cursor, size_t *start, size_t *end) {
     json_t *out = json_array();
     if (!code) code = "";
@@ -274,7 +317,7 @@ json_t *taas_complete(const taas_scope *s, const char *code, size_t cursor, size
         const taas_param *p = &callee->params[i];
         int used = 0;
         for (int u = 0; u < oc.nused; u++) used |= !strcmp(oc.used[u], p->name);
-        if ((p->flags & TAAS_PF_VARARGS) || used || strncmp(p->name, t, tn)) continue;
+        if ((p->flags & (TAAS_PF_VARARGS | TAAS_PF_VARKW)) || used || strncmp(p->name, t, tn)) continue;
         char kw[MAX_NAME];
         snprintf(kw, sizeof kw, "%s=", p->name);
         add(out, kw);
@@ -286,6 +329,7 @@ json_t *taas_complete(const taas_scope *s, const char *code, size_t cursor, size
         for (size_t i = 0; i < 3; i++)
             if (!strncmp(consts[i], t, tn)) add(out, consts[i]);
     }
+    if (dotted && complete_attr(s, t, out)) return out;
     json_t *pool = json_array();
     size_t nb;
     const taas_builtin *const *all = taas_builtins_all(&nb);

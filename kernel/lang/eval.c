@@ -1,5 +1,8 @@
 #include "eval.h"
 #include "errnames.h"
+#include "fit.h"
+#include "modelview.h"
+#include "modules.h"
 
 #include <assert.h>
 #include <math.h>
@@ -307,6 +310,49 @@ static int name_error(const taas_eval_env *env, const taas_expr *e, taas_error *
     return -1;
 }
 
+/* The first n segments of a dotted name whose first segment is a variable: the variable,
+ * then an attribute per segment (net.layer1.conv1). 0 with a new reference in *out, and in
+ * *derived (when not NULL) whether the last is a block's derived child (a copy). */
+static int read_dotted(const taas_eval_env *env, const taas_expr *e, size_t n, taas_value **out, int *derived,
+                       taas_error *err) {
+    if (derived) *derived = 0;
+    const char *name = e->u.str.s, *seg = name;
+    size_t len = strcspn(name, ".");
+    char part[256];
+    snprintf(part, sizeof part, "%.*s", (int)len, name);
+    taas_value *v = taas_scope_get(env->scope, part);
+    if (!v) return name_error(env, e, err);
+    taas_ref(v);
+    for (size_t k = 1; k < n; k++) {
+        seg += len + 1;
+        len = strcspn(seg, ".");
+        snprintf(part, sizeof part, "%.*s", (int)len, seg);
+        taas_value *next;
+        if (taas_value_attr(v, part, &next, derived, err)) {
+            taas_unref(v);
+            place(env, err, e);
+            return -1;
+        }
+        taas_unref(v);
+        v = next;
+    }
+    *out = v;
+    return 0;
+}
+
+static size_t segments(const char *name) {
+    size_t n = 1;
+    for (const char *p = name; *p; p++) n += *p == '.';
+    return n;
+}
+
+/* 1 when the dotted name starts with a variable (net.fc), so it reads attributes. */
+static int starts_with_variable(const taas_eval_env *env, const char *name) {
+    char first[256];
+    snprintf(first, sizeof first, "%.*s", (int)strcspn(name, "."), name);
+    return strchr(name, '.') && taas_scope_get(env->scope, first);
+}
+
 static int resolve(const taas_eval_env *env, const taas_expr *e, taas_value **out, taas_error *err) {
     const char *name = e->u.str.s;
     taas_value *v = taas_scope_get(env->scope, name);
@@ -314,22 +360,10 @@ static int resolve(const taas_eval_env *env, const taas_expr *e, taas_value **ou
         *out = taas_ref(v);
         return 0;
     }
-    const char *dot = strchr(name, '.');
-    if (dot) {
-        char first[256];
-        snprintf(first, sizeof first, "%.*s", (int)(dot - name), name);
-        taas_value *base = taas_scope_get(env->scope, first);
-        if (base) {
-            taas_error_set(err, TAAS_ERR_TYPE, e->pos, "'%s' object has no attribute '%s'",
-                           taas_value_type_name(base), dot + 1);
-            err->width = taas_span_width(env->src, e->pos, e->end);
-            taas_error_hint(err, "taas has no attribute access: only module prefixes are dotted, as in nn.Conv2d");
-            return -1;
-        }
-        if (!strcmp(name, "sys.stdout") || !strcmp(name, "sys.stderr")) {
-            *out = taas_str0(name + 4);
-            return 0;
-        }
+    if (starts_with_variable(env, name)) return read_dotted(env, e, segments(name), out, NULL, err);
+    if (!strcmp(name, "sys.stdout") || !strcmp(name, "sys.stderr")) {
+        *out = taas_str0(name + 4);
+        return 0;
     }
     const taas_builtin *b = taas_builtin_find(name);
     if (b) {
@@ -371,11 +405,67 @@ static void place_call_error(const taas_eval_env *env, const taas_expr *call, ta
     }
 }
 
+/* e, any expression; when it is x.name, *derived (when not NULL) says whether it read a
+ * block's derived child. */
+static int eval_attr(const taas_eval_env *env, const taas_expr *e, taas_value **out, int *derived, taas_error *err) {
+    if (derived) *derived = 0;
+    if (e->kind == TAAS_E_NAME && starts_with_variable(env, e->u.str.s) && !taas_scope_get(env->scope, e->u.str.s))
+        return read_dotted(env, e, segments(e->u.str.s), out, derived, err);
+    if (e->kind != TAAS_E_ATTR) return eval(env, e, 0, out, NULL, err);
+    taas_value *o;
+    if (eval(env, e->u.attr.obj, 0, &o, NULL, err)) return -1;
+    int rc = taas_value_attr(o, e->u.attr.name, out, derived, err);
+    if (rc) place(env, err, e);
+    taas_unref(o);
+    return rc;
+}
+
+/* callee is x.m where m is a builtin's method name (net.requires_grad_): 1 with x in *self
+ * and the builtin in *b, 0 when it is not, -1 with err. */
+static int method_of(const taas_eval_env *env, const taas_expr *callee, taas_value **self, const taas_builtin **b,
+                     taas_error *err) {
+    const char *m;
+    if (callee->kind == TAAS_E_ATTR) m = callee->u.attr.name;
+    else if (callee->kind == TAAS_E_NAME && starts_with_variable(env, callee->u.str.s)) m = strrchr(callee->u.str.s, '.') + 1;
+    else return 0;
+    const taas_builtin *f = taas_builtin_find(m);
+    if (!f || !f->method) return 0;
+    int derived = 0, rc = callee->kind == TAAS_E_ATTR ? eval_attr(env, callee->u.attr.obj, self, &derived, err)
+                                                      : read_dotted(env, callee, segments(callee->u.str.s) - 1, self,
+                                                                    &derived, err);
+    if (rc) return -1;
+    if (derived) {  /* a method that changes its self would change a copy, and nothing would say so */
+        taas_error_set(err, TAAS_ERR_VALUE, callee->pos, "this %s is made from its block's arguments: %s() on it "
+                       "would change a copy", taas_value_type_name(*self), m);
+        err->width = taas_span_width(env->src, callee->pos, callee->end);
+        taas_error_hint(err, "call it on the block: net.layer1[0].%s(False)", m);
+        taas_unref(*self);
+        return -1;
+    }
+    if (taas_value_kind(*self) != (int)f->kind && !(f->params[0].type == TAAS_P_LAYER && taas_value_is_model(*self))) {
+        taas_error_set(err, TAAS_ERR_TYPE, callee->pos, "'%s' object has no attribute '%s'", taas_value_type_name(*self), m);
+        err->width = taas_span_width(env->src, callee->pos, callee->end);
+        taas_error_hint(err, "%s() is a method of models: net.%s(False)", m, m);
+        taas_unref(*self);
+        return -1;
+    }
+    *b = f;
+    return 1;
+}
+
 static int eval_call(const taas_eval_env *env, const taas_expr *e, int top, taas_value **out, double *wait,
                      taas_error *err) {
     const taas_expr *callee = e->u.call.callee;
-    taas_value *fn = NULL;
-    if (eval(env, callee, 0, &fn, NULL, err)) return -1;
+    taas_value *fn = NULL, *self = NULL;
+    const taas_builtin *mb = NULL;
+    int m = method_of(env, callee, &self, &mb, err);
+    if (m < 0) return -1;
+    if (m) fn = taas_builtin_value(mb);
+    else if (eval(env, callee, 0, &fn, NULL, err)) return -1;
+    if (!fn) {
+        taas_unref(self);
+        return taas_value_oom(err, e->pos, "calling a method");
+    }
     if (fn->type != TAAS_V_BUILTIN) {
         taas_error_set(err, TAAS_ERR_TYPE, callee->pos, "'%s' object is not callable", taas_value_type_name(fn));
         err->width = taas_span_width(env->src, callee->pos, callee->end);
@@ -385,18 +475,26 @@ static int eval_call(const taas_eval_env *env, const taas_expr *e, int top, taas
     }
     const taas_builtin *b = fn->u.fn;
     taas_unref(fn);
-    if (b->waits && !top) return wait_misplaced(env, e, b, err);
-    size_t n = e->u.call.nargs;
-    taas_arg *args = calloc(n ? n : 1, sizeof *args);
-    if (!args) return taas_value_oom(err, e->pos, "calling a builtin");
+    if (b->waits && !top) {
+        taas_unref(self);
+        return wait_misplaced(env, e, b, err);
+    }
+    size_t n = e->u.call.nargs, first = self ? 1 : 0;  /* a method's self is its first argument */
+    taas_arg *args = calloc(n + first ? n + first : 1, sizeof *args);
+    if (!args) {
+        taas_unref(self);
+        return taas_value_oom(err, e->pos, "calling a builtin");
+    }
+    if (self) args[0] = (taas_arg){NULL, self, callee->pos};
     int rc = 0;
-    size_t done = 0;
-    for (; done < n; done++) {
-        const taas_callarg *a = &e->u.call.args[done];
+    size_t done = first;
+    for (; done < n + first; done++) {
+        const taas_callarg *a = &e->u.call.args[done - first];
         args[done].keyword = a->keyword;
         args[done].pos = a->pos;
         if ((rc = eval(env, a->value, 0, &args[done].value, NULL, err))) break;
     }
+    n += first;
     if (!rc) {
         taas_call_ctx cx = {env->io, env->interp, e->pos, -1.0, err};
         rc = taas_builtin_call(b, args, n, &cx, out);
@@ -460,6 +558,21 @@ static int eval_here(const taas_eval_env *env, const taas_expr *e, int top, taas
         taas_unref(b);
         return rc;
     }
+    case TAAS_E_ATTR: return eval_attr(env, e, out, NULL, err);
+    case TAAS_E_INDEX: {
+        taas_value *o, *i;
+        if (eval(env, e->u.index.obj, 0, &o, NULL, err)) return -1;
+        if (eval(env, e->u.index.index, 0, &i, NULL, err)) {
+            taas_unref(o);
+            return -1;
+        }
+        assert(o && i); /* as above */
+        int rc = taas_value_item(o, i, out, NULL, err);
+        if (rc) place(env, err, e);
+        taas_unref(o);
+        taas_unref(i);
+        return rc;
+    }
     case TAAS_E_UNARY: {
         taas_value *a;
         if (eval(env, e->u.un.operand, 0, &a, NULL, err)) return -1;
@@ -477,11 +590,167 @@ int taas_eval_expr(const taas_eval_env *env, const taas_expr *e, taas_value **ou
     return eval(env, e, 0, out, NULL, err);
 }
 
+/* ---- stores: net.fc = ..., net[-1] = ... ----------------------------------------- */
+
+/* One step of a place after its variable: an attribute or an item. */
+typedef struct place_step {
+    const char *attr;        /* an attribute (a segment of a dotted name, or an ATTR) */
+    size_t attr_len;
+    const taas_expr *index;  /* else an item */
+    const taas_expr *at;     /* for the caret */
+} place_step;
+
+typedef struct place_steps {
+    place_step *v;
+    size_t n, cap;
+    const char *root;        /* the variable */
+    size_t root_len;
+} place_steps;
+
+static int add_step(place_steps *ps, place_step st) {
+    if (ps->n == ps->cap) {
+        size_t cap = ps->cap ? ps->cap * 2 : 8;
+        place_step *v = realloc(ps->v, cap * sizeof *v);
+        if (!v) return -1;
+        ps->v = v;
+        ps->cap = cap;
+    }
+    ps->v[ps->n++] = st;
+    return 0;
+}
+
+/* Flattens a place (parser.c's is_place: a dotted name, then attributes and items). */
+static int flatten(const taas_expr *e, place_steps *ps) {
+    if (e->kind == TAAS_E_ATTR)
+        return flatten(e->u.attr.obj, ps) || add_step(ps, (place_step){e->u.attr.name, strlen(e->u.attr.name), NULL, e});
+    if (e->kind == TAAS_E_INDEX)
+        return flatten(e->u.index.obj, ps) || add_step(ps, (place_step){NULL, 0, e->u.index.index, e});
+    const char *name = e->u.str.s, *dot = strchr(name, '.');  /* TAAS_E_NAME */
+    ps->root = name;
+    ps->root_len = dot ? (size_t)(dot - name) : strlen(name);
+    while (dot) {
+        const char *seg = dot + 1;
+        dot = strchr(seg, '.');
+        if (add_step(ps, (place_step){seg, dot ? (size_t)(dot - seg) : strlen(seg), NULL, e})) return -1;
+    }
+    return 0;
+}
+
+/* One step: the part (a new reference) and its state_dict name; set: v goes there instead. */
+static int step_at(const taas_eval_env *env, taas_value *cur, const place_step *st, taas_value *set, taas_value **out,
+                   char key[24], taas_error *err) {
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)st->attr_len, st->attr ? st->attr : "");
+    int rc;
+    if (st->attr) {
+        snprintf(key, 24, "%.23s", name);
+        rc = set ? taas_module_set_attr(cur, name, set, key, err) : taas_value_attr(cur, name, out, NULL, err);
+    } else {
+        taas_value *i;
+        if (eval(env, st->index, 0, &i, NULL, err)) return -1;
+        rc = set ? taas_module_set_item(cur, i, set, key, err) : taas_value_item(cur, i, out, key, err);
+        taas_unref(i);
+    }
+    if (rc) place(env, err, st->at);
+    return rc;
+}
+
+/* Each model on the path that has weights loses the tensors of the part replaced (they
+ * become partial: the new part is initialised when it trains, as torch's new layer is). */
+static int store_weights(const taas_eval_env *env, taas_value **path, char (*keys)[24], size_t n, const taas_stmt *s,
+                         char **files, taas_error *err) {
+    for (size_t i = 0; i < n; i++) {
+        if (!path[i]->u.obj.weights) continue;
+        taas_buf prefix = TAAS_BUF_INIT;
+        for (size_t k = i; k < n; k++) taas_buf_printf(&prefix, "%s.", keys[k]);
+        int rc = prefix.failed ? taas_value_oom(err, s->pos, "assigning a part of a model")
+                               : taas_weights_without(path[i]->u.obj.weights, prefix.data, &files[i], err);
+        taas_buf_free(&prefix);
+        if (rc) {
+            err->pos = s->target_pos;
+            err->width = taas_span_width(env->src, s->place->pos, s->place->end);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int eval_store(const taas_eval_env *env, const taas_stmt *s, taas_value *v, taas_error *err) {
+    place_steps ps = {0};
+    if (flatten(s->place, &ps)) {
+        free(ps.v);
+        return taas_value_oom(err, s->pos, "assigning a part of a model");
+    }
+    char root[256];
+    snprintf(root, sizeof root, "%.*s", (int)ps.root_len, ps.root);
+    taas_value *cur = taas_scope_get(env->scope, root);
+    if (!cur) {
+        taas_error_set(err, TAAS_ERR_NAME, s->place->pos, "name '%s' is not defined", root);
+        err->width = (int)ps.root_len;
+        taas_error_hint(err, taas_builtin_find(s->place->kind == TAAS_E_NAME ? s->place->u.str.s : "")
+                                 ? "a builtin cannot be assigned to; assign the parts of a model held by a variable: net.fc = ..."
+                                 : "assign the parts of a model held by a variable: net = resnet18(), then net.fc = ...");
+        free(ps.v);
+        return -1;
+    }
+    /* the models from the variable down to the one that changes, and each one's key in the next */
+    taas_value **path = calloc(ps.n + 1, sizeof *path);
+    char (*keys)[24] = calloc(ps.n + 1, sizeof *keys);
+    char **files = calloc(ps.n + 1, sizeof *files);
+    size_t depth = 0;
+    int rc = path && keys && files ? 0 : taas_value_oom(err, s->pos, "assigning a part of a model");
+    if (!rc) path[depth++] = taas_ref(cur);
+    for (size_t k = 0; !rc && k + 1 < ps.n; k++) {
+        taas_value *next;
+        if (!(rc = step_at(env, path[depth - 1], &ps.v[k], NULL, &next, keys[depth - 1], err))) path[depth++] = next;
+    }
+    taas_value *old = NULL;
+    char key[24];
+    /* the part as it is (to put back if the model grows past its bounds), then the weights */
+    if (!rc) rc = step_at(env, path[depth - 1], &ps.v[ps.n - 1], NULL, &old, keys[depth - 1], err);
+    if (!rc && !taas_value_is_model(path[depth - 1])) rc = step_at(env, path[depth - 1], &ps.v[ps.n - 1], v, NULL, key, err);
+    if (!rc) rc = store_weights(env, path, keys, depth, s, files, err);
+    if (!rc) rc = step_at(env, path[depth - 1], &ps.v[ps.n - 1], v, NULL, key, err);
+    for (size_t i = depth - 1; !rc && i-- > 0;) taas_object_remeasure(path[i]);
+    if (!rc && taas_object_check_size(path[0], s->pos, err)) {
+        step_at(env, path[depth - 1], &ps.v[ps.n - 1], old, NULL, key, err);  /* as it was: it fitted */
+        for (size_t i = depth - 1; i-- > 0;) taas_object_remeasure(path[i]);
+        rc = -1;
+    }
+    /* a new part trains, as a new torch module does, even in a frozen model: the nearest
+     * flag would say otherwise */
+    for (size_t i = depth; !rc && v->type == TAAS_V_OBJECT && !v->u.obj.requires_grad && i-- > 0;)
+        if (path[i]->u.obj.requires_grad) {
+            if (path[i]->u.obj.requires_grad < 0) v->u.obj.requires_grad = 1;
+            break;
+        }
+    for (size_t i = 0; path && i < depth; i++) {
+        if (files[i] && !rc) taas_weights_replace(path[i], files[i], 1);
+        else if (files[i]) taas_weights_drop(files[i], 1);
+        taas_unref(path[i]);
+    }
+    taas_unref(old);
+    free(path);
+    free(keys);
+    free(files);
+    free(ps.v);
+    return rc;
+}
+
 int taas_eval_stmt(const taas_eval_env *env, const taas_stmt *s, taas_value **value, double *wait_until,
                    taas_error *err) {
     *value = NULL;
     *wait_until = -1.0;
     taas_value *v;
+    if (s->kind == TAAS_S_STORE) {  /* the value first, then the place, as Python */
+        if (eval(env, s->value, 0, &v, NULL, err)) return -1;
+        if (eval_store(env, s, v, err)) {
+            taas_unref(v);
+            return -1;
+        }
+        *value = v;
+        return 0;
+    }
     if (eval(env, s->value, 1, &v, wait_until, err)) return -1;
     if (s->kind == TAAS_S_EXPR && v->type == TAAS_V_BUILTIN && v->u.fn->bare && *wait_until < 0) {
         const taas_builtin *b = v->u.fn;  /* `exit` alone, as a console user types it */
@@ -515,7 +784,11 @@ static int check_call(const taas_expr *e, int top, void *ctx) {
 
 int taas_eval_check_waits(const taas_eval_env *env, const taas_program *p, taas_error *err) {
     wait_check wc = {env, err};
-    for (size_t k = 0; k < p->n; k++)
-        if (taas_expr_walk(p->stmts[k].value, check_call, &wc)) return -1;
+    for (size_t k = 0; k < p->n; k++) {
+        const taas_expr *v = p->stmts[k].value;
+        if (p->stmts[k].kind == TAAS_S_STORE && check_call(v, 0, &wc)) return -1;  /* a store never waits */
+        if (taas_expr_walk(v, check_call, &wc) || (p->stmts[k].place && taas_expr_walk(p->stmts[k].place, check_call, &wc)))
+            return -1;
+    }
     return 0;
 }

@@ -146,14 +146,16 @@ static int no_attr(const taas_value *obj, const char *name, taas_error *err) {
     return -1;
 }
 
-int taas_value_attr(const taas_value *obj, const char *name, taas_value **out, taas_error *err) {
+int taas_value_attr(const taas_value *obj, const char *name, taas_value **out, int *derived, taas_error *err) {
     *out = NULL;
+    if (derived) *derived = 0;
     taas_children c;
     if (obj->type != TAAS_V_OBJECT) return no_attr(obj, name, err);
     if (taas_module_children(obj, &c)) return taas_value_oom(err, TAAS_NOPOS, "reading an attribute");
     for (size_t i = 0; i < c.n; i++)
         if (!strcmp(c.item[i].name, name)) {
             *out = taas_ref(c.item[i].v);
+            if (derived) *derived = c.item[i].derived;
             taas_children_free(&c);
             return 0;
         }
@@ -332,13 +334,6 @@ static void set_flag(taas_value *v, int flag) {
     taas_children_free(&c);
 }
 
-int taas_module_requires_grad(taas_value *obj, int flag, taas_error *err) {
-    if (obj->u.obj.derived) {
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "this %s is made from its block's arguments: "
-                       "requires_grad_() on it would change a copy", obj->u.obj.def->name);
-        taas_error_hint(err, "call requires_grad_ on the block: net.layer1[0].requires_grad_(False)");
-        return -1;
-    }
+void taas_module_requires_grad(taas_value *obj, int flag) {
     set_flag(obj, flag ? 1 : -1);
-    return 0;
 }

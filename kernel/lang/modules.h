@@ -32,10 +32,11 @@ void taas_module_repr(const taas_value *v, taas_buf *out);
  * enclosing-or-own flag). 1 with both set, 0 when a size is not known yet (a Lazy layer). */
 int taas_module_count(const taas_value *v, int64_t *total, int64_t *trainable);
 
-/* obj.name: a child (net.fc), else an argument (fc.in_features). 0 with a new reference,
- * or -1 with a TaasTypeError naming the attribute and listing those there are (no
- * position: the caller places it). */
-int taas_value_attr(const taas_value *obj, const char *name, taas_value **out, taas_error *err);
+/* obj.name: a child (net.fc), else an argument (fc.in_features). 0 with a new reference
+ * (*derived, when not NULL: 1 for a block's child made from its arguments, a copy), or -1
+ * with a TaasTypeError naming the attribute and listing those there are (no position: the
+ * caller places it). */
+int taas_value_attr(const taas_value *obj, const char *name, taas_value **out, int *derived, taas_error *err);
 /* Calls f with each name obj.<name> reads, in order: children, arguments, requires_grad_
  * (a module's method). 0, or -1 when out of memory. */
 int taas_value_attr_each(const taas_value *obj, void (*f)(const char *name, void *ctx), void *ctx);
@@ -54,8 +55,8 @@ int taas_module_set_attr(taas_value *obj, const char *name, taas_value *v, char 
 int taas_module_set_item(taas_value *obj, const taas_value *index, taas_value *v, char key[24], taas_error *err);
 
 /* module.requires_grad_(flag): sets the flag on the module and on every module it stores
- * (a later child is then as its own flag says, as in PyTorch). 0, or -1 for a derived
- * child (err). */
-int taas_module_requires_grad(taas_value *obj, int flag, taas_error *err);
+ * (a later child is then as its own flag says, as in PyTorch). A block's derived children
+ * take the block's. */
+void taas_module_requires_grad(taas_value *obj, int flag);
 
 #endif

@@ -369,21 +369,77 @@ bad:
 
 /* ---- operators --------------------------------------------------------------------- */
 
+/* x.name after a call or a subscript (after a name, parse_name took the dots). */
+static taas_expr *parse_attr(parser *p, taas_expr *obj) {
+    if (ahead(p, 1)->kind != TAAS_T_NAME) {
+        p->i++;
+        fail_tok(p, tok(p), "write an attribute name after '.', as in net.fc", "expected a name after '.', found %s",
+                 taas_tok_describe(kind(p)));
+        taas_expr_free(obj);
+        return NULL;
+    }
+    const taas_token *name = ahead(p, 1);
+    taas_expr *e = taas_expr_new(TAAS_E_ATTR);
+    char *s = e ? strdup(name->s) : NULL;
+    if (!s) {
+        free(e);
+        taas_expr_free(obj);
+        oom(p);
+        return NULL;
+    }
+    p->i += 2;
+    e->pos = obj->pos;
+    e->off = obj->off;
+    e->end = name->end;
+    e->len = name->off + name->len - obj->off;
+    e->u.attr.obj = obj;
+    e->u.attr.name = s;
+    e->depth = obj->depth + 1;
+    return bounded(p, e);
+}
+
+/* x[index]: one expression (there is no ':' in the language, so no slice). */
+static taas_expr *parse_index(parser *p, taas_expr *obj) {
+    if (too_deep(p, tok(p))) {
+        taas_expr_free(obj);
+        return NULL;
+    }
+    p->i++;  /* [ */
+    taas_expr *index = kind(p) == TAAS_T_RSQB ? (expected_expr(p), NULL) : parse_expr(p);
+    p->nest--;
+    if (index && kind(p) != TAAS_T_RSQB) {
+        fail_tok(p, tok(p), "index with one int: net[0], net[-1]",
+                 "invalid syntax: expected ']' after the index, found %s", taas_tok_describe(kind(p)));
+        taas_expr_free(index);
+        index = NULL;
+    }
+    taas_expr *e = index ? taas_expr_new(TAAS_E_INDEX) : NULL;
+    if (!e) {
+        if (index) oom(p);
+        taas_expr_free(index);
+        taas_expr_free(obj);
+        return NULL;
+    }
+    e->pos = obj->pos;
+    e->off = obj->off;
+    e->end = tok(p)->end;
+    e->len = tok(p)->off + tok(p)->len - obj->off;
+    p->i++;  /* ] */
+    e->u.index.obj = obj;
+    e->u.index.index = index;
+    e->depth = max_depth(obj->depth, index->depth) + 1;
+    return bounded(p, e);
+}
+
 static taas_expr *parse_primary(parser *p) {
     taas_expr *e = parse_atom(p);
     while (e) {
         if (kind(p) == TAAS_T_LPAR) {
             e = parse_call(p, e);
         } else if (kind(p) == TAAS_T_DOT) {
-            fail_tok(p, tok(p), "only module prefixes are dotted: nn.Conv2d, optim.Adam, sys.stderr",
-                     "attribute access is not part of the taas cell language");
-            taas_expr_free(e);
-            return NULL;
+            e = parse_attr(p, e);
         } else if (kind(p) == TAAS_T_LSQB) {
-            fail_tok(p, tok(p), "there is no indexing or slicing in a taas cell",
-                     "subscripts ('x[...]') are not part of the taas cell language");
-            taas_expr_free(e);
-            return NULL;
+            e = parse_index(p, e);
         } else {
             break;
         }
@@ -536,6 +592,10 @@ static int bad_target(parser *p, const taas_expr *e, int chained) {
                     "unpacking assignment (a, b = ...) is not part of the taas cell language");
     case TAAS_E_CALL:
         return fail(p, e->pos, w, "assign to a plain name: x = ...", "cannot assign to a function call");
+    case TAAS_E_ATTR:
+    case TAAS_E_INDEX:
+        return fail(p, e->pos, w, "assign to a part of a variable: net.fc = ..., net[-1] = ...",
+                    "cannot assign to a part of a value that is not a variable");
     case TAAS_E_TRUE:
     case TAAS_E_FALSE:
     case TAAS_E_NONE:
@@ -546,6 +606,17 @@ static int bad_target(parser *p, const taas_expr *e, int chained) {
         return fail(p, e->pos, w, "assign to a plain name: x = ...", "cannot assign to an expression");
     default:
         return fail(p, e->pos, w, "assign to a plain name: x = ...", "cannot assign to a literal");
+    }
+}
+
+/* What a store may assign to: a part of a model reached from a name, by dotted names,
+ * attributes and subscripts (net.fc, net[-1], net.layer1[0].conv1). */
+static int is_place(const taas_expr *e) {
+    if (e->kind == TAAS_E_NAME) return strchr(e->u.str.s, '.') != NULL;
+    for (;;) {
+        if (e->kind == TAAS_E_ATTR) e = e->u.attr.obj;
+        else if (e->kind == TAAS_E_INDEX) e = e->u.index.obj;
+        else return e->kind == TAAS_E_NAME;
     }
 }
 
@@ -562,7 +633,14 @@ static int parse_stmt(parser *p, taas_stmt *s) {
         p->i += 2;
     }
     if (!(s->value = parse_exprlist(p))) return -1;
-    if (kind(p) == TAAS_T_ASSIGN) return bad_target(p, s->value, s->kind == TAAS_S_ASSIGN);
+    if (kind(p) == TAAS_T_ASSIGN && s->kind == TAAS_S_EXPR && is_place(s->value)) {
+        s->kind = TAAS_S_STORE;  /* net.fc = ..., net[-1] = ... */
+        s->place = s->value;
+        s->target_pos = s->place->pos;
+        p->i++;
+        if (!(s->value = parse_exprlist(p))) return -1;
+    }
+    if (kind(p) == TAAS_T_ASSIGN) return bad_target(p, s->value, s->kind != TAAS_S_EXPR);
     if (at_end(p)) return 0;
     const taas_token *bad = tok(p);
     if (s->kind == TAAS_S_EXPR && s->value->kind == TAAS_E_NAME && !strcmp(s->value->u.str.s, "print") &&

@@ -2,13 +2,14 @@
  * docs/cell-language.md):
  *
  *   cell      = { [ stmt ] NEWLINE } EOF
- *   stmt      = NAME "=" exprlist | exprlist
+ *   stmt      = NAME "=" exprlist | place "=" exprlist | exprlist
+ *   place     = NAME { "." NAME } { "." NAME | "[" expr "]" }   (at least one . or [ ])
  *   exprlist  = expr { "," expr } [ "," ]            (a comma makes a tuple)
  *   expr      = term { ( "+" | "-" ) term }
  *   term      = factor { ( "*" | "/" | "//" | "%" ) factor }
  *   factor    = ( "+" | "-" ) factor | power
  *   power     = primary [ "**" factor ]
- *   primary   = atom { "(" [ args ] ")" }
+ *   primary   = atom { "(" [ args ] ")" | "." NAME | "[" expr "]" }
  *   atom      = NAME { "." NAME } | INT | FLOAT | STRING { STRING } | "True" | "False"
  *             | "None" | "(" [ exprlist ] ")" | "[" [ expr { "," expr } [ "," ] ] "]"
  *   args      = arg { "," arg } [ "," ]

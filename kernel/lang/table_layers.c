@@ -357,7 +357,6 @@ static taas_value *relu(taas_error *err) {
 }
 
 static void add_derived(taas_children *out, const char *name, taas_value *v) {
-    if (v) v->u.obj.derived = 1;
     taas_children_add(out, name, v, 1);
 }
 

@@ -52,8 +52,6 @@ typedef struct taas_value {
                                    features); C == 0: not known yet */
             int requires_grad;  /* a module's requires_grad_(): 0 not set (as its parent's),
                                    1 True, -1 False; the spec carries it when set */
-            int derived;   /* a block's child made from the block's arguments (BasicBlock's
-                              conv1): a copy, so it cannot be changed (modules.c) */
             int depth;     /* height of the object as a tree of values (1: no arguments) */
             size_t nodes;  /* values in that tree, shared ones counted each time (as the
                               spec writes them); both saturate past their bound */

@@ -235,6 +235,37 @@ class Language(unittest.TestCase):
                 reply, msgs = self.k.execute(code)
                 self.assertEqual(result_text(msgs), out)
 
+    # -- models: parts, changing them, freezing (issue 28 §5) --------------------------
+
+    def test_fine_tuning_a_resnet(self):
+        reply, msgs = self.k.execute("backbone = models.resnet18()\nalias = backbone\n"
+                                     "backbone.requires_grad_(False)\n"
+                                     "backbone.fc = nn.Linear(backbone.fc.in_features, 10)\nalias")
+        self.assertEqual(reply["content"]["status"], "ok", msgs)
+        shown = result_text(msgs)
+        self.assertTrue(shown.startswith("ResNet(\n  (conv1): Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), "
+                                         "padding=(3, 3), bias=False)\n"), shown)
+        self.assertIn("\n  (fc): Linear(in_features=512, out_features=10, bias=True)\n)\n", shown)
+        self.assertIn("Total params: 11,181,642\nTrainable params: 5,130\nNon-trainable params: 11,176,512", shown)
+        reply, msgs = self.k.execute("print(backbone.layer1[0].conv1, backbone.layer4[-1].downsample)")
+        self.assertEqual(stream_text(msgs), "Conv2d(64, 64, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), "
+                                            "bias=False) None\n")
+        reply = self.k.request("shell", "complete_request", {"code": "backbone.la", "cursor_pos": 11})[0]
+        self.assertEqual(reply["content"]["matches"], ["backbone.layer1", "backbone.layer2", "backbone.layer3",
+                                                       "backbone.layer4"])
+
+    def test_model_part_errors(self):
+        self.k.execute("small = Sequential(Linear(4, 2), ReLU())")
+        err, _ = self.run_error("small[5]", "TaasValueError")
+        self.assertEqual(err["evalue"], "index 5 is out of range: the Sequential has 2 layers")
+        self.assert_caret(err, 1, 1, "small[5]", 8)
+        err, _ = self.run_error("x = 1\nsmall[0] = 'relu'", "TaasTypeError")
+        self.assertIn("cannot assign 'str' as layer 0 of a Sequential", err["evalue"])
+        self.assert_caret(err, 2, 1, "small[0] = 'relu'", 8)
+        err, _ = self.run_error("resnet18().head", "TaasTypeError")
+        self.assertEqual(err["evalue"], "'ResNet' object has no attribute 'head'")
+        self.assertIn("conv1, bn1, relu, maxpool, layer1", self.hint(err))
+
     def test_variables_persist_across_cells(self):
         self.k.execute("width = 12\nlayer = Linear(64 * width * width, 128)")
         reply, msgs = self.k.execute("layer")

@@ -136,6 +136,18 @@ static void test_objects_and_reprs(void **state) {
     every_failure(NULL, "d = DataLoader(WebDataset('s.tar', length=60), batch_size=10)\nlen(d)", "1 + 1", "2");
 }
 
+/* Models: their parts read, replaced and frozen (modules.c); resnet18 builds a tree of
+ * objects and derives the blocks' children at every repr. */
+static void test_models(void **state) {
+    (void)state;
+    every_failure("net = Sequential(Linear(4, 3), ReLU(), BasicBlock(8, 8))",
+                  "net[0] = Linear(4, 5)\nnet.requires_grad_(False)\nc = net[2].conv1\nnet[-1].downsample\nnet",
+                  "len(net)", "3");
+    every_failure(NULL, "r = resnet18(num_classes=3)\nr.fc = Identity()\nr.layer4[1]", "1 + 1", "2");
+    every_failure_or("TaasTypeError", "net = Sequential(ReLU())", "net.fc", "len(net)", "1");
+    every_failure_or("TaasValueError", "net = Sequential(ReLU())", "net[0] = net", "len(net)", "1");
+}
+
 static void test_errors(void **state) {
     (void)state;
     every_failure_or("TaasNameError", NULL, "Linear(1, 2, bias=Flase)", "1 + 1", "2");
@@ -193,6 +205,7 @@ int main(void) {
         cmocka_unit_test(test_literals_and_arithmetic),
         cmocka_unit_test(test_strings_and_sequences),
         cmocka_unit_test(test_objects_and_reprs),
+        cmocka_unit_test(test_models),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_free_allocates_nothing),
     };

@@ -114,6 +114,37 @@ static void test_variables_and_constants(void **state) {
     json_decref(m);
 }
 
+/* After "var.": the attributes the value has, as PyTorch names them. */
+static void test_attributes(void **state) {
+    (void)state;
+    json_t *r = NULL;
+    taas_error err;
+    assert_int_equal(taas_interp_run(in, "res = resnet18()", NULL, &r, &err), TAAS_RUN_DONE);
+    json_t *m = complete("res.", 0);
+    const char *want[] = {"res.conv1", "res.bn1", "res.relu", "res.maxpool", "res.layer1", "res.layer2", "res.layer3",
+                          "res.layer4", "res.avgpool", "res.fc", "res.zero_init_residual", "res.requires_grad_"};
+    assert_int_equal(json_array_size(m), 12);
+    for (size_t i = 0; i < 12; i++) assert_string_equal(at(m, i), want[i]);
+    json_decref(m);
+    m = complete("x = res.la", 4);
+    assert_int_equal(json_array_size(m), 4);
+    assert_string_equal(at(m, 0), "res.layer1");
+    json_decref(m);
+    m = complete("res.fc.in", 0);  /* a child's arguments */
+    assert_int_equal(json_array_size(m), 1);
+    assert_string_equal(at(m, 0), "res.fc.in_features");
+    json_decref(m);
+    m = complete("res.nothing.x", 0);  /* nothing there: nothing offered, no builtin either */
+    assert_int_equal(json_array_size(m), 0);
+    json_decref(m);
+    m = complete("learning_rate.", 0);
+    assert_int_equal(json_array_size(m), 0);
+    json_decref(m);
+    m = complete("nn.Li", 0);  /* a module prefix is no variable: the builtins, as before */
+    assert_true(has(m, "nn.Linear"));
+    json_decref(m);
+}
+
 static void test_keyword_arguments(void **state) {
     (void)state;
     json_t *m = complete("Conv2d(1, st", 10);
@@ -265,6 +296,7 @@ static void test_inspect(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_builtin_names), T(test_module_prefixes), T(test_variables_and_constants),
+        T(test_attributes),
         T(test_keyword_arguments), T(test_nothing_to_complete), T(test_paths_in_strings), T(test_offsets_are_bytes), T(test_inspect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

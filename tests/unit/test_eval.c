@@ -207,7 +207,7 @@ static void test_name_errors(void **state) {
     e = fails("zzqqxx", "TaasNameError", "name 'zzqqxx' is not defined", 1, 1, 6);
     assert_non_null(strstr(e->hint, "define it first (zzqqxx = ...)"));
     e = fails("x = 1\nx.shape", "TaasTypeError", "'int' object has no attribute 'shape'", 2, 1, 7);
-    assert_non_null(strstr(e->hint, "no attribute access"));
+    assert_non_null(strstr(e->hint, "attributes are those of models"));
 }
 
 static void test_calls(void **state) {

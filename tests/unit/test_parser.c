@@ -84,6 +84,22 @@ static void test_calls(void **state) {
     parses_to("print('a', file=sys.stderr)", "(call print \"a\" (= file sys.stderr))\n");
 }
 
+/* Attributes, subscripts and method calls on values, and stores into a model's parts. */
+static void test_attributes_and_subscripts(void **state) {
+    (void)state;
+    parses_to("net.fc", "net.fc\n");  /* a dotted name: the evaluator reads the attributes */
+    parses_to("net[-1]", "(index net (neg 1))\n");
+    parses_to("net.layer1[0].conv1", "(attr (index net.layer1 0) conv1)\n");
+    parses_to("net[0][1 + 1]", "(index (index net 0) (+ 1 1))\n");
+    parses_to("f(x).fc.out_features", "(attr (attr (call f x) fc) out_features)\n");
+    parses_to("net.requires_grad_(False)", "(call net.requires_grad_ False)\n");
+    parses_to("net[0].requires_grad_(False)", "(call (attr (index net 0) requires_grad_) False)\n");
+    parses_to("net.fc = Linear(512, 10)", "(= net.fc (call Linear 512 10))\n");
+    parses_to("net[-1] = Linear(16, 3)", "(= (index net (neg 1)) (call Linear 16 3))\n");
+    parses_to("net.layer1[0].downsample = None", "(= (attr (index net.layer1 0) downsample) None)\n");
+    parses_to("x = net[0]", "(= x (index net 0))\n");
+}
+
 static void test_statements_and_lines(void **state) {
     (void)state;
     parses_to("# comment\n\nx = 1\ny = x  # why\n\n", "(= x 1)\n(= y x)\n");
@@ -134,9 +150,9 @@ static void test_expression_errors(void **state) {
     parse_fails("[1 2]", "invalid syntax: expected ',' or ']', found an integer", 1, 4, 1);
     parse_fails("(1 2)", "expected ',' or ')', found an integer", 1, 4, 1);
     parse_fails("(a = 1)", "'=' is not allowed here", 1, 4, 1);
-    parse_fails("Linear(1, 2).weight", "attribute access is not part of the taas cell language", 1, 13, 1);
-    parse_fails("'abc'.upper()", "attribute access", 1, 6, 1);
-    parse_fails("x[0]", "subscripts ('x[...]') are not part of the taas cell language", 1, 2, 1);
+    parse_fails("Linear(1, 2).", "expected a name after '.', found the end of the line", 1, 14, 1);
+    parse_fails("net[]", "expected an expression after '[', found ']'", 1, 5, 1);
+    parse_fails("net[0, 1]", "invalid syntax: expected ']' after the index, found ','", 1, 6, 1);
     parse_fails("nn.", "expected a name after '.', found the end of the line", 1, 4, 1);
     parse_fails("nn.(1)", "expected a name after '.', found '('", 1, 4, 1);
     parse_fails("nn.1", "expected the end of the statement, found a float", 1, 3, 2);  /* .1 is a number */
@@ -160,7 +176,10 @@ static void test_call_errors(void **state) {
 
 static void test_assignment_errors(void **state) {
     (void)state;
-    parse_fails("a.b = 1", "cannot assign to 'a.b': only plain names can be assigned", 1, 1, 3);
+    parse_fails("a = b.c = 1", "cannot assign to 'b.c': only plain names can be assigned", 1, 5, 3);
+    parse_fails("a.b = c = 1", "chained assignment (a = b = ...) is not part of the taas cell language", 1, 9, 1);
+    parse_fails("f().fc = 1", "cannot assign to a part of a value that is not a variable", 1, 1, 6);
+    parse_fails("f()[0] = 1", "cannot assign to a part of a value that is not a variable", 1, 1, 6);
     parse_fails("a, b = 1, 2", "unpacking assignment (a, b = ...) is not part of the taas cell language", 1, 1, 4);
     parse_fails("[a] = 1", "unpacking assignment", 1, 1, 3);
     parse_fails("f() = 1", "cannot assign to a function call", 1, 1, 3);
@@ -268,6 +287,11 @@ static void test_walk_visits_every_node(void **state) {
     assert_int_equal(taas_expr_walk(p.stmts[0].value, count_calls, &calls), 0);
     assert_int_equal(calls, 4 * 10 + 1);  /* f is the statement's own call; g, h, k, m are inside */
     taas_program_free(&p);
+    assert_int_equal(taas_parse("f(g(1)[h()].a)", &p, &err), 0);  /* into subscripts and attributes */
+    calls = 0;
+    assert_int_equal(taas_expr_walk(p.stmts[0].value, count_calls, &calls), 0);
+    assert_int_equal(calls, 2 * 10 + 1);
+    taas_program_free(&p);
 }
 
 int main(void) {
@@ -276,6 +300,7 @@ int main(void) {
         cmocka_unit_test(test_precedence),
         cmocka_unit_test(test_tuples_and_lists),
         cmocka_unit_test(test_calls),
+        cmocka_unit_test(test_attributes_and_subscripts),
         cmocka_unit_test(test_statements_and_lines),
         cmocka_unit_test(test_positions),
         cmocka_unit_test(test_expression_errors),
