@@ -655,16 +655,23 @@ static int step_at(const taas_eval_env *env, taas_value *cur, const place_step *
     return rc;
 }
 
+/* 1 when v may hold tensors (parameters or buffers): all but the leaves whose row counts
+ * none (ReLU, pooling, Flatten, Identity, ...). */
+static int has_tensors(const taas_value *v) {
+    const taas_row *r = v->type == TAAS_V_OBJECT ? taas_row_of(v->u.obj.def) : NULL;
+    return r && (r->nparams || r->children);
+}
+
 /* Each model on the path that has weights loses the tensors of the part replaced (they
  * become partial: the new part is initialised when it trains, as torch's new layer is). */
 static int store_weights(const taas_eval_env *env, taas_value **path, char (*keys)[24], size_t n, const taas_stmt *s,
-                         char **files, taas_error *err) {
+                         const taas_value *v, char **files, taas_error *err) {
     for (size_t i = 0; i < n; i++) {
         if (!path[i]->u.obj.weights) continue;
         taas_buf prefix = TAAS_BUF_INIT;
         for (size_t k = i; k < n; k++) taas_buf_printf(&prefix, "%s.", keys[k]);
         int rc = prefix.failed ? taas_value_oom(err, s->pos, "assigning a part of a model")
-                               : taas_weights_without(path[i]->u.obj.weights, prefix.data, &files[i], err);
+                               : taas_weights_without(path[i]->u.obj.weights, prefix.data, has_tensors(v), &files[i], err);
         taas_buf_free(&prefix);
         if (rc) {
             err->pos = s->target_pos;
@@ -709,7 +716,7 @@ static int eval_store(const taas_eval_env *env, const taas_stmt *s, taas_value *
     /* the part as it is (to put back if the model grows past its bounds), then the weights */
     if (!rc) rc = step_at(env, path[depth - 1], &ps.v[ps.n - 1], NULL, &old, keys[depth - 1], err);
     if (!rc && !taas_value_is_model(path[depth - 1])) rc = step_at(env, path[depth - 1], &ps.v[ps.n - 1], v, NULL, key, err);
-    if (!rc) rc = store_weights(env, path, keys, depth, s, files, err);
+    if (!rc) rc = store_weights(env, path, keys, depth, s, v, files, err);
     if (!rc) rc = step_at(env, path[depth - 1], &ps.v[ps.n - 1], v, NULL, key, err);
     for (size_t i = depth - 1; !rc && i-- > 0;) taas_object_remeasure(path[i]);
     if (!rc && taas_object_check_size(path[0], s->pos, err)) {

@@ -166,7 +166,7 @@ static json_t *st_header(const char *path, taas_error *err) {
     return h;
 }
 
-int taas_weights_without(const char *src, const char *prefix, char **dst, taas_error *err) {
+int taas_weights_without(const char *src, const char *prefix, int fresh, char **dst, taas_error *err) {
     *dst = NULL;
     json_t *h = st_header(src, err);
     if (!h) return -1;
@@ -195,7 +195,7 @@ int taas_weights_without(const char *src, const char *prefix, char **dst, taas_e
         }
         n++;
     }
-    if (!dropped) {
+    if (!dropped && !fresh) {
         rc = 0;
         goto out;
     }

@@ -31,9 +31,9 @@ int taas_model_load_some(const taas_value *model, const char *path, const char *
 /* A part of a model was replaced (net.fc = Linear(512, 10)): a copy of the weights file src
  * without the tensors under prefix ("fc.") nor an optimizer's state, marked partial (the
  * new part is initialised when it trains), in a new folder of its own; *dst gets its path
- * (malloc'd), or NULL when src has no tensor under prefix (it stays as it is). 0, or -1 with
- * err. */
-int taas_weights_without(const char *src, const char *prefix, char **dst, taas_error *err);
+ * (malloc'd), or NULL when src has no tensor under prefix and the new part has none either
+ * (!fresh: src stays as it is). 0, or -1 with err. */
+int taas_weights_without(const char *src, const char *prefix, int fresh, char **dst, taas_error *err);
 
 /* 1 when the weights file at path is marked partial, 0 when not, -1 with err. */
 int taas_weights_partial(const char *path, taas_error *err);

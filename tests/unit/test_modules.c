@@ -308,9 +308,21 @@ static void test_replacing_a_part_of_loaded_weights(void **state) {
     taas_error err;
     assert_int_equal(taas_safetensors_write(path, t, 4, NULL, 0, &err), 0);
     char cell[256];
+    /* a part without tensors for one without: the weights stay as they are, whole */
     snprintf(cell, sizeof cell, "net = Sequential(Linear(4, 3), ReLU(), Linear(3, 2))\nalias = net\n"
-                                "load('%s', into=net)\nnet[-1] = Linear(3, 5)\nnet[1] = Tanh()\nalias", path);
+                                "load('%s', into=net)\nnet[1] = Tanh()\nnet", path);
     taas_value *net = ok(cell);
+    assert_int_equal(taas_weights_partial(net->u.obj.weights, &err), 0);
+    char *before = strdup(net->u.obj.weights);
+    taas_unref(net);
+    /* a part with tensors where there were none: partial, though no tensor left */
+    net = ok("net[1] = BatchNorm1d(3)\nnet");
+    assert_string_not_equal(net->u.obj.weights, before);
+    assert_int_equal(access(before, F_OK), -1);  /* the model's own copy before went */
+    free(before);
+    assert_int_equal(taas_weights_partial(net->u.obj.weights, &err), 1);
+    taas_unref(net);
+    net = ok("net[-1] = Linear(3, 5)\nnet[1] = Tanh()\nalias");
     assert_non_null(net->u.obj.weights);
     assert_int_equal(taas_weights_partial(net->u.obj.weights, &err), 1);
     float r0[12] = {0}, rb[3] = {0};
