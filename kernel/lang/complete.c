@@ -262,31 +262,41 @@ static void offer_attr(const char *name, void *ctx) {
     add(m->out, full);
 }
 
-/* "net.f" when net is a variable: the attributes of what the dotted name before the last
- * dot reads (net.fc, net.layer1.0 ...). 1 when t starts with a variable (then builtins do
- * not apply), 0 when not. */
-static int complete_attr(const taas_scope *s, const char *t, json_t *out) {
+/* What the dotted name t reads up to its byte `upto` when its first segment is a variable
+ * (net.layer1.0 ...): a new reference, or NULL when a segment is no attribute. *var: 1
+ * when the first segment is a variable. */
+static taas_value *read_attrs(const taas_scope *s, const char *t, size_t upto, int *var) {
     char seg[MAX_NAME];
-    const char *dot = strchr(t, '.');
-    snprintf(seg, sizeof seg, "%.*s", (int)(dot - t), t);
+    const char *dot = strchr(t, '.'), *end = t + upto;
+    snprintf(seg, sizeof seg, "%.*s", (int)((dot && dot < end ? dot : end) - t), t);
     taas_value *v = taas_scope_get(s, seg);
-    if (!v) return 0;
+    *var = v != NULL;
     taas_ref(v);
-    const char *last = strrchr(t, '.');
-    while (v && dot < last) {
+    while (v && dot && dot < end) {
         const char *next = strchr(dot + 1, '.');
+        if (!next || next > end) next = end;
         snprintf(seg, sizeof seg, "%.*s", (int)(next - dot - 1), dot + 1);
         taas_value *child = NULL;
         taas_error err;
-        taas_value_attr(v, seg, &child, NULL, &err);  /* none: nothing to offer */
+        taas_value_attr(v, seg, &child, NULL, &err);  /* none: NULL */
         taas_unref(v);
         v = child;
-        dot = next;
+        dot = next < end ? next : NULL;
     }
+    return v;
+}
+
+/* "net.f" when net is a variable: the attributes of what the dotted name before the last
+ * dot reads (net.fc, net.layer1 ...). 1 when t starts with a variable (then builtins do
+ * not apply), 0 when not. */
+static int complete_attr(const taas_scope *s, const char *t, json_t *out) {
+    const char *last = strrchr(t, '.');
+    int var;
+    taas_value *v = read_attrs(s, t, (size_t)(last - t), &var);
     attr_match m = {out, t, (size_t)(last - t) + 1};
     if (v) taas_value_attr_each(v, offer_attr, &m);
     taas_unref(v);
-    return 1;
+    return var;
 }
 
 json_t *taas_complete(const taas_scope *s, const char *code, size_t cursor, size_t *start, size_t *end) {
@@ -356,21 +366,31 @@ static json_t *text_bundle(char *text) {
     return b;
 }
 
-static json_t *describe(const taas_scope *s, const char *name, int detail) {
-    taas_value *v = taas_scope_get(s, name);
-    if (v) {
-        taas_buf b = TAAS_BUF_INIT;
-        char *repr = taas_value_repr(v);
-        taas_buf_printf(&b, "%s = %s\ntype: %s", name, repr ? repr : "?", taas_value_type_name(v));
-        free(repr);
-        const taas_builtin *def = v->type == TAAS_V_OBJECT ? v->u.obj.def : v->type == TAAS_V_BUILTIN ? v->u.fn : NULL;
-        if (def) {
-            char *help = taas_builtin_help_text(def, detail);
-            if (help) taas_buf_printf(&b, "\n\n%s", help);
-            free(help);
-        }
-        return text_bundle(taas_buf_take(&b));
+/* A variable's value, or a part of one (net.fc): its repr, type and builtin's help. */
+static json_t *describe_value(const char *name, const taas_value *v, int detail) {
+    taas_buf b = TAAS_BUF_INIT;
+    char *repr = taas_value_repr(v);
+    taas_buf_printf(&b, "%s = %s\ntype: %s", name, repr ? repr : "?", taas_value_type_name(v));
+    free(repr);
+    const taas_builtin *def = v->type == TAAS_V_OBJECT ? v->u.obj.def : v->type == TAAS_V_BUILTIN ? v->u.fn : NULL;
+    if (def) {
+        char *help = taas_builtin_help_text(def, detail);
+        if (help) taas_buf_printf(&b, "\n\n%s", help);
+        free(help);
     }
+    return text_bundle(taas_buf_take(&b));
+}
+
+static json_t *describe(const taas_scope *s, const char *name, int detail) {
+    int var;
+    taas_value *v = taas_scope_get(s, name);
+    if (v) return describe_value(name, v, detail);
+    if ((v = read_attrs(s, name, strlen(name), &var))) {
+        json_t *b = describe_value(name, v, detail);
+        taas_unref(v);
+        return b;
+    }
+    if (var) return NULL;  /* a variable's attribute it does not have */
     if (!strcmp(name, "sys.stdout") || !strcmp(name, "sys.stderr"))
         return text_bundle(strdup(!strcmp(name, "sys.stdout")
                                       ? "sys.stdout = 'stdout'\nprint(..., file=sys.stdout) writes to the cell's standard output"

@@ -285,6 +285,11 @@ static void test_inspect(void **state) {
     t = inspect_text("print(x, file=sys.stderr)", 20, 0, &b);
     assert_non_null(strstr(t, "sys.stderr = 'stderr'"));
     json_decref(b);
+    t = inspect_text("layer.in_features", 10, 0, &b);  /* a part of a variable */
+    assert_non_null(t);
+    assert_string_equal(t, "layer.in_features = 1\ntype: int");
+    json_decref(b);
+    assert_null(taas_interp_inspect(in, "layer.nothing", 8, 0));
     assert_null(taas_interp_inspect(in, "zzqq", 2, 0));
     assert_null(taas_interp_inspect(in, "", 0, 0));
     assert_null(taas_interp_inspect(in, "x = 'print'", 8, 0));  /* inside a string */
