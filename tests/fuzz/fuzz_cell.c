@@ -19,7 +19,7 @@
 
 /* Actions that stay inside the process (sleep waits, and is interrupted below). */
 static const char *const SAFE_ACTIONS[] = {"print", "help", "display", "clear_output", "sleep",
-                                           "len", "summary", "register", "unregister"};
+                                           "len", "summary", "register", "unregister", "requires_grad_"};
 
 static int safe_name(const char *name) {
     const taas_builtin *b = taas_builtin_find(name);

@@ -82,6 +82,12 @@ static const char *const CELLS[] = {
     "a = 'x' * 3\nb = [a, a] + [1]\nc = (1, 2) * 2\nprint(a, b, c, file='stderr')\nlen(b)\n",
     "StepLR(step_size=1, gamma=0.7), MultiStepLR(milestones=[1, 2], gamma=0.1), "
     "CosineAnnealingLR(T_max=10, eta_min=0), RMSprop(lr=0.01, alpha=0.99, centered=True), Adadelta(lr=1.0, rho=0.9)\n",
+    "net = models.resnet18(num_classes=10)\nb = net\nnet.requires_grad_(False)\n"
+    "net.fc = nn.Linear(net.fc.in_features, 3)\nnet.layer4[-1] = BasicBlock(512, 512)\nb.layer1[0].conv1\nnet\n",
+    "s = Sequential(Flatten(), Linear(4, 8), Identity(1, a=2), AdaptiveAvgPool2d((1, 1)))\ns[-1] = ReLU()\n"
+    "s[0].requires_grad_()\ns[1].out_features\ns[0] = s\n",
+    "Bottleneck(64, 64, stride=2, groups=32, base_width=4, downsample=Sequential(Conv2d(64, 256, 1, stride=2, "
+    "bias=False), BatchNorm2d(256))).downsample[0]\nresnet50(weights='x')\n",
 };
 
 static const char *const PRAGMAS[] = {
