@@ -62,7 +62,7 @@ typedef int (*taas_action_fn)(struct taas_call_ctx *cx, taas_value **args, taas_
 typedef struct taas_builtin {
     const char *name;          /* "Conv2d" */
     const char *module;        /* "nn", "optim", "optim.lr_scheduler", "datasets", "transforms",
-                                  "torch.utils.data", "taas" */
+                                  "torch.utils.data", "models", "models.resnet", "taas" */
     taas_kind kind;
     const taas_param *params;  /* terminated by a row with name == NULL */
     const char *doc;           /* one paragraph */
@@ -79,7 +79,8 @@ const taas_builtin *const *taas_builtins_all(size_t *n);
 
 /* Looks up a name as typed in a cell, with or without its module prefixes
  * (nn., torch.nn., optim., torch.optim., optim.lr_scheduler., datasets.,
- * torchvision.datasets., transforms., torchvision.transforms., torch.utils.data., taas.).
+ * torchvision.datasets., transforms., torchvision.transforms., torch.utils.data., models.,
+ * torchvision.models., models.resnet., torchvision.models.resnet., taas.).
  * NULL when there is none. */
 const taas_builtin *taas_builtin_find(const char *dotted);
 

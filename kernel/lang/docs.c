@@ -184,8 +184,9 @@ static const char MD_INTRO[] =
     "`optim.lr_scheduler.StepLR` and `torch.optim.lr_scheduler.StepLR`. The prefixes are "
     "`nn.`, `torch.nn.`, `optim.`, `torch.optim.`, `optim.lr_scheduler.`, "
     "`torch.optim.lr_scheduler.`, `lr_scheduler.`, `datasets.`, `torchvision.datasets.`, "
-    "`transforms.`, `torchvision.transforms.`, `torch.utils.data.` and `taas.`; a prefix "
-    "must be the builtin's own module (`nn.Adam` is an error).\n"
+    "`transforms.`, `torchvision.transforms.`, `torch.utils.data.`, `models.`, "
+    "`torchvision.models.`, `models.resnet.`, `torchvision.models.resnet.` and `taas.`; a "
+    "prefix must be the builtin's own module (`nn.Adam` is an error).\n"
     "\n"
     "**Calls.** Arguments bind by Python's rules: positionals in order, then keywords, "
     "then defaults; a parameter marked *keyword only* must be named; `*name` collects the "
@@ -200,8 +201,10 @@ static const char MD_INTRO[] =
     "`{\"type\": \"Conv2d\", \"in_channels\": 1, ...}` with every parameter present and "
     "defaults filled in; float parameters are JSON reals, float tuples and `(int, int)` "
     "pairs of layers are arrays, a `Sequential` is `{\"type\": \"Sequential\", "
-    "\"layers\": [...]}` and a `Compose` is `{\"type\": \"Compose\", \"transforms\": "
-    "[...]}`.\n";
+    "\"layers\": [...]}`, a `ResNet` `{\"type\": \"ResNet\", \"conv1\": {...}, ..., "
+    "\"fc\": {...}}` and a `Compose` is `{\"type\": \"Compose\", \"transforms\": "
+    "[...]}`. A module frozen by `requires_grad_(False)` (or unfrozen) also carries "
+    "`\"requires_grad\": false` (`true`).\n";
 
 char *taas_builtins_markdown(void) {
     size_t n;
