@@ -716,7 +716,8 @@ static int eval_store(const taas_eval_env *env, const taas_stmt *s, taas_value *
     /* the part as it is (to put back if the model grows past its bounds), then the weights */
     if (!rc) rc = step_at(env, path[depth - 1], &ps.v[ps.n - 1], NULL, &old, keys[depth - 1], err);
     if (!rc && !taas_value_is_model(path[depth - 1])) rc = step_at(env, path[depth - 1], &ps.v[ps.n - 1], v, NULL, key, err);
-    if (!rc) rc = store_weights(env, path, keys, depth, s, v, files, err);
+    int same = !rc && old == v;  /* net.fc = net.fc: the same module, as in PyTorch nothing changes */
+    if (!rc && !same) rc = store_weights(env, path, keys, depth, s, v, files, err);
     if (!rc) rc = step_at(env, path[depth - 1], &ps.v[ps.n - 1], v, NULL, key, err);
     for (size_t i = depth - 1; !rc && i-- > 0;) taas_object_remeasure(path[i]);
     if (!rc && taas_object_check_size(path[0], s->pos, err)) {
@@ -726,7 +727,7 @@ static int eval_store(const taas_eval_env *env, const taas_stmt *s, taas_value *
     }
     /* a new part trains, as a new torch module does, even in a frozen model: the nearest
      * flag would say otherwise */
-    for (size_t i = depth; !rc && v->type == TAAS_V_OBJECT && !v->u.obj.requires_grad && i-- > 0;)
+    for (size_t i = depth; !rc && !same && v->type == TAAS_V_OBJECT && !v->u.obj.requires_grad && i-- > 0;)
         if (path[i]->u.obj.requires_grad) {
             if (path[i]->u.obj.requires_grad < 0) v->u.obj.requires_grad = 1;
             break;

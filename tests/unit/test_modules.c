@@ -315,6 +315,11 @@ static void test_replacing_a_part_of_loaded_weights(void **state) {
     assert_int_equal(taas_weights_partial(net->u.obj.weights, &err), 0);
     char *before = strdup(net->u.obj.weights);
     taas_unref(net);
+    /* the same module put back: nothing changes, as in PyTorch */
+    net = ok("net[0] = net[0]\nnet");
+    assert_string_equal(net->u.obj.weights, before);
+    assert_int_equal(taas_weights_partial(net->u.obj.weights, &err), 0);
+    taas_unref(net);
     /* a part with tensors where there were none: partial, though no tensor left */
     net = ok("net[1] = BatchNorm1d(3)\nnet");
     assert_string_not_equal(net->u.obj.weights, before);
