@@ -11,6 +11,7 @@
 
 #include "dataview.h"
 #include "errnames.h"
+#include "model_memory.h"
 #include "modules.h"
 #include "safetensors.h"
 
@@ -286,6 +287,175 @@ static void count_lines(taas_buf *b, int64_t total, int64_t trainable) {
     taas_buf_putc(b, '\n');
 }
 
+#define MAX_TREE 32
+
+/* ---- the tree: torchinfo's table of modules by depth ------------------------------------ */
+
+/* The type of the module at `path` ("layer1.0") in the spec: walking a Sequential by index
+ * and a block or a ResNet by child name; "" when the spec does not hold it. */
+static const char *spec_type_at(const json_t *spec, const char *path, size_t len) {
+    const json_t *node = spec;
+    const char *p = path, *end = path + len;
+    while (node && p < end) {
+        const char *dot = memchr(p, '.', (size_t)(end - p));
+        size_t n = dot ? (size_t)(dot - p) : (size_t)(end - p);
+        char comp[64];
+        if (n >= sizeof comp) return "";
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        const json_t *layers = json_object_get(node, "layers");
+        node = json_is_array(layers) ? json_array_get(layers, (size_t)strtoul(comp, NULL, 10)) : json_object_get(node, comp);
+        p += n + (dot ? 1 : 0);
+    }
+    const json_t *t = json_object_get(node, "type");
+    return json_is_string(t) ? json_string_value(t) : "";
+}
+
+/* Ops that are no module of their own: a block's residual sum, ResNet's torch.flatten. */
+static int internal_op(const taas_model_layer *L) {
+    const char *last = strrchr(L->path, '.');
+    last = last ? last + 1 : L->path;
+    return L->kind == TAAS_L_ADD || (L->kind == TAAS_L_FLATTEN && strcmp(last, "flatten") == 0);
+}
+
+/* Parameters under a path prefix ("layer1." or "" for all; a leaf op's own rows when op >= 0). */
+static int64_t params_under(const taas_model_plan *p, const char *prefix, int op) {
+    int64_t n = 0;
+    size_t lo = op >= 0 ? (size_t)p->layers[op].row : 0;
+    size_t hi = op >= 0 ? lo + (size_t)p->layers[op].nrows : p->ntable;
+    for (size_t k = lo; k < hi; k++) {
+        const taas_param_entry *e = &p->table[k];
+        if (e->home == TAAS_T_PARAM && strncmp(e->key, prefix, strlen(prefix)) == 0) n += (int64_t)e->numel;
+    }
+    return n;
+}
+
+/* The output of the last op under `prefix.`: a container's output. */
+static const taas_act_shape *out_under(const taas_model_plan *p, const char *prefix, size_t len) {
+    const taas_act_shape *s = NULL;
+    for (int i = 0; i < p->nlayers; i++)
+        if (!strncmp(p->layers[i].path, prefix, len) && p->layers[i].path[len] == '.') s = &p->layers[i].out;
+    return s;
+}
+
+typedef struct tree_out {
+    taas_buf *t, *h;
+    int64_t batch;
+    int idx[34];      /* rows so far at each depth */
+} tree_out;
+
+static void tree_row(tree_out *o, int depth, const char *type, const taas_act_shape *shape, int64_t params,
+                     int container) {
+    taas_buf name = TAAS_BUF_INIT, sh = TAAS_BUF_INIT, num = TAAS_BUF_INIT;
+    for (int d = 1; d < depth; d++) taas_buf_puts(&name, "│    ");
+    if (depth > 0) taas_buf_puts(&name, depth == 1 ? "├─" : "└─");
+    taas_buf_puts(&name, type);
+    if (depth > 0 && depth < (int)(sizeof o->idx / sizeof o->idx[0]))
+        taas_buf_printf(&name, ": %d-%d", depth, ++o->idx[depth]);
+    if (shape) shape_text(&sh, shape, o->batch);
+    else taas_buf_puts(&sh, "?");
+    if (container || params == 0) taas_buf_puts(&num, "--");
+    else taas_buf_thousands(&num, (long long)params);
+    /* padded by characters, not bytes: the tree's lines are three bytes each */
+    const char *nm = name.data ? name.data : "";
+    int cols = 0;
+    for (const char *q = nm; *q; q++) cols += ((unsigned char)*q & 0xC0) != 0x80;
+    taas_buf_printf(o->t, "%s%*s  %-22s  %12s\n", nm, cols < 48 ? 48 - cols : 0, "", sh.data ? sh.data : "",
+                    num.data ? num.data : "");
+    taas_buf_puts(o->h, "<tr><td style=\"text-align:left\"><code>");
+    taas_buf_html(o->h, name.data ? name.data : "");
+    taas_buf_puts(o->h, "</code></td><td style=\"text-align:left\">");
+    taas_buf_html(o->h, sh.data ? sh.data : "");
+    taas_buf_printf(o->h, "</td><td>%s</td></tr>\n", num.data ? num.data : "");
+    taas_buf_free(&name);
+    taas_buf_free(&sh);
+    taas_buf_free(&num);
+}
+
+/* A row for every module: the containers as their first op opens them, then each op. */
+static void tree_rows(tree_out *o, const taas_model_plan *p, const json_t *spec, const char *root) {
+    char open[MAX_TREE][80];
+    int nopen = 0;
+    const taas_act_shape *out = p->nlayers ? &p->layers[p->nlayers - 1].out : NULL;
+    tree_row(o, 0, root, out, 0, 1);
+    for (int i = 0; i < p->nlayers; i++) {
+        const taas_model_layer *L = &p->layers[i];
+        if (internal_op(L)) continue;
+        /* the path's containers, outermost first */
+        int depth = 0;
+        const char *c = L->path;
+        for (const char *dot = strchr(c, '.'); dot; dot = strchr(dot + 1, '.')) {
+            size_t len = (size_t)(dot - L->path);
+            if (depth < nopen && strlen(open[depth]) == len && !strncmp(open[depth], L->path, len)) {
+                depth++;
+                continue;
+            }
+            nopen = depth;
+            if (depth >= MAX_TREE || len >= sizeof open[0]) break;
+            memcpy(open[depth], L->path, len);
+            open[depth][len] = '\0';
+            nopen = ++depth;
+            tree_row(o, depth, spec_type_at(spec, L->path, len), out_under(p, L->path, len), 0, 1);
+        }
+        if (depth < nopen) nopen = depth;
+        tree_row(o, depth + 1, L->name, &L->out, params_under(p, "", i), 0);
+    }
+}
+
+/* The planned peak of a training step for the batch (or one sample): "a training step: ..." */
+static void peak_line(taas_buf *b, const taas_model_plan *p, int64_t batch) {
+    taas_model_memory mm;
+    taas_error e;
+    int n = batch > 0 && batch < INT_MAX ? (int)batch : 1;
+    if (taas_model_memory_plan(&mm, p->layers, p->nlayers, p->in_shape, n, p->nlayers, 0, 0, &e)) return;
+    taas_buf_puts(b, "a training step: ");
+    mib(b, (double)mm.bytes);
+    taas_buf_printf(b, " of activations and gradients at the peak, %s (planned; the convolutions' scratch "
+                       "apart)", batch > 0 ? "for the batch" : "a sample");
+    taas_model_memory_free(&mm);
+}
+
+/* torchinfo's summary of a tree: a row a module, by depth, with its output shape and its own
+ * parameters; the totals, what trains, and the planned peak of a step. */
+static json_t *tree_summary(const taas_value *model, const json_t *spec, const taas_model_plan *p, int known,
+                            int64_t batch, taas_error *err) {
+    taas_buf t = TAAS_BUF_INIT, h = TAAS_BUF_INIT, head = TAAS_BUF_INIT, foot = TAAS_BUF_INIT;
+    const char *root = model->u.obj.def->name;
+    taas_buf_printf(&head, "%s: input ", root);
+    if (known) shape_text(&head, &p->in_shape, batch);
+    else taas_buf_puts(&head, "not known yet");
+    taas_buf_printf(&t, "%s\n%-48s  %-22s  %12s\n", head.data ? head.data : "", "Layer (type:depth-idx)",
+                    "Output Shape", "Param #");
+    taas_buf_puts(&h, "<table class=\"taas-model\">\n<caption style=\"text-align:left\">");
+    taas_buf_html(&h, head.data ? head.data : "");
+    taas_buf_puts(&h, "</caption>\n<thead><tr><th style=\"text-align:left\">Layer (type:depth-idx)</th>"
+                      "<th style=\"text-align:left\">Output Shape</th><th>Param #</th></tr></thead>\n<tbody>\n");
+    tree_out o = {&t, &h, batch, {0}};
+    tree_rows(&o, p, spec, root);
+    count_lines(&foot, (int64_t)p->nparams, (int64_t)p->ntrain);
+    taas_buf_puts(&foot, "parameters: ");
+    mib(&foot, 4.0 * (double)p->nparams);
+    taas_buf_puts(&foot, " as float32");
+    if (p->nstats) taas_buf_printf(&foot, ", and %zu BatchNorm statistics", p->nstats);
+    taas_buf_putc(&foot, '\n');
+    if (known) peak_line(&foot, p, batch);
+    else taas_buf_puts(&foot, "output shapes and memory come with the input: fit or evaluate the model, or "
+                              "summary(model, input_size=(C, H, W))");
+    taas_buf_puts(&t, foot.data ? foot.data : "");
+    taas_buf_puts(&h, "</tbody>\n</table>\n<div class=\"taas-model-totals\"><pre>");
+    taas_buf_html(&h, foot.data ? foot.data : "");
+    taas_buf_puts(&h, "</pre></div>");
+    json_t *b = NULL;
+    if (!t.failed && !h.failed && !head.failed && !foot.failed)
+        b = json_pack("{s:s, s:s}", "text/plain", t.data, "text/html", h.data);
+    if (!b) taas_value_oom(err, TAAS_NOPOS, "summing up the model");
+    taas_buf_free(&t);
+    taas_buf_free(&h);
+    taas_buf_free(&head);
+    taas_buf_free(&foot);
+    return b;
+}
+
 json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64_t batch, taas_error *err) {
     const int32_t *s = sample ? sample : model->u.obj.sample;
     taas_model_plan plan;
@@ -303,11 +473,17 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
         rc = taas_model_plan_build(&plan, spec, 0, 0, 0, &e) ? -1 : 1;
         known = 0;
     }
-    json_decref(spec);
-    if (rc >= 0 && !taas_value_is(model, "Sequential")) {  /* the table below lists a Sequential's layers */
+    const taas_value *layers = taas_value_is(model, "Sequential") ? taas_object_arg(model, "layers") : NULL;
+    /* the table below lists a Sequential's layers, an op each; a tree of modules gets torchinfo's */
+    int flat = rc >= 0 && layers && (size_t)plan.nlayers == layers->u.seq.n;
+    for (int i = 0; flat && i < plan.nlayers; i++) flat = strchr(plan.layers[i].path, '.') == NULL;
+    if (rc >= 0 && !flat) {
+        json_t *b = tree_summary(model, spec, &plan, known, batch, err);
+        json_decref(spec);
         taas_model_plan_free(&plan);
-        rc = -1;
+        return b;
     }
+    json_decref(spec);
     if (rc < 0) {  /* a spec the trainer cannot plan (an option it refuses, a tree): its repr and counts */
         taas_buf t = TAAS_BUF_INIT;
         char *r = taas_value_repr(model);
@@ -323,7 +499,6 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
         if (!b) taas_value_oom(err, TAAS_NOPOS, "summing up the model");
         return b;
     }
-    const taas_value *layers = taas_object_arg(model, "layers");
     taas_buf t = TAAS_BUF_INIT, h = TAAS_BUF_INIT, in = TAAS_BUF_INIT;
     if (known) shape_text(&in, &plan.in_shape, batch);
     taas_buf head = TAAS_BUF_INIT;
@@ -397,7 +572,8 @@ json_t *taas_model_summary(const taas_value *model, const int32_t *sample, int64
         int64_t n = batch > 0 ? batch : 1;
         taas_buf_printf(&foot, "activations: ");
         mib(&foot, 4.0 * (double)acts * (double)n);
-        taas_buf_printf(&foot, " %s forward, about twice that in training", batch > 0 ? "for the batch" : "a sample");
+        taas_buf_printf(&foot, " %s forward\n", batch > 0 ? "for the batch" : "a sample");
+        peak_line(&foot, &plan, batch);
     } else {
         taas_buf_puts(&foot, "output shapes and memory come with the input: fit or evaluate the model, or "
                              "summary(model, input_size=(C, H, W))");

@@ -349,15 +349,32 @@ static void test_replacing_a_part_of_loaded_weights(void **state) {
     assert_int_equal(rmdir(dir), 0);
 }
 
-/* The display: a tree the plan cannot lay out yet shows its repr and torchinfo's counts; a
- * Sequential with a frozen part says what trains. */
+/* The display: a tree is torchinfo's table of modules by depth, with the counts of what
+ * trains; with an input, the shapes and the planned peak of a step; a Sequential with a
+ * frozen part says what trains. */
 static void test_display_counts(void **state) {
     (void)state;
     taas_value *v = ok("net = resnet18()\nnet.requires_grad_(False)\nnet.fc = Linear(512, 10)\nnet");
     json_t *b = taas_value_mimebundle(v);
     const char *t = json_string_value(json_object_get(b, "text/plain"));
-    assert_non_null(strstr(t, "ResNet(\n  (conv1): Conv2d(3, 64, kernel_size=(7, 7)"));
+    assert_non_null(strstr(t, "ResNet: input not known yet\nLayer (type:depth-idx)"));
+    assert_non_null(strstr(t, "\n├─Conv2d: 1-1    "));
+    assert_non_null(strstr(t, "\n│    └─BasicBlock: 2-1    "));
+    assert_non_null(strstr(t, "\n│    │    │    └─Conv2d: 4-1    "));  /* layer2.0.downsample.0 */
+    assert_non_null(strstr(t, "\n├─Linear: 1-10 "));
+    assert_non_null(strstr(t, "(N, 10)                        5,130\n"));
+    assert_null(strstr(t, "add"));  /* the residual sums are no modules */
     assert_non_null(strstr(t, "\nTotal params: 11,181,642\nTrainable params: 5,130\nNon-trainable params: 11,176,512\n"));
+    json_decref(b);
+    b = taas_model_summary(v, (const int32_t[]){3, 64, 64}, 8, &(taas_error){0});
+    assert_non_null(b);
+    t = json_string_value(json_object_get(b, "text/plain"));
+    assert_non_null(strstr(t, "ResNet: input (8, 3, 64, 64)\n"));
+    const char *row = strstr(t, "├─Sequential: 1-8 "), *eol = row ? strchr(row, '\n') : NULL;
+    const char *shape = row ? strstr(row, "(8, 512, 2, 2)") : NULL;
+    assert_true(row && eol && shape && shape < eol);  /* layer4's output for a batch of 8 at 64x64 */
+    assert_non_null(strstr(t, "a training step: "));
+    assert_non_null(strstr(json_string_value(json_object_get(b, "text/html")), "<th style=\"text-align:left\">Layer (type:depth-idx)</th>"));
     json_decref(b);
     taas_unref(v);
     v = ok("s = Sequential(Flatten(), Linear(784, 32), ReLU(), Linear(32, 10))\ns[1].requires_grad_(False)\ns");
