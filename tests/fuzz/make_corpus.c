@@ -587,6 +587,42 @@ static const char *const S3_LISTS[] = {
     "not exist</Message><BucketName>nope</BucketName><RequestId>4442587FB7D0A2F9</RequestId></Error>",
 };
 
+/* Model specs: the fixtures' torchvision models (tests/data/resnet/), a CIFAR Sequential of
+ * blocks, and ones the plan refuses (a sum of two shapes, a block without its planes, deep
+ * nesting, frozen parts). */
+#define BLK(in, planes, stride, ds) "{\"type\":\"BasicBlock\",\"inplanes\":" #in ",\"planes\":" #planes \
+    ",\"stride\":" #stride ",\"downsample\":" ds "}"
+static const char *const MODEL_SPECS[] = {
+    "{\"type\":\"Sequential\",\"layers\":[{\"type\":\"Conv2d\",\"in_channels\":3,\"out_channels\":16,"
+    "\"kernel_size\":3,\"padding\":1,\"bias\":false},{\"type\":\"BatchNorm2d\",\"num_features\":16},"
+    "{\"type\":\"ReLU\"}," BLK(16, 16, 1, "null") "," BLK(16, 32, 2, "{\"type\":\"Sequential\",\"layers\":["
+    "{\"type\":\"Conv2d\",\"in_channels\":16,\"out_channels\":32,\"kernel_size\":1,\"stride\":2,\"bias\":false},"
+    "{\"type\":\"BatchNorm2d\",\"num_features\":32}]}") ",{\"type\":\"AdaptiveAvgPool2d\",\"output_size\":[1,1]},"
+    "{\"type\":\"Flatten\"},{\"type\":\"Linear\",\"in_features\":32,\"out_features\":10,\"requires_grad\":true}],"
+    "\"requires_grad\":false}",
+    "{\"type\":\"Sequential\",\"layers\":[" BLK(3, 8, 2, "null") "]}",
+    "{\"type\":\"Bottleneck\",\"inplanes\":3,\"planes\":4,\"groups\":2,\"base_width\":64,\"downsample\":"
+    "{\"type\":\"Conv2d\",\"in_channels\":3,\"out_channels\":16,\"kernel_size\":1}}",
+    "{\"type\":\"Sequential\",\"layers\":[{\"type\":\"Sequential\",\"layers\":[{\"type\":\"Sequential\","
+    "\"layers\":[{\"type\":\"Identity\"}]}]},{\"type\":\"Flatten\"},{\"type\":\"LazyLinear\",\"out_features\":3}]}",
+    "{\"type\":\"ResNet\",\"conv1\":{\"type\":\"Identity\"}}",
+};
+
+/* The fixtures' specs of torchvision's models, as the kernel writes them. */
+static void model_spec_seeds(const char *src) {
+    put_texts("model_spec", MODEL_SPECS, sizeof MODEL_SPECS / sizeof MODEL_SPECS[0]);
+    static const char *const files[] = {"cifar", "grouped", "resnet18", "resnet50"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/data/resnet/%s.json", src, files[i]);
+        json_t *ref = json_load_file(path, 0, NULL);
+        char *text = ref ? json_dumps(json_object_get(ref, "spec"), JSON_COMPACT) : NULL;
+        if (text) put("model_spec", files[i], text, strlen(text));
+        free(text);
+        json_decref(ref);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s OUTDIR (tests/fuzz/corpus)\n", argv[0]);
@@ -613,5 +649,6 @@ int main(int argc, char **argv) {
     jobfolder_seeds();
     put_texts("checkpoint", RECORDS, sizeof RECORDS / sizeof RECORDS[0]);
     put_texts("s3_list", S3_LISTS, sizeof S3_LISTS / sizeof S3_LISTS[0]);
+    model_spec_seeds(TAAS_SOURCE_DIR);
     return 0;
 }
