@@ -123,6 +123,54 @@ static void test_a_checkpoint_loads_as_weights(void **state) {
     free(t);
 }
 
+/* A frozen part has no optimizer state: the checkpoint holds state for the trainable
+ * parameters only (the buffer's first ntrain floats), and reads back bit for bit. */
+static void test_frozen_parameters_have_no_state(void **state) {
+    fixture *f = *state;
+    json_t *spec = json_loads(SPEC, 0, NULL);
+    json_object_set_new(spec, "requires_grad", json_false());
+    json_t *layers = json_object_get(spec, "layers");
+    json_object_set_new(json_array_get(layers, json_array_size(layers) - 1), "requires_grad", json_true());
+    taas_error err;
+    taas_model *m = taas_model_new(spec, 12, 0, 0, 7, &err);
+    json_decref(spec);
+    assert_non_null(m);
+    assert_int_equal(m->ntrain, 5 * 3 + 3);
+    size_t n = taas_optim_state_floats(&f->adam, m->ntrain);
+    float *st = malloc(n * sizeof *st), *back = calloc(n, sizeof *back), *p = calloc(m->nparams, sizeof *p);
+    for (size_t i = 0; i < n; i++) st[i] = (float)i + 0.5f;
+    taas_checkpoint_bufs b = {m->table, m->ntable, m->ntrain, m->params, m->stats, m->counters, st};
+    json_t *meta = json_pack("{s:i}", "version", 1);
+    assert_int_equal(taas_checkpoint_write(f->path, &b, &f->adam, meta, &err), 0);
+    json_decref(meta);
+    /* the file's header: the head's state, none for the frozen layers */
+    FILE *fp = fopen(f->path, "rb");
+    uint64_t hl = 0;
+    assert_non_null(fp);
+    assert_int_equal(fread(&hl, 8, 1, fp), 1);
+    char *head = calloc(hl + 1, 1);
+    assert_int_equal(fread(head, 1, hl, fp), hl);
+    fclose(fp);
+    json_t *h = json_loads(head, 0, NULL);
+    assert_non_null(json_object_get(h, "optimizer.4.weight.exp_avg"));
+    assert_non_null(json_object_get(h, "optimizer.4.bias.max_exp_avg_sq"));
+    assert_null(json_object_get(h, "optimizer.1.weight.exp_avg"));
+    assert_null(json_object_get(h, "optimizer.2.bias.exp_avg"));
+    assert_non_null(json_object_get(h, "1.weight"));  /* the frozen weights themselves are there */
+    json_decref(h);
+    free(head);
+    int64_t c[2];
+    float s2[10];
+    taas_checkpoint_bufs r = {m->table, m->ntable, m->ntrain, p, s2, c, back};
+    json_t *meta2 = NULL;
+    assert_int_equal(taas_checkpoint_read(f->path, &r, &f->adam, &meta2, &err), 0);
+    assert_memory_equal(back, st, n * sizeof *st);
+    assert_memory_equal(p, m->params, m->nparams * sizeof *p);
+    json_decref(meta2);
+    free(st), free(back), free(p);
+    taas_model_free(m);
+}
+
 static void test_refusals(void **state) {
     fixture *f = *state;
     taas_error err;
@@ -348,6 +396,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_names_are_torch_optims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_checkpoint_loads_as_weights, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_frozen_parameters_have_no_state, setup, teardown),
         cmocka_unit_test(test_a_record_as_the_fit_writes_it_passes),
         cmocka_unit_test(test_every_field_is_checked_by_name),
         cmocka_unit_test(test_a_fit_with_nothing_left_is_refused),
