@@ -20,8 +20,9 @@ typedef struct tx_img {
 /* A hot loop's function compiled for AVX-512 (x86-64-v4), AVX2 (x86-64-v3) and the x86-64
  * baseline, the version picked at load time from the CPU (GCC's function multiversioning,
  * as workers/train/simd.h's TAAS_VEC). Only for integer loops and exact float ones, whose
- * results are the same in every version. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+ * results are the same in every version. Not under ThreadSanitizer: the loader runs the
+ * version picker before TSan is set up, and the instrumented picker crashes. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define TX_VEC __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TX_VEC
