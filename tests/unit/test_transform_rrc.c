@@ -248,8 +248,9 @@ static tx_img random_rgb(uint32_t *seed, int h, int w) {
 }
 
 /* RGB images take their own loops (the resize's horizontal pass with AVX2 where the CPU has
- * it, the remap and ToTensor in one pass over the pixels): each channel must come out as the
- * same image's channel alone, through the plain loops, byte for byte and float for float. */
+ * it, the remap and ToTensor in one pass over the pixels, a flip folded into ToTensor): each
+ * channel must come out as the same image's channel alone, through the plain loops, byte for
+ * byte and float for float. */
 static void test_rgb_loops_match_per_channel(void **state) {
     (void)state;
     uint32_t seed = 7;
@@ -290,10 +291,11 @@ static void test_rgb_loops_match_per_channel(void **state) {
         assert_int_equal(tx_remap(&rgb, rows, oh, cols, ow, fill, NULL), 0);
         float lut[3 * 256];
         for (int k = 0; k < 3 * 256; k++) lut[k] = (float)(k % 256) / 255.0f - 0.1f * (float)(k / 256);
-        assert_int_equal(tx_to_tensor(&rgb, lut, 3, NULL, 0, NULL, 0, 0, NULL), 0);
+        int mirror = trial % 4 >= 2; /* ToTensor with a flip folded in, every other pair of trials */
+        assert_int_equal(tx_to_tensor(&rgb, lut, 3, NULL, 0, NULL, 0, mirror, NULL), 0);
         for (int ch = 0; ch < 3; ch++) {
             assert_int_equal(tx_remap(&planes[ch], rows, oh, cols, ow, fills[ch], NULL), 0);
-            assert_int_equal(tx_to_tensor(&planes[ch], lut + 256 * ch, 1, NULL, 0, NULL, 0, 0, NULL), 0);
+            assert_int_equal(tx_to_tensor(&planes[ch], lut + 256 * ch, 1, NULL, 0, NULL, 0, mirror, NULL), 0);
             assert_memory_equal((float *)rgb.data + (size_t)ch * oh * ow, planes[ch].data, (size_t)oh * ow * sizeof(float));
             free(planes[ch].data);
         }
