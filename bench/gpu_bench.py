@@ -215,13 +215,34 @@ def versions():
 
 # ---- taas --------------------------------------------------------------------------------
 
+# The model measured: the §1 network, or (--model resnet18) torchvision's resnet18 with a
+# one-channel CIFAR stem (conv1 = Conv2d(1, 64, 3, padding=1, bias=False), maxpool =
+# Identity) on the same Fashion-MNIST images; taas's spec is made from the torch model.
+MODEL = {"name": "section1", "spec": {"type": "Sequential", "layers": LAYERS}, "torch": torch_model}
+
+
+def resnet18_stem1():
+    import torch.nn as nn
+    from torchvision.models import resnet18
+    m = resnet18(num_classes=10)
+    m.conv1 = nn.Conv2d(1, 64, 3, padding=1, bias=False)
+    m.maxpool = nn.Identity()
+    return m
+
+
+def use_resnet18():
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "lib"))
+    from torch_spec import spec
+    MODEL.update(name="resnet18", spec=spec(resnet18_stem1()), torch=resnet18_stem1)
+
+
 def job_spec(out, batch, epochs, workers, bf16=False):
     train = loader_spec(True, batch, True)
     train["num_workers"] = workers
     spec = {"version": 1, "job": "fit", "weights": None, "epochs": epochs, "units": 0, "seed": 1, "threads": 1,
             "out": out, "loss": {"type": "NLLLoss"}, "optimizer": {"type": "Adadelta", "lr": 1.0},
             "scheduler": None, "train": train, "validate": None,
-            "model": {"type": "Sequential", "layers": LAYERS}}
+            "model": MODEL["spec"]}
     if bf16:
         spec["precision"] = "bf16"
     return spec
@@ -274,7 +295,7 @@ def torch_rate(data, batch, warmup, epochs, compiled=False, bf16=False):
     gc.collect()
     torch.cuda.empty_cache()
     torch.manual_seed(1)
-    model = torch_model().cuda()
+    model = MODEL["torch"]().cuda()
     opt = torch.optim.Adadelta(model.parameters(), lr=1.0)
     model.train()
     if compiled:
@@ -498,12 +519,16 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="also measure taas with TAAS_CUDA_TF32=1")
     ap.add_argument("--torch-fp32", action="store_true", help="turn off TF32 in PyTorch's cuDNN convolutions")
     ap.add_argument("--budget", type=float, help="seconds: no measurement starts after them (torch.compile's: 90 s before)")
+    ap.add_argument("--model", choices=["section1", "resnet18"], default="section1",
+                    help="the §1 network, or resnet18 with a one-channel CIFAR stem (section1)")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--markdown", help="write the markdown table here")
     args = ap.parse_args()
     if args.epochs < 2:
         raise SystemExit("--epochs must be at least 2: the first is not timed")
     seen = refuse_without_gpu(args.worker)
+    if args.model == "resnet18":
+        use_resnet18()
 
     import torch
     if args.torch_fp32:
@@ -515,6 +540,7 @@ def main():
     torch.zeros(1, device="cuda")
     bench.env = versions()
     bench.env["cudnn_tf32"] = torch.backends.cudnn.allow_tf32
+    bench.env["model"] = MODEL["name"]
     bench.env["torch_context_bytes"] = memory.process(os.getpid())
     x, y = fashion(True)
     data = (x.cuda(), y.cuda())

@@ -510,9 +510,14 @@ torch_python() {  # the machine's Python with PyTorch (not the carried one)
 do_bench() {
     local py budget=$1
     py=$(torch_python) || { say "no python3 with PyTorch here: gpu_bench.py skipped"; return 77; }
-    say "gpu_bench.py with $py, a budget of $budget s"
-    PYTHONUNBUFFERED=1 "$py" "$SRC/bench/gpu_bench.py" --worker "$BIN/taas-worker" --budget "$budget" \
+    say "gpu_bench.py with $py, a budget of $budget s (the last 150 for resnet18)"
+    PYTHONUNBUFFERED=1 "$py" "$SRC/bench/gpu_bench.py" --worker "$BIN/taas-worker" --budget "$((budget - 150))" \
         --json "$OUT/gpu_bench.json" --markdown "$OUT/gpu_bench.md"
+    local rc=$?
+    # the ResNet against PyTorch on the same GPU: resnet18 with a one-channel CIFAR stem
+    PYTHONUNBUFFERED=1 "$py" "$SRC/bench/gpu_bench.py" --worker "$BIN/taas-worker" --budget 120 --model resnet18 \
+        --no-compile --repeat 2 --json "$OUT/gpu_resnet_bench.json" --markdown "$OUT/gpu_resnet_bench.md" || rc=$?
+    return $rc
 }
 
 # ---- bare: `run` where nothing of this machine's libraries is --------------------------------
@@ -640,10 +645,11 @@ run_steps() {
         printf '%-11s %-24s %7s  %s\n' step result time command
         printf '%s\n' "${STEPS[@]}"
         echo
-        echo "logs: run.log (all of it), ctest-cuda.log, notebook.log, gpu_bench.log; gpu_bench.md, gpu_bench.json"
+        echo "logs: run.log (all of it), ctest-cuda.log, notebook.log, gpu_bench.log; gpu_bench.md, gpu_bench.json, gpu_resnet_bench.md, gpu_resnet_bench.json"
         grep -h -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$OUT/ctest-cuda.log" "$OUT/notebook.log" 2>/dev/null
         grep -h -E '(GPU|CPU|CPU \(as the GPU side\)) run: [0-9.]+ s; test accuracy|accuracy: GPU ' "$OUT/notebook.log" 2>/dev/null
         [ -f "$OUT/gpu_bench.md" ] && { echo; cat "$OUT/gpu_bench.md"; }
+        [ -f "$OUT/gpu_resnet_bench.md" ] && { echo; cat "$OUT/gpu_resnet_bench.md"; }
     } >"$OUT/summary.txt"
     echo
     cat "$OUT/summary.txt"
