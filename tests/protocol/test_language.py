@@ -243,9 +243,10 @@ class Language(unittest.TestCase):
                                      "backbone.fc = nn.Linear(backbone.fc.in_features, 10)\nalias")
         self.assertEqual(reply["content"]["status"], "ok", msgs)
         shown = result_text(msgs)
-        self.assertTrue(shown.startswith("ResNet(\n  (conv1): Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), "
-                                         "padding=(3, 3), bias=False)\n"), shown)
-        self.assertIn("\n  (fc): Linear(in_features=512, out_features=10, bias=True)\n)\n", shown)
+        # torchinfo's table of the tree: a row a module by depth
+        self.assertTrue(shown.startswith("ResNet: input not known yet\nLayer (type:depth-idx)"), shown)
+        self.assertIn("\n├─Conv2d: 1-1 ", shown)
+        self.assertRegex(shown, r"\n├─Linear: 1-10 +\(N, 10\) +5,130\n")
         self.assertIn("Total params: 11,181,642\nTrainable params: 5,130\nNon-trainable params: 11,176,512", shown)
         reply, msgs = self.k.execute("print(backbone.layer1[0].conv1, backbone.layer4[-1].downsample)")
         self.assertEqual(stream_text(msgs), "Conv2d(64, 64, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), "
