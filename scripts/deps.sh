@@ -10,6 +10,7 @@ packages=(
   jupyter-core jupyter-nbconvert jupyter-nbformat python3-jupyter-client python3-nbclient
   python3-jupyter-kernel-test python3-ipykernel python3-zmq
   python3-torch  # the test that loads taas's weights into torch.nn.Sequential
+  python3-torchvision python3-pil  # the ResNet tests against torchvision (tests/protocol/test_torch_resnet.py), the photo folder
   jupyter-notebook chromium  # the browser test (tests/browser)
   python3-jupyterlab-server python3-jupyter-server libjs-mathjax  # JupyterLab built from npm (tests/browser/jupyterlab)
   jupyter-console tmux  # the console test (tests/clients), typed into a terminal
