@@ -8,7 +8,12 @@ examples/prepare_data.py makes, as a user would run them:
   (nginx, tests/lib/nginx.py), a registered loader on two loader workers and two CPU ranks
   under a #pragma taas cell; a smaller set of shards (6,000 training and 1,000 test images)
   keeps it within CI's time, with the notebook's server address and shard ranges changed to
-  them."""
+  them;
+- examples/resnet_photos.ipynb: resnet18 on a folder of JPEG photos (prepare_data.py's, of
+  their realistic 500x375 size, 256 training and 100 test pictures here) in a
+  `#pragma taas --gpus 2 --cpus auto` cell (two CPU ranks without a GPU), one epoch instead
+  of five, then fine-tuned with a frozen backbone and a new head for one epoch instead of
+  two."""
 
 import os
 import re
@@ -71,7 +76,7 @@ class Examples(unittest.TestCase):
         subprocess.run([sys.executable, PREPARE] + list(args), check=True, capture_output=True, timeout=300)
 
     def test_committed_notebooks(self):
-        for name in ("mlp_npy.ipynb", "webdataset_http.ipynb"):
+        for name in ("mlp_npy.ipynb", "webdataset_http.ipynb", "resnet_photos.ipynb"):
             nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
             nbformat.validate(nb)
             self.assertEqual(nb.metadata["kernelspec"]["name"], "taas")
@@ -132,6 +137,28 @@ class Examples(unittest.TestCase):
         self.assertEqual(n, 1000)
         self.assertGreater(acc, 0.6)
         self.assertTrue(os.listdir(cache), "the shards were not cached")
+
+    def test_resnet_on_photos_then_fine_tuned(self):
+        self.prepare("photos", os.path.join(self.tmp.name, "photos"), "--train", "256", "--test", "100")
+
+        def shorter(cells):
+            for cell, old_text, new_text in (("train", "epochs=5", "epochs=1"), ("tune-train", "epochs=2", "epochs=1")):
+                self.assertIn(old_text, cells[cell].source)
+                cells[cell].source = cells[cell].source.replace(old_text, new_text)
+            self.assertTrue(cells["train"].source.startswith("#pragma taas --gpus 2 --cpus auto\n"))
+
+        cells = run_notebook("resnet_photos.ipynb", self.tmp.name, shorter)
+        self.assertIn("ImageFolder", result(cells["data"]))
+        self.assertIn("image/png", cells["show"].outputs[0]["data"])
+        out = taastest.stream_of(cells["train"])
+        self.assertIn("plan: 1 machine × 2 GPUs", out)
+        self.assertRegex(out, r"done: 1 epoch, \d+ steps on 2 ranks")
+        self.assertTrue(result(cells["train"]).startswith("History (1 epoch)"))
+        self.assertEqual(accuracy(cells["evaluate"])[1], 100)
+        self.assertGreater(os.path.getsize(os.path.join(self.tmp.name, "photos_resnet18.safetensors")), 44000000)
+        self.assertIn("2,052", result(cells["tune"]))  # the parameters that train: the new head's
+        self.assertTrue(result(cells["tune-train"]).startswith("History (1 epoch)"))
+        self.assertEqual(accuracy(cells["tune-evaluate"])[1], 100)
 
 
 if __name__ == "__main__":
