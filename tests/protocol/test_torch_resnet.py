@@ -1,10 +1,12 @@
 """ResNets trained in a notebook cell against PyTorch doing the same (issue 28 §3 and §5), on a
 small folder of JPEGs that examples/prepare_data.py makes from Debian's Fashion-MNIST (the
-photo folder, here 40x40 pictures of its ten classes). Both sides see the same pixels
-(taas decodes and resizes as PIL does, docs/data.md), in the same order (taas's shuffled order,
-made again here as docs/data.md "Sampling" describes it), start
-from the same weights (PyTorch's, written to safetensors with scripts/pth_to_safetensors.py's
-encoder and given to taas with load()), with the same optimizer, BatchNorm in train mode.
+photo folder, here 28x28 pictures of its ten classes, cut to 16x16: small enough for the
+sanitizer build). Both sides see the same pixels (taas decodes and resizes as PIL does,
+docs/data.md), in the same order (taas's shuffled order, made again here as docs/data.md
+"Sampling" describes it), start from the same weights (PyTorch's, written to safetensors with
+scripts/pth_to_safetensors.py's encoder and given to taas with load()), with the same
+optimizer, BatchNorm in train mode. The learning rates are small enough that SGD does not
+amplify float rounding (docs/models.md, "Example").
 
 - SameAccuracy: two epochs of a small CIFAR-style ResNet of BasicBlocks; the test accuracy
   of taas's evaluate() is within 0.5 points of PyTorch's.
@@ -37,9 +39,10 @@ FASHION = "/usr/share/datasets/fashion-mnist"
 PREPARE = os.path.join(taastest.SOURCE_DIR, "examples", "prepare_data.py")
 CONVERT = os.path.join(taastest.SOURCE_DIR, "scripts", "pth_to_safetensors.py")
 MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
-TRANSFORM = "Compose([Resize(36), CenterCrop(32), ToTensor(), Normalize(%r, %r)])" % (MEAN, STD)
+TRANSFORM = "Compose([Resize(18), CenterCrop(16), ToTensor(), Normalize(%r, %r)])" % (MEAN, STD)
 BATCH = 32
 TRAIN = 2000
+TEST = 1000
 
 
 def encode(state):
@@ -92,7 +95,7 @@ def taas_order(n, seed, epoch):
 
 
 def folder(root, split):
-    tf = T.Compose([T.Resize(36), T.CenterCrop(32), T.ToTensor(), T.Normalize(MEAN, STD)])
+    tf = T.Compose([T.Resize(18), T.CenterCrop(16), T.ToTensor(), T.Normalize(MEAN, STD)])
     return torchvision.datasets.ImageFolder(os.path.join(root, split), transform=tf)
 
 
@@ -124,15 +127,15 @@ def evaluation(data):
 
 
 class PhotoCase(taastest.KernelCase):
-    """A kernel whose working folder holds photos/ (train 2000, test 500 pictures of 40x40)."""
+    """A kernel whose working folder holds photos/ (train 2000, test 1000 pictures of 28x28)."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         torch.set_num_threads(2)
         cls.root = os.path.join(cls.tmp.name, "photos")
-        subprocess.run([sys.executable, PREPARE, "photos", cls.root, "--train", str(TRAIN), "--test", "500",
-                        "--size", "40x40"], check=True, capture_output=True, timeout=120)
+        subprocess.run([sys.executable, PREPARE, "photos", cls.root, "--train", str(TRAIN), "--test", str(TEST),
+                        "--size", "28x28"], check=True, capture_output=True, timeout=120)
 
     def write(self, name, state):
         with open(os.path.join(self.tmp.name, name), "wb") as f:
@@ -146,7 +149,7 @@ class PhotoCase(taastest.KernelCase):
     def assertSameAccuracy(self, got, want):
         self.assertEqual(got[1], want[1])
         self.assertLessEqual(abs(got[0] - want[0]), 0.005, "taas %.4f, PyTorch %.4f" % (got[0], want[0]))
-        self.assertGreater(want[0], 0.18)  # learnt something: 10 classes, the largest 13 %
+        self.assertGreater(want[0], 0.16)  # learnt something: 10 classes, the largest 12 %
         print("\n%s: accuracy taas %.4f, PyTorch %.4f (%d test images)" % (self.id(), got[0], want[0], got[1]),
               file=sys.stderr)
 
@@ -158,23 +161,23 @@ class SameAccuracy(PhotoCase):
     def test_two_epochs_of_a_small_resnet(self):
         torch.manual_seed(5)
         model = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
-            BasicBlock(16, 16),
-            BasicBlock(16, 32, stride=2, downsample=nn.Sequential(nn.Conv2d(16, 32, 1, stride=2, bias=False),
-                                                                  nn.BatchNorm2d(32))),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+            nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+            BasicBlock(8, 8),
+            BasicBlock(8, 16, stride=2, downsample=nn.Sequential(nn.Conv2d(8, 16, 1, stride=2, bias=False),
+                                                                nn.BatchNorm2d(16))),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
         self.write("init.safetensors", model.state_dict())
         cell = self.loaders() + (
-            "net = Sequential(Conv2d(3, 16, 3, padding=1, bias=False), BatchNorm2d(16), ReLU(), BasicBlock(16, 16),\n"
-            "    BasicBlock(16, 32, stride=2, downsample=Sequential(Conv2d(16, 32, 1, stride=2, bias=False),"
-            " BatchNorm2d(32))),\n"
-            "    AdaptiveAvgPool2d(1), Flatten(), Linear(32, 10))\n"
+            "net = Sequential(Conv2d(3, 8, 3, padding=1, bias=False), BatchNorm2d(8), ReLU(), BasicBlock(8, 8),\n"
+            "    BasicBlock(8, 16, stride=2, downsample=Sequential(Conv2d(8, 16, 1, stride=2, bias=False),"
+            " BatchNorm2d(16))),\n"
+            "    AdaptiveAvgPool2d(1), Flatten(), Linear(16, 10))\n"
             "load('init.safetensors', into=net)\n"
             "h = fit(net, train, epochs=2, loss=CrossEntropyLoss(),"
-            " optimizer=SGD(lr=0.02, momentum=0.9, weight_decay=5e-4))\n"
+            " optimizer=SGD(lr=0.005, momentum=0.9, weight_decay=5e-4))\n"
             "evaluate(net, test, loss=CrossEntropyLoss())")
         got = evaluation(self.result(cell, timeout=300))
-        want = torch_fit(model, self.root, 2, torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9,
+        want = torch_fit(model, self.root, 2, torch.optim.SGD(model.parameters(), lr=0.005, momentum=0.9,
                                                               weight_decay=5e-4))
         self.assertSameAccuracy(got, want)
 
@@ -228,7 +231,8 @@ class FineTuneResnet18(PhotoCase):
         self.assertEqual(moved, 3 * 20)  # 20 BatchNorms: mean, var and the count of batches
         for k in ("fc.weight", "fc.bias"):  # the head trained as PyTorch's did
             self.assertLess(float((tuned[k] - theirs[k]).abs().max()), 1e-4, k)
-        self.assertEqual(int(tuned["bn1.num_batches_tracked"]), 1 + -(-TRAIN // BATCH))  # the one batch before, and the epoch's
+        # the one batch before, and the epoch's
+        self.assertEqual(int(tuned["bn1.num_batches_tracked"]), 1 + -(-TRAIN // BATCH))
         self.assertSameAccuracy(got, want)
 
 
