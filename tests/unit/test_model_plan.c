@@ -202,6 +202,18 @@ static void test_block_errors_name_the_path(void **state) {
     assert_int_equal(plan(&p, "{\"type\":\"BasicBlock\",\"inplanes\":16,\"planes\":16,\"groups\":2}", 16, 8, 8,
                           &e), -1);
     assert_non_null(strstr(e.message, "the model: BasicBlock has invalid arguments"));
+    /* a padding the kernel allows (an int) whose padded side no int holds: refused, no overflow;
+     * a number no int holds in a spec: invalid */
+    assert_int_equal(plan(&p, SEQ("{\"type\":\"Conv2d\",\"in_channels\":3,\"out_channels\":4,\"kernel_size\":3,"
+                                  "\"padding\":2000000000}"), 3, 8, 8, &e), -1);
+    assert_non_null(strstr(e.message, "layer 0: Conv2d: the input 8x8 with padding 2000000000x2000000000 is larger"));
+    assert_int_equal(plan(&p, SEQ("{\"type\":\"MaxPool2d\",\"kernel_size\":3,\"padding\":2000000000}"), 3, 8, 8, &e), -1);
+    assert_int_equal(plan(&p, SEQ("{\"type\":\"Conv2d\",\"in_channels\":3,\"out_channels\":4,\"kernel_size\":3,"
+                                  "\"padding\":10000000000000001}"), 3, 8, 8, &e), -1);
+    assert_string_equal(e.message, "layer 0: Conv2d has an invalid padding in its spec");
+    assert_int_equal(plan(&p, "{\"type\":\"Bottleneck\",\"inplanes\":16,\"planes\":2000000000,\"groups\":64}", 16, 8,
+                          8, &e), -1);
+    assert_non_null(strstr(e.message, "the model: Bottleneck's width"));
     /* nesting is bounded */
     char deep[4096] = "";
     for (int i = 0; i < 40; i++) strcat(deep, "{\"type\":\"Sequential\",\"layers\":[");

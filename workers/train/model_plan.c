@@ -2,6 +2,8 @@
  * the state_dict table. Nothing here computes or allocates numbers (model_plan.h). */
 #include "model_plan.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,23 +65,31 @@ static int where_prefix(taas_error *e, const taas_model_layer *L) {
     return -1;
 }
 
-/* An int, or an [a, b] pair; a missing or null key gives def. */
+/* A JSON integer that an int holds: 0 with *out, or -1. */
+static int as_int(const json_t *v, int *out) {
+    if (!json_is_integer(v) || json_integer_value(v) < INT_MIN || json_integer_value(v) > INT_MAX) return -1;
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+/* An int, or an [a, b] pair; a missing or null key gives def; -1 for anything else, a number
+ * no int holds included. */
 static int get_pair(const json_t *o, const char *key, int out[2], const int def[2]) {
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) { out[0] = def[0]; out[1] = def[1]; return 0; }
-    if (json_is_integer(v)) { out[0] = out[1] = (int)json_integer_value(v); return 0; }
-    if (json_is_array(v) && json_array_size(v) == 2 && json_is_integer(json_array_get(v, 0)) &&
-        json_is_integer(json_array_get(v, 1))) {
-        out[0] = (int)json_integer_value(json_array_get(v, 0));
-        out[1] = (int)json_integer_value(json_array_get(v, 1));
-        return 0;
-    }
+    if (json_is_integer(v)) return as_int(v, &out[0]) ? -1 : (out[1] = out[0], 0);
+    if (json_is_array(v) && json_array_size(v) == 2)
+        return as_int(json_array_get(v, 0), &out[0]) || as_int(json_array_get(v, 1), &out[1]) ? -1 : 0;
     return -1;
 }
 
+/* key's int, def when it is missing or not an integer, INT_MIN (which every caller refuses)
+ * when no int holds it. */
 static int get_int(const json_t *o, const char *key, int def) {
     const json_t *v = json_object_get(o, key);
-    return json_is_integer(v) ? (int)json_integer_value(v) : def;
+    int n;
+    if (!json_is_integer(v)) return def;
+    return as_int(v, &n) ? INT_MIN : n;
 }
 
 static double get_num(const json_t *o, const char *key, double def) {
@@ -247,7 +257,7 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
             return spec_err(e, L, "has an invalid padding in its spec", "give padding >= 0");
         }
         L->kh = k[0]; L->kw = k[1]; L->sh = st[0]; L->sw = st[1]; L->ph = pad[0]; L->pw = pad[1];
-        if (in.d[1] + 2 * pad[0] < k[0] || in.d[2] + 2 * pad[1] < k[1]) {
+        if ((int64_t)in.d[1] + 2 * (int64_t)pad[0] < k[0] || (int64_t)in.d[2] + 2 * (int64_t)pad[1] < k[1]) {
             snprintf(d, sizeof d, "(kernel_size=(%d, %d), padding=(%d, %d)) is bigger than its %dx%d input %s %s",
                      k[0], k[1], pad[0], pad[1], in.d[1], in.d[2], is, src);
             return spec_err(e, L, d,
@@ -625,7 +635,20 @@ static int lower_block(taas_model_plan *p, const json_t *o, const char *path, in
         taas_error_hint(e, "leave norm_layer=None (BatchNorm2d)");
         return -1;
     }
-    int t = in, width = bottleneck ? (int)(planes * (base_width / 64.0)) * groups : planes;
+    double wide = bottleneck ? (double)(int)(planes * (base_width / 64.0)) * groups : planes;
+    if (wide < 1 || wide * 4 > TAAS_MAX_DIM) {
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: %s's width planes * base_width / 64 * groups is %.0f, "
+                       "outside 1..%d", *path ? path : "the model", type, wide, TAAS_MAX_DIM / 4);
+        taas_error_hint(e, "use torchvision's planes, groups and base_width");
+        return -1;
+    }
+    if (planes > TAAS_MAX_DIM / 4) {
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: %s has %d planes, more than %d", *path ? path : "the model",
+                       type, planes, TAAS_MAX_DIM / 4);
+        taas_error_hint(e, "use fewer planes");
+        return -1;
+    }
+    int t = in, width = (int)wide;
     int expansion = bottleneck ? 4 : 1, last;
     lower_ctx zx = cx;
     zx.depth++;

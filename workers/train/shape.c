@@ -1,8 +1,23 @@
 /* The shape rules of the layers: output sizes and the checks PyTorch makes before it
  * computes. Apart from the arithmetic (no BLAS, no OpenMP) so that the kernel can plan a
  * model, and find its shape errors, without loading the training core. */
+#include <limits.h>
+#include <stdint.h>
+
 #include "errnames.h"
 #include "layers.h"
+
+/* A padded side that int arithmetic can hold twice over: the output sizes below are computed
+ * in int. */
+static int padded_too_big(int side, int pad) { return (int64_t)side + 2 * (int64_t)pad > INT_MAX / 2; }
+
+static int too_big(taas_error *e, const char *what, int h, int w, int ph, int pw) {
+    taas_srcpos nowhere = {0, 0};
+    taas_error_set(e, TAAS_ERR_VALUE, nowhere, "%s: the input %dx%d with padding %dx%d is larger than %d a side", what,
+                   h, w, ph, pw, INT_MAX / 2);
+    taas_error_hint(e, "use a smaller padding");
+    return -1;
+}
 
 int taas_conv2d_out_h(const taas_conv2d_shape *s) { return (s->h + 2 * s->ph - s->kh) / s->sh + 1; }
 int taas_conv2d_out_w(const taas_conv2d_shape *s) { return (s->w + 2 * s->pw - s->kw) / s->sw + 1; }
@@ -18,6 +33,7 @@ int taas_conv2d_check(const taas_conv2d_shape *s, taas_error *e) {
         taas_error_hint(e, "check the Conv2d arguments and the input shape");
         return -1;
     }
+    if (padded_too_big(s->h, s->ph) || padded_too_big(s->w, s->pw)) return too_big(e, "Conv2d", s->h, s->w, s->ph, s->pw);
     if (s->h + 2 * s->ph < s->kh || s->w + 2 * s->pw < s->kw) {
         taas_error_set(e, TAAS_ERR_VALUE, nowhere,
                        "Conv2d: kernel %dx%d is larger than the padded input %dx%d",
@@ -52,7 +68,7 @@ int taas_pool2d_check(const taas_pool2d_shape *s, taas_error *e) {
         taas_error_hint(e, "check the pooling layer's arguments and the input shape");
         return -1;
     }
-    if (2 * s->ph > s->kh || 2 * s->pw > s->kw) {
+    if (2 * (int64_t)s->ph > s->kh || 2 * (int64_t)s->pw > s->kw) {
         taas_error_set(e, TAAS_ERR_VALUE, nowhere,
                        "pooling: padding %dx%d is more than half the kernel %dx%d",
                        s->ph, s->pw, s->kh, s->kw);
