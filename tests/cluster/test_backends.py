@@ -638,9 +638,11 @@ class PoolAndBudget(ClusterKernel):
         return msgs
 
     def test_1_auto_grows_over_the_loader_hosts(self):
-        local = summary(stream_text(self.run_cell("local", "--cpus 1 --units 6400", "local")))
+        # 25,600 samples: long enough for the pool to see the ranks wait and grow, now that the
+        # loaders' resize is fast (6,400 took 4 s and sometimes ended before it grew)
+        local = summary(stream_text(self.run_cell("local", "--cpus 1 --units 25600", "local")))
         for backend in ("ssh", "slurm"):
-            msgs = self.run_cell(backend, "--cpus auto:2 --units 6400", backend)
+            msgs = self.run_cell(backend, "--cpus auto:2 --units 25600", backend)
             out = stream_text(msgs)
             self.assertRegex(out, r"\nloaders 1 → 2: the ranks waited for data \d+% of the time", out)
             self.assertEqual(sha256(os.path.join(self.cwd, "tiny-%s.safetensors" % backend)),
