@@ -105,4 +105,13 @@ static inline int rt_check(const float *got, size_t n, const json_t *want, doubl
     return 0;
 }
 
+/* The fixture's spec (a Sequential) with its backbone frozen: requires_grad False on the root,
+ * True again on its last layer, the head. A new reference. */
+static inline json_t *rt_frozen_spec(const json_t *ref) {
+    json_t *spec = json_deep_copy(json_object_get(ref, "spec")), *layers = json_object_get(spec, "layers");
+    json_object_set_new(spec, "requires_grad", json_false());
+    json_object_set_new(json_array_get(layers, json_array_size(layers) - 1), "requires_grad", json_true());
+    return spec;
+}
+
 #endif

@@ -112,9 +112,7 @@ static void test_frozen_backbone(void **s) {
     (void)s;
     json_t *ref = tu_fixture_load("resnet/cifar.json");
     assert_non_null(ref);
-    json_t *spec = json_deep_copy(json_object_get(ref, "spec")), *layers = json_object_get(spec, "layers");
-    json_object_set_new(spec, "requires_grad", json_false());
-    json_object_set_new(json_array_get(layers, json_array_size(layers) - 1), "requires_grad", json_true());
+    json_t *spec = rt_frozen_spec(ref);
     taas_error e;
     taas_model *full = taas_model_new(json_object_get(ref, "spec"), 3, 16, 16, 1, &e);
     taas_model *ft = taas_model_new(spec, 3, 16, 16, 1, &e);
