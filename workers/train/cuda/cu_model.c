@@ -290,7 +290,7 @@ int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err
     }
     const taas_model *m = dm->m;
     taas_act_shape os = taas_plan_tensor_shape(m->layers, m->in_shape, dm->nrun);
-    size_t on = (size_t)dm->n;
+    size_t n = (size_t)dm->n, on = n;  /* on: the output gradient's floats; counts below are per sample times n */
     for (int k = 0; k < os.rank; k++) on *= (size_t)os.d[k];
     if (dm->grad[dm->nrun] && taas_cu_copy(dm->cu, dm->grad[dm->nrun], dout, on, err)) return -1;
     for (int i = dm->nrun - 1; i >= 0; i--) {
@@ -298,7 +298,7 @@ int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err
         /* the gradient passes through in place: Flatten, Identity, the ReLU its Conv2d masks for */
         if (L->in_place || !dm->grad[i + 1]) continue;
         if (L->kind == TAAS_L_ADD) {
-            size_t cnt = numel(&L->out) * on;
+            size_t cnt = numel(&L->out) * n;
             for (int s = 0; s < 2; s++) {
                 float *g = dm->grad[L->src[s]];
                 if (!g || (s == 0 && L->overwrite)) continue;  /* written over: dy is already its gradient */
@@ -312,7 +312,7 @@ int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err
         if (!gin && (L->frozen || (!L->has_w && !L->has_b))) continue;  /* no gradient wanted from it */
         float *dx = input_grad(dm, i);
         if (backward_layer(dm, i, gin ? dx : NULL, dx, dm->grad[i + 1], err)) return -1;
-        if (gin && dm->mem.acc[2 * i] && taas_cu_accumulate(dm->cu, gin, dx, numel(&L->in) * on, err)) return -1;
+        if (gin && dm->mem.acc[2 * i] && taas_cu_accumulate(dm->cu, gin, dx, numel(&L->in) * n, err)) return -1;
     }
     return 0;
 }
