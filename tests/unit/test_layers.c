@@ -162,9 +162,12 @@ static void conv_case(const char *name, int nthreads) {
 
 static void test_conv2d(void **state) {
     (void)state;
-    /* stride 1 runs the direct kernels on an AVX-512 CPU: every case both ways */
-    for (int direct = 1; direct >= 0; direct--) {
-        taas_conv_direct_enable(direct);
+    /* stride 1 runs the direct kernels on an AVX-512 or AVX2 CPU, and planes this small
+     * several samples a product: every case each way (products of several samples; one
+     * sample at a time with the direct kernels; one at a time with im2col) */
+    for (int way = 0; way < 3; way++) {
+        taas_conv2d_sample_products(way == 0);
+        taas_conv_direct_enable(way < 2);
         conv_case("conv2d_basic", 1);
         conv_case("conv2d_basic", 2);
         conv_case("conv2d_strided", 2);
@@ -174,6 +177,7 @@ static void test_conv2d(void **state) {
         conv_case("conv2d_1x1", 2); /* im2col: no copy, the image is the matrix */
         conv_case("conv2d_wide", 2);  /* OC past a tile of channels, whole transposed blocks */
     }
+    taas_conv2d_sample_products(1);
     taas_conv_direct_enable(1);
 }
 
@@ -219,6 +223,63 @@ static void test_conv2d_groups_are_convolutions_apart(void **state) {
     taas_conv2d_forward(y2, x, w, b, &s, scratch, 2);
     assert_memory_equal(y, y2, ny * sizeof *y);
     free(x), free(w), free(b), free(y), free(y2), free(scratch), free(xg), free(yg), free(sc);
+}
+
+/* Products of several samples (small planes) against one sample at a time through im2col:
+ * 7 samples of 10x10 outputs make products of 3 samples (256 / 100 rounded up), and slices
+ * of the batch end in a product of fewer, for 1, 2 and 3 threads, with and without the fused
+ * ReLU and a stride. Within 1e-5 of the largest value: the weight and bias gradients are
+ * summed over the samples in another order. */
+static void conv_samples_case(const taas_conv2d_shape *s, int nthreads, int relu) {
+    int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s);
+    size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->oc * oh * ow;
+    size_t nw = (size_t)s->oc * s->c * s->kh * s->kw;
+    float *x = filled(nx, 0), *w = filled(nw, 0), *b = filled(s->oc, 0), *dy = filled(ny, 0);
+    for (size_t i = 0; i < nx; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    for (size_t i = 0; i < nw; i++) w[i] = (float)((i * 53) % 97) / 480.0f - 0.1f;
+    for (int i = 0; i < s->oc; i++) b[i] = (float)i / 40.0f - 0.05f;
+    for (size_t i = 0; i < ny; i++) dy[i] = (float)((i * 29) % 89) / 44.0f - 1.0f;
+    float *got[2][5];
+    for (int way = 0; way < 2; way++) {
+        taas_conv2d_sample_products(way == 0);
+        taas_conv_direct_enable(0);
+        float *scratch = filled(taas_conv2d_scratch_floats(s, nthreads), 9);
+        float *y = filled(ny, 7), *dx = filled(nx, 7), *dw = filled(nw, 0), *db = filled(s->oc, 0);
+        (relu ? taas_conv2d_relu_forward : taas_conv2d_forward)(y, x, w, b, s, scratch, nthreads);
+        if (relu) taas_conv2d_relu_backward(dx, dw, db, dy, y, x, w, s, scratch, nthreads);
+        else taas_conv2d_backward(dx, dw, db, dy, x, w, s, scratch, nthreads);
+        got[way][0] = y, got[way][1] = dx, got[way][2] = dw, got[way][3] = db, got[way][4] = scratch;
+    }
+    taas_conv2d_sample_products(1);
+    taas_conv_direct_enable(1);
+    size_t len[4] = {ny, nx, nw, (size_t)s->oc};
+    for (int a = 0; a < 4; a++) {
+        float top = 0.0f;
+        for (size_t i = 0; i < len[a]; i++) top = fabsf(got[1][a][i]) > top ? fabsf(got[1][a][i]) : top;
+        assert_true(top > 0.0f);
+        for (size_t i = 0; i < len[a]; i++)
+            if (fabsf(got[0][a][i] - got[1][a][i]) > 1e-5f * top) {
+                print_error("array %d [%zu]: %g in products of samples, %g one at a time\n", a, i,
+                            (double)got[0][a][i], (double)got[1][a][i]);
+                fail();
+            }
+    }
+    for (int way = 0; way < 2; way++)
+        for (int a = 0; a < 5; a++) free(got[way][a]);
+    free(x), free(w), free(b), free(dy);
+}
+
+static void test_conv2d_sample_products(void **state) {
+    (void)state;
+    taas_conv2d_shape same = {7, 3, 10, 10, 5, 3, 3, 1, 1, 1, 1, 1};
+    taas_conv2d_shape strided = {7, 4, 20, 19, 6, 3, 3, 2, 2, 1, 1, 1};  /* 10x10 outputs */
+    taas_conv2d_shape pointwise = {9, 6, 8, 8, 4, 1, 1, 1, 1, 0, 0, 1};  /* 4 samples a product */
+    for (int t = 1; t <= 3; t++) {
+        conv_samples_case(&same, t, 0);
+        conv_samples_case(&same, t, 1);
+        conv_samples_case(&strided, t, 0);
+        conv_samples_case(&pointwise, t, 1);
+    }
 }
 
 static void pool_case(const char *name, int is_max) {
@@ -690,6 +751,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_conv2d_sample_products),
         cmocka_unit_test(test_conv2d_groups),
         cmocka_unit_test(test_conv2d_groups_are_convolutions_apart),
         cmocka_unit_test(test_pool2d),

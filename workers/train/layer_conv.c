@@ -1,5 +1,6 @@
 /* Conv2d with the samples spread over OpenMP threads, each thread working on one sample at
- * a time so that its intermediate matrices stay in the core's L2. Stride 1 on an AVX-512
+ * a time so that its intermediate matrices stay in the core's L2 (on small planes a few
+ * samples at a time: samples_per_product). Stride 1 on an AVX-512
  * CPU runs conv_direct.c's kernels (no im2col); otherwise im2col + single-threaded sgemm
  * (conv2 of docs/design.md §1: a 288 x 576 im2col matrix, 663 KB). The caller's scratch holds
  * the packed weights, shared, then one slice per thread: that path's work memory and, in
@@ -31,11 +32,31 @@ static size_t col_floats(const taas_conv2d_shape *s) {
     return (size_t)(s->c / taas_conv2d_groups(s)) * s->kh * s->kw * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
 }
 
-/* Work memory of either path: im2col's matrix and a sample's masked output gradient (for
- * the fused ReLU), or the direct kernels' buffers. */
+/* Samples one product takes on the im2col path. A small plane (4x4 in a CIFAR ResNet's last
+ * stage) makes one sample's product too thin to reuse a weight it loads, so the columns of
+ * several samples lie side by side, about COLS of them; from COLS outputs a sample on, one
+ * sample at a time, and stride 1 there runs the direct kernels. A function of the shape
+ * alone (never of the threads), so that the sums' order is too. Without conv groups. */
+enum { COLS = 256 };
+static int sample_products = 1;
+
+void taas_conv2d_sample_products(int on) { sample_products = on; }
+
+static int samples_per_product(const taas_conv2d_shape *s) {
+    int l = taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
+    if (!sample_products || !ungrouped(s) || l >= COLS || l < 1) return 1;
+    int g = (COLS + l - 1) / l;
+    return g < s->n ? g : (s->n > 1 ? s->n : 1);
+}
+
+static int use_direct(const taas_conv2d_shape *s) { return samples_per_product(s) == 1 && taas_conv_direct_usable(s); }
+
+/* Work memory of either path: im2col's matrix and the output (or masked output gradient) of
+ * the samples a product takes, or the direct kernels' buffers. */
 static size_t work_floats(const taas_conv2d_shape *s) {
-    size_t im2col = col_floats(s) + (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
-    size_t direct = ungrouped(s) ? taas_conv_direct_thread_floats(s) : 0;
+    size_t im2col = (col_floats(s) + (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s)) *
+                    (size_t)samples_per_product(s);
+    size_t direct = use_direct(s) ? taas_conv_direct_thread_floats(s) : 0;
     return im2col > direct ? im2col : direct;
 }
 
@@ -45,7 +66,7 @@ static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 /* dw's partial sums: (OC, K) with K = C/G*KH*KW, or transposed with padding on the direct path */
 static size_t dw_floats(const taas_conv2d_shape *s) {
     size_t plain = (size_t)s->oc * (s->c / taas_conv2d_groups(s)) * s->kh * s->kw;
-    size_t direct = ungrouped(s) ? taas_conv_direct_dw_floats(s) : 0;
+    size_t direct = use_direct(s) ? taas_conv_direct_dw_floats(s) : 0;
     return plain > direct ? plain : direct;
 }
 
@@ -55,7 +76,7 @@ static size_t per_thread(const taas_conv2d_shape *s) {
 }
 
 static size_t shared_floats(const taas_conv2d_shape *s) {
-    return ungrouped(s) ? round16(taas_conv_direct_shared_floats(s)) : 0;
+    return use_direct(s) ? round16(taas_conv_direct_shared_floats(s)) : 0;
 }
 
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads) {
@@ -72,12 +93,13 @@ static void valid_cols(const taas_conv2d_shape *s, int ow, int kj, int *j0, int 
     if (*j0 > *j1) *j0 = *j1;
 }
 
-/* col (C*KH*KW, OH*OW) from one image (C,H,W); zeros where the window hits padding. */
-TAAS_VEC static void im2col(float *col, const float *img, const taas_conv2d_shape *s, int oh, int ow) {
+/* col (C*KH*KW, OH*OW) from one image (C,H,W), its rows ld floats apart (OH*OW alone, more
+ * where several samples' columns lie side by side); zeros where the window hits padding. */
+TAAS_VEC static void im2col(float *col, const float *img, const taas_conv2d_shape *s, int oh, int ow, size_t ld) {
     for (int c = 0; c < s->c; c++)
         for (int ki = 0; ki < s->kh; ki++)
             for (int kj = 0; kj < s->kw; kj++) {
-                float *row = col + ((size_t)(c * s->kh + ki) * s->kw + kj) * oh * ow;
+                float *row = col + ((size_t)(c * s->kh + ki) * s->kw + kj) * ld;
                 const float *plane = img + (size_t)c * s->h * s->w;
                 int j0, j1;
                 valid_cols(s, ow, kj, &j0, &j1);
@@ -101,13 +123,14 @@ TAAS_VEC static void im2col(float *col, const float *img, const taas_conv2d_shap
             }
 }
 
-/* img (C,H,W) = sum of the col entries that map to each pixel (written). */
-TAAS_VEC static void col2im(float *img, const float *col, const taas_conv2d_shape *s, int oh, int ow) {
+/* img (C,H,W) = sum of the col entries that map to each pixel (written); col's rows ld
+ * floats apart, as im2col's. */
+TAAS_VEC static void col2im(float *img, const float *col, const taas_conv2d_shape *s, int oh, int ow, size_t ld) {
     memset(img, 0, sizeof(float) * (size_t)s->c * s->h * s->w);
     for (int c = 0; c < s->c; c++)
         for (int ki = 0; ki < s->kh; ki++)
             for (int kj = 0; kj < s->kw; kj++) {
-                const float *row = col + ((size_t)(c * s->kh + ki) * s->kw + kj) * oh * ow;
+                const float *row = col + ((size_t)(c * s->kh + ki) * s->kw + kj) * ld;
                 float *plane = img + (size_t)c * s->h * s->w;
                 int j0, j1;
                 valid_cols(s, ow, kj, &j0, &j1);
@@ -167,16 +190,43 @@ static int col_is_input(const taas_conv2d_shape *s) {
     return s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->ph == 0 && s->pw == 0;
 }
 
+/* Samples [n0, n0 + m) through one product: their columns side by side in col (K, m*L),
+ * y's (OC, m*L) into out, then each sample's block of columns to its place in y. */
+static void forward_samples(float *y, const float *x, const float *w, const float *b, const taas_conv2d_shape *s,
+                            float *mine, int n0, int m, int relu) {
+    int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow, k = s->c * s->kh * s->kw;
+    size_t ld = (size_t)m * l, in = (size_t)s->c * s->h * s->w;
+    float *col = mine, *out = mine + (size_t)k * ld;
+    for (int j = 0; j < m; j++) im2col(col + (size_t)j * l, x + (n0 + j) * in, s, oh, ow, ld);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->oc, (int)ld, k, 1.0f, w, k, col, (int)ld, 0.0f, out,
+                (int)ld);
+    for (int j = 0; j < m; j++) {
+        float *yn = y + (size_t)(n0 + j) * s->oc * l;
+        for (int o = 0; o < s->oc; o++) memcpy(yn + (size_t)o * l, out + o * ld + (size_t)j * l, sizeof(float) * l);
+        bias_relu(yn, b, s->oc, l, relu);
+    }
+}
+
 static void forward(float *y, const float *x, const float *w, const float *b,
                     const taas_conv2d_shape *s, float *scratch, int nthreads, int relu) {
     taas_blas_setup();
     taas_conv2d_shape sg = group_shape(s);
     int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow, groups = taas_conv2d_groups(s);
-    int k = sg.c * s->kh * s->kw, direct = taas_conv_direct_usable(s);
+    int k = sg.c * s->kh * s->kw, direct = use_direct(s), gs = samples_per_product(s);
     size_t per = per_thread(s), in = (size_t)s->c * s->h * s->w, in_g = (size_t)sg.c * s->h * s->w;
     size_t w_g = (size_t)sg.oc * k, out_g = (size_t)sg.oc * l;
     float *packed = scratch, *slices = scratch + shared_floats(s);
     if (direct) taas_conv_direct_pack_forward(packed, w, s);
+    if (gs > 1) {  /* a slice of the batch a thread, as backward's, in products of gs samples */
+        int nt = clamp_threads(nthreads, s->n), q = s->n / nt, r = s->n % nt;
+#pragma omp parallel num_threads(nt)
+        for (int t = omp_get_thread_num(); t < nt; t += omp_get_num_threads()) {
+            int lo = t * q + (t < r ? t : r), hi = lo + q + (t < r);
+            for (int n0 = lo; n0 < hi; n0 += gs)
+                forward_samples(y, x, w, b, s, slices + (size_t)t * per, n0, hi - n0 < gs ? hi - n0 : gs, relu);
+        }
+        return;
+    }
 #pragma omp parallel for num_threads(clamp_threads(nthreads, s->n)) schedule(static)
     for (int n = 0; n < s->n; n++) {
         float *mine = slices + (size_t)omp_get_thread_num() * per, *yn = y + (size_t)n * s->oc * l;
@@ -187,7 +237,7 @@ static void forward(float *y, const float *x, const float *w, const float *b,
         for (int g = 0; g < groups; g++) {
             const float *col = x + n * in + g * in_g;
             if (!col_is_input(s)) {
-                im2col(mine, col, &sg, oh, ow);
+                im2col(mine, col, &sg, oh, ow, (size_t)l);
                 col = mine;
             }
             /* group g of y_n (OC/G, L) = its rows of w (OC/G, K) * col (K, L) */
@@ -208,6 +258,36 @@ void taas_conv2d_relu_forward(float *y, const float *x, const float *w, const fl
     forward(y, x, w, b, s, scratch, nthreads, 1);
 }
 
+/* Samples [n0, n0 + m) through one product each for dw and dx (forward_samples's layout):
+ * their (masked) output gradients side by side in dyc (OC, m*L), their columns in col. */
+static void backward_samples(float *dx, float *dwt, float *dbt, const float *dy, const float *relu_y,
+                             const float *x, const float *w, const taas_conv2d_shape *s, float *mine, int n0,
+                             int m) {
+    int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow, k = s->c * s->kh * s->kw;
+    size_t ld = (size_t)m * l, in = (size_t)s->c * s->h * s->w, out = (size_t)s->oc * l;
+    float *col = mine, *dyc = mine + (size_t)k * ld;
+    for (int j = 0; j < m; j++) {
+        const float *dyn = dy + (n0 + j) * out, *yn = relu_y ? relu_y + (n0 + j) * out : NULL;
+        for (int o = 0; o < s->oc; o++) {
+            float *to = dyc + o * ld + (size_t)j * l;
+            if (yn) relu_mask(to, dyn + (size_t)o * l, yn + (size_t)o * l, (size_t)l);
+            else memcpy(to, dyn + (size_t)o * l, sizeof(float) * l);
+        }
+    }
+    if (dbt) add_row_sums(dbt, dyc, s->oc, (int)ld);
+    if (dwt) {
+        for (int j = 0; j < m; j++) im2col(col + (size_t)j * l, x + (n0 + j) * in, s, oh, ow, ld);
+        /* dw_t (OC, K) += dyc (OC, mL) * col^T (mL, K) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->oc, k, (int)ld, 1.0f, dyc, (int)ld, col, (int)ld,
+                    1.0f, dwt, k);
+    }
+    if (!dx) return;
+    /* dcol (K, mL) = w^T (K, OC) * dyc (OC, mL), then scattered back to each sample's pixels */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, (int)ld, s->oc, 1.0f, w, k, dyc, (int)ld, 0.0f, col,
+                (int)ld);
+    for (int j = 0; j < m; j++) col2im(dx + (n0 + j) * in, col + (size_t)j * l, s, oh, ow, ld);
+}
+
 /* relu_y: the fused ReLU's output, whose sign masks dy; NULL without one */
 static void backward(float *dx, float *dw, float *db, const float *dy, const float *relu_y,
                      const float *x, const float *w, const taas_conv2d_shape *s, float *scratch,
@@ -215,7 +295,7 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
     taas_blas_setup();
     taas_conv2d_shape sg = group_shape(s);
     int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow, groups = taas_conv2d_groups(s);
-    int k = sg.c * s->kh * s->kw, direct = taas_conv_direct_usable(s);
+    int k = sg.c * s->kh * s->kw, direct = use_direct(s), gs = samples_per_product(s);
     size_t wsz = (size_t)s->oc * k, dwsz = dw_floats(s), per = per_thread(s), work = work_floats(s);
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->oc * l;
     size_t in_g = (size_t)sg.c * s->h * s->w, w_g = (size_t)sg.oc * k, out_g = (size_t)sg.oc * l;
@@ -232,6 +312,12 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
         float *dwt = mine + work, *dbt = dwt + dwsz, *masked = mine + col_floats(s);
         memset(dwt, 0, sizeof(float) * (dwsz + (size_t)s->oc));
         int lo = t * q + (t < r ? t : r), hi = lo + q + (t < r);
+        if (gs > 1) {
+            for (int n0 = lo; n0 < hi; n0 += gs)
+                backward_samples(dx, dw ? dwt : NULL, db ? dbt : NULL, dy, relu_y, x, w, s, mine, n0,
+                                 hi - n0 < gs ? hi - n0 : gs);
+            continue;
+        }
         for (int n = lo; n < hi; n++) {
             const float *dyn = dy + n * out;
             if (direct) {
@@ -249,7 +335,7 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
                 if (dw) {
                     const float *xg = x + n * in + g * in_g;
                     if (!col_is_input(s)) {
-                        im2col(mine, xg, &sg, oh, ow);
+                        im2col(mine, xg, &sg, oh, ow, (size_t)l);
                         xg = mine;
                     }
                     /* group g's rows of dw_t (OC/G, K) += dy_n's (OC/G, L) * col^T (L, K) */
@@ -265,7 +351,7 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
                 } else {
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, l, sg.oc, 1.0f, wg, k, dyg, l,
                                 0.0f, mine, l);
-                    col2im(dxg, mine, &sg, oh, ow);
+                    col2im(dxg, mine, &sg, oh, ow, (size_t)l);
                 }
             }
         }

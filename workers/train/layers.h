@@ -38,9 +38,13 @@ int taas_conv2d_check(const taas_conv2d_shape *s, taas_error *e);
 /* Scratch floats forward/backward need when run with `nthreads` OpenMP threads; allocated
  * 64-byte aligned (aligned_alloc) it keeps the vector kernels on cache lines. */
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads);
+/* On by default: products of several samples on small planes. Tests turn it off so that
+ * small shapes take the one-sample paths (the direct kernels, where those run). */
+void taas_conv2d_sample_products(int on);
 /* x (N,C,H,W), w (OC,C/groups,KH,KW), b (OC) or NULL -> y (N,OC,OH,OW). OpenMP over the
- * batch, each thread one sample at a time with single-threaded sgemm (blas.h), one product
- * per group. */
+ * batch, each thread a slice of it with single-threaded sgemm (blas.h), one product per
+ * group; a sample at a time, or on small planes (under 256 outputs a channel, no groups)
+ * several samples' columns in one product. */
 void taas_conv2d_forward(float *y, const float *x, const float *w, const float *b,
                          const taas_conv2d_shape *s, float *scratch, int nthreads);
 /* dx (N,C,H,W) written (NULL to skip); dw, db (NULL to skip) accumulate, summed per thread
