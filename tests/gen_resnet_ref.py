@@ -10,7 +10,9 @@ of j and k (unit()), computed exactly in float64 and rounded once to float32. Th
 must be torchvision's), the batch, the logits and loss, and of every gradient, every parameter
 after one SGD step (momentum 0.9, weight decay 1e-4) and every running statistic: the sum, the
 sum of magnitudes and 16 elements at fixed places, computed in float64, with how far
-torch's float32 computation of each is from it. The batch is the formula's tensor 100000 + i times 2, the first i whose ReLU inputs stay clear
+torch's float32 computations of each are from it at most: on the batch, and on the batch with
+each element moved one ulp up or down (8 patterns; perturbed()), so that a number that
+rounding can move far, through a ReLU input within rounding of zero, is allowed that. The batch is the formula's tensor 100000 + i times 2, the first i whose ReLU inputs stay clear
 of zero (kinks_clear). Needs torch and torchvision; run
 /usr/bin/python3 tests/gen_resnet_ref.py from the repository root."""
 import json
@@ -29,6 +31,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib
 from torch_spec import spec  # noqa: E402
 
 SAMPLES = 16
+PERTURBED = 8  # float32 runs on the batch moved by one ulp, beside the one on the batch itself
+UNSTABLE = [False]  # whether a perturbed run moved a number far more than rounding does (summary)
 INPUT = 100000  # the batch is the formula's tensor INPUT + i, times 2 (kinks_clear picks i)
 
 
@@ -63,15 +67,33 @@ def fill(model):
         t.copy_(torch.from_numpy(v.astype(np.float32)).reshape(t.shape))
 
 
-def summary(t, t32):
+def summary(t, t32s):
     """t's sum, sum of magnitudes and 16 elements (float64), and how far torch's float32
-    computation of the same is from them: the test allows a few times that."""
-    f, g = t.detach().reshape(-1).double(), t32.detach().reshape(-1).double()
+    computations of the same (PERTURBED + 1 of them) are from them at most: the test allows a
+    few times that."""
+    f = t.detach().reshape(-1).double()
     n = f.numel()
     idx = [(i * 7919 + 13) % n for i in range(SAMPLES)]
+    err = serr = 0.0
+    for k, t32 in enumerate(t32s):
+        g = t32.detach().reshape(-1).double()
+        err = max(err, max(float((f[i] - g[i]).abs()) for i in idx))
+        serr = max(serr, float((f.sum() - g.sum()).abs()), float((f.abs().sum() - g.abs().sum()).abs()))
+        if k == 0:
+            err0 = err
+    # rounding moves a number by a few times its own error; a flipped ReLU moves it far more
+    UNSTABLE[0] |= err > 20 * err0 + 1e-5 * float(f.abs().mean())
     return {"sum": float(f.sum()), "abs": float(f.abs().sum()), "at": idx, "v": [float(f[i]) for i in idx],
-            "err": max(float((f[i] - g[i]).abs()) for i in idx),
-            "serr": max(float((f.sum() - g.sum()).abs()), float((f.abs().sum() - g.abs().sum()).abs()))}
+            "err": err, "serr": serr}
+
+
+def perturbed(x, p):
+    """x with each element moved by one unit in the last place, up or down (a fixed pattern
+    for p): float32 runs on these probe how far rounding anywhere, in any order of sums, can
+    move each number, a ReLU input that lies within rounding of zero included, which flips
+    in some of them and widens the allowance of the numbers it moves."""
+    sign = torch.from_numpy(np.where(unit(1000 + p, x.numel()) < 0, -1.0, 1.0).astype(np.float32)).reshape(x.shape)
+    return torch.nextafter(x, x + sign * torch.finfo(torch.float32).max)
 
 
 def run(make, state, x, y, train, dtype):
@@ -112,28 +134,36 @@ def kinks_clear(make, state, x):
 
 def step(make, c, h, w, n, k, seed):
     """The reference is float64; float32's distance from it (torch's own rounding, which a
-    train-mode BatchNorm over few values amplifies) is kept beside each number."""
+    train-mode BatchNorm over few values amplifies, on the batch and on the batch moved by
+    one ulp) is kept beside each number. The batch is the first whose ReLU inputs stay clear
+    of zero (kinks_clear) and whose perturbed runs move no number far beyond rounding: a
+    ReLU input within rounding of zero flips in some order of sums, and a number that one
+    flip moves tests nothing but that order."""
     torch.manual_seed(seed)
     model = make()
     fill(model)
+    state = model.state_dict()
+    y = torch.randint(0, k, (n,))
     for index in range(INPUT, INPUT + 100):
         x = torch.from_numpy((2.0 * unit(index, n * c * h * w)).astype(np.float32)).reshape(n, c, h, w)
-        if kinks_clear(make, model.state_dict(), x):
-            break
-    else:
-        raise RuntimeError("no batch keeps the ReLUs clear of zero")
-    y = torch.randint(0, k, (n,))
-    out = {"spec": spec(model), "input": [c, h, w], "input_index": index, "n": n, "y": [int(v) for v in y],
-           "keys": [[key, list(t.shape)] for key, t in model.state_dict().items()]}
-    for mode in ["train", "eval"]:
-        l64, s64, g64, a64 = run(make, model.state_dict(), x, y, mode == "train", torch.float64)
-        l32, s32, g32, a32 = run(make, model.state_dict(), x, y, mode == "train", torch.float32)
-        out[mode] = {"logits": [float(v) for v in l64.reshape(-1)],
-                     "logits_err": float((l64 - l32.double()).abs().max()),
-                     "loss": float(s64), "loss_err": float(abs(float(s64) - float(s32))),
-                     "grads": {key: summary(g64[key], g32[key]) for key in g64},
-                     "after": {key: summary(t, a32[key]) for key, t in a64.items() if t.dtype != torch.int64}}
-    return out
+        if not kinks_clear(make, state, x):
+            continue
+        out = {"spec": spec(model), "input": [c, h, w], "input_index": index, "n": n, "y": [int(v) for v in y],
+               "keys": [[key, list(t.shape)] for key, t in state.items()]}
+        UNSTABLE[0] = False
+        for mode in ["train", "eval"]:
+            l64, s64, g64, a64 = run(make, state, x, y, mode == "train", torch.float64)
+            r32 = [run(make, state, xp, y, mode == "train", torch.float32)
+                   for xp in [x] + [perturbed(x, p) for p in range(PERTURBED)]]
+            out[mode] = {"logits": [float(v) for v in l64.reshape(-1)],
+                         "logits_err": max(float((l64 - r[0].double()).abs().max()) for r in r32),
+                         "loss": float(s64), "loss_err": max(float(abs(float(s64) - float(r[1]))) for r in r32),
+                         "grads": {key: summary(g64[key], [r[2][key] for r in r32]) for key in g64},
+                         "after": {key: summary(t, [r[3][key] for r in r32]) for key, t in a64.items()
+                                   if t.dtype != torch.int64}}
+        if not UNSTABLE[0]:
+            return out
+    raise RuntimeError("no batch keeps the ReLUs clear of zero")
 
 
 def cifar():
