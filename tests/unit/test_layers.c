@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "conv_direct.h"
+#include "conv_winograd.h"
 #include "init.h"
 #include "layers.h"
 #include "pool_bins.h"
@@ -225,6 +226,18 @@ static void test_conv2d_groups_are_convolutions_apart(void **state) {
     free(x), free(w), free(b), free(y), free(y2), free(scratch), free(xg), free(yg), free(sc);
 }
 
+/* got within rel of the largest magnitude of want, element by element (n floats) */
+static void expect_close(const float *got, const float *want, size_t n, float rel, const char *what) {
+    float top = 0.0f;
+    for (size_t i = 0; i < n; i++) top = fabsf(want[i]) > top ? fabsf(want[i]) : top;
+    assert_true(top > 0.0f);
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(got[i] - want[i]) > rel * top) {
+            print_error("%s [%zu]: %g, against %g\n", what, i, (double)got[i], (double)want[i]);
+            fail();
+        }
+}
+
 /* Products of several samples (small planes) against one sample at a time through im2col:
  * 7 samples of 10x10 outputs make products of 3 samples (256 / 100 rounded up), and slices
  * of the batch end in a product of fewer, for 1, 2 and 3 threads, with and without the fused
@@ -253,17 +266,8 @@ static void conv_samples_case(const taas_conv2d_shape *s, int nthreads, int relu
     taas_conv2d_sample_products(1);
     taas_conv_direct_enable(1);
     size_t len[4] = {ny, nx, nw, (size_t)s->oc};
-    for (int a = 0; a < 4; a++) {
-        float top = 0.0f;
-        for (size_t i = 0; i < len[a]; i++) top = fabsf(got[1][a][i]) > top ? fabsf(got[1][a][i]) : top;
-        assert_true(top > 0.0f);
-        for (size_t i = 0; i < len[a]; i++)
-            if (fabsf(got[0][a][i] - got[1][a][i]) > 1e-5f * top) {
-                print_error("array %d [%zu]: %g in products of samples, %g one at a time\n", a, i,
-                            (double)got[0][a][i], (double)got[1][a][i]);
-                fail();
-            }
-    }
+    const char *names[4] = {"y", "dx", "dw", "db"};
+    for (int a = 0; a < 4; a++) expect_close(got[0][a], got[1][a], len[a], 1e-5f, names[a]);
     for (int way = 0; way < 2; way++)
         for (int a = 0; a < 5; a++) free(got[way][a]);
     free(x), free(w), free(b), free(dy);
@@ -279,6 +283,56 @@ static void test_conv2d_sample_products(void **state) {
         conv_samples_case(&same, t, 1);
         conv_samples_case(&strided, t, 0);
         conv_samples_case(&pointwise, t, 1);
+    }
+}
+
+/* Winograd's F(2x2, 3x3) against im2col + sgemm a sample at a time (the forward and the
+ * input gradient; the weight gradient does not take it): padding 0, 1 and 2, odd and even
+ * planes, more tiles than a product takes, the fused ReLU's mask, 1 to 3 threads. Within
+ * 2e-5 of the largest value (the products are summed in another order, of transformed
+ * values), and the same bits for the same threads twice. */
+static void winograd_case(taas_conv2d_shape s, int nthreads, int relu) {
+    assert_true(taas_conv_winograd_usable(&s));  /* the case takes the path it tests */
+    int oh = taas_conv2d_out_h(&s), ow = taas_conv2d_out_w(&s);
+    size_t nx = (size_t)s.n * s.c * s.h * s.w, ny = (size_t)s.n * s.oc * oh * ow, nw = (size_t)s.oc * s.c * 9;
+    float *x = filled(nx, 0), *w = filled(nw, 0), *b = filled(s.oc, 0), *dy = filled(ny, 0);
+    for (size_t i = 0; i < nx; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    for (size_t i = 0; i < nw; i++) w[i] = (float)((i * 53) % 97) / 480.0f - 0.1f;
+    for (int i = 0; i < s.oc; i++) b[i] = (float)i / 40.0f - 0.05f;
+    for (size_t i = 0; i < ny; i++) dy[i] = (float)((i * 29) % 89) / 44.0f - 1.0f;
+    float *got[3][3];
+    for (int way = 0; way < 3; way++) {  /* Winograd, Winograd again, im2col */
+        taas_conv2d_winograd(way < 2);
+        taas_conv2d_sample_products(0);
+        taas_conv_direct_enable(0);
+        float *scratch = filled(taas_conv2d_scratch_floats(&s, nthreads), 9);
+        float *y = filled(ny, 7), *dx = filled(nx, 7);
+        (relu ? taas_conv2d_relu_forward : taas_conv2d_forward)(y, x, w, b, &s, scratch, nthreads);
+        if (relu) taas_conv2d_relu_backward(dx, NULL, NULL, dy, y, x, w, &s, scratch, nthreads);
+        else taas_conv2d_backward(dx, NULL, NULL, dy, x, w, &s, scratch, nthreads);
+        got[way][0] = y, got[way][1] = dx, got[way][2] = scratch;
+    }
+    taas_conv2d_winograd(1);
+    taas_conv2d_sample_products(1);
+    taas_conv_direct_enable(1);
+    size_t len[2] = {ny, nx};
+    for (int a = 0; a < 2; a++) {
+        assert_memory_equal(got[0][a], got[1][a], len[a] * sizeof(float));
+        expect_close(got[0][a], got[2][a], len[a], 2e-5f, a ? "dx" : "y");
+    }
+    for (int way = 0; way < 3; way++)
+        for (int a = 0; a < 3; a++) free(got[way][a]);
+    free(x), free(w), free(b), free(dy);
+}
+
+static void test_conv2d_winograd(void **state) {
+    (void)state;
+    for (int t = 1; t <= 3; t++) {
+        winograd_case((taas_conv2d_shape){5, 64, 8, 8, 72, 3, 3, 1, 1, 1, 1, 1}, t, 0);
+        winograd_case((taas_conv2d_shape){3, 65, 9, 11, 64, 3, 3, 1, 1, 1, 1, 1}, t, 1);  /* odd planes */
+        winograd_case((taas_conv2d_shape){4, 64, 12, 10, 67, 3, 3, 1, 1, 0, 0, 1}, t, 0); /* no padding */
+        winograd_case((taas_conv2d_shape){2, 66, 7, 9, 64, 3, 3, 1, 1, 2, 1, 1}, t, 1);   /* padding 2 and 1 */
+        winograd_case((taas_conv2d_shape){3, 64, 40, 38, 64, 3, 3, 1, 1, 1, 1, 1}, t, 0); /* 380 tiles a sample */
     }
 }
 
@@ -752,6 +806,7 @@ int main(void) {
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv2d_sample_products),
+        cmocka_unit_test(test_conv2d_winograd),
         cmocka_unit_test(test_conv2d_groups),
         cmocka_unit_test(test_conv2d_groups_are_convolutions_apart),
         cmocka_unit_test(test_pool2d),

@@ -11,6 +11,7 @@
 #include <omp.h>
 #include "blas.h"
 #include "conv_direct.h"
+#include "conv_winograd.h"
 #include "layers.h"
 #include "simd.h"
 
@@ -51,12 +52,22 @@ static int samples_per_product(const taas_conv2d_shape *s) {
 
 static int use_direct(const taas_conv2d_shape *s) { return samples_per_product(s) == 1 && taas_conv_direct_usable(s); }
 
+/* Winograd's F(2x2, 3x3) for the forward and the input gradient where it applies
+ * (conv_winograd.h); the weight gradient stays on the path above. */
+static int winograd = 1;
+
+void taas_conv2d_winograd(int on) { winograd = on; }
+
+static int use_winograd(const taas_conv2d_shape *s) { return winograd && taas_conv_winograd_usable(s); }
+
 /* Work memory of either path: im2col's matrix and the output (or masked output gradient) of
  * the samples a product takes, or the direct kernels' buffers. */
 static size_t work_floats(const taas_conv2d_shape *s) {
     size_t im2col = (col_floats(s) + (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s)) *
                     (size_t)samples_per_product(s);
     size_t direct = use_direct(s) ? taas_conv_direct_thread_floats(s) : 0;
+    size_t wino = use_winograd(s) ? taas_conv_winograd_thread_floats(s, taas_conv_winograd_samples(s)) : 0;
+    if (wino > im2col) im2col = wino;
     return im2col > direct ? im2col : direct;
 }
 
@@ -76,7 +87,9 @@ static size_t per_thread(const taas_conv2d_shape *s) {
 }
 
 static size_t shared_floats(const taas_conv2d_shape *s) {
-    return use_direct(s) ? round16(taas_conv_direct_shared_floats(s)) : 0;
+    size_t direct = use_direct(s) ? taas_conv_direct_shared_floats(s) : 0;
+    size_t wino = use_winograd(s) ? taas_conv_winograd_weight_floats(s) : 0;
+    return round16(direct > wino ? direct : wino);
 }
 
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads) {
@@ -207,6 +220,35 @@ static void forward_samples(float *y, const float *x, const float *w, const floa
     }
 }
 
+/* A forward (or Winograd's input gradient) that runs in products of several samples */
+enum { PRODUCT_SAMPLES, PRODUCT_WINOGRAD, PRODUCT_WINOGRAD_DX };
+typedef struct product {
+    int what;
+    float *out;
+    const float *in, *w, *b, *mask;  /* w: the weights, or Winograd's transforms of them */
+    const taas_conv2d_shape *s;
+    int relu;
+} product;
+
+/* A slice of the batch a thread (backward's slices), each slice in products of `m` samples,
+ * the last of a slice shorter */
+static void products(product p, int m, float *slices, size_t per, int nthreads) {
+    int n = p.s->n, nt = clamp_threads(nthreads, n), q = n / nt, r = n % nt;
+#pragma omp parallel num_threads(nt)
+    for (int t = omp_get_thread_num(); t < nt; t += omp_get_num_threads()) {
+        int lo = t * q + (t < r ? t : r), hi = lo + q + (t < r);
+        float *mine = slices + (size_t)t * per;
+        for (int n0 = lo; n0 < hi; n0 += m) {
+            int k = hi - n0 < m ? hi - n0 : m;
+            switch (p.what) {
+            case PRODUCT_SAMPLES: forward_samples(p.out, p.in, p.w, p.b, p.s, mine, n0, k, p.relu); break;
+            case PRODUCT_WINOGRAD: taas_conv_winograd_forward(p.out, p.in, p.w, p.b, p.s, mine, n0, k, p.relu); break;
+            default: taas_conv_winograd_input_grad(p.out, p.in, p.mask, p.w, p.s, mine, n0, k); break;
+            }
+        }
+    }
+}
+
 static void forward(float *y, const float *x, const float *w, const float *b,
                     const taas_conv2d_shape *s, float *scratch, int nthreads, int relu) {
     taas_blas_setup();
@@ -216,15 +258,15 @@ static void forward(float *y, const float *x, const float *w, const float *b,
     size_t per = per_thread(s), in = (size_t)s->c * s->h * s->w, in_g = (size_t)sg.c * s->h * s->w;
     size_t w_g = (size_t)sg.oc * k, out_g = (size_t)sg.oc * l;
     float *packed = scratch, *slices = scratch + shared_floats(s);
+    if (use_winograd(s)) {
+        taas_conv_winograd_weights(packed, w, s, 0);
+        products((product){PRODUCT_WINOGRAD, y, x, packed, b, NULL, s, relu}, taas_conv_winograd_samples(s),
+                 slices, per, nthreads);
+        return;
+    }
     if (direct) taas_conv_direct_pack_forward(packed, w, s);
-    if (gs > 1) {  /* a slice of the batch a thread, as backward's, in products of gs samples */
-        int nt = clamp_threads(nthreads, s->n), q = s->n / nt, r = s->n % nt;
-#pragma omp parallel num_threads(nt)
-        for (int t = omp_get_thread_num(); t < nt; t += omp_get_num_threads()) {
-            int lo = t * q + (t < r ? t : r), hi = lo + q + (t < r);
-            for (int n0 = lo; n0 < hi; n0 += gs)
-                forward_samples(y, x, w, b, s, slices + (size_t)t * per, n0, hi - n0 < gs ? hi - n0 : gs, relu);
-        }
+    if (gs > 1) {
+        products((product){PRODUCT_SAMPLES, y, x, w, b, NULL, s, relu}, gs, slices, per, nthreads);
         return;
     }
 #pragma omp parallel for num_threads(clamp_threads(nthreads, s->n)) schedule(static)
@@ -293,6 +335,13 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
                      const float *x, const float *w, const taas_conv2d_shape *s, float *scratch,
                      int nthreads) {
     taas_blas_setup();
+    if (dx && use_winograd(s)) {  /* dw and db on the paths below, then dx by Winograd */
+        if (dw || db) backward(NULL, dw, db, dy, relu_y, x, w, s, scratch, nthreads);
+        taas_conv_winograd_weights(scratch, w, s, 1);
+        products((product){PRODUCT_WINOGRAD_DX, dx, dy, scratch, NULL, relu_y, s, 0}, taas_conv_winograd_samples(s),
+                 scratch + shared_floats(s), per_thread(s), nthreads);
+        return;
+    }
     taas_conv2d_shape sg = group_shape(s);
     int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s), l = oh * ow, groups = taas_conv2d_groups(s);
     int k = sg.c * s->kh * s->kw, direct = use_direct(s), gs = samples_per_product(s);

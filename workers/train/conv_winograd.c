@@ -1,0 +1,201 @@
+/* Winograd F(2x2, 3x3) for Conv2d (conv_winograd.h). The transforms, with d a 4x4 block of
+ * input, g a 3x3 kernel and m a 4x4 block of products:
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]      V = B^T d B
+ *   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]      U = G g G^T
+ *   A^T = [1 1 1 0; 0 1 -1 -1]                           Y = A^T m A
+ * A product's buffers, per thread: V (16, Cin, T) and M (16, Cout, T) for its T tiles (a
+ * sample's tiles in row order, the samples one after another), and a few rows. The loops run
+ * along a row of tiles, so that they vectorise. */
+#include "conv_winograd.h"
+
+#include <string.h>
+
+#include "blas.h"
+#include "simd.h"
+
+enum { TILES = 256 };  /* tiles a product takes, about: its sgemms' width */
+
+/* One direction's shapes: in (N, cin, h, w) -> out (N, cout, oh, ow), padding ph, pw */
+typedef struct wshape {
+    int cin, h, w, cout, oh, ow, ph, pw;
+    int ty, tx, t;  /* tiles down, across, a sample */
+    int wp;         /* a padded row's floats: 2 * tx + 2 */
+} wshape;
+
+static wshape shape_of(int cin, int h, int w, int cout, int oh, int ow, int ph, int pw) {
+    wshape g = {cin, h, w, cout, oh, ow, ph, pw, (oh + 1) / 2, (ow + 1) / 2, 0, 0};
+    g.t = g.ty * g.tx;
+    g.wp = 2 * g.tx + 2;
+    return g;
+}
+
+static wshape forward_shape(const taas_conv2d_shape *s) {
+    return shape_of(s->c, s->h, s->w, s->oc, taas_conv2d_out_h(s), taas_conv2d_out_w(s), s->ph, s->pw);
+}
+
+/* The input gradient is the forward of dy with padding 2 - p: out H x W */
+static wshape backward_shape(const taas_conv2d_shape *s) {
+    return shape_of(s->oc, taas_conv2d_out_h(s), taas_conv2d_out_w(s), s->c, s->h, s->w, 2 - s->ph, 2 - s->pw);
+}
+
+int taas_conv_winograd_usable(const taas_conv2d_shape *s) {
+    return taas_conv2d_groups(s) == 1 && s->kh == 3 && s->kw == 3 && s->sh == 1 && s->sw == 1 && s->ph <= 2 &&
+           s->pw <= 2 && s->c >= 64 && s->oc >= 64 && taas_conv2d_out_h(s) >= 8 && taas_conv2d_out_w(s) >= 8;
+}
+
+size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s) { return (size_t)16 * s->oc * s->c; }
+
+int taas_conv_winograd_samples(const taas_conv2d_shape *s) {
+    int t = forward_shape(s).t, m = (TILES + t - 1) / t;
+    return m < s->n ? m : (s->n > 1 ? s->n : 1);
+}
+
+static size_t floats_for(const wshape *g, int samples) {
+    return (size_t)16 * samples * g->t * (g->cin + g->cout) + 8 * (size_t)g->wp + 2 * (size_t)g->wp;
+}
+
+size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples) {
+    wshape f = forward_shape(s), b = backward_shape(s);
+    size_t a = floats_for(&f, samples), c = floats_for(&b, samples);
+    return a > c ? a : c;
+}
+
+/* u[xi][a][b] = (G g G^T)[xi] for g = w[o][c] turned or not, (a, b) = (o, c) forward and
+ * (c, o) backward */
+void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward) {
+    size_t plane = (size_t)s->oc * s->c;
+    for (int o = 0; o < s->oc; o++)
+        for (int c = 0; c < s->c; c++) {
+            const float *k = w + ((size_t)o * s->c + c) * 9;
+            float g[3][3], gg[4][3], v[4][4];
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 3; j++) g[i][j] = backward ? k[(2 - i) * 3 + (2 - j)] : k[i * 3 + j];
+            for (int j = 0; j < 3; j++) {
+                gg[0][j] = g[0][j];
+                gg[1][j] = 0.5f * (g[0][j] + g[1][j] + g[2][j]);
+                gg[2][j] = 0.5f * (g[0][j] - g[1][j] + g[2][j]);
+                gg[3][j] = g[2][j];
+            }
+            for (int i = 0; i < 4; i++) {
+                v[i][0] = gg[i][0];
+                v[i][1] = 0.5f * (gg[i][0] + gg[i][1] + gg[i][2]);
+                v[i][2] = 0.5f * (gg[i][0] - gg[i][1] + gg[i][2]);
+                v[i][3] = gg[i][2];
+            }
+            size_t at = backward ? (size_t)c * s->oc + o : (size_t)o * s->c + c;
+            for (int xi = 0; xi < 16; xi++) u[xi * plane + at] = v[xi / 4][xi % 4];
+        }
+}
+
+/* Row y of a plane (width w), masked by mask's row where mask is not NULL, into r (wp
+ * floats) at offset pw, zeros elsewhere; all zeros outside the plane. */
+TAAS_VEC static void padded_row(float *r, const float *plane, const float *mask, const wshape *g, int y) {
+    memset(r, 0, sizeof(float) * g->wp);
+    if (y < 0 || y >= g->h) return;
+    const float *in = plane + (size_t)y * g->w;
+    float *to = r + g->pw;
+    if (mask) {
+        const float *mk = mask + (size_t)y * g->w;
+#pragma omp simd
+        for (int q = 0; q < g->w; q++) to[q] = mk[q] > 0.0f ? in[q] : 0.0f;
+    } else {
+        memcpy(to, in, sizeof(float) * g->w);
+    }
+}
+
+/* V's columns for one channel's plane of one sample: base is the sample's first tile. */
+TAAS_VEC static void input_tiles(float *v, size_t vstride, size_t base, const float *plane, const float *mask,
+                                 const wshape *g, float *rows) {
+    float *r[4] = {rows, rows + g->wp, rows + 2 * g->wp, rows + 3 * g->wp};
+    float *e[4] = {rows + 4 * g->wp, rows + 5 * g->wp, rows + 6 * g->wp, rows + 7 * g->wp};
+    for (int ti = 0; ti < g->ty; ti++) {
+        for (int k = 0; k < 4; k++) padded_row(r[k], plane, mask, g, 2 * ti - g->ph + k);
+#pragma omp simd
+        for (int q = 0; q < g->wp; q++) {
+            e[0][q] = r[0][q] - r[2][q];
+            e[1][q] = r[1][q] + r[2][q];
+            e[2][q] = r[2][q] - r[1][q];
+            e[3][q] = r[1][q] - r[3][q];
+        }
+        size_t at = base + (size_t)ti * g->tx;
+        for (int i = 0; i < 4; i++) {
+            const float *x = e[i];
+            float *v0 = v + (size_t)(4 * i) * vstride + at, *v1 = v0 + vstride, *v2 = v1 + vstride, *v3 = v2 + vstride;
+#pragma omp simd
+            for (int tj = 0; tj < g->tx; tj++) {
+                float a = x[2 * tj], b = x[2 * tj + 1], c = x[2 * tj + 2], d = x[2 * tj + 3];
+                v0[tj] = a - c;
+                v1[tj] = b + c;
+                v2[tj] = c - b;
+                v3[tj] = b - d;
+            }
+        }
+    }
+}
+
+/* One output channel's plane of one sample from M's columns, + bias, then ReLU if asked. */
+TAAS_VEC static void output_tiles(float *plane, const float *mm, size_t mstride, size_t base, float bias, int relu,
+                                  const wshape *g, float *rows) {
+    float *o0 = rows, *o1 = rows + g->wp;
+    for (int ti = 0; ti < g->ty; ti++) {
+        const float *m[16];
+        for (int xi = 0; xi < 16; xi++) m[xi] = mm + (size_t)xi * mstride + base + (size_t)ti * g->tx;
+#pragma omp simd
+        for (int tj = 0; tj < g->tx; tj++) {
+            float t0[4], t1[4];
+            for (int k = 0; k < 4; k++) {
+                t0[k] = m[k][tj] + m[4 + k][tj] + m[8 + k][tj];
+                t1[k] = m[4 + k][tj] - m[8 + k][tj] - m[12 + k][tj];
+            }
+            o0[2 * tj] = t0[0] + t0[1] + t0[2];
+            o0[2 * tj + 1] = t0[1] - t0[2] - t0[3];
+            o1[2 * tj] = t1[0] + t1[1] + t1[2];
+            o1[2 * tj + 1] = t1[1] - t1[2] - t1[3];
+        }
+        for (int a = 0; a < 2 && 2 * ti + a < g->oh; a++) {
+            float *out = plane + (size_t)(2 * ti + a) * g->ow;
+            const float *src = a ? o1 : o0;
+            if (relu) {
+#pragma omp simd
+                for (int q = 0; q < g->ow; q++) out[q] = src[q] + bias > 0.0f ? src[q] + bias : 0.0f;
+            } else {
+#pragma omp simd
+                for (int q = 0; q < g->ow; q++) out[q] = src[q] + bias;
+            }
+        }
+    }
+}
+
+/* out (N, cout, oh, ow) for samples [n0, n0 + m) = the correlation of in with the 3x3
+ * kernels whose transforms u (16, cout, cin) holds, + b, ReLU if asked */
+static void run(float *out, const float *in, const float *mask, const float *u, const float *b, const wshape *g,
+                float *mine, int n0, int m, int relu) {
+    size_t mt = (size_t)m * g->t, inp = (size_t)g->h * g->w, outp = (size_t)g->oh * g->ow;
+    float *v = mine, *mm = v + (size_t)16 * g->cin * mt, *rows = mm + (size_t)16 * g->cout * mt;
+    for (int j = 0; j < m; j++)
+        for (int c = 0; c < g->cin; c++) {
+            size_t at = ((size_t)(n0 + j) * g->cin + c) * inp;
+            input_tiles(v + (size_t)c * mt, (size_t)g->cin * mt, (size_t)j * g->t, in + at, mask ? mask + at : NULL,
+                        g, rows);
+        }
+    for (int xi = 0; xi < 16; xi++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cout, (int)mt, g->cin, 1.0f,
+                    u + (size_t)xi * g->cout * g->cin, g->cin, v + (size_t)xi * g->cin * mt, (int)mt, 0.0f,
+                    mm + (size_t)xi * g->cout * mt, (int)mt);
+    for (int j = 0; j < m; j++)
+        for (int o = 0; o < g->cout; o++)
+            output_tiles(out + ((size_t)(n0 + j) * g->cout + o) * outp, mm + (size_t)o * mt, (size_t)g->cout * mt,
+                         (size_t)j * g->t, b ? b[o] : 0.0f, relu, g, rows);
+}
+
+void taas_conv_winograd_forward(float *y, const float *x, const float *u, const float *b,
+                                const taas_conv2d_shape *s, float *mine, int n0, int m, int relu) {
+    wshape g = forward_shape(s);
+    run(y, x, NULL, u, b, &g, mine, n0, m, relu);
+}
+
+void taas_conv_winograd_input_grad(float *dx, const float *dy, const float *relu_y, const float *u,
+                                   const taas_conv2d_shape *s, float *mine, int n0, int m) {
+    wshape g = backward_shape(s);
+    run(dx, dy, relu_y, u, NULL, &g, mine, n0, m, 0);
+}

@@ -1,0 +1,47 @@
+/* Conv2d 3x3 at stride 1 by Winograd's F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for
+ * Convolutional Neural Networks", 2015): each 2x2 block of outputs from a 4x4 block of
+ * input, with 16 products a channel pair where the direct sum takes 36. The 4x4 blocks of
+ * every channel are transformed (B^T d B), the weights once a call (G g G^T), then the 16
+ * products are 16 sgemms over the channels, (OC, C) x (C, tiles), and the results are
+ * transformed back (A^T m A). The input gradient is the same operation on the output
+ * gradient with the weights turned 180 degrees and their channels swapped. layer_conv.c
+ * uses it for the forward and the input gradient where it applies; the weight gradient
+ * stays on the other paths.
+ *
+ * Every step is additions and multiplications by 1/2 in a fixed order, and the sgemms are
+ * OpenBLAS's single-threaded ones of the kernel set's core: the same shape, threads and
+ * kernel set give the same bits (docs/training.md). */
+#ifndef TAAS_CONV_WINOGRAD_H
+#define TAAS_CONV_WINOGRAD_H
+
+#include <stddef.h>
+#include "layers.h"
+
+/* 1 for a 3x3 kernel at stride 1 without groups, padding at most 2, at least 64 input and
+ * output channels and an output plane of at least 8x8. Measured slower under that: with 32
+ * channels (the docs/design.md §1 network's second convolution) the 16 products are too
+ * short for OpenBLAS, and on 4x4 planes half a tile's input is padding. */
+int taas_conv_winograd_usable(const taas_conv2d_shape *s);
+
+/* Floats of the transformed weights (shared by the threads): 16 x OC x C. */
+size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s);
+/* Floats a thread works in, forward or input gradient, for products of up to `samples`
+ * samples. */
+size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples);
+/* Samples a product takes: about 256 tiles' worth, at least one. */
+int taas_conv_winograd_samples(const taas_conv2d_shape *s);
+
+/* u (16, OC, C) from w (OC, C, 3, 3), for the forward; with `backward`, (16, C, OC) from
+ * the weights turned 180 degrees, for the input gradient. */
+void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward);
+
+/* Samples [n0, n0 + m): y (N, OC, OH, OW) = conv(x) + b (b may be NULL), then max(., 0)
+ * with relu. u from taas_conv_winograd_weights(.., 0). */
+void taas_conv_winograd_forward(float *y, const float *x, const float *u, const float *b,
+                                const taas_conv2d_shape *s, float *mine, int n0, int m, int relu);
+/* Samples [n0, n0 + m): dx (N, C, H, W) written from dy (N, OC, OH, OW), dy counting where
+ * relu_y > 0 when relu_y is not NULL. u from taas_conv_winograd_weights(.., 1). */
+void taas_conv_winograd_input_grad(float *dx, const float *dy, const float *relu_y, const float *u,
+                                   const taas_conv2d_shape *s, float *mine, int n0, int m);
+
+#endif
