@@ -1,6 +1,8 @@
 /* Conv2d with the samples spread over OpenMP threads, each thread working on one sample at
  * a time so that its intermediate matrices stay in the core's L2 (on small planes a few
- * samples at a time: samples_per_product). Stride 1 on an AVX-512
+ * samples at a time: samples_per_product). A ResNet's 3x3 stride-1 convolutions (64+
+ * channels, 8x8+ planes) take Winograd for the forward and the input gradient
+ * (conv_winograd.h). Otherwise stride 1 on an AVX-512
  * CPU runs conv_direct.c's kernels (no im2col); otherwise im2col + single-threaded sgemm
  * (conv2 of docs/design.md §1: a 288 x 576 im2col matrix, 663 KB). The caller's scratch holds
  * the packed weights, shared, then one slice per thread: that path's work memory and, in
