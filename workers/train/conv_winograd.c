@@ -13,8 +13,6 @@
 #include "blas.h"
 #include "simd.h"
 
-enum { TILES = 256 };  /* tiles a product takes, about: its sgemms' width */
-
 /* One direction's shapes: in (N, cin, h, w) -> out (N, cout, oh, ow), padding ph, pw */
 typedef struct wshape {
     int cin, h, w, cout, oh, ow, ph, pw;
@@ -45,13 +43,10 @@ int taas_conv_winograd_usable(const taas_conv2d_shape *s) {
 
 size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s) { return (size_t)16 * s->oc * s->c; }
 
-int taas_conv_winograd_samples(const taas_conv2d_shape *s) {
-    int t = forward_shape(s).t, m = (TILES + t - 1) / t;
-    return m < s->n ? m : (s->n > 1 ? s->n : 1);
-}
+int taas_conv_winograd_tiles(const taas_conv2d_shape *s) { return forward_shape(s).t; }
 
 static size_t floats_for(const wshape *g, int samples) {
-    return (size_t)16 * samples * g->t * (g->cin + g->cout) + 8 * (size_t)g->wp + 2 * (size_t)g->wp;
+    return (size_t)16 * samples * g->t * (g->cin + g->cout) + 8 * (size_t)g->wp;  /* rows: input's 8, then output's 2 */
 }
 
 size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples) {

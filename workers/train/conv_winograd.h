@@ -5,8 +5,9 @@
  * products are 16 sgemms over the channels, (OC, C) x (C, tiles), and the results are
  * transformed back (A^T m A). The input gradient is the same operation on the output
  * gradient with the weights turned 180 degrees and their channels swapped. layer_conv.c
- * uses it for the forward and the input gradient where it applies; the weight gradient
- * stays on the other paths.
+ * uses it for the forward and the input gradient where it applies, in products of as many
+ * samples as its other products take (about 256 columns); the weight gradient stays on the
+ * other paths.
  *
  * Every step is additions and multiplications by 1/2 in a fixed order, and the sgemms are
  * OpenBLAS's single-threaded ones of the kernel set's core: the same shape, threads and
@@ -28,8 +29,8 @@ size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s);
 /* Floats a thread works in, forward or input gradient, for products of up to `samples`
  * samples. */
 size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples);
-/* Samples a product takes: about 256 tiles' worth, at least one. */
-int taas_conv_winograd_samples(const taas_conv2d_shape *s);
+/* A sample's tiles (2x2 blocks of output): the columns it adds to a product's sgemms. */
+int taas_conv_winograd_tiles(const taas_conv2d_shape *s);
 
 /* u (16, OC, C) from w (OC, C, 3, 3), for the forward; with `backward`, (16, C, OC) from
  * the weights turned 180 degrees, for the input gradient. */

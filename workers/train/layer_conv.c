@@ -45,11 +45,16 @@ static int sample_products = 1;
 
 void taas_conv2d_sample_products(int on) { sample_products = on; }
 
+/* Samples whose `cols` columns each make about COLS together; at least one, at most n. */
+static int samples_for(int cols, int n) {
+    int g = (COLS + cols - 1) / cols;
+    return g < n ? g : (n > 1 ? n : 1);
+}
+
 static int samples_per_product(const taas_conv2d_shape *s) {
     int l = taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
     if (!sample_products || !ungrouped(s) || l >= COLS || l < 1) return 1;
-    int g = (COLS + l - 1) / l;
-    return g < s->n ? g : (s->n > 1 ? s->n : 1);
+    return samples_for(l, s->n);
 }
 
 static int use_direct(const taas_conv2d_shape *s) { return samples_per_product(s) == 1 && taas_conv_direct_usable(s); }
@@ -62,13 +67,17 @@ void taas_conv2d_winograd(int on) { winograd = on; }
 
 static int use_winograd(const taas_conv2d_shape *s) { return winograd && taas_conv_winograd_usable(s); }
 
+static int winograd_samples(const taas_conv2d_shape *s) {
+    return samples_for(taas_conv_winograd_tiles(s), s->n);
+}
+
 /* Work memory of either path: im2col's matrix and the output (or masked output gradient) of
  * the samples a product takes, or the direct kernels' buffers. */
 static size_t work_floats(const taas_conv2d_shape *s) {
     size_t im2col = (col_floats(s) + (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s)) *
                     (size_t)samples_per_product(s);
     size_t direct = use_direct(s) ? taas_conv_direct_thread_floats(s) : 0;
-    size_t wino = use_winograd(s) ? taas_conv_winograd_thread_floats(s, taas_conv_winograd_samples(s)) : 0;
+    size_t wino = use_winograd(s) ? taas_conv_winograd_thread_floats(s, winograd_samples(s)) : 0;
     if (wino > im2col) im2col = wino;
     return im2col > direct ? im2col : direct;
 }
@@ -262,7 +271,7 @@ static void forward(float *y, const float *x, const float *w, const float *b,
     float *packed = scratch, *slices = scratch + shared_floats(s);
     if (use_winograd(s)) {
         taas_conv_winograd_weights(packed, w, s, 0);
-        products((product){PRODUCT_WINOGRAD, y, x, packed, b, NULL, s, relu}, taas_conv_winograd_samples(s),
+        products((product){PRODUCT_WINOGRAD, y, x, packed, b, NULL, s, relu}, winograd_samples(s),
                  slices, per, nthreads);
         return;
     }
@@ -340,7 +349,7 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
     if (dx && use_winograd(s)) {  /* dw and db on the paths below, then dx by Winograd */
         if (dw || db) backward(NULL, dw, db, dy, relu_y, x, w, s, scratch, nthreads);
         taas_conv_winograd_weights(scratch, w, s, 1);
-        products((product){PRODUCT_WINOGRAD_DX, dx, dy, scratch, NULL, relu_y, s, 0}, taas_conv_winograd_samples(s),
+        products((product){PRODUCT_WINOGRAD_DX, dx, dy, scratch, NULL, relu_y, s, 0}, winograd_samples(s),
                  scratch + shared_floats(s), per_thread(s), nthreads);
         return;
     }
