@@ -286,11 +286,12 @@ static void test_conv2d_sample_products(void **state) {
     }
 }
 
-/* Winograd's F(2x2, 3x3) against im2col + sgemm a sample at a time (the forward and the
- * input gradient; the weight gradient does not take it): padding 0, 1 and 2, odd and even
- * planes, more tiles than a product takes, the fused ReLU's mask, 1 to 3 threads. Within
+/* Winograd's F(2x2, 3x3) against im2col + sgemm a sample at a time, all three of the
+ * forward, the input gradient and the weight gradient (with db): padding 0, 1 and 2, odd and
+ * even planes, more tiles than a product takes, the fused ReLU's mask, 1 to 3 threads. Within
  * 2e-5 of the largest value (the products are summed in another order, of transformed
- * values), and the same bits for the same threads twice. */
+ * values), the same bits for the same threads twice, and the same dw when neither dx nor db
+ * is asked for (a bias-free convolution at a network's input). */
 static void winograd_case(taas_conv2d_shape s, int nthreads, int relu) {
     assert_true(taas_conv_winograd_usable(&s));  /* the case takes the path it tests */
     int oh = taas_conv2d_out_h(&s), ow = taas_conv2d_out_w(&s);
@@ -300,28 +301,31 @@ static void winograd_case(taas_conv2d_shape s, int nthreads, int relu) {
     for (size_t i = 0; i < nw; i++) w[i] = (float)((i * 53) % 97) / 480.0f - 0.1f;
     for (int i = 0; i < s.oc; i++) b[i] = (float)i / 40.0f - 0.05f;
     for (size_t i = 0; i < ny; i++) dy[i] = (float)((i * 29) % 89) / 44.0f - 1.0f;
-    float *got[3][3];
-    for (int way = 0; way < 3; way++) {  /* Winograd, Winograd again, im2col */
-        taas_conv2d_winograd(way < 2);
+    float *got[4][6];
+    for (int way = 0; way < 4; way++) {  /* Winograd, Winograd again, im2col, Winograd's dw alone */
+        taas_conv2d_winograd(way != 2);
         taas_conv2d_sample_products(0);
         taas_conv_direct_enable(0);
         float *scratch = filled(taas_conv2d_scratch_floats(&s, nthreads), 9);
-        float *y = filled(ny, 7), *dx = filled(nx, 7);
+        float *y = filled(ny, 7), *dx = filled(nx, 7), *dw = filled(nw, 0), *db = filled(s.oc, 0);
         (relu ? taas_conv2d_relu_forward : taas_conv2d_forward)(y, x, w, b, &s, scratch, nthreads);
-        if (relu) taas_conv2d_relu_backward(dx, NULL, NULL, dy, y, x, w, &s, scratch, nthreads);
-        else taas_conv2d_backward(dx, NULL, NULL, dy, x, w, &s, scratch, nthreads);
-        got[way][0] = y, got[way][1] = dx, got[way][2] = scratch;
+        float *gx = way == 3 ? NULL : dx, *gb = way == 3 ? NULL : db;
+        if (relu) taas_conv2d_relu_backward(gx, dw, gb, dy, y, x, w, &s, scratch, nthreads);
+        else taas_conv2d_backward(gx, dw, gb, dy, x, w, &s, scratch, nthreads);
+        got[way][0] = y, got[way][1] = dx, got[way][2] = dw, got[way][3] = db, got[way][4] = scratch;
     }
     taas_conv2d_winograd(1);
     taas_conv2d_sample_products(1);
     taas_conv_direct_enable(1);
-    size_t len[2] = {ny, nx};
-    for (int a = 0; a < 2; a++) {
+    size_t len[4] = {ny, nx, nw, (size_t)s.oc};
+    const char *names[4] = {"y", "dx", "dw", "db"};
+    for (int a = 0; a < 4; a++) {
         assert_memory_equal(got[0][a], got[1][a], len[a] * sizeof(float));
-        expect_close(got[0][a], got[2][a], len[a], 2e-5f, a ? "dx" : "y");
+        expect_close(got[0][a], got[2][a], len[a], 2e-5f, names[a]);
     }
-    for (int way = 0; way < 3; way++)
-        for (int a = 0; a < 3; a++) free(got[way][a]);
+    assert_memory_equal(got[0][2], got[3][2], nw * sizeof(float));
+    for (int way = 0; way < 4; way++)
+        for (int a = 0; a < 5; a++) free(got[way][a]);
     free(x), free(w), free(b), free(dy);
 }
 
@@ -333,6 +337,7 @@ static void test_conv2d_winograd(void **state) {
         winograd_case((taas_conv2d_shape){4, 64, 12, 10, 67, 3, 3, 1, 1, 0, 0, 1}, t, 0); /* no padding */
         winograd_case((taas_conv2d_shape){2, 66, 7, 9, 64, 3, 3, 1, 1, 2, 1, 1}, t, 1);   /* padding 2 and 1 */
         winograd_case((taas_conv2d_shape){3, 64, 40, 38, 64, 3, 3, 1, 1, 1, 1, 1}, t, 0); /* 380 tiles a sample */
+        winograd_case((taas_conv2d_shape){3, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1, 1}, t, 1);  /* a CIFAR layer4's */
     }
 }
 

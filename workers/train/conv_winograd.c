@@ -5,7 +5,11 @@
  *   A^T = [1 1 1 0; 0 1 -1 -1]                           Y = A^T m A
  * A product's buffers, per thread: V (16, Cin, T) and M (16, Cout, T) for its T tiles (a
  * sample's tiles in row order, the samples one after another), and a few rows. The loops run
- * along a row of tiles, so that they vectorise. */
+ * along a row of tiles, so that they vectorise.
+ *
+ * The weight gradient is the forward's adjoint: with Z = sum_c U (.) V and Y = A^T Z A, a
+ * tile's dZ = A dY A^T, dU = sum over tiles of dZ (.) V, and dg = G^T dU G. Exact for every
+ * g, so it is the gradient of the convolution itself, not of an approximation. */
 #include "conv_winograd.h"
 
 #include <string.h>
@@ -37,8 +41,9 @@ static wshape backward_shape(const taas_conv2d_shape *s) {
 }
 
 int taas_conv_winograd_usable(const taas_conv2d_shape *s) {
+    int least = s->c >= 512 && s->oc >= 512 ? 4 : 8;  /* the smallest output plane, measured */
     return taas_conv2d_groups(s) == 1 && s->kh == 3 && s->kw == 3 && s->sh == 1 && s->sw == 1 && s->ph <= 2 &&
-           s->pw <= 2 && s->c >= 64 && s->oc >= 64 && taas_conv2d_out_h(s) >= 8 && taas_conv2d_out_w(s) >= 8;
+           s->pw <= 2 && s->c >= 64 && s->oc >= 64 && taas_conv2d_out_h(s) >= least && taas_conv2d_out_w(s) >= least;
 }
 
 size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s) { return (size_t)16 * s->oc * s->c; }
@@ -56,11 +61,15 @@ size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples)
 }
 
 /* u[xi][a][b] = (G g G^T)[xi] for g = w[o][c] turned or not, (a, b) = (o, c) forward and
- * (c, o) backward */
-void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward) {
+ * (c, o) backward: the threads take rows a, each written along b, so that the 16 planes
+ * fill in order (a scattered write a kernel took a quarter of a 512-channel layer's time) */
+void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward, int nthreads) {
     size_t plane = (size_t)s->oc * s->c;
-    for (int o = 0; o < s->oc; o++)
-        for (int c = 0; c < s->c; c++) {
+    int rows = backward ? s->c : s->oc, cols = backward ? s->oc : s->c;
+#pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)
+    for (int a = 0; a < rows; a++)
+        for (int b = 0; b < cols; b++) {
+            int o = backward ? b : a, c = backward ? a : b;
             const float *k = w + ((size_t)o * s->c + c) * 9;
             float g[3][3], gg[4][3], v[4][4];
             for (int i = 0; i < 3; i++)
@@ -77,7 +86,7 @@ void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shap
                 v[i][2] = 0.5f * (gg[i][0] - gg[i][1] + gg[i][2]);
                 v[i][3] = gg[i][2];
             }
-            size_t at = backward ? (size_t)c * s->oc + o : (size_t)o * s->c + c;
+            size_t at = (size_t)a * cols + b;
             for (int xi = 0; xi < 16; xi++) u[xi * plane + at] = v[xi / 4][xi % 4];
         }
 }
@@ -181,6 +190,94 @@ static void run(float *out, const float *in, const float *mask, const float *u, 
         for (int o = 0; o < g->cout; o++)
             output_tiles(out + ((size_t)(n0 + j) * g->cout + o) * outp, mm + (size_t)o * mt, (size_t)g->cout * mt,
                          (size_t)j * g->t, b ? b[o] : 0.0f, relu, g, rows);
+}
+
+/* P's columns (16, OC, T) for one output channel's gradient plane of one sample, masked
+ * where mask (the fused ReLU's output) is not positive: A dY A^T of each 2x2 block, zeros
+ * past the plane's edge. Returns the plane's sum, the bias's gradient. */
+TAAS_VEC static float grad_tiles(float *p, size_t pstride, size_t base, const float *plane, const float *mask,
+                                 const wshape *g, float *rows) {
+    float *r0 = rows, *r1 = rows + g->wp, sum = 0.0f;
+    for (int ti = 0; ti < g->ty; ti++) {
+        float part = 0.0f;
+        for (int a = 0; a < 2; a++) {
+            float *r = a ? r1 : r0;
+            int y = 2 * ti + a;
+            memset(r, 0, sizeof(float) * g->wp);
+            if (y >= g->oh) continue;
+            const float *in = plane + (size_t)y * g->ow, *mk = mask ? mask + (size_t)y * g->ow : NULL;
+#pragma omp simd reduction(+ : part)
+            for (int q = 0; q < g->ow; q++) {
+                r[q] = mk && !(mk[q] > 0.0f) ? 0.0f : in[q];
+                part += r[q];
+            }
+        }
+        sum += part;
+        float *d[16];
+        for (int xi = 0; xi < 16; xi++) d[xi] = p + (size_t)xi * pstride + base + (size_t)ti * g->tx;
+#pragma omp simd
+        for (int tj = 0; tj < g->tx; tj++) {
+            float a = r0[2 * tj], b = r0[2 * tj + 1], c = r1[2 * tj], e = r1[2 * tj + 1];
+            float row[4][2] = {{a, b}, {a + c, b + e}, {a - c, b - e}, {-c, -e}};
+            for (int i = 0; i < 4; i++) {
+                d[4 * i][tj] = row[i][0];
+                d[4 * i + 1][tj] = row[i][0] + row[i][1];
+                d[4 * i + 2][tj] = row[i][0] - row[i][1];
+                d[4 * i + 3][tj] = -row[i][1];
+            }
+        }
+    }
+    return sum;
+}
+
+void taas_conv_winograd_weight_grad(float *du, float *db, const float *dy, const float *relu_y, const float *x,
+                                    const taas_conv2d_shape *s, float *mine, int n0, int m) {
+    wshape g = forward_shape(s);
+    size_t mt = (size_t)m * g.t, inp = (size_t)g.h * g.w, outp = (size_t)g.oh * g.ow;
+    float *v = mine, *p = v + (size_t)16 * g.cin * mt, *rows = p + (size_t)16 * g.cout * mt;
+    for (int j = 0; j < m; j++) {
+        for (int c = 0; c < g.cin; c++)
+            input_tiles(v + (size_t)c * mt, (size_t)g.cin * mt, (size_t)j * g.t,
+                        x + ((size_t)(n0 + j) * g.cin + c) * inp, NULL, &g, rows);
+        for (int o = 0; o < g.cout; o++) {
+            size_t at = ((size_t)(n0 + j) * g.cout + o) * outp;
+            float sum = grad_tiles(p + (size_t)o * mt, (size_t)g.cout * mt, (size_t)j * g.t, dy + at,
+                                   relu_y ? relu_y + at : NULL, &g, rows);
+            if (db) db[o] += sum;
+        }
+    }
+    /* dU[xi] (OC, C) += P[xi] (OC, T) * V[xi]^T (T, C) */
+    for (int xi = 0; xi < 16; xi++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.cout, g.cin, (int)mt, 1.0f,
+                    p + (size_t)xi * g.cout * mt, (int)mt, v + (size_t)xi * g.cin * mt, (int)mt, 1.0f,
+                    du + (size_t)xi * g.cout * g.cin, g.cin);
+}
+
+void taas_conv_winograd_weight_grad_finish(float *dw, const float *du, size_t stride, int slices,
+                                           const taas_conv2d_shape *s, int nthreads) {
+    size_t plane = (size_t)s->oc * s->c;
+#pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)
+    for (int o = 0; o < s->oc; o++)
+        for (int c = 0; c < s->c; c++) {
+            size_t oc = (size_t)o * s->c + c;
+            float d[4][4], h[3][4];
+            for (int xi = 0; xi < 16; xi++) {
+                float sum = du[xi * plane + oc];
+                for (int t = 1; t < slices; t++) sum += du[t * stride + xi * plane + oc];
+                d[xi / 4][xi % 4] = sum;
+            }
+            for (int j = 0; j < 4; j++) {
+                h[0][j] = d[0][j] + 0.5f * (d[1][j] + d[2][j]);
+                h[1][j] = 0.5f * (d[1][j] - d[2][j]);
+                h[2][j] = 0.5f * (d[1][j] + d[2][j]) + d[3][j];
+            }
+            float *k = dw + oc * 9;
+            for (int a = 0; a < 3; a++) {
+                k[a * 3] += h[a][0] + 0.5f * (h[a][1] + h[a][2]);
+                k[a * 3 + 1] += 0.5f * (h[a][1] - h[a][2]);
+                k[a * 3 + 2] += 0.5f * (h[a][1] + h[a][2]) + h[a][3];
+            }
+        }
 }
 
 void taas_conv_winograd_forward(float *y, const float *x, const float *u, const float *b,

@@ -4,10 +4,11 @@
  * every channel are transformed (B^T d B), the weights once a call (G g G^T), then the 16
  * products are 16 sgemms over the channels, (OC, C) x (C, tiles), and the results are
  * transformed back (A^T m A). The input gradient is the same operation on the output
- * gradient with the weights turned 180 degrees and their channels swapped. layer_conv.c
- * uses it for the forward and the input gradient where it applies, in products of as many
- * samples as its other products take (about 256 columns); the weight gradient stays on the
- * other paths.
+ * gradient with the weights turned 180 degrees and their channels swapped. The weight
+ * gradient is the forward's adjoint: 16 sgemms (OC, tiles) x (tiles, C) of the transformed
+ * output gradient and input, summed over the batch, then transformed back once (G^T dU G).
+ * layer_conv.c uses all three where they apply, in products of as many samples as its other
+ * products take (about 256 columns).
  *
  * Every step is additions and multiplications by 1/2 in a fixed order, and the sgemms are
  * OpenBLAS's single-threaded ones of the kernel set's core: the same shape, threads and
@@ -19,22 +20,23 @@
 #include "layers.h"
 
 /* 1 for a 3x3 kernel at stride 1 without groups, padding at most 2, at least 64 input and
- * output channels and an output plane of at least 8x8. Measured slower under that: with 32
- * channels (the docs/design.md §1 network's second convolution) the 16 products are too
- * short for OpenBLAS, and on 4x4 planes half a tile's input is padding. */
+ * output channels and an output plane of at least 8x8, or 4x4 with 512 channels in and out.
+ * Measured slower under that: with 32 channels (the docs/design.md §1 network's second
+ * convolution) the 16 products are too short for OpenBLAS, and on 4x4 planes of 256
+ * channels or fewer the transforms of a tile row of two tiles cost more than they save. */
 int taas_conv_winograd_usable(const taas_conv2d_shape *s);
 
-/* Floats of the transformed weights (shared by the threads): 16 x OC x C. */
+/* Floats of the transformed weights (shared by the threads), or of a thread's du: 16 x OC x C. */
 size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s);
-/* Floats a thread works in, forward or input gradient, for products of up to `samples`
- * samples. */
+/* Floats a thread works in, any of the three, for products of up to `samples` samples (the
+ * weight gradient's du sums not counted). */
 size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples);
 /* A sample's tiles (2x2 blocks of output): the columns it adds to a product's sgemms. */
 int taas_conv_winograd_tiles(const taas_conv2d_shape *s);
 
 /* u (16, OC, C) from w (OC, C, 3, 3), for the forward; with `backward`, (16, C, OC) from
- * the weights turned 180 degrees, for the input gradient. */
-void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward);
+ * the weights turned 180 degrees, for the input gradient. On nthreads threads. */
+void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward, int nthreads);
 
 /* Samples [n0, n0 + m): y (N, OC, OH, OW) = conv(x) + b (b may be NULL), then max(., 0)
  * with relu. u from taas_conv_winograd_weights(.., 0). */
@@ -44,5 +46,15 @@ void taas_conv_winograd_forward(float *y, const float *x, const float *u, const 
  * relu_y > 0 when relu_y is not NULL. u from taas_conv_winograd_weights(.., 1). */
 void taas_conv_winograd_input_grad(float *dx, const float *dy, const float *relu_y, const float *u,
                                    const taas_conv2d_shape *s, float *mine, int n0, int m);
+
+/* Samples [n0, n0 + m) of the weight gradient: du (16, OC, C) += their transformed products,
+ * db (OC) += their sums of dy (db may be NULL); dy counts where relu_y > 0 when relu_y is not
+ * NULL. du holds taas_conv_winograd_weight_floats floats. */
+void taas_conv_winograd_weight_grad(float *du, float *db, const float *dy, const float *relu_y, const float *x,
+                                    const taas_conv2d_shape *s, float *mine, int n0, int m);
+/* dw (OC, C, 3, 3) += G^T du G, du the sum of `slices` partial sums `stride` floats apart,
+ * added in their order. On nthreads threads. */
+void taas_conv_winograd_weight_grad_finish(float *dw, const float *du, size_t stride, int slices,
+                                           const taas_conv2d_shape *s, int nthreads);
 
 #endif

@@ -1,8 +1,7 @@
 /* Conv2d with the samples spread over OpenMP threads, each thread working on one sample at
  * a time so that its intermediate matrices stay in the core's L2 (on small planes a few
- * samples at a time: samples_per_product). A ResNet's 3x3 stride-1 convolutions (64+
- * channels, 8x8+ planes) take Winograd for the forward and the input gradient
- * (conv_winograd.h). Otherwise stride 1 on an AVX-512
+ * samples at a time: samples_per_product). A ResNet's 3x3 stride-1 convolutions take
+ * Winograd where conv_winograd.h says it wins. Otherwise stride 1 on an AVX-512
  * CPU runs conv_direct.c's kernels (no im2col); otherwise im2col + single-threaded sgemm
  * (conv2 of docs/design.md §1: a 288 x 576 im2col matrix, 663 KB). The caller's scratch holds
  * the packed weights, shared, then one slice per thread: that path's work memory and, in
@@ -59,8 +58,8 @@ static int samples_per_product(const taas_conv2d_shape *s) {
 
 static int use_direct(const taas_conv2d_shape *s) { return samples_per_product(s) == 1 && taas_conv_direct_usable(s); }
 
-/* Winograd's F(2x2, 3x3) for the forward and the input gradient where it applies
- * (conv_winograd.h); the weight gradient stays on the path above. */
+/* Winograd's F(2x2, 3x3) where it applies (conv_winograd.h); a bias's gradient alone, without
+ * the weight's, stays on the paths above. */
 static int winograd = 1;
 
 void taas_conv2d_winograd(int on) { winograd = on; }
@@ -85,10 +84,13 @@ static size_t work_floats(const taas_conv2d_shape *s) {
 /* 16 floats: a scratch allocated 64-byte aligned keeps every slice so */
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
-/* dw's partial sums: (OC, K) with K = C/G*KH*KW, or transposed with padding on the direct path */
+/* dw's partial sums: (OC, K) with K = C/G*KH*KW, transposed with padding on the direct path,
+ * Winograd's dU (16, OC, C) on its */
 static size_t dw_floats(const taas_conv2d_shape *s) {
     size_t plain = (size_t)s->oc * (s->c / taas_conv2d_groups(s)) * s->kh * s->kw;
     size_t direct = use_direct(s) ? taas_conv_direct_dw_floats(s) : 0;
+    size_t wino = use_winograd(s) ? taas_conv_winograd_weight_floats(s) : 0;
+    if (wino > plain) plain = wino;
     return plain > direct ? plain : direct;
 }
 
@@ -231,33 +233,54 @@ static void forward_samples(float *y, const float *x, const float *w, const floa
     }
 }
 
-/* A forward (or Winograd's input gradient) that runs in products of several samples */
-enum { PRODUCT_SAMPLES, PRODUCT_WINOGRAD, PRODUCT_WINOGRAD_DX };
+/* A forward, or one of Winograd's gradients, that runs in products of several samples */
+enum { PRODUCT_SAMPLES, PRODUCT_WINOGRAD, PRODUCT_WINOGRAD_DX, PRODUCT_WINOGRAD_DW };
 typedef struct product {
     int what;
     float *out;
-    const float *in, *w, *b, *mask;  /* w: the weights, or Winograd's transforms of them */
+    const float *in, *w, *b, *mask;  /* w: the weights, Winograd's transforms of them, or x for dw */
     const taas_conv2d_shape *s;
     int relu;
+    int db;  /* PRODUCT_WINOGRAD_DW: db's sums too */
 } product;
 
 /* A slice of the batch a thread (backward's slices), each slice in products of `m` samples,
- * the last of a slice shorter */
+ * the last of a slice shorter. The weight gradient sums into the slice's own dw and db. */
 static void products(product p, int m, float *slices, size_t per, int nthreads) {
     int n = p.s->n, nt = clamp_threads(nthreads, n), q = n / nt, r = n % nt;
+    size_t work = work_floats(p.s), dwsz = dw_floats(p.s);
 #pragma omp parallel num_threads(nt)
     for (int t = omp_get_thread_num(); t < nt; t += omp_get_num_threads()) {
         int lo = t * q + (t < r ? t : r), hi = lo + q + (t < r);
-        float *mine = slices + (size_t)t * per;
+        float *mine = slices + (size_t)t * per, *dwt = mine + work, *dbt = dwt + dwsz;
+        if (p.what == PRODUCT_WINOGRAD_DW) memset(dwt, 0, sizeof(float) * (dwsz + (size_t)p.s->oc));
         for (int n0 = lo; n0 < hi; n0 += m) {
             int k = hi - n0 < m ? hi - n0 : m;
             switch (p.what) {
             case PRODUCT_SAMPLES: forward_samples(p.out, p.in, p.w, p.b, p.s, mine, n0, k, p.relu); break;
             case PRODUCT_WINOGRAD: taas_conv_winograd_forward(p.out, p.in, p.w, p.b, p.s, mine, n0, k, p.relu); break;
-            default: taas_conv_winograd_input_grad(p.out, p.in, p.mask, p.w, p.s, mine, n0, k); break;
+            case PRODUCT_WINOGRAD_DX: taas_conv_winograd_input_grad(p.out, p.in, p.mask, p.w, p.s, mine, n0, k); break;
+            default:
+                taas_conv_winograd_weight_grad(dwt, p.db ? dbt : NULL, p.in, p.mask, p.w, p.s, mine, n0, k);
+                break;
             }
         }
     }
+}
+
+/* Winograd's weight gradient: each slice's dU and db, added in slice order, then
+ * dw += G^T dU G once */
+static void winograd_weight_grad(float *dw, float *db, const float *dy, const float *relu_y, const float *x,
+                                 const taas_conv2d_shape *s, float *slices, int nthreads) {
+    size_t per = per_thread(s), work = work_floats(s), dwsz = dw_floats(s);
+    products((product){PRODUCT_WINOGRAD_DW, NULL, dy, x, NULL, relu_y, s, 0, db != NULL}, winograd_samples(s),
+             slices, per, nthreads);
+    int nt = clamp_threads(nthreads, s->n);
+    taas_conv_winograd_weight_grad_finish(dw, slices + work, per, nt, s, nthreads);
+    float *dbs = slices + work + dwsz;
+    for (int t = 1; t < nt && db; t++)
+        for (int o = 0; o < s->oc; o++) dbs[o] += slices[(size_t)t * per + work + dwsz + o];
+    for (int o = 0; o < s->oc && db; o++) db[o] += dbs[o];
 }
 
 static void forward(float *y, const float *x, const float *w, const float *b,
@@ -270,14 +293,14 @@ static void forward(float *y, const float *x, const float *w, const float *b,
     size_t w_g = (size_t)sg.oc * k, out_g = (size_t)sg.oc * l;
     float *packed = scratch, *slices = scratch + shared_floats(s);
     if (use_winograd(s)) {
-        taas_conv_winograd_weights(packed, w, s, 0);
-        products((product){PRODUCT_WINOGRAD, y, x, packed, b, NULL, s, relu}, winograd_samples(s),
+        taas_conv_winograd_weights(packed, w, s, 0, nthreads);
+        products((product){PRODUCT_WINOGRAD, y, x, packed, b, NULL, s, relu, 0}, winograd_samples(s),
                  slices, per, nthreads);
         return;
     }
     if (direct) taas_conv_direct_pack_forward(packed, w, s);
     if (gs > 1) {
-        products((product){PRODUCT_SAMPLES, y, x, w, b, NULL, s, relu}, gs, slices, per, nthreads);
+        products((product){PRODUCT_SAMPLES, y, x, w, b, NULL, s, relu, 0}, gs, slices, per, nthreads);
         return;
     }
 #pragma omp parallel for num_threads(clamp_threads(nthreads, s->n)) schedule(static)
@@ -346,11 +369,14 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
                      const float *x, const float *w, const taas_conv2d_shape *s, float *scratch,
                      int nthreads) {
     taas_blas_setup();
-    if (dx && use_winograd(s)) {  /* dw and db on the paths below, then dx by Winograd */
-        if (dw || db) backward(NULL, dw, db, dy, relu_y, x, w, s, scratch, nthreads);
-        taas_conv_winograd_weights(scratch, w, s, 1);
-        products((product){PRODUCT_WINOGRAD_DX, dx, dy, scratch, NULL, relu_y, s, 0}, winograd_samples(s),
-                 scratch + shared_floats(s), per_thread(s), nthreads);
+    if (use_winograd(s) && (dx || dw)) {
+        float *slices = scratch + shared_floats(s);
+        if (dw) winograd_weight_grad(dw, db, dy, relu_y, x, s, slices, nthreads);
+        else if (db) backward(NULL, NULL, db, dy, relu_y, x, w, s, scratch, nthreads);
+        if (!dx) return;
+        taas_conv_winograd_weights(scratch, w, s, 1, nthreads);
+        products((product){PRODUCT_WINOGRAD_DX, dx, dy, scratch, NULL, relu_y, s, 0, 0}, winograd_samples(s),
+                 slices, per_thread(s), nthreads);
         return;
     }
     taas_conv2d_shape sg = group_shape(s);
