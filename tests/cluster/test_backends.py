@@ -18,6 +18,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -611,25 +612,61 @@ print("answers", len(got))
 
 # A loader that is slow by its work: each sample is made 336 x 336 and back, while the ranks
 # train one linear layer; the ranks always outrun one such loader.
-SLOW_SETUP = """\
-heavy = Compose([Resize(336), Resize(28), ToTensor(), Normalize((0.2860,), (0.3530,))])
-slow = DataLoader(FashionMNIST(root='%s', train=True, transform=heavy), batch_size=32, shuffle=False)
-register(slow)
-""" % FASHION
+POOL_N = 1536        # samples of the slow source: 24 steps of 2 ranks x 32
+POOL_DELAY = 0.005   # seconds before every answer of its server
 TINY_FIT = ("tiny = Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))\n"
             "h = fit(tiny, slow, epochs=%d, loss=NLLLoss(), optimizer=Adam(lr=0.002), seed=5)\n"
             "save(tiny, 'tiny-%s.safetensors')\nh")
 
 
-@unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
-class PoolAndBudget(ClusterKernel):
+class PoolAndBudget(unittest.TestCase):
     """--cpus auto and --budget on the ssh and slurm backends: the pool grows over the loader
     hosts with the weights of the local backend's --cpus 1; a time budget stops the job with
-    its History and weights, counted from when the machines are held."""
+    its History and weights, counted from when the machines are held.
 
-    folder, setup = "pool", SLOW_SETUP
+    The slow source, as protocol.test_pool's: the test's HTTP server (tests/lib/faultserver.py)
+    on the cluster's bridge, with a delay before every answer, and an NpyDataset whose every
+    sample is one range request (TAAS_NPY_MEMORY_LIMIT below the file: ssh sends it, Slurm
+    exports it). A loader worker makes at most its threads / delay samples a second, whatever
+    the machine: the ranks of a one-layer model always outrun one, and a job has a floor under
+    its length."""
 
-    def run_cell(self, backend, flags, name, epochs=1, timeout=600):
+    @classmethod
+    def setUpClass(cls):
+        import numpy
+        cls.cwd = os.path.join(WORK, "pool")
+        data = os.path.join(cls.cwd, "data")
+        os.makedirs(data, exist_ok=True)
+        rng = numpy.random.default_rng(3)
+        numpy.save(os.path.join(data, "images.npy"), rng.integers(0, 256, (POOL_N, 28, 28), dtype=numpy.uint8))
+        numpy.save(os.path.join(data, "labels.npy"), rng.integers(0, 10, POOL_N, dtype=numpy.int64))
+        portfile = os.path.join(data, "port")
+        cls.server = subprocess.Popen(
+            [sys.executable, os.path.join(SOURCE_DIR, "tests", "lib", "faultserver.py"), "--root", data,
+             "--portfile", portfile, "--host", CL.bridge_addr, "--test-bridge", "--latency", str(POOL_DELAY)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert taastest.wait_until(lambda: os.path.exists(portfile), 20), "the slow server did not start"
+        with open(portfile) as f:
+            url = cls.url = "http://%s:%d/" % (CL.bridge_addr, int(f.read()))
+        write_config("local")
+        cls.k = taastest.Kernel(env=kernel_env(TAAS_NPY_MEMORY_LIMIT="1K", TAAS_CACHE_DIR=""), cwd=cls.cwd)
+        reply, msgs = cls.k.execute(
+            "slow = DataLoader(NpyDataset('%simages.npy', '%slabels.npy', transform=ToTensor()), batch_size=32, "
+            "shuffle=True, num_workers=2)\nregister(slow)" % (url, url), timeout=60)
+        assert reply["content"]["status"] == "ok", msgs
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.k.close()
+        cls.server.terminate()
+        cls.server.wait()
+
+    def requests(self):
+        import urllib.request
+        with urllib.request.urlopen(self.url + "_stats", timeout=20) as r:
+            return json.load(r)["requests"]
+
+    def run_cell(self, backend, flags, name, epochs=2, timeout=600):
         write_config(backend)
         head = "#!t1.4\n" if backend == "slurm" else ""
         reply, msgs = self.k.execute(head + "#pragma taas --gpus 2 %s\n" % flags + TINY_FIT % (epochs, name),
@@ -638,11 +675,12 @@ class PoolAndBudget(ClusterKernel):
         return msgs
 
     def test_1_auto_grows_over_the_loader_hosts(self):
-        # 25,600 samples: long enough for the pool to see the ranks wait and grow, now that the
-        # loaders' resize is fast (6,400 took 4 s and sometimes ended before it grew)
-        local = summary(stream_text(self.run_cell("local", "--cpus 1 --units 25600", "local")))
+        local = summary(stream_text(self.run_cell("local", "--cpus 1", "local")))
         for backend in ("ssh", "slurm"):
-            msgs = self.run_cell(backend, "--cpus auto:2 --units 25600", backend)
+            before = self.requests()
+            msgs = self.run_cell(backend, "--cpus auto:2", backend)
+            # a request a sample: the remote loaders had the variable, the floor held
+            self.assertGreaterEqual(self.requests() - before, 2 * POOL_N, backend)
             out = stream_text(msgs)
             self.assertRegex(out, r"\nloaders 1 → 2: the ranks waited for data \d+% of the time", out)
             self.assertEqual(sha256(os.path.join(self.cwd, "tiny-%s.safetensors" % backend)),
@@ -650,17 +688,15 @@ class PoolAndBudget(ClusterKernel):
             self.assertEqual(summary(out), local, backend)  # the same samples, with the same contents
 
     def test_2_a_time_budget_stops_the_job(self):
-        # 50 epochs of the slow loader: a machine would have to train one in 0.4 s to finish
-        # within the budget (one takes about 20 s here), so the budget always stops the job
+        # 400 epochs: one loader worker (2 threads, a sample a request) takes at least
+        # 1536 x 0.005 / 2 = 3.8 s an epoch, so the job would last 25 minutes: the budget stops it
         for backend in ("ssh", "slurm"):
-            msgs = self.run_cell(backend, "--cpus 1 --budget 20s", "budget-" + backend, epochs=50)
+            msgs = self.run_cell(backend, "--cpus 1 --budget 20s", "budget-" + backend, epochs=400)
             err = stream_text(msgs, "stderr")
             self.assertRegex(err, r"the budget \(--budget 20s\) is used up after \d+ s, at epoch \d+ step \d+",
                              backend)
             self.assertTrue(taastest.result_text(msgs).startswith("History ("), backend)
             self.assertGreater(os.path.getsize(os.path.join(self.cwd, "tiny-budget-%s.safetensors" % backend)), 0)
-
-
 
 
 class BadConfiguration(unittest.TestCase):

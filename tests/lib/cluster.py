@@ -61,8 +61,10 @@ What it builds
   sinfo): see the quirk about srun below.
 * SSH: `c.ssh_config` has a Host entry per host name (and address): HostName ADDR, User root,
   IdentityFile `c.ssh_key` (ed25519, made for the run), UserKnownHostsFile holding the hosts'
-  own ed25519 keys, StrictHostKeyChecking yes, BatchMode yes. sshd: PermitRootLogin
-  prohibit-password, PasswordAuthentication no, UsePAM no, StrictModes no, AuthorizedKeysFile
+  own ed25519 keys, StrictHostKeyChecking yes, BatchMode yes, SendEnv TAAS_NPY_MEMORY_LIMIT.
+  sshd: PermitRootLogin prohibit-password, PasswordAuthentication no, UsePAM no, StrictModes
+  no, AcceptEnv TAAS_NPY_MEMORY_LIMIT (a test's kernel that sets it has its remote loaders
+  read an .npy sample by sample, as Slurm's --export ALL does on its own), AuthorizedKeysFile
   in the run's folder, log in logs().
 
 API
@@ -635,6 +637,7 @@ PrintMotd no
 UseDNS no
 MaxStartups 100:30:200
 MaxSessions 100
+AcceptEnv TAAS_NPY_MEMORY_LIMIT
 LogLevel VERBOSE
 Subsystem sftp /usr/lib/openssh/sftp-server
 """
@@ -949,7 +952,8 @@ class TestCluster:
                 "  UserKnownHostsFile %s" % known_hosts, "  GlobalKnownHostsFile /dev/null",
                 "  StrictHostKeyChecking yes", "  BatchMode yes", "  CheckHostIP no",
                 "  PasswordAuthentication no", "  ForwardAgent no", "  ForwardX11 no",
-                "  ControlMaster no", "  ConnectTimeout 20", "  LogLevel ERROR"]
+                "  ControlMaster no", "  ConnectTimeout 20", "  LogLevel ERROR",
+                "  SendEnv TAAS_NPY_MEMORY_LIMIT"]
         with open(self.ssh_config, "w") as f:
             f.write("\n".join(cfg) + "\n")
         # slurm

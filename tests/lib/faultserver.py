@@ -21,7 +21,8 @@ URI answer 500 and the later ones succeed. Each comma-separated step is one requ
 Counters (requests, connections, the most requests in flight at once, every request seen)
 are at GET /_stats as JSON; GET /_reset zeroes them.
 
-The port is written to --portfile once the server listens. The server exits when its parent
+It listens on loopback, or with --test-bridge on the address of a test cluster's bridge, which
+only that cluster's namespaces reach. The port is written to --portfile once the server listens. The server exits when its parent
 dies, so a test that crashes never leaves it running.
 """
 
@@ -251,14 +252,16 @@ def main():
     ap.add_argument("--root", required=True, help="folder to serve")
     ap.add_argument("--portfile", help="write the port here once listening")
     ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--test-bridge", action="store_true",
+                    help="--host is the root namespace's address on a bridge the test made (tests/lib/cluster.py)")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     ap.add_argument("--rate", type=float, default=0.0, help="bytes/s per connection (0: no cap)")
     ap.add_argument("--stall", type=float, default=30.0, help="seconds a stall or hang lasts")
     ap.add_argument("--verbose", action="store_true")
     OPTS = ap.parse_args()
-    if not OPTS.host.startswith("127.") and OPTS.host not in ("localhost", "::1"):
-        ap.error("--host must be a loopback address")
+    if not OPTS.host.startswith("127.") and OPTS.host not in ("localhost", "::1") and not OPTS.test_bridge:
+        ap.error("--host must be a loopback address, or a test cluster's bridge with --test-bridge")
     server = Server((OPTS.host, OPTS.port), Handler)
     threading.Thread(target=watch_parent, args=(os.getppid(),), daemon=True).start()
     port = server.server_address[1]
