@@ -484,6 +484,46 @@ static void test_maxpool_ties_and_nan(void **state) {
     }
 }
 
+/* Windows of any size, stride and padding, whose runs of outputs inside the plane are
+ * vector loops over one tap at a time: the same rule (the first maximum, the first NaN) as
+ * a plain loop over each window, on values that tie often and hold NaNs and -inf. */
+static void test_maxpool_windows(void **state) {
+    (void)state;
+    const taas_pool2d_shape shapes[] = {
+        {2, 3, 17, 23, 3, 3, 2, 2, 1, 1},  /* a ResNet's stem pool */
+        {1, 2, 9, 30, 3, 3, 1, 1, 1, 1},   {1, 2, 8, 19, 2, 2, 1, 1, 0, 0},
+        {1, 1, 11, 26, 3, 3, 2, 2, 0, 0},  {1, 2, 12, 31, 5, 5, 3, 3, 2, 2},
+        {1, 1, 4, 6, 3, 2, 1, 2, 1, 1},    /* no output inside: every one at an edge */
+    };
+    const float values[] = {0.0f, 1.0f, 1.0f, 2.0f, -1.0f, NAN, -INFINITY, 2.0f, -0.0f, 3.0f, 3.0f};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        const taas_pool2d_shape *s = &shapes[c];
+        int oh = taas_pool2d_out_h(s), ow = taas_pool2d_out_w(s);
+        size_t planes = (size_t)s->n * s->c, nx = planes * s->h * s->w, ny = planes * oh * ow;
+        float *x = filled(nx, 0), *y = filled(ny, 7);
+        int32_t *am = malloc(sizeof(int32_t) * ny);
+        for (size_t i = 0; i < nx; i++) x[i] = values[(i * 7 + i / 5) % (sizeof values / sizeof values[0])];
+        taas_maxpool2d_forward(y, am, x, s);
+        for (size_t p = 0; p < planes; p++)
+            for (int i = 0; i < oh; i++)
+                for (int j = 0; j < ow; j++) {
+                    const float *in = x + p * s->h * s->w;
+                    int32_t want = -1;
+                    for (int ki = 0; ki < s->kh; ki++)
+                        for (int kj = 0; kj < s->kw; kj++) {
+                            int yy = i * s->sh - s->ph + ki, xx = j * s->sw - s->pw + kj;
+                            if (yy < 0 || yy >= s->h || xx < 0 || xx >= s->w) continue;
+                            float v = in[yy * s->w + xx];
+                            if (want < 0 || (in[want] == in[want] && (v > in[want] || v != v))) want = yy * s->w + xx;
+                        }
+                    size_t q = (p * oh + i) * ow + j;
+                    if (am[q] != want) fail_msg("shape %zu plane %zu (%d, %d): argmax %d, expected %d", c, p, i, j, am[q], want);
+                    assert_memory_equal(&y[q], &in[want], sizeof(float));
+                }
+        free(x), free(y), free(am);
+    }
+}
+
 enum act { RELU, LEAKY, TANH, SIGMOID, GELU };
 
 static void act_case(const char *name, enum act kind) {
@@ -819,6 +859,7 @@ int main(void) {
         cmocka_unit_test(test_adaptive_bins),
         cmocka_unit_test(test_add_and_accumulate),
         cmocka_unit_test(test_maxpool_ties_and_nan),
+        cmocka_unit_test(test_maxpool_windows),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_batchnorm),

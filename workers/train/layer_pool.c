@@ -60,8 +60,55 @@ static int is_2x2(const taas_pool2d_shape *s) {
     return taas_pool2d_out_w(s) >= 8 && s->kh == 2 && s->kw == 2 && s->sh == 2 && s->sw == 2 && s->ph == 0 && s->pw == 0;
 }
 
+/* One tap of the windows of outputs [j0, j1), at r[j * sw] (r's index off in the plane):
+ * the first tap sets, the others take max_window's rule as selects. Inlined with a constant
+ * stride, so that the loads are vector loads and shuffles, not a scalar loop with branches. */
+static inline void max_tap(const float *restrict r, int32_t off, int sw, int j0, int j1, int first,
+                           float *restrict y, int32_t *restrict argmax) {
+    if (first) {
+#pragma omp simd
+        for (int j = j0; j < j1; j++) {
+            y[j] = r[j * sw];
+            argmax[j] = off + j * sw;
+        }
+        return;
+    }
+#pragma omp simd
+    for (int j = j0; j < j1; j++) {
+        float v = r[j * sw], m = y[j];
+        int32_t a = argmax[j];
+        int take = (m == m) & ((v > m) | (v != v));  /* no && or ||: they are branches */
+        y[j] = take ? v : m;
+        argmax[j] = take ? off + j * sw : a;
+    }
+}
+
+/* Outputs [j0, j1) of row i, whose windows lie inside the plane's columns (rows are clipped as
+ * max_window clips them): one tap of the window at a time, in its order, over the whole run of
+ * outputs (a ResNet's 3x3 stride-2 stem pool). */
+TAAS_VEC static void max_row_inside(const float *in, const taas_pool2d_shape *s, int i, int j0, int j1,
+                                    float *restrict y, int32_t *restrict argmax) {
+    int lo = i * s->sh - s->ph, hi = lo + s->kh;
+    if (lo < 0) lo = 0;
+    if (hi > s->h) hi = s->h;
+    if (lo >= hi)  /* a window of padding alone: max_window says what it gives */
+        for (int j = j0; j < j1; j++) max_window(in, s, i, j, y + j, argmax + j);
+    for (int yy = lo; yy < hi; yy++)
+        for (int kj = 0; kj < s->kw; kj++) {
+            int32_t off = yy * s->w + kj - s->pw;
+            int first = yy == lo && kj == 0;
+            if (s->sw == 1) max_tap(in + off, off, 1, j0, j1, first, y, argmax);
+            else if (s->sw == 2) max_tap(in + off, off, 2, j0, j1, first, y, argmax);
+            else max_tap(in + off, off, s->sw, j0, j1, first, y, argmax);
+        }
+}
+
 void taas_maxpool2d_forward(float *y, int32_t *argmax, const float *x, const taas_pool2d_shape *s) {
     int oh = taas_pool2d_out_h(s), ow = taas_pool2d_out_w(s), fast = is_2x2(s);
+    /* outputs [j0, j1) have every column of their window inside the plane */
+    int j0 = (s->pw + s->sw - 1) / s->sw, j1 = s->w + s->pw - s->kw < 0 ? 0 : (s->w + s->pw - s->kw) / s->sw + 1;
+    if (j1 > ow) j1 = ow;
+    if (j0 > j1) j0 = j1;
     size_t planes = (size_t)s->n * s->c;
 #pragma omp parallel for if (planes * s->h * s->w >= TAAS_PAR_MIN) schedule(static)
     for (size_t p = 0; p < planes; p++) {
@@ -74,7 +121,11 @@ void taas_maxpool2d_forward(float *y, int32_t *argmax, const float *x, const taa
                             yp + (size_t)i * ow, ap + (size_t)i * ow);
                 continue;
             }
-            for (int j = 0; j < ow; j++) max_window(in, s, i, j, yp + (size_t)i * ow + j, ap + (size_t)i * ow + j);
+            float *yr = yp + (size_t)i * ow;
+            int32_t *ar = ap + (size_t)i * ow;
+            for (int j = 0; j < j0; j++) max_window(in, s, i, j, yr + j, ar + j);
+            max_row_inside(in, s, i, j0, j1, yr, ar);
+            for (int j = j1; j < ow; j++) max_window(in, s, i, j, yr + j, ar + j);
         }
     }
 }
