@@ -60,35 +60,45 @@ size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples)
     return a > c ? a : c;
 }
 
-/* u[xi][a][b] = (G g G^T)[xi] for g = w[o][c] turned or not, (a, b) = (o, c) forward and
- * (c, o) backward: the threads take rows a, each written along b, so that the 16 planes
- * fill in order (a scattered write a kernel took a quarter of a 512-channel layer's time) */
-void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward, int nthreads) {
-    size_t plane = (size_t)s->oc * s->c;
-    int rows = backward ? s->c : s->oc, cols = backward ? s->oc : s->c;
-#pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)
-    for (int a = 0; a < rows; a++)
-        for (int b = 0; b < cols; b++) {
-            int o = backward ? b : a, c = backward ? a : b;
-            const float *k = w + ((size_t)o * s->c + c) * 9;
-            float g[3][3], gg[4][3], v[4][4];
-            for (int i = 0; i < 3; i++)
-                for (int j = 0; j < 3; j++) g[i][j] = backward ? k[(2 - i) * 3 + (2 - j)] : k[i * 3 + j];
-            for (int j = 0; j < 3; j++) {
-                gg[0][j] = g[0][j];
-                gg[1][j] = 0.5f * (g[0][j] + g[1][j] + g[2][j]);
-                gg[2][j] = 0.5f * (g[0][j] - g[1][j] + g[2][j]);
-                gg[3][j] = g[2][j];
+/* The channels a transform takes at once: its rows live on the stack (37 x WBLOCK floats) */
+enum { WBLOCK = 64 };
+
+/* One output channel's row of u: u[xi][c] = (G g G^T)[xi] for g = w[c] (C, 3, 3), the
+ * kernels first turned into 9 rows of WBLOCK channels so that every step is a vector loop */
+TAAS_VEC static void weights_row(float *u, size_t plane, const float *w, int cin) {
+    for (int c0 = 0; c0 < cin; c0 += WBLOCK) {
+        int nb = cin - c0 < WBLOCK ? cin - c0 : WBLOCK;
+        float g[9][WBLOCK], gg[4][3][WBLOCK];
+        for (int c = 0; c < nb; c++)
+            for (int t = 0; t < 9; t++) g[t][c] = w[(size_t)(c0 + c) * 9 + t];
+        for (int j = 0; j < 3; j++) {
+#pragma omp simd
+            for (int c = 0; c < nb; c++) {
+                float a = g[j][c], b = g[3 + j][c], d = g[6 + j][c];
+                gg[0][j][c] = a;
+                gg[1][j][c] = 0.5f * (a + b + d);
+                gg[2][j][c] = 0.5f * (a - b + d);
+                gg[3][j][c] = d;
             }
-            for (int i = 0; i < 4; i++) {
-                v[i][0] = gg[i][0];
-                v[i][1] = 0.5f * (gg[i][0] + gg[i][1] + gg[i][2]);
-                v[i][2] = 0.5f * (gg[i][0] - gg[i][1] + gg[i][2]);
-                v[i][3] = gg[i][2];
-            }
-            size_t at = (size_t)a * cols + b;
-            for (int xi = 0; xi < 16; xi++) u[xi * plane + at] = v[xi / 4][xi % 4];
         }
+        for (int i = 0; i < 4; i++) {
+            float *u0 = u + (size_t)(4 * i) * plane + c0, *u1 = u0 + plane, *u2 = u1 + plane, *u3 = u2 + plane;
+#pragma omp simd
+            for (int c = 0; c < nb; c++) {
+                float a = gg[i][0][c], b = gg[i][1][c], d = gg[i][2][c];
+                u0[c] = a;
+                u1[c] = 0.5f * (a + b + d);
+                u2[c] = 0.5f * (a - b + d);
+                u3[c] = d;
+            }
+        }
+    }
+}
+
+void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int nthreads) {
+    size_t plane = (size_t)s->oc * s->c;
+#pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)
+    for (int o = 0; o < s->oc; o++) weights_row(u + (size_t)o * s->c, plane, w + (size_t)o * s->c * 9, s->c);
 }
 
 /* Row y of a plane (width w), masked by mask's row where mask is not NULL, into r (wp
@@ -173,7 +183,7 @@ TAAS_VEC static void output_tiles(float *plane, const float *mm, size_t mstride,
 /* out (N, cout, oh, ow) for samples [n0, n0 + m) = the correlation of in with the 3x3
  * kernels whose transforms u (16, cout, cin) holds, + b, ReLU if asked */
 static void run(float *out, const float *in, const float *mask, const float *u, const float *b, const wshape *g,
-                float *mine, int n0, int m, int relu) {
+                float *mine, int n0, int m, int relu, int turned) {
     size_t mt = (size_t)m * g->t, inp = (size_t)g->h * g->w, outp = (size_t)g->oh * g->ow;
     float *v = mine, *mm = v + (size_t)16 * g->cin * mt, *rows = mm + (size_t)16 * g->cout * mt;
     for (int j = 0; j < m; j++)
@@ -182,10 +192,21 @@ static void run(float *out, const float *in, const float *mask, const float *u, 
             input_tiles(v + (size_t)c * mt, (size_t)g->cin * mt, (size_t)j * g->t, in + at, mask ? mask + at : NULL,
                         g, rows);
         }
-    for (int xi = 0; xi < 16; xi++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cout, (int)mt, g->cin, 1.0f,
-                    u + (size_t)xi * g->cout * g->cin, g->cin, v + (size_t)xi * g->cin * mt, (int)mt, 0.0f,
-                    mm + (size_t)xi * g->cout * mt, (int)mt);
+    /* turned: the kernels turned 180 degrees with their channels swapped, whose transform at
+     * tile position (i, j) is the forward's at (3 - i, 3 - j) for i, j in {0, 3} (G's first
+     * and last rows swap places when g's do; the middle two stay), transposed */
+    static const int mirror[4] = {3, 1, 2, 0};
+    for (int xi = 0; xi < 16; xi++) {
+        float *mx = mm + (size_t)xi * g->cout * mt;
+        const float *vx = v + (size_t)xi * g->cin * mt;
+        if (turned)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g->cout, (int)mt, g->cin, 1.0f,
+                        u + (size_t)(4 * mirror[xi / 4] + mirror[xi % 4]) * g->cout * g->cin, g->cout, vx, (int)mt,
+                        0.0f, mx, (int)mt);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cout, (int)mt, g->cin, 1.0f,
+                        u + (size_t)xi * g->cout * g->cin, g->cin, vx, (int)mt, 0.0f, mx, (int)mt);
+    }
     for (int j = 0; j < m; j++)
         for (int o = 0; o < g->cout; o++)
             output_tiles(out + ((size_t)(n0 + j) * g->cout + o) * outp, mm + (size_t)o * mt, (size_t)g->cout * mt,
@@ -253,41 +274,59 @@ void taas_conv_winograd_weight_grad(float *du, float *db, const float *dy, const
                     du + (size_t)xi * g.cout * g.cin, g.cin);
 }
 
+/* One output channel's row of dw += G^T dU G, dU the slices' sums in their order */
+TAAS_VEC static void finish_row(float *dw, const float *du, size_t plane, size_t stride, int slices, int cin) {
+    for (int c0 = 0; c0 < cin; c0 += WBLOCK) {
+        int nb = cin - c0 < WBLOCK ? cin - c0 : WBLOCK;
+        float d[16][WBLOCK], h[3][4][WBLOCK], k[9][WBLOCK];
+        for (int xi = 0; xi < 16; xi++) {
+            const float *at = du + (size_t)xi * plane + c0;
+#pragma omp simd
+            for (int c = 0; c < nb; c++) d[xi][c] = at[c];
+            for (int t = 1; t < slices; t++) {
+#pragma omp simd
+                for (int c = 0; c < nb; c++) d[xi][c] += at[t * stride + c];
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+#pragma omp simd
+            for (int c = 0; c < nb; c++) {
+                float a = d[j][c], b = d[4 + j][c], e = d[8 + j][c], f = d[12 + j][c];
+                h[0][j][c] = a + 0.5f * (b + e);
+                h[1][j][c] = 0.5f * (b - e);
+                h[2][j][c] = 0.5f * (b + e) + f;
+            }
+        }
+        for (int a = 0; a < 3; a++) {
+#pragma omp simd
+            for (int c = 0; c < nb; c++) {
+                float h0 = h[a][0][c], h1 = h[a][1][c], h2 = h[a][2][c], h3 = h[a][3][c];
+                k[3 * a][c] = h0 + 0.5f * (h1 + h2);
+                k[3 * a + 1][c] = 0.5f * (h1 - h2);
+                k[3 * a + 2][c] = 0.5f * (h1 + h2) + h3;
+            }
+        }
+        for (int c = 0; c < nb; c++)
+            for (int t = 0; t < 9; t++) dw[(size_t)(c0 + c) * 9 + t] += k[t][c];
+    }
+}
+
 void taas_conv_winograd_weight_grad_finish(float *dw, const float *du, size_t stride, int slices,
                                            const taas_conv2d_shape *s, int nthreads) {
     size_t plane = (size_t)s->oc * s->c;
 #pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)
     for (int o = 0; o < s->oc; o++)
-        for (int c = 0; c < s->c; c++) {
-            size_t oc = (size_t)o * s->c + c;
-            float d[4][4], h[3][4];
-            for (int xi = 0; xi < 16; xi++) {
-                float sum = du[xi * plane + oc];
-                for (int t = 1; t < slices; t++) sum += du[t * stride + xi * plane + oc];
-                d[xi / 4][xi % 4] = sum;
-            }
-            for (int j = 0; j < 4; j++) {
-                h[0][j] = d[0][j] + 0.5f * (d[1][j] + d[2][j]);
-                h[1][j] = 0.5f * (d[1][j] - d[2][j]);
-                h[2][j] = 0.5f * (d[1][j] + d[2][j]) + d[3][j];
-            }
-            float *k = dw + oc * 9;
-            for (int a = 0; a < 3; a++) {
-                k[a * 3] += h[a][0] + 0.5f * (h[a][1] + h[a][2]);
-                k[a * 3 + 1] += 0.5f * (h[a][1] - h[a][2]);
-                k[a * 3 + 2] += 0.5f * (h[a][1] + h[a][2]) + h[a][3];
-            }
-        }
+        finish_row(dw + (size_t)o * s->c * 9, du + (size_t)o * s->c, plane, stride, slices, s->c);
 }
 
 void taas_conv_winograd_forward(float *y, const float *x, const float *u, const float *b,
                                 const taas_conv2d_shape *s, float *mine, int n0, int m, int relu) {
     wshape g = forward_shape(s);
-    run(y, x, NULL, u, b, &g, mine, n0, m, relu);
+    run(y, x, NULL, u, b, &g, mine, n0, m, relu, 0);
 }
 
 void taas_conv_winograd_input_grad(float *dx, const float *dy, const float *relu_y, const float *u,
                                    const taas_conv2d_shape *s, float *mine, int n0, int m) {
     wshape g = backward_shape(s);
-    run(dx, dy, relu_y, u, NULL, &g, mine, n0, m, 0);
+    run(dx, dy, relu_y, u, NULL, &g, mine, n0, m, 0, 1);
 }

@@ -4,7 +4,8 @@
  * every channel are transformed (B^T d B), the weights once a call (G g G^T), then the 16
  * products are 16 sgemms over the channels, (OC, C) x (C, tiles), and the results are
  * transformed back (A^T m A). The input gradient is the same operation on the output
- * gradient with the weights turned 180 degrees and their channels swapped. The weight
+ * gradient with the weights turned 180 degrees and their channels swapped (their transforms
+ * are the forward's, mirrored and transposed, read as they are). The weight
  * gradient is the forward's adjoint: 16 sgemms (OC, tiles) x (tiles, C) of the transformed
  * output gradient and input, summed over the batch, then transformed back once (G^T dU G).
  * layer_conv.c uses all three where they apply, in products of as many samples as its other
@@ -34,16 +35,16 @@ size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples)
 /* A sample's tiles (2x2 blocks of output): the columns it adds to a product's sgemms. */
 int taas_conv_winograd_tiles(const taas_conv2d_shape *s);
 
-/* u (16, OC, C) from w (OC, C, 3, 3), for the forward; with `backward`, (16, C, OC) from
- * the weights turned 180 degrees, for the input gradient. On nthreads threads. */
-void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward, int nthreads);
+/* u (16, OC, C) from w (OC, C, 3, 3), for the forward and the input gradient alike (the
+ * turned kernels' transforms are these, mirrored and transposed). On nthreads threads. */
+void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int nthreads);
 
 /* Samples [n0, n0 + m): y (N, OC, OH, OW) = conv(x) + b (b may be NULL), then max(., 0)
- * with relu. u from taas_conv_winograd_weights(.., 0). */
+ * with relu. u from taas_conv_winograd_weights. */
 void taas_conv_winograd_forward(float *y, const float *x, const float *u, const float *b,
                                 const taas_conv2d_shape *s, float *mine, int n0, int m, int relu);
 /* Samples [n0, n0 + m): dx (N, C, H, W) written from dy (N, OC, OH, OW), dy counting where
- * relu_y > 0 when relu_y is not NULL. u from taas_conv_winograd_weights(.., 1). */
+ * relu_y > 0 when relu_y is not NULL. u from taas_conv_winograd_weights. */
 void taas_conv_winograd_input_grad(float *dx, const float *dy, const float *relu_y, const float *u,
                                    const taas_conv2d_shape *s, float *mine, int n0, int m);
 
