@@ -517,7 +517,8 @@ static void test_maxpool_windows(void **state) {
                             if (want < 0 || (in[want] == in[want] && (v > in[want] || v != v))) want = yy * s->w + xx;
                         }
                     size_t q = (p * oh + i) * ow + j;
-                    if (am[q] != want) fail_msg("shape %zu plane %zu (%d, %d): argmax %d, expected %d", c, p, i, j, am[q], want);
+                    if (am[q] != want)
+                        fail_msg("shape %zu plane %zu (%d, %d): argmax %d, expected %d", c, p, i, j, am[q], want);
                     assert_memory_equal(&y[q], &in[want], sizeof(float));
                 }
         free(x), free(y), free(am);

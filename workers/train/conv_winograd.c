@@ -50,6 +50,13 @@ size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s) { return (si
 
 int taas_conv_winograd_tiles(const taas_conv2d_shape *s) { return forward_shape(s).t; }
 
+int taas_conv_winograd_samples(const taas_conv2d_shape *s) {
+    int tiles = forward_shape(s).t, want = 32768 / (s->c + s->oc), k;
+    if (want < 64) want = 64;
+    k = want / tiles;
+    return k < 1 ? 1 : k > s->n ? (s->n > 1 ? s->n : 1) : k;
+}
+
 static size_t floats_for(const wshape *g, int samples) {
     return (size_t)16 * samples * g->t * (g->cin + g->cout) + 8 * (size_t)g->wp;  /* rows: input's 8, then output's 2 */
 }

@@ -8,8 +8,8 @@
  * are the forward's, mirrored and transposed, read as they are). The weight
  * gradient is the forward's adjoint: 16 sgemms (OC, tiles) x (tiles, C) of the transformed
  * output gradient and input, summed over the batch, then transformed back once (G^T dU G).
- * layer_conv.c uses all three where they apply, in products of as many samples as its other
- * products take (about 256 columns).
+ * layer_conv.c uses all three where they apply, in products of a few samples
+ * (taas_conv_winograd_samples).
  *
  * Every step is additions and multiplications by 1/2 in a fixed order, and the sgemms are
  * OpenBLAS's single-threaded ones of the kernel set's core: the same shape, threads and
@@ -34,6 +34,13 @@ size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s);
 size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples);
 /* A sample's tiles (2x2 blocks of output): the columns it adds to a product's sgemms. */
 int taas_conv_winograd_tiles(const taas_conv2d_shape *s);
+/* Samples a product takes: as many whole samples as keep its V and M (16 (C + OC) floats a
+ * tile) within about 2 MB, at least 64 tiles and at least one sample. Measured: a product's
+ * transforms write and its sgemms read V and M, and past the core's L2 both wait on memory
+ * (256 channels at 8x8: 200 GFLOP/s in products of 256 tiles, 240 in 64; at 14x14, 260
+ * against 310 in one sample's 49; 128 at 28x28, 240 in two samples against 310 in one). A
+ * function of the shape alone, so that the sums' order is too. */
+int taas_conv_winograd_samples(const taas_conv2d_shape *s);
 
 /* u (16, OC, C) from w (OC, C, 3, 3), for the forward and the input gradient alike (the
  * turned kernels' transforms are these, mirrored and transposed). On nthreads threads. */

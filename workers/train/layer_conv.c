@@ -66,17 +66,13 @@ void taas_conv2d_winograd(int on) { winograd = on; }
 
 static int use_winograd(const taas_conv2d_shape *s) { return winograd && taas_conv_winograd_usable(s); }
 
-static int winograd_samples(const taas_conv2d_shape *s) {
-    return samples_for(taas_conv_winograd_tiles(s), s->n);
-}
-
 /* Work memory of either path: im2col's matrix and the output (or masked output gradient) of
  * the samples a product takes, or the direct kernels' buffers. */
 static size_t work_floats(const taas_conv2d_shape *s) {
     size_t im2col = (col_floats(s) + (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s)) *
                     (size_t)samples_per_product(s);
     size_t direct = use_direct(s) ? taas_conv_direct_thread_floats(s) : 0;
-    size_t wino = use_winograd(s) ? taas_conv_winograd_thread_floats(s, winograd_samples(s)) : 0;
+    size_t wino = use_winograd(s) ? taas_conv_winograd_thread_floats(s, taas_conv_winograd_samples(s)) : 0;
     if (wino > im2col) im2col = wino;
     return im2col > direct ? im2col : direct;
 }
@@ -273,8 +269,8 @@ static void products(product p, int m, float *slices, size_t per, int nthreads) 
 static void winograd_weight_grad(float *dw, float *db, const float *dy, const float *relu_y, const float *x,
                                  const taas_conv2d_shape *s, float *slices, int nthreads) {
     size_t per = per_thread(s), work = work_floats(s), dwsz = dw_floats(s);
-    products((product){PRODUCT_WINOGRAD_DW, NULL, dy, x, NULL, relu_y, s, 0, db != NULL}, winograd_samples(s),
-             slices, per, nthreads);
+    products((product){PRODUCT_WINOGRAD_DW, NULL, dy, x, NULL, relu_y, s, 0, db != NULL},
+             taas_conv_winograd_samples(s), slices, per, nthreads);
     int nt = clamp_threads(nthreads, s->n);
     taas_conv_winograd_weight_grad_finish(dw, slices + work, per, nt, s, nthreads);
     float *dbs = slices + work + dwsz;
@@ -294,8 +290,8 @@ static void forward(float *y, const float *x, const float *w, const float *b,
     float *packed = scratch, *slices = scratch + shared_floats(s);
     if (use_winograd(s)) {
         taas_conv_winograd_weights(packed, w, s, nthreads);
-        products((product){PRODUCT_WINOGRAD, y, x, packed, b, NULL, s, relu, 0}, winograd_samples(s),
-                 slices, per, nthreads);
+        products((product){PRODUCT_WINOGRAD, y, x, packed, b, NULL, s, relu, 0}, taas_conv_winograd_samples(s), slices,
+                 per, nthreads);
         return;
     }
     if (direct) taas_conv_direct_pack_forward(packed, w, s);
@@ -375,8 +371,8 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
         else if (db) backward(NULL, NULL, db, dy, relu_y, x, w, s, scratch, nthreads);
         if (!dx) return;
         taas_conv_winograd_weights(scratch, w, s, nthreads);
-        products((product){PRODUCT_WINOGRAD_DX, dx, dy, scratch, NULL, relu_y, s, 0, 0}, winograd_samples(s),
-                 slices, per_thread(s), nthreads);
+        products((product){PRODUCT_WINOGRAD_DX, dx, dy, scratch, NULL, relu_y, s, 0, 0},
+                 taas_conv_winograd_samples(s), slices, per_thread(s), nthreads);
         return;
     }
     taas_conv2d_shape sg = group_shape(s);
