@@ -25,8 +25,11 @@ static const taas_conv_kernels *kernels(void) {
 int taas_conv_direct_usable(const taas_conv2d_shape *s) {
     /* With under 16 products per output (C*KH*KW: a first layer on grey images) the tiles'
      * set-up outweighs them; im2col + sgemm was faster there (conv1 of docs/design.md §1).
-     * A grouped convolution goes through im2col, a product per group. */
-    return enabled && kernels() && taas_conv2d_groups(s) == 1 && s->sh == 1 && s->sw == 1 &&
+     * An unpadded 1x1 convolution is one sgemm on the input itself, no im2col, and that was
+     * faster at every 1x1 shape of resnet50 (bench/RESULTS.md, issue 28). A grouped
+     * convolution goes through im2col, a product per group. */
+    int pointwise = s->kh == 1 && s->kw == 1 && s->ph == 0 && s->pw == 0;
+    return enabled && kernels() && taas_conv2d_groups(s) == 1 && s->sh == 1 && s->sw == 1 && !pointwise &&
            s->c * s->kh * s->kw >= 16;
 }
 
