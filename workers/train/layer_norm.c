@@ -3,6 +3,80 @@
 #include <math.h>
 #include "errnames.h"
 #include "layers.h"
+#include "simd.h"
+
+/* A channel's sums run in LANES double lanes, a value's lane its index in its row mod LANES,
+ * the lanes added in a fixed order at the end: one running sum in double is a chain of
+ * dependent adds (80 % of BatchNorm's time in resnet50), the lanes are vector code, and
+ * they give the same bits on every kernel set. A channel's rows: n of hw floats, `stride`
+ * apart. */
+enum { LANES = 8 };
+
+static double lanes_total(const double *a) {
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+/* sum of x, or with `mu` given (squares) the sum of (x - mu)^2 */
+TAAS_VEC static double channel_sum(const float *x, size_t stride, int n, int hw, int squares, double mu) {
+    double a[LANES] = {0};
+    for (int i = 0; i < n; i++) {
+        const float *p = x + (size_t)i * stride;
+        int k = 0;
+        if (squares) {
+            for (; k + LANES <= hw; k += LANES)
+                for (int l = 0; l < LANES; l++) a[l] += (p[k + l] - mu) * (p[k + l] - mu);
+            for (; k < hw; k++) a[k % LANES] += (p[k] - mu) * (p[k] - mu);
+        } else {
+            for (; k + LANES <= hw; k += LANES)
+                for (int l = 0; l < LANES; l++) a[l] += p[k + l];
+            for (; k < hw; k++) a[k % LANES] += p[k];
+        }
+    }
+    return lanes_total(a);
+}
+
+/* sum of dy and of dy * xhat, xhat = (x - mu) * is */
+TAAS_VEC static void channel_grad_sums(const float *dy, const float *x, size_t stride, int n, int hw, float mu,
+                                       float is, double *sdy, double *sdyx) {
+    double a[LANES] = {0}, b[LANES] = {0};
+    for (int i = 0; i < n; i++) {
+        const float *g = dy + (size_t)i * stride, *p = x + (size_t)i * stride;
+        int k = 0;
+        for (; k + LANES <= hw; k += LANES)
+            for (int l = 0; l < LANES; l++) {
+                a[l] += g[k + l];
+                b[l] += g[k + l] * (p[k + l] - mu) * is;
+            }
+        for (; k < hw; k++) {
+            a[k % LANES] += g[k];
+            b[k % LANES] += g[k] * (p[k] - mu) * is;
+        }
+    }
+    *sdy = lanes_total(a);
+    *sdyx = lanes_total(b);
+}
+
+/* y = (x - mu) * is * g + b over a channel's rows */
+TAAS_VEC static void channel_affine(float *y, const float *x, size_t stride, int n, int hw, float mu, float is,
+                                    float g, float b) {
+    for (int i = 0; i < n; i++) {
+        const float *p = x + (size_t)i * stride;
+        float *q = y + (size_t)i * stride;
+#pragma omp simd
+        for (int k = 0; k < hw; k++) q[k] = (p[k] - mu) * is * g + b;
+    }
+}
+
+/* dx = scale * (dy - mdy - xhat * mdyx) over a channel's rows */
+TAAS_VEC static void channel_dx(float *dx, const float *dy, const float *x, size_t stride, int n, int hw, float mu,
+                                float is, float scale, float mdy, float mdyx) {
+    for (int i = 0; i < n; i++) {
+        const float *p = x + (size_t)i * stride, *g = dy + (size_t)i * stride;
+        float *q = dx + (size_t)i * stride;
+#pragma omp simd
+        for (int k = 0; k < hw; k++) q[k] = scale * (g[k] - mdy - (p[k] - mu) * is * mdyx);
+    }
+}
 
 int taas_batchnorm_forward_train(float *y, float *mean, float *invstd, float *running_mean,
                                  float *running_var, const float *x, const float *gamma,
@@ -20,17 +94,10 @@ int taas_batchnorm_forward_train(float *y, float *mean, float *invstd, float *ru
     }
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < c; ch++) {
-        double s = 0, ss = 0;
-        for (int i = 0; i < n; i++) {
-            const float *p = x + ((size_t)i * c + ch) * hw;
-            for (int k = 0; k < hw; k++) s += p[k];
-        }
-        double mu = s / (double)m;
-        for (int i = 0; i < n; i++) {
-            const float *p = x + ((size_t)i * c + ch) * hw;
-            for (int k = 0; k < hw; k++) ss += (p[k] - mu) * (p[k] - mu);
-        }
-        double var = ss / (double)m;
+        const float *xc = x + (size_t)ch * hw;
+        size_t stride = (size_t)c * hw;
+        double mu = channel_sum(xc, stride, n, hw, 0, 0.0) / (double)m;
+        double ss = channel_sum(xc, stride, n, hw, 1, mu), var = ss / (double)m;
         float is = (float)(1.0 / sqrt(var + eps));
         mean[ch] = (float)mu;
         invstd[ch] = is;
@@ -39,12 +106,8 @@ int taas_batchnorm_forward_train(float *y, float *mean, float *invstd, float *ru
         if (running_var)
             running_var[ch] = (float)((1.0 - momentum) * running_var[ch] +
                                       momentum * ss / (double)(m - 1));
-        float g = gamma ? gamma[ch] : 1.0f, b = beta ? beta[ch] : 0.0f;
-        for (int i = 0; i < n; i++) {
-            const float *p = x + ((size_t)i * c + ch) * hw;
-            float *q = y + ((size_t)i * c + ch) * hw;
-            for (int k = 0; k < hw; k++) q[k] = (p[k] - (float)mu) * is * g + b;
-        }
+        channel_affine(y + (size_t)ch * hw, xc, stride, n, hw, (float)mu, is, gamma ? gamma[ch] : 1.0f,
+                       beta ? beta[ch] : 0.0f);
     }
     return 0;
 }
@@ -70,28 +133,17 @@ void taas_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float
     double m = (double)n * hw;
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < c; ch++) {
-        double sdy = 0, sdyx = 0;
+        double sdy, sdyx;
         float mu = mean[ch], is = invstd[ch];
-        for (int i = 0; i < n; i++) {
-            const float *p = x + ((size_t)i * c + ch) * hw;
-            const float *g = dy + ((size_t)i * c + ch) * hw;
-            for (int k = 0; k < hw; k++) {
-                sdy += g[k];
-                sdyx += g[k] * (p[k] - mu) * is;
-            }
-        }
+        channel_grad_sums(dy + (size_t)ch * hw, x + (size_t)ch * hw, (size_t)c * hw, n, hw, mu, is, &sdy, &sdyx);
         if (dgamma) dgamma[ch] += (float)sdyx;
         if (dbeta) dbeta[ch] += (float)sdy;
         if (!dx) continue;
         /* dx = gamma*invstd/m * (m*dy - sum dy - xhat * sum(dy*xhat)) */
         float scale = (gamma ? gamma[ch] : 1.0f) * is;
-        float mdy = (float)(sdy / m), mdyx = (float)(sdyx / m);
-        for (int i = 0; i < n; i++) {
-            const float *p = x + ((size_t)i * c + ch) * hw;
-            const float *g = dy + ((size_t)i * c + ch) * hw;
-            float *q = dx + ((size_t)i * c + ch) * hw;
-            for (int k = 0; k < hw; k++) q[k] = scale * (g[k] - mdy - (p[k] - mu) * is * mdyx);
-        }
+        size_t at = (size_t)ch * hw;
+        channel_dx(dx + at, dy + at, x + at, (size_t)c * hw, n, hw, mu, is, scale, (float)(sdy / m),
+                   (float)(sdyx / m));
     }
 }
 
