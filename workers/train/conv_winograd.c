@@ -1,11 +1,19 @@
-/* Winograd F(2x2, 3x3) for Conv2d (conv_winograd.h). The transforms, with d a 4x4 block of
- * input, g a 3x3 kernel and m a 4x4 block of products:
+/* Winograd's F(2x2, 3x3) and F(4x4, 3x3) for Conv2d (conv_winograd.h). The transforms,
+ * with d a block of input, g a 3x3 kernel and m a block of products:
+ * F(2x2), 4x4 blocks:
  *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]      V = B^T d B
  *   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]      U = G g G^T
  *   A^T = [1 1 1 0; 0 1 -1 -1]                           Y = A^T m A
- * A product's buffers, per thread: V (16, Cin, T) and M (16, Cout, T) for its T tiles (a
- * sample's tiles in row order, the samples one after another), and a few rows. The loops run
- * along a row of tiles, so that they vectorise.
+ * F(4x4), 6x6 blocks, at the points 0, 1, -1, 2, -2 and infinity:
+ *   B^T = [4  0 -5  0 1 0;  0 -4 -4  1 1 0;  0 4 -4 -1 1 0;
+ *          0 -2 -1  2 1 0;  0  2 -1 -2 1 0;  0 4  0 -5 0 1]
+ *   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+ *   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+ * A product's buffers, per thread: V (XI, Cin, T) and M (XI, Cout, T) for its T tiles (a
+ * sample's tiles in row order, the samples one after another; XI = 16 or 36 tile
+ * positions), and a few rows. The loops run along a row of tiles, so that they vectorise.
+ * Each tile size has its own transforms behind one small table (wino_tiles); the products,
+ * the shapes and the sums are shared.
  *
  * The weight gradient is the forward's adjoint: with Z = sum_c U (.) V and Y = A^T Z A, a
  * tile's dZ = A dY A^T, dU = sum over tiles of dZ (.) V, and dg = G^T dU G. Exact for every
@@ -17,27 +25,40 @@
 #include "blas.h"
 #include "simd.h"
 
-/* One direction's shapes: in (N, cin, h, w) -> out (N, cout, oh, ow), padding ph, pw */
+/* One direction's shapes: in (N, cin, h, w) -> out (N, cout, oh, ow), padding ph, pw, tiles
+ * of m x m outputs from (m + 2) x (m + 2) inputs */
 typedef struct wshape {
     int cin, h, w, cout, oh, ow, ph, pw;
+    int m, xi;      /* a tile's outputs a side (2 or 4), its products ((m + 2)^2) */
     int ty, tx, t;  /* tiles down, across, a sample */
-    int wp;         /* a padded row's floats: 2 * tx + 2 */
+    int wp;         /* a padded row's floats: m * tx + 2 (>= pw + w, as ow = w + 2 pw - 2) */
 } wshape;
 
-static wshape shape_of(int cin, int h, int w, int cout, int oh, int ow, int ph, int pw) {
-    wshape g = {cin, h, w, cout, oh, ow, ph, pw, (oh + 1) / 2, (ow + 1) / 2, 0, 0};
+/* F(4x4) where the output plane is at least 24 a side, F(2x2) under that (conv_winograd.h).
+ * Measured, one layer forward and backward: F(4x4) 335-341 GFLOP/s against 233 for 64 channels at 56x56,
+ * 383 against 313 for 128 at 28x28, 296-302 against 265-270 for 64 at 32x32; but 227
+ * against 298 for 128 at 16x16 and 210 against 316 for 256 at 14x14 (rows of 4 tiles are
+ * too short for its transforms, and 14 = 4 x 4 - 2 wastes a quarter). */
+int taas_conv_winograd_tile_side(const taas_conv2d_shape *s) {
+    return taas_conv2d_out_h(s) >= 24 && taas_conv2d_out_w(s) >= 24 ? 4 : 2;
+}
+
+static wshape shape_of(int cin, int h, int w, int cout, int oh, int ow, int ph, int pw, int m) {
+    wshape g = {cin, h, w, cout, oh, ow, ph, pw, m, (m + 2) * (m + 2), (oh + m - 1) / m, (ow + m - 1) / m, 0, 0};
     g.t = g.ty * g.tx;
-    g.wp = 2 * g.tx + 2;
+    g.wp = m * g.tx + 2;
     return g;
 }
 
 static wshape forward_shape(const taas_conv2d_shape *s) {
-    return shape_of(s->c, s->h, s->w, s->oc, taas_conv2d_out_h(s), taas_conv2d_out_w(s), s->ph, s->pw);
+    return shape_of(s->c, s->h, s->w, s->oc, taas_conv2d_out_h(s), taas_conv2d_out_w(s), s->ph, s->pw,
+                    taas_conv_winograd_tile_side(s));
 }
 
-/* The input gradient is the forward of dy with padding 2 - p: out H x W */
+/* The input gradient is the forward of dy with padding 2 - p: out H x W, the forward's tiles */
 static wshape backward_shape(const taas_conv2d_shape *s) {
-    return shape_of(s->oc, taas_conv2d_out_h(s), taas_conv2d_out_w(s), s->c, s->h, s->w, 2 - s->ph, 2 - s->pw);
+    return shape_of(s->oc, taas_conv2d_out_h(s), taas_conv2d_out_w(s), s->c, s->h, s->w, 2 - s->ph, 2 - s->pw,
+                    taas_conv_winograd_tile_side(s));
 }
 
 int taas_conv_winograd_usable(const taas_conv2d_shape *s) {
@@ -46,19 +67,30 @@ int taas_conv_winograd_usable(const taas_conv2d_shape *s) {
            s->pw <= 2 && s->c >= 64 && s->oc >= 64 && taas_conv2d_out_h(s) >= least && taas_conv2d_out_w(s) >= least;
 }
 
-size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s) { return (size_t)16 * s->oc * s->c; }
+size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s) {
+    return (size_t)forward_shape(s).xi * s->oc * s->c;
+}
 
 int taas_conv_winograd_tiles(const taas_conv2d_shape *s) { return forward_shape(s).t; }
 
 int taas_conv_winograd_samples(const taas_conv2d_shape *s) {
-    int tiles = forward_shape(s).t, want = 32768 / (s->c + s->oc), k;
-    if (want < 64) want = 64;
-    k = want / tiles;
+    wshape g = forward_shape(s);
+    int want = (1 << 19) / (g.xi * (s->c + s->oc)), least = 1024 / g.xi, k;
+    if (want < least) want = least;
+    k = want / g.t;
     return k < 1 ? 1 : k > s->n ? (s->n > 1 ? s->n : 1) : k;
 }
 
+/* A tile row's rows. F(2x2): the input's 4 padded rows and their column transform's 4, the
+ * output's or the gradient's 2. F(4x4): a padded row, then 6 rows split by phase (4 of
+ * tx + 1) and their transform's 6 (input); 16 phases of outputs or gradients. */
+static size_t rows_floats(const wshape *g) {
+    if (g->m == 2) return (size_t)8 * g->wp;
+    return (size_t)g->wp + 2 + (size_t)2 * 6 * 4 * (g->tx + 1);
+}
+
 static size_t floats_for(const wshape *g, int samples) {
-    return (size_t)16 * samples * g->t * (g->cin + g->cout) + 8 * (size_t)g->wp;  /* rows: input's 8, then output's 2 */
+    return (size_t)g->xi * samples * g->t * (g->cin + g->cout) + rows_floats(g);
 }
 
 size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples) {
@@ -67,46 +99,8 @@ size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples)
     return a > c ? a : c;
 }
 
-/* The channels a transform takes at once: its rows live on the stack (37 x WBLOCK floats) */
-enum { WBLOCK = 64 };
-
-/* One output channel's row of u: u[xi][c] = (G g G^T)[xi] for g = w[c] (C, 3, 3), the
- * kernels first turned into 9 rows of WBLOCK channels so that every step is a vector loop */
-TAAS_VEC static void weights_row(float *u, size_t plane, const float *w, int cin) {
-    for (int c0 = 0; c0 < cin; c0 += WBLOCK) {
-        int nb = cin - c0 < WBLOCK ? cin - c0 : WBLOCK;
-        float g[9][WBLOCK], gg[4][3][WBLOCK];
-        for (int c = 0; c < nb; c++)
-            for (int t = 0; t < 9; t++) g[t][c] = w[(size_t)(c0 + c) * 9 + t];
-        for (int j = 0; j < 3; j++) {
-#pragma omp simd
-            for (int c = 0; c < nb; c++) {
-                float a = g[j][c], b = g[3 + j][c], d = g[6 + j][c];
-                gg[0][j][c] = a;
-                gg[1][j][c] = 0.5f * (a + b + d);
-                gg[2][j][c] = 0.5f * (a - b + d);
-                gg[3][j][c] = d;
-            }
-        }
-        for (int i = 0; i < 4; i++) {
-            float *u0 = u + (size_t)(4 * i) * plane + c0, *u1 = u0 + plane, *u2 = u1 + plane, *u3 = u2 + plane;
-#pragma omp simd
-            for (int c = 0; c < nb; c++) {
-                float a = gg[i][0][c], b = gg[i][1][c], d = gg[i][2][c];
-                u0[c] = a;
-                u1[c] = 0.5f * (a + b + d);
-                u2[c] = 0.5f * (a - b + d);
-                u3[c] = d;
-            }
-        }
-    }
-}
-
-void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int nthreads) {
-    size_t plane = (size_t)s->oc * s->c;
-#pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)
-    for (int o = 0; o < s->oc; o++) weights_row(u + (size_t)o * s->c, plane, w + (size_t)o * s->c * 9, s->c);
-}
+/* The channels a weight transform takes at once: its rows live on the stack */
+enum { WBLOCK = 32 };
 
 /* Row y of a plane (width w), masked by mask's row where mask is not NULL, into r (wp
  * floats) at offset pw, zeros elsewhere; all zeros outside the plane. */
@@ -124,8 +118,69 @@ TAAS_VEC static void padded_row(float *r, const float *plane, const float *mask,
     }
 }
 
+/* d[xi][c] = du's sum over the slices, in their order, for channels [c0, c0 + nb) */
+TAAS_VEC static void slice_sums(float (*d)[WBLOCK], int xis, const float *du, size_t plane, size_t stride,
+                                int slices, int c0, int nb) {
+    for (int xi = 0; xi < xis; xi++) {
+        const float *at = du + (size_t)xi * plane + c0;
+#pragma omp simd
+        for (int c = 0; c < nb; c++) d[xi][c] = at[c];
+        for (int t = 1; t < slices; t++) {
+#pragma omp simd
+            for (int c = 0; c < nb; c++) d[xi][c] += at[t * stride + c];
+        }
+    }
+}
+
+/* g (9 rows of WBLOCK) = the kernels w + b * stride, b in [b0, b0 + nb), turned 180 degrees
+ * with `turned` */
+static void read_kernels(float (*g)[WBLOCK], const float *w, size_t stride, int b0, int nb, int turned) {
+    for (int b = 0; b < nb; b++)
+        for (int t = 0; t < 9; t++) g[t][b] = w[(size_t)(b0 + b) * stride + (turned ? 8 - t : t)];
+}
+
+/* dw's kernels [c0, c0 + nb) += k (9 rows of WBLOCK) */
+static void add_kernels(float *dw, float (*k)[WBLOCK], int c0, int nb) {
+    for (int c = 0; c < nb; c++)
+        for (int t = 0; t < 9; t++) dw[(size_t)(c0 + c) * 9 + t] += k[t][c];
+}
+
+/* ---- F(2x2, 3x3) ---- */
+
+/* One row of u: u[xi][b] = (G g G^T)[xi] for the kernels k_b = w + b * stride (b < count),
+ * turned 180 degrees with `turned`; the kernels are first read into 9 rows of WBLOCK so
+ * that every step after is a vector loop along b */
+TAAS_VEC static void weights_row2(float *u, size_t plane, const float *w, size_t stride, int count, int turned) {
+    for (int b0 = 0; b0 < count; b0 += WBLOCK) {
+        int nb = count - b0 < WBLOCK ? count - b0 : WBLOCK;
+        float g[9][WBLOCK], gg[4][3][WBLOCK];
+        read_kernels(g, w, stride, b0, nb, turned);
+        for (int j = 0; j < 3; j++) {
+#pragma omp simd
+            for (int b = 0; b < nb; b++) {
+                float a = g[j][b], c = g[3 + j][b], d = g[6 + j][b];
+                gg[0][j][b] = a;
+                gg[1][j][b] = 0.5f * (a + c + d);
+                gg[2][j][b] = 0.5f * (a - c + d);
+                gg[3][j][b] = d;
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            float *u0 = u + (size_t)(4 * i) * plane + b0, *u1 = u0 + plane, *u2 = u1 + plane, *u3 = u2 + plane;
+#pragma omp simd
+            for (int b = 0; b < nb; b++) {
+                float a = gg[i][0][b], c = gg[i][1][b], d = gg[i][2][b];
+                u0[b] = a;
+                u1[b] = 0.5f * (a + c + d);
+                u2[b] = 0.5f * (a - c + d);
+                u3[b] = d;
+            }
+        }
+    }
+}
+
 /* V's columns for one channel's plane of one sample: base is the sample's first tile. */
-TAAS_VEC static void input_tiles(float *v, size_t vstride, size_t base, const float *plane, const float *mask,
+TAAS_VEC static void input_tiles2(float *v, size_t vstride, size_t base, const float *plane, const float *mask,
                                  const wshape *g, float *rows) {
     float *r[4] = {rows, rows + g->wp, rows + 2 * g->wp, rows + 3 * g->wp};
     float *e[4] = {rows + 4 * g->wp, rows + 5 * g->wp, rows + 6 * g->wp, rows + 7 * g->wp};
@@ -155,7 +210,7 @@ TAAS_VEC static void input_tiles(float *v, size_t vstride, size_t base, const fl
 }
 
 /* One output channel's plane of one sample from M's columns, + bias, then ReLU if asked. */
-TAAS_VEC static void output_tiles(float *plane, const float *mm, size_t mstride, size_t base, float bias, int relu,
+TAAS_VEC static void output_tiles2(float *plane, const float *mm, size_t mstride, size_t base, float bias, int relu,
                                   const wshape *g, float *rows) {
     float *o0 = rows, *o1 = rows + g->wp;
     for (int ti = 0; ti < g->ty; ti++) {
@@ -187,43 +242,10 @@ TAAS_VEC static void output_tiles(float *plane, const float *mm, size_t mstride,
     }
 }
 
-/* out (N, cout, oh, ow) for samples [n0, n0 + m) = the correlation of in with the 3x3
- * kernels whose transforms u (16, cout, cin) holds, + b, ReLU if asked */
-static void run(float *out, const float *in, const float *mask, const float *u, const float *b, const wshape *g,
-                float *mine, int n0, int m, int relu, int turned) {
-    size_t mt = (size_t)m * g->t, inp = (size_t)g->h * g->w, outp = (size_t)g->oh * g->ow;
-    float *v = mine, *mm = v + (size_t)16 * g->cin * mt, *rows = mm + (size_t)16 * g->cout * mt;
-    for (int j = 0; j < m; j++)
-        for (int c = 0; c < g->cin; c++) {
-            size_t at = ((size_t)(n0 + j) * g->cin + c) * inp;
-            input_tiles(v + (size_t)c * mt, (size_t)g->cin * mt, (size_t)j * g->t, in + at, mask ? mask + at : NULL,
-                        g, rows);
-        }
-    /* turned: the kernels turned 180 degrees with their channels swapped, whose transform at
-     * tile position (i, j) is the forward's at (3 - i, 3 - j) for i, j in {0, 3} (G's first
-     * and last rows swap places when g's do; the middle two stay), transposed */
-    static const int mirror[4] = {3, 1, 2, 0};
-    for (int xi = 0; xi < 16; xi++) {
-        float *mx = mm + (size_t)xi * g->cout * mt;
-        const float *vx = v + (size_t)xi * g->cin * mt;
-        if (turned)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g->cout, (int)mt, g->cin, 1.0f,
-                        u + (size_t)(4 * mirror[xi / 4] + mirror[xi % 4]) * g->cout * g->cin, g->cout, vx, (int)mt,
-                        0.0f, mx, (int)mt);
-        else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cout, (int)mt, g->cin, 1.0f,
-                        u + (size_t)xi * g->cout * g->cin, g->cin, vx, (int)mt, 0.0f, mx, (int)mt);
-    }
-    for (int j = 0; j < m; j++)
-        for (int o = 0; o < g->cout; o++)
-            output_tiles(out + ((size_t)(n0 + j) * g->cout + o) * outp, mm + (size_t)o * mt, (size_t)g->cout * mt,
-                         (size_t)j * g->t, b ? b[o] : 0.0f, relu, g, rows);
-}
-
 /* P's columns (16, OC, T) for one output channel's gradient plane of one sample, masked
  * where mask (the fused ReLU's output) is not positive: A dY A^T of each 2x2 block, zeros
  * past the plane's edge. Returns the plane's sum, the bias's gradient. */
-TAAS_VEC static float grad_tiles(float *p, size_t pstride, size_t base, const float *plane, const float *mask,
+TAAS_VEC static float grad_tiles2(float *p, size_t pstride, size_t base, const float *plane, const float *mask,
                                  const wshape *g, float *rows) {
     float *r0 = rows, *r1 = rows + g->wp, sum = 0.0f;
     for (int ti = 0; ti < g->ty; ti++) {
@@ -258,43 +280,12 @@ TAAS_VEC static float grad_tiles(float *p, size_t pstride, size_t base, const fl
     return sum;
 }
 
-void taas_conv_winograd_weight_grad(float *du, float *db, const float *dy, const float *relu_y, const float *x,
-                                    const taas_conv2d_shape *s, float *mine, int n0, int m) {
-    wshape g = forward_shape(s);
-    size_t mt = (size_t)m * g.t, inp = (size_t)g.h * g.w, outp = (size_t)g.oh * g.ow;
-    float *v = mine, *p = v + (size_t)16 * g.cin * mt, *rows = p + (size_t)16 * g.cout * mt;
-    for (int j = 0; j < m; j++) {
-        for (int c = 0; c < g.cin; c++)
-            input_tiles(v + (size_t)c * mt, (size_t)g.cin * mt, (size_t)j * g.t,
-                        x + ((size_t)(n0 + j) * g.cin + c) * inp, NULL, &g, rows);
-        for (int o = 0; o < g.cout; o++) {
-            size_t at = ((size_t)(n0 + j) * g.cout + o) * outp;
-            float sum = grad_tiles(p + (size_t)o * mt, (size_t)g.cout * mt, (size_t)j * g.t, dy + at,
-                                   relu_y ? relu_y + at : NULL, &g, rows);
-            if (db) db[o] += sum;
-        }
-    }
-    /* dU[xi] (OC, C) += P[xi] (OC, T) * V[xi]^T (T, C) */
-    for (int xi = 0; xi < 16; xi++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.cout, g.cin, (int)mt, 1.0f,
-                    p + (size_t)xi * g.cout * mt, (int)mt, v + (size_t)xi * g.cin * mt, (int)mt, 1.0f,
-                    du + (size_t)xi * g.cout * g.cin, g.cin);
-}
-
 /* One output channel's row of dw += G^T dU G, dU the slices' sums in their order */
-TAAS_VEC static void finish_row(float *dw, const float *du, size_t plane, size_t stride, int slices, int cin) {
+TAAS_VEC static void finish_row2(float *dw, const float *du, size_t plane, size_t stride, int slices, int cin) {
     for (int c0 = 0; c0 < cin; c0 += WBLOCK) {
         int nb = cin - c0 < WBLOCK ? cin - c0 : WBLOCK;
         float d[16][WBLOCK], h[3][4][WBLOCK], k[9][WBLOCK];
-        for (int xi = 0; xi < 16; xi++) {
-            const float *at = du + (size_t)xi * plane + c0;
-#pragma omp simd
-            for (int c = 0; c < nb; c++) d[xi][c] = at[c];
-            for (int t = 1; t < slices; t++) {
-#pragma omp simd
-                for (int c = 0; c < nb; c++) d[xi][c] += at[t * stride + c];
-            }
-        }
+        slice_sums(d, 16, du, plane, stride, slices, c0, nb);
         for (int j = 0; j < 4; j++) {
 #pragma omp simd
             for (int c = 0; c < nb; c++) {
@@ -313,27 +304,352 @@ TAAS_VEC static void finish_row(float *dw, const float *du, size_t plane, size_t
                 k[3 * a + 2][c] = 0.5f * (h1 + h2) + h3;
             }
         }
-        for (int c = 0; c < nb; c++)
-            for (int t = 0; t < 9; t++) dw[(size_t)(c0 + c) * 9 + t] += k[t][c];
+        add_kernels(dw, k, c0, nb);
     }
+}
+
+/* ---- F(4x4, 3x3) ---- */
+
+enum { M = 4, A = 6 };  /* F(4x4): outputs a tile's side, inputs a tile's side */
+
+/* (G g) for the 3 values g0, g1, g2 of a column: 6 values */
+#define G_ROWS(o, g0, g1, g2)                                   \
+    do {                                                        \
+        o[0] = 0.25f * (g0);                                    \
+        o[1] = (-1.0f / 6.0f) * ((g0) + (g1) + (g2));           \
+        o[2] = (-1.0f / 6.0f) * ((g0) - (g1) + (g2));           \
+        o[3] = (1.0f / 24.0f) * ((g0) + 2.0f * (g1) + 4.0f * (g2)); \
+        o[4] = (1.0f / 24.0f) * ((g0) - 2.0f * (g1) + 4.0f * (g2)); \
+        o[5] = (g2);                                            \
+    } while (0)
+
+/* weights_row2 with F(4x4)'s G */
+TAAS_VEC static void weights_row4(float *u, size_t plane, const float *w, size_t stride, int count, int turned) {
+    for (int b0 = 0; b0 < count; b0 += WBLOCK) {
+        int nb = count - b0 < WBLOCK ? count - b0 : WBLOCK;
+        float g[9][WBLOCK], gg[6][3][WBLOCK];
+        read_kernels(g, w, stride, b0, nb, turned);
+        for (int j = 0; j < 3; j++) {
+#pragma omp simd
+            for (int b = 0; b < nb; b++) {
+                float o[6];
+                G_ROWS(o, g[j][b], g[3 + j][b], g[6 + j][b]);
+                for (int i = 0; i < 6; i++) gg[i][j][b] = o[i];
+            }
+        }
+        for (int i = 0; i < 6; i++) {
+            float *ui = u + (size_t)(6 * i) * plane + b0;
+#pragma omp simd
+            for (int b = 0; b < nb; b++) {
+                float o[6];
+                G_ROWS(o, gg[i][0][b], gg[i][1][b], gg[i][2][b]);
+                for (int j = 0; j < 6; j++) ui[(size_t)j * plane + b] = o[j];
+            }
+        }
+    }
+}
+
+/* B^T applied to d0..d5 (scalars), into o0..o5 */
+#define BT6(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5) \
+    do {                                                   \
+        o0 = 4.0f * (d0) - 5.0f * (d2) + (d4);             \
+        o1 = -4.0f * ((d1) + (d2)) + (d3) + (d4);          \
+        o2 = 4.0f * ((d1) - (d2)) - (d3) + (d4);           \
+        o3 = 2.0f * ((d3) - (d1)) - (d2) + (d4);           \
+        o4 = 2.0f * ((d1) - (d3)) - (d2) + (d4);           \
+        o5 = 4.0f * (d1) - 5.0f * (d3) + (d5);             \
+    } while (0)
+
+/* A padded row split by phase: ph[l * n + t] = row[4 t + l], n = tx + 1 entries a phase (a
+ * tile's 6 columns are then phases 0-3 at t and 0-1 at t + 1: unit strides for the vector
+ * loops over tiles) */
+TAAS_VEC static void split_row(float *ph, float *row, const wshape *g) {
+    int n = g->tx + 1;
+    row[g->wp] = row[g->wp + 1] = 0.0f;
+    for (int t = 0; t < n; t++) {
+        ph[t] = row[M * t];
+        ph[n + t] = row[M * t + 1];
+        ph[2 * n + t] = row[M * t + 2];
+        ph[3 * n + t] = row[M * t + 3];
+    }
+}
+
+/* V's columns for one channel's plane of one sample: base is the sample's first tile. */
+TAAS_VEC static void input_tiles4(float *v, size_t vstride, size_t base, const float *plane, const float *mask,
+                                 const wshape *g, float *rows) {
+    int n = g->tx + 1, len = M * n;
+    float *row = rows, *r = rows + g->wp + 2, *e = r + (size_t)A * len;
+    for (int ti = 0; ti < g->ty; ti++) {
+        for (int k = 0; k < A; k++) {
+            padded_row(row, plane, mask, g, M * ti - g->ph + k);
+            split_row(r + (size_t)k * len, row, g);
+        }
+        /* down the 6 rows: every phase alike */
+#pragma omp simd
+        for (int q = 0; q < len; q++)
+            BT6(r[q], r[len + q], r[2 * len + q], r[3 * len + q], r[4 * len + q], r[5 * len + q], e[q], e[len + q],
+                e[2 * len + q], e[3 * len + q], e[4 * len + q], e[5 * len + q]);
+        size_t at = base + (size_t)ti * g->tx;
+        for (int i = 0; i < A; i++) {
+            const float *p0 = e + (size_t)i * len, *p1 = p0 + n, *p2 = p1 + n, *p3 = p2 + n;
+            float *v0 = v + (size_t)(A * i) * vstride + at, *v1 = v0 + vstride, *v2 = v1 + vstride,
+                  *v3 = v2 + vstride, *v4 = v3 + vstride, *v5 = v4 + vstride;
+#pragma omp simd
+            for (int tj = 0; tj < g->tx; tj++)
+                BT6(p0[tj], p1[tj], p2[tj], p3[tj], p0[tj + 1], p1[tj + 1], v0[tj], v1[tj], v2[tj], v3[tj], v4[tj],
+                    v5[tj]);
+        }
+    }
+}
+
+/* A^T applied to m0..m5 (scalars), into o0..o3 */
+#define AT6(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3)                          \
+    do {                                                                    \
+        float s12_ = (m1) + (m2), d12_ = (m1) - (m2), s34_ = (m3) + (m4),   \
+              d34_ = (m3) - (m4);                                           \
+        o0 = (m0) + s12_ + s34_;                                            \
+        o1 = d12_ + 2.0f * d34_;                                            \
+        o2 = s12_ + 4.0f * s34_;                                            \
+        o3 = d12_ + 8.0f * d34_ + (m5);                                     \
+    } while (0)
+
+/* One output channel's plane of one sample from M's columns, + bias, then ReLU if asked. */
+TAAS_VEC static void output_tiles4(float *plane, const float *mm, size_t mstride, size_t base, float bias, int relu,
+                                  const wshape *g, float *rows) {
+    int tx = g->tx;
+    float *o = rows, *row = rows + (size_t)M * M * tx;  /* o: 16 phases (a, b) of tx; row: wp */
+    for (int ti = 0; ti < g->ty; ti++) {
+        const float *m = mm + base + (size_t)ti * g->tx;
+#define MM(i, j) m[(size_t)(A * (i) + (j)) * mstride + tj]
+#define OUT(a, b) o[(size_t)(M * (a) + (b)) * tx + tj]
+#pragma omp simd
+        for (int tj = 0; tj < tx; tj++) {
+            float t00, t10, t20, t30, t01, t11, t21, t31, t02, t12, t22, t32;
+            float t03, t13, t23, t33, t04, t14, t24, t34, t05, t15, t25, t35;
+            AT6(MM(0, 0), MM(1, 0), MM(2, 0), MM(3, 0), MM(4, 0), MM(5, 0), t00, t10, t20, t30);
+            AT6(MM(0, 1), MM(1, 1), MM(2, 1), MM(3, 1), MM(4, 1), MM(5, 1), t01, t11, t21, t31);
+            AT6(MM(0, 2), MM(1, 2), MM(2, 2), MM(3, 2), MM(4, 2), MM(5, 2), t02, t12, t22, t32);
+            AT6(MM(0, 3), MM(1, 3), MM(2, 3), MM(3, 3), MM(4, 3), MM(5, 3), t03, t13, t23, t33);
+            AT6(MM(0, 4), MM(1, 4), MM(2, 4), MM(3, 4), MM(4, 4), MM(5, 4), t04, t14, t24, t34);
+            AT6(MM(0, 5), MM(1, 5), MM(2, 5), MM(3, 5), MM(4, 5), MM(5, 5), t05, t15, t25, t35);
+            AT6(t00, t01, t02, t03, t04, t05, OUT(0, 0), OUT(0, 1), OUT(0, 2), OUT(0, 3));
+            AT6(t10, t11, t12, t13, t14, t15, OUT(1, 0), OUT(1, 1), OUT(1, 2), OUT(1, 3));
+            AT6(t20, t21, t22, t23, t24, t25, OUT(2, 0), OUT(2, 1), OUT(2, 2), OUT(2, 3));
+            AT6(t30, t31, t32, t33, t34, t35, OUT(3, 0), OUT(3, 1), OUT(3, 2), OUT(3, 3));
+        }
+#undef MM
+#undef OUT
+        for (int a = 0; a < M && M * ti + a < g->oh; a++) {
+            const float *q0 = o + (size_t)M * a * tx, *q1 = q0 + tx, *q2 = q1 + tx, *q3 = q2 + tx;
+            for (int tj = 0; tj < tx; tj++) {  /* the phases back into one row */
+                row[M * tj] = q0[tj];
+                row[M * tj + 1] = q1[tj];
+                row[M * tj + 2] = q2[tj];
+                row[M * tj + 3] = q3[tj];
+            }
+            float *out = plane + (size_t)(M * ti + a) * g->ow;
+            if (relu) {
+#pragma omp simd
+                for (int q = 0; q < g->ow; q++) out[q] = row[q] + bias > 0.0f ? row[q] + bias : 0.0f;
+            } else {
+#pragma omp simd
+                for (int q = 0; q < g->ow; q++) out[q] = row[q] + bias;
+            }
+        }
+    }
+}
+
+/* A (A^T's transpose) applied to y0..y3 (scalars), into o0..o5 */
+#define A4(y0, y1, y2, y3, o0, o1, o2, o3, o4, o5)                        \
+    do {                                                                 \
+        float s02_ = (y0) + (y2), s13_ = (y1) + (y3);                    \
+        float e02_ = (y0) + 4.0f * (y2), e13_ = 2.0f * (y1) + 8.0f * (y3); \
+        o0 = (y0);                                                       \
+        o1 = s02_ + s13_;                                                \
+        o2 = s02_ - s13_;                                                \
+        o3 = e02_ + e13_;                                                \
+        o4 = e02_ - e13_;                                                \
+        o5 = (y3);                                                       \
+    } while (0)
+
+/* P's columns (36, OC, T) for one output channel's gradient plane of one sample, masked
+ * where mask (the fused ReLU's output) is not positive: A dY A^T of each 4x4 block, zeros
+ * past the plane's edge. Returns the plane's sum, the bias's gradient. */
+TAAS_VEC static float grad_tiles4(float *p, size_t pstride, size_t base, const float *plane, const float *mask,
+                                 const wshape *g, float *rows) {
+    int n = g->tx + 1, tx = g->tx;
+    float *row = rows, *y = rows + g->wp + 2, sum = 0.0f;  /* y: 4 rows split by phase, 4 n each */
+    for (int ti = 0; ti < g->ty; ti++) {
+        float part = 0.0f;
+        for (int a = 0; a < M; a++) {
+            int yy = M * ti + a;
+            memset(row, 0, sizeof(float) * g->wp);
+            if (yy < g->oh) {
+                const float *in = plane + (size_t)yy * g->ow, *mk = mask ? mask + (size_t)yy * g->ow : NULL;
+#pragma omp simd reduction(+ : part)
+                for (int q = 0; q < g->ow; q++) {
+                    row[q] = mk && !(mk[q] > 0.0f) ? 0.0f : in[q];
+                    part += row[q];
+                }
+            }
+            split_row(y + (size_t)a * M * n, row, g);
+        }
+        sum += part;
+        float *d = p + base + (size_t)ti * g->tx;
+#define YY(a, b) y[(size_t)(M * (a) + (b)) * n + tj]
+#define PP(i, j) d[(size_t)(A * (i) + (j)) * pstride + tj]
+#pragma omp simd
+        for (int tj = 0; tj < tx; tj++) {
+            float u00, u10, u20, u30, u40, u50, u01, u11, u21, u31, u41, u51;
+            float u02, u12, u22, u32, u42, u52, u03, u13, u23, u33, u43, u53;
+            A4(YY(0, 0), YY(1, 0), YY(2, 0), YY(3, 0), u00, u10, u20, u30, u40, u50);
+            A4(YY(0, 1), YY(1, 1), YY(2, 1), YY(3, 1), u01, u11, u21, u31, u41, u51);
+            A4(YY(0, 2), YY(1, 2), YY(2, 2), YY(3, 2), u02, u12, u22, u32, u42, u52);
+            A4(YY(0, 3), YY(1, 3), YY(2, 3), YY(3, 3), u03, u13, u23, u33, u43, u53);
+            A4(u00, u01, u02, u03, PP(0, 0), PP(0, 1), PP(0, 2), PP(0, 3), PP(0, 4), PP(0, 5));
+            A4(u10, u11, u12, u13, PP(1, 0), PP(1, 1), PP(1, 2), PP(1, 3), PP(1, 4), PP(1, 5));
+            A4(u20, u21, u22, u23, PP(2, 0), PP(2, 1), PP(2, 2), PP(2, 3), PP(2, 4), PP(2, 5));
+            A4(u30, u31, u32, u33, PP(3, 0), PP(3, 1), PP(3, 2), PP(3, 3), PP(3, 4), PP(3, 5));
+            A4(u40, u41, u42, u43, PP(4, 0), PP(4, 1), PP(4, 2), PP(4, 3), PP(4, 4), PP(4, 5));
+            A4(u50, u51, u52, u53, PP(5, 0), PP(5, 1), PP(5, 2), PP(5, 3), PP(5, 4), PP(5, 5));
+        }
+#undef YY
+#undef PP
+    }
+    return sum;
+}
+
+/* G^T applied to z0..z5: 3 values */
+#define GT_ROWS(o, z0, z1, z2, z3, z4, z5)                                                            \
+    do {                                                                                              \
+        o[0] = 0.25f * (z0) - (1.0f / 6.0f) * ((z1) + (z2)) + (1.0f / 24.0f) * ((z3) + (z4));          \
+        o[1] = (1.0f / 6.0f) * ((z2) - (z1)) + (1.0f / 12.0f) * ((z3) - (z4));                         \
+        o[2] = (-1.0f / 6.0f) * ((z1) + (z2)) + (1.0f / 6.0f) * ((z3) + (z4)) + (z5);                  \
+    } while (0)
+
+/* One output channel's row of dw += G^T dU G, dU the slices' sums in their order */
+TAAS_VEC static void finish_row4(float *dw, const float *du, size_t plane, size_t stride, int slices, int cin) {
+    for (int c0 = 0; c0 < cin; c0 += WBLOCK) {
+        int nb = cin - c0 < WBLOCK ? cin - c0 : WBLOCK;
+        float d[36][WBLOCK], h[3][6][WBLOCK];
+        slice_sums(d, 36, du, plane, stride, slices, c0, nb);
+        for (int j = 0; j < 6; j++) {
+#pragma omp simd
+            for (int c = 0; c < nb; c++) {
+                float o[3];
+                GT_ROWS(o, d[j][c], d[A + j][c], d[2 * A + j][c], d[3 * A + j][c], d[4 * A + j][c], d[5 * A + j][c]);
+                for (int a = 0; a < 3; a++) h[a][j][c] = o[a];
+            }
+        }
+        float k[9][WBLOCK];
+        for (int a = 0; a < 3; a++) {
+#pragma omp simd
+            for (int c = 0; c < nb; c++) {
+                float o[3];
+                GT_ROWS(o, h[a][0][c], h[a][1][c], h[a][2][c], h[a][3][c], h[a][4][c], h[a][5][c]);
+                for (int b = 0; b < 3; b++) k[3 * a + b][c] = o[b];
+            }
+        }
+        add_kernels(dw, k, c0, nb);
+    }
+}
+
+/* ---- the table ---- */
+
+typedef struct wino_tiles {
+    void (*weights_row)(float *u, size_t plane, const float *w, size_t stride, int count, int turned);
+    void (*input_tiles)(float *v, size_t vstride, size_t base, const float *plane, const float *mask,
+                        const wshape *g, float *rows);
+    void (*output_tiles)(float *plane, const float *mm, size_t mstride, size_t base, float bias, int relu,
+                         const wshape *g, float *rows);
+    float (*grad_tiles)(float *p, size_t pstride, size_t base, const float *plane, const float *mask,
+                        const wshape *g, float *rows);
+    void (*finish_row)(float *dw, const float *du, size_t plane, size_t stride, int slices, int cin);
+} wino_tiles;
+
+static const wino_tiles F2 = {weights_row2, input_tiles2, output_tiles2, grad_tiles2, finish_row2};
+static const wino_tiles F4 = {weights_row4, input_tiles4, output_tiles4, grad_tiles4, finish_row4};
+
+static const wino_tiles *tiles_of(const wshape *g) { return g->m == 4 ? &F4 : &F2; }
+
+void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward, int nthreads) {
+    wshape g = forward_shape(s);
+    const wino_tiles *k = tiles_of(&g);
+    size_t plane = (size_t)s->oc * s->c;
+    int rows = backward ? s->c : s->oc, cols = backward ? s->oc : s->c;
+#pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)
+    for (int a = 0; a < rows; a++) {
+        /* forward: row o, kernels w[o][c] 9 apart; backward: row c, kernels w[o][c] 9 C apart */
+        if (backward) k->weights_row(u + (size_t)a * cols, plane, w + (size_t)a * 9, (size_t)s->c * 9, cols, 1);
+        else k->weights_row(u + (size_t)a * cols, plane, w + (size_t)a * s->c * 9, 9, cols, 0);
+    }
+}
+
+/* out (N, cout, oh, ow) for samples [n0, n0 + m) = the correlation of in with the 3x3
+ * kernels whose transforms u (xi, cout, cin) holds, + b, ReLU if asked */
+static void run(float *out, const float *in, const float *mask, const float *u, const float *b, const wshape *g,
+                float *mine, int n0, int m, int relu) {
+    const wino_tiles *k = tiles_of(g);
+    size_t mt = (size_t)m * g->t, inp = (size_t)g->h * g->w, outp = (size_t)g->oh * g->ow;
+    float *v = mine, *mm = v + (size_t)g->xi * g->cin * mt, *rows = mm + (size_t)g->xi * g->cout * mt;
+    for (int j = 0; j < m; j++)
+        for (int c = 0; c < g->cin; c++) {
+            size_t at = ((size_t)(n0 + j) * g->cin + c) * inp;
+            k->input_tiles(v + (size_t)c * mt, (size_t)g->cin * mt, (size_t)j * g->t, in + at,
+                           mask ? mask + at : NULL, g, rows);
+        }
+    for (int xi = 0; xi < g->xi; xi++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cout, (int)mt, g->cin, 1.0f,
+                    u + (size_t)xi * g->cout * g->cin, g->cin, v + (size_t)xi * g->cin * mt, (int)mt, 0.0f,
+                    mm + (size_t)xi * g->cout * mt, (int)mt);
+    for (int j = 0; j < m; j++)
+        for (int o = 0; o < g->cout; o++)
+            k->output_tiles(out + ((size_t)(n0 + j) * g->cout + o) * outp, mm + (size_t)o * mt,
+                            (size_t)g->cout * mt, (size_t)j * g->t, b ? b[o] : 0.0f, relu, g, rows);
+}
+
+void taas_conv_winograd_weight_grad(float *du, float *db, const float *dy, const float *relu_y, const float *x,
+                                    const taas_conv2d_shape *s, float *mine, int n0, int m) {
+    wshape g = forward_shape(s);
+    const wino_tiles *k = tiles_of(&g);
+    size_t mt = (size_t)m * g.t, inp = (size_t)g.h * g.w, outp = (size_t)g.oh * g.ow;
+    float *v = mine, *p = v + (size_t)g.xi * g.cin * mt, *rows = p + (size_t)g.xi * g.cout * mt;
+    for (int j = 0; j < m; j++) {
+        for (int c = 0; c < g.cin; c++)
+            k->input_tiles(v + (size_t)c * mt, (size_t)g.cin * mt, (size_t)j * g.t,
+                           x + ((size_t)(n0 + j) * g.cin + c) * inp, NULL, &g, rows);
+        for (int o = 0; o < g.cout; o++) {
+            size_t at = ((size_t)(n0 + j) * g.cout + o) * outp;
+            float sum = k->grad_tiles(p + (size_t)o * mt, (size_t)g.cout * mt, (size_t)j * g.t, dy + at,
+                                      relu_y ? relu_y + at : NULL, &g, rows);
+            if (db) db[o] += sum;
+        }
+    }
+    /* dU[xi] (OC, C) += P[xi] (OC, T) * V[xi]^T (T, C) */
+    for (int xi = 0; xi < g.xi; xi++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.cout, g.cin, (int)mt, 1.0f,
+                    p + (size_t)xi * g.cout * mt, (int)mt, v + (size_t)xi * g.cin * mt, (int)mt, 1.0f,
+                    du + (size_t)xi * g.cout * g.cin, g.cin);
 }
 
 void taas_conv_winograd_weight_grad_finish(float *dw, const float *du, size_t stride, int slices,
                                            const taas_conv2d_shape *s, int nthreads) {
+    wshape g = forward_shape(s);
+    const wino_tiles *k = tiles_of(&g);
     size_t plane = (size_t)s->oc * s->c;
 #pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)
     for (int o = 0; o < s->oc; o++)
-        finish_row(dw + (size_t)o * s->c * 9, du + (size_t)o * s->c, plane, stride, slices, s->c);
+        k->finish_row(dw + (size_t)o * s->c * 9, du + (size_t)o * s->c, plane, stride, slices, s->c);
 }
 
 void taas_conv_winograd_forward(float *y, const float *x, const float *u, const float *b,
                                 const taas_conv2d_shape *s, float *mine, int n0, int m, int relu) {
     wshape g = forward_shape(s);
-    run(y, x, NULL, u, b, &g, mine, n0, m, relu, 0);
+    run(y, x, NULL, u, b, &g, mine, n0, m, relu);
 }
 
 void taas_conv_winograd_input_grad(float *dx, const float *dy, const float *relu_y, const float *u,
                                    const taas_conv2d_shape *s, float *mine, int n0, int m) {
     wshape g = backward_shape(s);
-    run(dx, dy, relu_y, u, NULL, &g, mine, n0, m, 0, 1);
+    run(dx, dy, relu_y, u, NULL, &g, mine, n0, m, 0);
 }

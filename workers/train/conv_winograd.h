@@ -1,19 +1,19 @@
-/* Conv2d 3x3 at stride 1 by Winograd's F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for
- * Convolutional Neural Networks", 2015): each 2x2 block of outputs from a 4x4 block of
- * input, with 16 products a channel pair where the direct sum takes 36. The 4x4 blocks of
- * every channel are transformed (B^T d B), the weights once a call (G g G^T), then the 16
- * products are 16 sgemms over the channels, (OC, C) x (C, tiles), and the results are
+/* Conv2d 3x3 at stride 1 by Winograd's F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for
+ * Convolutional Neural Networks", 2015): each 4x4 block of outputs from a 6x6 block of
+ * input, with 36 products a channel pair where the direct sum takes 144. The 6x6 blocks of
+ * every channel are transformed (B^T d B), the weights once a call (G g G^T), then the 36
+ * products are 36 sgemms over the channels, (OC, C) x (C, tiles), and the results are
  * transformed back (A^T m A). The input gradient is the same operation on the output
- * gradient with the weights turned 180 degrees and their channels swapped (their transforms
- * are the forward's, mirrored and transposed, read as they are). The weight
- * gradient is the forward's adjoint: 16 sgemms (OC, tiles) x (tiles, C) of the transformed
+ * gradient with the weights turned 180 degrees and their channels swapped. The weight
+ * gradient is the forward's adjoint: 36 sgemms (OC, tiles) x (tiles, C) of the transformed
  * output gradient and input, summed over the batch, then transformed back once (G^T dU G).
  * layer_conv.c uses all three where they apply, in products of a few samples
  * (taas_conv_winograd_samples).
  *
- * Every step is additions and multiplications by 1/2 in a fixed order, and the sgemms are
- * OpenBLAS's single-threaded ones of the kernel set's core: the same shape, threads and
- * kernel set give the same bits (docs/training.md). */
+ * Every step is additions and multiplications by constants in a fixed order, and the sgemms
+ * are OpenBLAS's single-threaded ones of the kernel set's core: the same shape, threads and
+ * kernel set give the same bits (docs/training.md). F(4x4) rounds more than F(2x2): its
+ * float32 error against float64 is measured in bench/RESULTS.md (issue 28). */
 #ifndef TAAS_CONV_WINOGRAD_H
 #define TAAS_CONV_WINOGRAD_H
 
@@ -27,7 +27,14 @@
  * channels or fewer the transforms of a tile row of two tiles cost more than they save. */
 int taas_conv_winograd_usable(const taas_conv2d_shape *s);
 
-/* Floats of the transformed weights (shared by the threads), or of a thread's du: 16 x OC x C. */
+/* The side of a tile's outputs: 4, F(4x4, 3x3), on output planes of 24 x 24 and more, where
+ * it was measured faster; 2, F(2x2, 3x3), under that. F(4x4)'s float32 error against
+ * float64 is 4-6 times the direct sum's (RMS 1.7e-6 of the RMS for 64 channels at 32x32,
+ * against 3-4e-7; bench/RESULTS.md), F(2x2)'s no larger. */
+int taas_conv_winograd_tile_side(const taas_conv2d_shape *s);
+
+/* Floats of the transformed weights (shared by the threads), or of a thread's du: XI x OC x C,
+ * XI = (side + 2)^2 (16 or 36). */
 size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s);
 /* Floats a thread works in, any of the three, for products of up to `samples` samples (the
  * weight gradient's du sums not counted). */
@@ -42,20 +49,20 @@ int taas_conv_winograd_tiles(const taas_conv2d_shape *s);
  * function of the shape alone, so that the sums' order is too. */
 int taas_conv_winograd_samples(const taas_conv2d_shape *s);
 
-/* u (16, OC, C) from w (OC, C, 3, 3), for the forward and the input gradient alike (the
- * turned kernels' transforms are these, mirrored and transposed). On nthreads threads. */
-void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int nthreads);
+/* u (36, OC, C) from w (OC, C, 3, 3), for the forward; with `backward`, (36, C, OC) from
+ * the weights turned 180 degrees, for the input gradient. On nthreads threads. */
+void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward, int nthreads);
 
 /* Samples [n0, n0 + m): y (N, OC, OH, OW) = conv(x) + b (b may be NULL), then max(., 0)
- * with relu. u from taas_conv_winograd_weights. */
+ * with relu. u from taas_conv_winograd_weights(.., 0, ..). */
 void taas_conv_winograd_forward(float *y, const float *x, const float *u, const float *b,
                                 const taas_conv2d_shape *s, float *mine, int n0, int m, int relu);
 /* Samples [n0, n0 + m): dx (N, C, H, W) written from dy (N, OC, OH, OW), dy counting where
- * relu_y > 0 when relu_y is not NULL. u from taas_conv_winograd_weights. */
+ * relu_y > 0 when relu_y is not NULL. u from taas_conv_winograd_weights(.., 1, ..). */
 void taas_conv_winograd_input_grad(float *dx, const float *dy, const float *relu_y, const float *u,
                                    const taas_conv2d_shape *s, float *mine, int n0, int m);
 
-/* Samples [n0, n0 + m) of the weight gradient: du (16, OC, C) += their transformed products,
+/* Samples [n0, n0 + m) of the weight gradient: du (36, OC, C) += their transformed products,
  * db (OC) += their sums of dy (db may be NULL); dy counts where relu_y > 0 when relu_y is not
  * NULL. du holds taas_conv_winograd_weight_floats floats. */
 void taas_conv_winograd_weight_grad(float *du, float *db, const float *dy, const float *relu_y, const float *x,

@@ -289,7 +289,7 @@ static void forward(float *y, const float *x, const float *w, const float *b,
     size_t w_g = (size_t)sg.oc * k, out_g = (size_t)sg.oc * l;
     float *packed = scratch, *slices = scratch + shared_floats(s);
     if (use_winograd(s)) {
-        taas_conv_winograd_weights(packed, w, s, nthreads);
+        taas_conv_winograd_weights(packed, w, s, 0, nthreads);
         products((product){PRODUCT_WINOGRAD, y, x, packed, b, NULL, s, relu, 0}, taas_conv_winograd_samples(s), slices,
                  per, nthreads);
         return;
@@ -370,7 +370,7 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
         if (dw) winograd_weight_grad(dw, db, dy, relu_y, x, s, slices, nthreads);
         else if (db) backward(NULL, NULL, db, dy, relu_y, x, w, s, scratch, nthreads);
         if (!dx) return;
-        taas_conv_winograd_weights(scratch, w, s, nthreads);
+        taas_conv_winograd_weights(scratch, w, s, 1, nthreads);
         products((product){PRODUCT_WINOGRAD_DX, dx, dy, scratch, NULL, relu_y, s, 0, 0},
                  taas_conv_winograd_samples(s), slices, per_thread(s), nthreads);
         return;
