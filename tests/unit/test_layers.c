@@ -333,11 +333,11 @@ static void winograd_case(taas_conv2d_shape s, int nthreads, int relu) {
 
 static void test_conv2d_winograd(void **state) {
     (void)state;
-    taas_conv2d_shape f2 = {5, 64, 8, 8, 72, 3, 3, 1, 1, 1, 1, 1}, f4 = {3, 64, 40, 38, 64, 3, 3, 1, 1, 1, 1, 1};
+    taas_conv2d_shape f2 = {3, 65, 9, 11, 64, 3, 3, 1, 1, 1, 1, 1}, f4 = {5, 64, 8, 8, 72, 3, 3, 1, 1, 1, 1, 1};
     assert_int_equal(taas_conv_winograd_tile_side(&f2), 2);  /* both tile sizes are among the cases */
     assert_int_equal(taas_conv_winograd_tile_side(&f4), 4);
     for (int t = 1; t <= 3; t++) {
-        winograd_case((taas_conv2d_shape){5, 64, 8, 8, 72, 3, 3, 1, 1, 1, 1, 1}, t, 0);
+        winograd_case((taas_conv2d_shape){5, 64, 8, 8, 72, 3, 3, 1, 1, 1, 1, 1}, t, 0);    /* F(4x4): 8x8 */
         winograd_case((taas_conv2d_shape){3, 65, 9, 11, 64, 3, 3, 1, 1, 1, 1, 1}, t, 1);  /* odd planes */
         winograd_case((taas_conv2d_shape){4, 64, 12, 10, 67, 3, 3, 1, 1, 0, 0, 1}, t, 0); /* no padding */
         winograd_case((taas_conv2d_shape){2, 66, 7, 9, 64, 3, 3, 1, 1, 2, 1, 1}, t, 1);   /* padding 2 and 1 */

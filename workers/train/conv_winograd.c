@@ -34,13 +34,17 @@ typedef struct wshape {
     int wp;         /* a padded row's floats: m * tx + 2 (>= pw + w, as ow = w + 2 pw - 2) */
 } wshape;
 
-/* F(4x4) where the output plane is at least 24 a side, F(2x2) under that (conv_winograd.h).
- * Measured, one layer forward and backward: F(4x4) 335-341 GFLOP/s against 233 for 64 channels at 56x56,
- * 383 against 313 for 128 at 28x28, 296-302 against 265-270 for 64 at 32x32; but 227
- * against 298 for 128 at 16x16 and 210 against 316 for 256 at 14x14 (rows of 4 tiles are
- * too short for its transforms, and 14 = 4 x 4 - 2 wastes a quarter). */
+/* F(4x4) on output planes of 24 and more a side, or whose sides are multiples of 4 from 8 on;
+ * F(2x2) elsewhere (conv_winograd.h). Measured, one layer forward and backward, GFLOP/s
+ * counted as the direct convolution's: F(4x4) 335 against F(2x2)'s 233 for 64 channels at
+ * 56x56, 450 against 313 for 128 at 28x28, 389 against 298 for 128 at 16x16, 258 against
+ * 247 for 256 at 8x8; but 285 against 318 for 256 at 14x14 (14 = 16 - 2: a quarter of its
+ * tiles' outputs fall outside) and 157 against 205 for 512 at 4x4 (36 planes of 512 x 512
+ * transformed weights for one tile a sample). */
 int taas_conv_winograd_tile_side(const taas_conv2d_shape *s) {
-    return taas_conv2d_out_h(s) >= 24 && taas_conv2d_out_w(s) >= 24 ? 4 : 2;
+    int oh = taas_conv2d_out_h(s), ow = taas_conv2d_out_w(s);
+    int big = oh >= 24 && ow >= 24, whole = oh >= 8 && ow >= 8 && oh % 4 == 0 && ow % 4 == 0;
+    return big || whole ? 4 : 2;
 }
 
 static wshape shape_of(int cin, int h, int w, int cout, int oh, int ow, int ph, int pw, int m) {
@@ -81,12 +85,20 @@ int taas_conv_winograd_samples(const taas_conv2d_shape *s) {
     return k < 1 ? 1 : k > s->n ? (s->n > 1 ? s->n : 1) : k;
 }
 
-/* A tile row's rows. F(2x2): the input's 4 padded rows and their column transform's 4, the
- * output's or the gradient's 2. F(4x4): a padded row, then 6 rows split by phase (4 of
- * tx + 1) and their transform's 6 (input); 16 phases of outputs or gradients. */
+/* F(4x4)'s transforms run over a block of channels at once, about FLAT tiles, as flat vector
+ * loops (a plane's own tiles are too few: 4 at 8x8, 1 at 4x4) */
+enum { FLAT = 512 };
+
+static int flat_channels(const wshape *g) { return g->t >= FLAT ? 1 : FLAT / g->t; }
+
+/* A thread's rows. F(2x2): the input's 4 padded rows and their column transform's 4, the
+ * output's or the gradient's 2. F(4x4): 108 planes of a block's tiles (the input's 36
+ * gathered values, 36 after the row transform, 36 after the column transform; fewer for
+ * the output and the gradient), a padded row and its 4 phases. */
 static size_t rows_floats(const wshape *g) {
     if (g->m == 2) return (size_t)8 * g->wp;
-    return (size_t)g->wp + 2 + (size_t)2 * 6 * 4 * (g->tx + 1);
+    size_t zl = (size_t)flat_channels(g) * g->t;
+    return 108 * zl + g->wp + 2 + (size_t)4 * (g->tx + 1);
 }
 
 static size_t floats_for(const wshape *g, int samples) {
@@ -374,34 +386,6 @@ TAAS_VEC static void split_row(float *ph, float *row, const wshape *g) {
     }
 }
 
-/* V's columns for one channel's plane of one sample: base is the sample's first tile. */
-TAAS_VEC static void input_tiles4(float *v, size_t vstride, size_t base, const float *plane, const float *mask,
-                                 const wshape *g, float *rows) {
-    int n = g->tx + 1, len = M * n;
-    float *row = rows, *r = rows + g->wp + 2, *e = r + (size_t)A * len;
-    for (int ti = 0; ti < g->ty; ti++) {
-        for (int k = 0; k < A; k++) {
-            padded_row(row, plane, mask, g, M * ti - g->ph + k);
-            split_row(r + (size_t)k * len, row, g);
-        }
-        /* down the 6 rows: every phase alike */
-#pragma omp simd
-        for (int q = 0; q < len; q++)
-            BT6(r[q], r[len + q], r[2 * len + q], r[3 * len + q], r[4 * len + q], r[5 * len + q], e[q], e[len + q],
-                e[2 * len + q], e[3 * len + q], e[4 * len + q], e[5 * len + q]);
-        size_t at = base + (size_t)ti * g->tx;
-        for (int i = 0; i < A; i++) {
-            const float *p0 = e + (size_t)i * len, *p1 = p0 + n, *p2 = p1 + n, *p3 = p2 + n;
-            float *v0 = v + (size_t)(A * i) * vstride + at, *v1 = v0 + vstride, *v2 = v1 + vstride,
-                  *v3 = v2 + vstride, *v4 = v3 + vstride, *v5 = v4 + vstride;
-#pragma omp simd
-            for (int tj = 0; tj < g->tx; tj++)
-                BT6(p0[tj], p1[tj], p2[tj], p3[tj], p0[tj + 1], p1[tj + 1], v0[tj], v1[tj], v2[tj], v3[tj], v4[tj],
-                    v5[tj]);
-        }
-    }
-}
-
 /* A^T applied to m0..m5 (scalars), into o0..o3 */
 #define AT6(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3)                          \
     do {                                                                    \
@@ -412,52 +396,6 @@ TAAS_VEC static void input_tiles4(float *v, size_t vstride, size_t base, const f
         o2 = s12_ + 4.0f * s34_;                                            \
         o3 = d12_ + 8.0f * d34_ + (m5);                                     \
     } while (0)
-
-/* One output channel's plane of one sample from M's columns, + bias, then ReLU if asked. */
-TAAS_VEC static void output_tiles4(float *plane, const float *mm, size_t mstride, size_t base, float bias, int relu,
-                                  const wshape *g, float *rows) {
-    int tx = g->tx;
-    float *o = rows, *row = rows + (size_t)M * M * tx;  /* o: 16 phases (a, b) of tx; row: wp */
-    for (int ti = 0; ti < g->ty; ti++) {
-        const float *m = mm + base + (size_t)ti * g->tx;
-#define MM(i, j) m[(size_t)(A * (i) + (j)) * mstride + tj]
-#define OUT(a, b) o[(size_t)(M * (a) + (b)) * tx + tj]
-#pragma omp simd
-        for (int tj = 0; tj < tx; tj++) {
-            float t00, t10, t20, t30, t01, t11, t21, t31, t02, t12, t22, t32;
-            float t03, t13, t23, t33, t04, t14, t24, t34, t05, t15, t25, t35;
-            AT6(MM(0, 0), MM(1, 0), MM(2, 0), MM(3, 0), MM(4, 0), MM(5, 0), t00, t10, t20, t30);
-            AT6(MM(0, 1), MM(1, 1), MM(2, 1), MM(3, 1), MM(4, 1), MM(5, 1), t01, t11, t21, t31);
-            AT6(MM(0, 2), MM(1, 2), MM(2, 2), MM(3, 2), MM(4, 2), MM(5, 2), t02, t12, t22, t32);
-            AT6(MM(0, 3), MM(1, 3), MM(2, 3), MM(3, 3), MM(4, 3), MM(5, 3), t03, t13, t23, t33);
-            AT6(MM(0, 4), MM(1, 4), MM(2, 4), MM(3, 4), MM(4, 4), MM(5, 4), t04, t14, t24, t34);
-            AT6(MM(0, 5), MM(1, 5), MM(2, 5), MM(3, 5), MM(4, 5), MM(5, 5), t05, t15, t25, t35);
-            AT6(t00, t01, t02, t03, t04, t05, OUT(0, 0), OUT(0, 1), OUT(0, 2), OUT(0, 3));
-            AT6(t10, t11, t12, t13, t14, t15, OUT(1, 0), OUT(1, 1), OUT(1, 2), OUT(1, 3));
-            AT6(t20, t21, t22, t23, t24, t25, OUT(2, 0), OUT(2, 1), OUT(2, 2), OUT(2, 3));
-            AT6(t30, t31, t32, t33, t34, t35, OUT(3, 0), OUT(3, 1), OUT(3, 2), OUT(3, 3));
-        }
-#undef MM
-#undef OUT
-        for (int a = 0; a < M && M * ti + a < g->oh; a++) {
-            const float *q0 = o + (size_t)M * a * tx, *q1 = q0 + tx, *q2 = q1 + tx, *q3 = q2 + tx;
-            for (int tj = 0; tj < tx; tj++) {  /* the phases back into one row */
-                row[M * tj] = q0[tj];
-                row[M * tj + 1] = q1[tj];
-                row[M * tj + 2] = q2[tj];
-                row[M * tj + 3] = q3[tj];
-            }
-            float *out = plane + (size_t)(M * ti + a) * g->ow;
-            if (relu) {
-#pragma omp simd
-                for (int q = 0; q < g->ow; q++) out[q] = row[q] + bias > 0.0f ? row[q] + bias : 0.0f;
-            } else {
-#pragma omp simd
-                for (int q = 0; q < g->ow; q++) out[q] = row[q] + bias;
-            }
-        }
-    }
-}
 
 /* A (A^T's transpose) applied to y0..y3 (scalars), into o0..o5 */
 #define A4(y0, y1, y2, y3, o0, o1, o2, o3, o4, o5)                        \
@@ -472,51 +410,163 @@ TAAS_VEC static void output_tiles4(float *plane, const float *mm, size_t mstride
         o5 = (y3);                                                       \
     } while (0)
 
-/* P's columns (36, OC, T) for one output channel's gradient plane of one sample, masked
- * where mask (the fused ReLU's output) is not positive: A dY A^T of each 4x4 block, zeros
- * past the plane's edge. Returns the plane's sum, the bias's gradient. */
-TAAS_VEC static float grad_tiles4(float *p, size_t pstride, size_t base, const float *plane, const float *mask,
-                                 const wshape *g, float *rows) {
-    int n = g->tx + 1, tx = g->tx;
-    float *row = rows, *y = rows + g->wp + 2, sum = 0.0f;  /* y: 4 rows split by phase, 4 n each */
-    for (int ti = 0; ti < g->ty; ti++) {
-        float part = 0.0f;
-        for (int a = 0; a < M; a++) {
-            int yy = M * ti + a;
-            memset(row, 0, sizeof(float) * g->wp);
-            if (yy < g->oh) {
-                const float *in = plane + (size_t)yy * g->ow, *mk = mask ? mask + (size_t)yy * g->ow : NULL;
-#pragma omp simd reduction(+ : part)
-                for (int q = 0; q < g->ow; q++) {
-                    row[q] = mk && !(mk[q] > 0.0f) ? 0.0f : in[q];
-                    part += row[q];
+/* V's columns for every channel of one sample (in: its planes), a block of channels at a time:
+ * D[k][l][c T + t] = the padded input at (4 ti + k, 4 tj + l) of tile t, E = B^T down k,
+ * W = B along l, then W's rows to V (element (xi, c, t) at v + xi vstride + c colstride +
+ * base + t). Every transform is one flat vector loop over the block's tiles. */
+TAAS_VEC static void input_sample4(float *v, size_t vstride, size_t colstride, size_t base, const float *in,
+                                   const float *mask, const wshape *g, float *rows) {
+    int T = g->t, tx = g->tx, n = tx + 1, cb = flat_channels(g);
+    size_t zl = (size_t)cb * T, inp = (size_t)g->h * g->w;
+    float *d = rows, *e = d + 36 * zl, *wv = e + 36 * zl, *row = wv + 36 * zl, *ph = row + g->wp + 2;
+    for (int c0 = 0; c0 < g->cin; c0 += cb) {
+        int nb = g->cin - c0 < cb ? g->cin - c0 : cb;
+        int len = nb * T;
+        for (int c = 0; c < nb; c++) {
+            const float *plane = in + (size_t)(c0 + c) * inp, *mk = mask ? mask + (size_t)(c0 + c) * inp : NULL;
+            for (int ti = 0; ti < g->ty; ti++)
+                for (int k = 0; k < A; k++) {
+                    padded_row(row, plane, mk, g, M * ti - g->ph + k);
+                    split_row(ph, row, g);
+                    float *dk = d + (size_t)(A * k) * zl + (size_t)c * T + (size_t)ti * tx;
+                    for (int l = 0; l < A; l++) {
+                        const float *src = ph + (l & 3) * n + (l >> 2);
+                        float *dst = dk + (size_t)l * zl;
+                        for (int tj = 0; tj < tx; tj++) dst[tj] = src[tj];
+                    }
                 }
-            }
-            split_row(y + (size_t)a * M * n, row, g);
         }
-        sum += part;
-        float *d = p + base + (size_t)ti * g->tx;
-#define YY(a, b) y[(size_t)(M * (a) + (b)) * n + tj]
-#define PP(i, j) d[(size_t)(A * (i) + (j)) * pstride + tj]
+        for (int l = 0; l < A; l++) {
+            const float *d0 = d + (size_t)l * zl;
+            float *e0 = e + (size_t)l * zl;
 #pragma omp simd
-        for (int tj = 0; tj < tx; tj++) {
-            float u00, u10, u20, u30, u40, u50, u01, u11, u21, u31, u41, u51;
-            float u02, u12, u22, u32, u42, u52, u03, u13, u23, u33, u43, u53;
-            A4(YY(0, 0), YY(1, 0), YY(2, 0), YY(3, 0), u00, u10, u20, u30, u40, u50);
-            A4(YY(0, 1), YY(1, 1), YY(2, 1), YY(3, 1), u01, u11, u21, u31, u41, u51);
-            A4(YY(0, 2), YY(1, 2), YY(2, 2), YY(3, 2), u02, u12, u22, u32, u42, u52);
-            A4(YY(0, 3), YY(1, 3), YY(2, 3), YY(3, 3), u03, u13, u23, u33, u43, u53);
-            A4(u00, u01, u02, u03, PP(0, 0), PP(0, 1), PP(0, 2), PP(0, 3), PP(0, 4), PP(0, 5));
-            A4(u10, u11, u12, u13, PP(1, 0), PP(1, 1), PP(1, 2), PP(1, 3), PP(1, 4), PP(1, 5));
-            A4(u20, u21, u22, u23, PP(2, 0), PP(2, 1), PP(2, 2), PP(2, 3), PP(2, 4), PP(2, 5));
-            A4(u30, u31, u32, u33, PP(3, 0), PP(3, 1), PP(3, 2), PP(3, 3), PP(3, 4), PP(3, 5));
-            A4(u40, u41, u42, u43, PP(4, 0), PP(4, 1), PP(4, 2), PP(4, 3), PP(4, 4), PP(4, 5));
-            A4(u50, u51, u52, u53, PP(5, 0), PP(5, 1), PP(5, 2), PP(5, 3), PP(5, 4), PP(5, 5));
+            for (int z = 0; z < len; z++)
+                BT6(d0[z], d0[6 * zl + z], d0[12 * zl + z], d0[18 * zl + z], d0[24 * zl + z], d0[30 * zl + z], e0[z],
+                    e0[6 * zl + z], e0[12 * zl + z], e0[18 * zl + z], e0[24 * zl + z], e0[30 * zl + z]);
         }
-#undef YY
-#undef PP
+        for (int i = 0; i < A; i++) {
+            const float *e0 = e + (size_t)(A * i) * zl;
+            float *w0 = wv + (size_t)(A * i) * zl;
+#pragma omp simd
+            for (int z = 0; z < len; z++)
+                BT6(e0[z], e0[zl + z], e0[2 * zl + z], e0[3 * zl + z], e0[4 * zl + z], e0[5 * zl + z], w0[z],
+                    w0[zl + z], w0[2 * zl + z], w0[3 * zl + z], w0[4 * zl + z], w0[5 * zl + z]);
+        }
+        for (int xi = 0; xi < 36; xi++)
+            for (int c = 0; c < nb; c++)
+                memcpy(v + (size_t)xi * vstride + (size_t)(c0 + c) * colstride + base, wv + (size_t)xi * zl + (size_t)c * T,
+                       sizeof(float) * T);
     }
-    return sum;
+}
+
+/* Every output channel's plane of one sample (out: its planes) from M's columns, + bias,
+ * then ReLU if asked: M's rows for a block of channels gathered (W), A^T down i, A^T along
+ * j into 16 phases (a, b) of the block's tiles, then each output row from its 4 phases. */
+TAAS_VEC static void output_sample4(float *out, const float *mm, size_t mstride, size_t colstride, size_t base,
+                                    const float *b, int relu, const wshape *g, float *rows) {
+    int T = g->t, tx = g->tx, cb = flat_channels(g);
+    size_t zl = (size_t)cb * T, outp = (size_t)g->oh * g->ow;
+    float *wv = rows, *t4 = wv + 36 * zl, *o16 = t4 + 24 * zl, *row = o16 + 16 * zl;
+    for (int o0 = 0; o0 < g->cout; o0 += cb) {
+        int nb = g->cout - o0 < cb ? g->cout - o0 : cb;
+        int len = nb * T;
+        for (int xi = 0; xi < 36; xi++)
+            for (int o = 0; o < nb; o++)
+                memcpy(wv + (size_t)xi * zl + (size_t)o * T, mm + (size_t)xi * mstride + (size_t)(o0 + o) * colstride + base,
+                       sizeof(float) * T);
+        for (int j = 0; j < A; j++) {  /* t4[a][j] */
+            const float *w0 = wv + (size_t)j * zl;
+            float *q = t4 + (size_t)j * zl;
+#pragma omp simd
+            for (int z = 0; z < len; z++)
+                AT6(w0[z], w0[6 * zl + z], w0[12 * zl + z], w0[18 * zl + z], w0[24 * zl + z], w0[30 * zl + z], q[z],
+                    q[6 * zl + z], q[12 * zl + z], q[18 * zl + z]);
+        }
+        for (int a = 0; a < M; a++) {  /* o16[a][b] */
+            const float *q = t4 + (size_t)(A * a) * zl;
+            float *r = o16 + (size_t)(M * a) * zl;
+#pragma omp simd
+            for (int z = 0; z < len; z++)
+                AT6(q[z], q[zl + z], q[2 * zl + z], q[3 * zl + z], q[4 * zl + z], q[5 * zl + z], r[z], r[zl + z],
+                    r[2 * zl + z], r[3 * zl + z]);
+        }
+        for (int o = 0; o < nb; o++) {
+            float bias = b ? b[o0 + o] : 0.0f, *plane = out + (size_t)(o0 + o) * outp;
+            for (int ti = 0; ti < g->ty; ti++)
+                for (int a = 0; a < M && M * ti + a < g->oh; a++) {
+                    const float *q = o16 + (size_t)(M * a) * zl + (size_t)o * T + (size_t)ti * tx;
+                    for (int tj = 0; tj < tx; tj++)
+                        for (int c = 0; c < M; c++) row[M * tj + c] = q[(size_t)c * zl + tj];
+                    float *to = plane + (size_t)(M * ti + a) * g->ow;
+                    if (relu) {
+#pragma omp simd
+                        for (int x = 0; x < g->ow; x++) to[x] = row[x] + bias > 0.0f ? row[x] + bias : 0.0f;
+                    } else {
+#pragma omp simd
+                        for (int x = 0; x < g->ow; x++) to[x] = row[x] + bias;
+                    }
+                }
+        }
+    }
+}
+
+/* P's columns (36, OC, T) for every output channel of one sample (dy: its planes), masked
+ * where mask (the fused ReLU's output) is not positive, and db (OC) += each plane's sum when
+ * db is not NULL: dY split into 16 phases (a, b) of a block's tiles (zeros past the plane's
+ * edge), A down a, A along b, then to P. */
+TAAS_VEC static void grad_sample4(float *p, size_t pstride, size_t colstride, size_t base, const float *dy,
+                                  const float *mask, float *db, const wshape *g, float *rows) {
+    int T = g->t, tx = g->tx, n = tx + 1, cb = flat_channels(g);
+    size_t zl = (size_t)cb * T, outp = (size_t)g->oh * g->ow;
+    float *y16 = rows, *t6 = y16 + 16 * zl, *p36 = t6 + 24 * zl, *row = p36 + 36 * zl, *ph = row + g->wp + 2;
+    for (int o0 = 0; o0 < g->cout; o0 += cb) {
+        int nb = g->cout - o0 < cb ? g->cout - o0 : cb;
+        int len = nb * T;
+        for (int o = 0; o < nb; o++) {
+            const float *plane = dy + (size_t)(o0 + o) * outp, *mk = mask ? mask + (size_t)(o0 + o) * outp : NULL;
+            float sum = 0.0f;
+            for (int ti = 0; ti < g->ty; ti++)
+                for (int a = 0; a < M; a++) {
+                    int yy = M * ti + a;
+                    float part = 0.0f;
+                    memset(row, 0, sizeof(float) * g->wp);
+                    if (yy < g->oh) {
+                        const float *in = plane + (size_t)yy * g->ow, *mr = mk ? mk + (size_t)yy * g->ow : NULL;
+#pragma omp simd reduction(+ : part)
+                        for (int x = 0; x < g->ow; x++) {
+                            row[x] = mr && !(mr[x] > 0.0f) ? 0.0f : in[x];
+                            part += row[x];
+                        }
+                    }
+                    sum += part;
+                    split_row(ph, row, g);
+                    float *dst = y16 + (size_t)(M * a) * zl + (size_t)o * T + (size_t)ti * tx;
+                    for (int c = 0; c < M; c++)
+                        for (int tj = 0; tj < tx; tj++) dst[(size_t)c * zl + tj] = ph[c * n + tj];
+                }
+            if (db) db[o0 + o] += sum;
+        }
+        for (int c = 0; c < M; c++) {  /* t6[i][c] = A down a */
+            const float *y0 = y16 + (size_t)c * zl;
+            float *q = t6 + (size_t)c * zl;
+#pragma omp simd
+            for (int z = 0; z < len; z++)
+                A4(y0[z], y0[4 * zl + z], y0[8 * zl + z], y0[12 * zl + z], q[z], q[4 * zl + z], q[8 * zl + z],
+                   q[12 * zl + z], q[16 * zl + z], q[20 * zl + z]);
+        }
+        for (int i = 0; i < A; i++) {  /* p36[i][j] = A along c */
+            const float *q = t6 + (size_t)(M * i) * zl;
+            float *r = p36 + (size_t)(A * i) * zl;
+#pragma omp simd
+            for (int z = 0; z < len; z++)
+                A4(q[z], q[zl + z], q[2 * zl + z], q[3 * zl + z], r[z], r[zl + z], r[2 * zl + z], r[3 * zl + z],
+                   r[4 * zl + z], r[5 * zl + z]);
+        }
+        for (int xi = 0; xi < 36; xi++)
+            for (int o = 0; o < nb; o++)
+                memcpy(p + (size_t)xi * pstride + (size_t)(o0 + o) * colstride + base, p36 + (size_t)xi * zl + (size_t)o * T,
+                       sizeof(float) * T);
+    }
 }
 
 /* G^T applied to z0..z5: 3 values */
@@ -556,19 +606,49 @@ TAAS_VEC static void finish_row4(float *dw, const float *du, size_t plane, size_
 
 /* ---- the table ---- */
 
+/* F(2x2)'s transforms a channel at a time, as the table's sample-wide calls */
+static void input_sample2(float *v, size_t vstride, size_t colstride, size_t base, const float *in,
+                          const float *mask, const wshape *g, float *rows) {
+    size_t inp = (size_t)g->h * g->w;
+    for (int c = 0; c < g->cin; c++)
+        input_tiles2(v + (size_t)c * colstride, vstride, base, in + (size_t)c * inp, mask ? mask + (size_t)c * inp : NULL,
+                     g, rows);
+}
+
+static void output_sample2(float *out, const float *mm, size_t mstride, size_t colstride, size_t base,
+                           const float *b, int relu, const wshape *g, float *rows) {
+    size_t outp = (size_t)g->oh * g->ow;
+    for (int o = 0; o < g->cout; o++)
+        output_tiles2(out + (size_t)o * outp, mm + (size_t)o * colstride, mstride, base, b ? b[o] : 0.0f, relu, g, rows);
+}
+
+static void grad_sample2(float *p, size_t pstride, size_t colstride, size_t base, const float *dy, const float *mask,
+                         float *db, const wshape *g, float *rows) {
+    size_t outp = (size_t)g->oh * g->ow;
+    for (int o = 0; o < g->cout; o++) {
+        float sum = grad_tiles2(p + (size_t)o * colstride, pstride, base, dy + (size_t)o * outp,
+                                mask ? mask + (size_t)o * outp : NULL, g, rows);
+        if (db) db[o] += sum;
+    }
+}
+
+/* ---- the table ---- */
+
+/* A tile size's transforms, each over one sample: V, M and P hold element (xi, channel, t)
+ * at xi * (channels * colstride) + channel * colstride + base + t */
 typedef struct wino_tiles {
     void (*weights_row)(float *u, size_t plane, const float *w, size_t stride, int count, int turned);
-    void (*input_tiles)(float *v, size_t vstride, size_t base, const float *plane, const float *mask,
-                        const wshape *g, float *rows);
-    void (*output_tiles)(float *plane, const float *mm, size_t mstride, size_t base, float bias, int relu,
+    void (*input_sample)(float *v, size_t vstride, size_t colstride, size_t base, const float *in, const float *mask,
                          const wshape *g, float *rows);
-    float (*grad_tiles)(float *p, size_t pstride, size_t base, const float *plane, const float *mask,
-                        const wshape *g, float *rows);
+    void (*output_sample)(float *out, const float *mm, size_t mstride, size_t colstride, size_t base,
+                          const float *b, int relu, const wshape *g, float *rows);
+    void (*grad_sample)(float *p, size_t pstride, size_t colstride, size_t base, const float *dy, const float *mask,
+                        float *db, const wshape *g, float *rows);
     void (*finish_row)(float *dw, const float *du, size_t plane, size_t stride, int slices, int cin);
 } wino_tiles;
 
-static const wino_tiles F2 = {weights_row2, input_tiles2, output_tiles2, grad_tiles2, finish_row2};
-static const wino_tiles F4 = {weights_row4, input_tiles4, output_tiles4, grad_tiles4, finish_row4};
+static const wino_tiles F2 = {weights_row2, input_sample2, output_sample2, grad_sample2, finish_row2};
+static const wino_tiles F4 = {weights_row4, input_sample4, output_sample4, grad_sample4, finish_row4};
 
 static const wino_tiles *tiles_of(const wshape *g) { return g->m == 4 ? &F4 : &F2; }
 
@@ -592,20 +672,17 @@ static void run(float *out, const float *in, const float *mask, const float *u, 
     const wino_tiles *k = tiles_of(g);
     size_t mt = (size_t)m * g->t, inp = (size_t)g->h * g->w, outp = (size_t)g->oh * g->ow;
     float *v = mine, *mm = v + (size_t)g->xi * g->cin * mt, *rows = mm + (size_t)g->xi * g->cout * mt;
-    for (int j = 0; j < m; j++)
-        for (int c = 0; c < g->cin; c++) {
-            size_t at = ((size_t)(n0 + j) * g->cin + c) * inp;
-            k->input_tiles(v + (size_t)c * mt, (size_t)g->cin * mt, (size_t)j * g->t, in + at,
-                           mask ? mask + at : NULL, g, rows);
-        }
+    for (int j = 0; j < m; j++) {
+        size_t at = (size_t)(n0 + j) * g->cin * inp;
+        k->input_sample(v, (size_t)g->cin * mt, mt, (size_t)j * g->t, in + at, mask ? mask + at : NULL, g, rows);
+    }
     for (int xi = 0; xi < g->xi; xi++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cout, (int)mt, g->cin, 1.0f,
                     u + (size_t)xi * g->cout * g->cin, g->cin, v + (size_t)xi * g->cin * mt, (int)mt, 0.0f,
                     mm + (size_t)xi * g->cout * mt, (int)mt);
     for (int j = 0; j < m; j++)
-        for (int o = 0; o < g->cout; o++)
-            k->output_tiles(out + ((size_t)(n0 + j) * g->cout + o) * outp, mm + (size_t)o * mt,
-                            (size_t)g->cout * mt, (size_t)j * g->t, b ? b[o] : 0.0f, relu, g, rows);
+        k->output_sample(out + (size_t)(n0 + j) * g->cout * outp, mm, (size_t)g->cout * mt, mt, (size_t)j * g->t, b,
+                         relu, g, rows);
 }
 
 void taas_conv_winograd_weight_grad(float *du, float *db, const float *dy, const float *relu_y, const float *x,
@@ -615,15 +692,9 @@ void taas_conv_winograd_weight_grad(float *du, float *db, const float *dy, const
     size_t mt = (size_t)m * g.t, inp = (size_t)g.h * g.w, outp = (size_t)g.oh * g.ow;
     float *v = mine, *p = v + (size_t)g.xi * g.cin * mt, *rows = p + (size_t)g.xi * g.cout * mt;
     for (int j = 0; j < m; j++) {
-        for (int c = 0; c < g.cin; c++)
-            k->input_tiles(v + (size_t)c * mt, (size_t)g.cin * mt, (size_t)j * g.t,
-                           x + ((size_t)(n0 + j) * g.cin + c) * inp, NULL, &g, rows);
-        for (int o = 0; o < g.cout; o++) {
-            size_t at = ((size_t)(n0 + j) * g.cout + o) * outp;
-            float sum = k->grad_tiles(p + (size_t)o * mt, (size_t)g.cout * mt, (size_t)j * g.t, dy + at,
-                                      relu_y ? relu_y + at : NULL, &g, rows);
-            if (db) db[o] += sum;
-        }
+        k->input_sample(v, (size_t)g.cin * mt, mt, (size_t)j * g.t, x + (size_t)(n0 + j) * g.cin * inp, NULL, &g, rows);
+        size_t at = (size_t)(n0 + j) * g.cout * outp;
+        k->grad_sample(p, (size_t)g.cout * mt, mt, (size_t)j * g.t, dy + at, relu_y ? relu_y + at : NULL, db, &g, rows);
     }
     /* dU[xi] (OC, C) += P[xi] (OC, T) * V[xi]^T (T, C) */
     for (int xi = 0; xi < g.xi; xi++)

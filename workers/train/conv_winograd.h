@@ -27,10 +27,11 @@
  * channels or fewer the transforms of a tile row of two tiles cost more than they save. */
 int taas_conv_winograd_usable(const taas_conv2d_shape *s);
 
-/* The side of a tile's outputs: 4, F(4x4, 3x3), on output planes of 24 x 24 and more, where
- * it was measured faster; 2, F(2x2, 3x3), under that. F(4x4)'s float32 error against
- * float64 is 4-6 times the direct sum's (RMS 1.7e-6 of the RMS for 64 channels at 32x32,
- * against 3-4e-7; bench/RESULTS.md), F(2x2)'s no larger. */
+/* The side of a tile's outputs: 4, F(4x4, 3x3), on output planes of 24 x 24 and more or
+ * whose sides are multiples of 4 from 8 on, where it was measured faster; 2, F(2x2, 3x3),
+ * elsewhere (14 x 14, 7 x 7, 4 x 4). F(4x4)'s float32 error against float64 is 4-6 times
+ * the direct sum's (RMS 1.7e-6 of the RMS for 64 channels at 32x32, against 3-4e-7;
+ * bench/RESULTS.md), F(2x2)'s no larger. */
 int taas_conv_winograd_tile_side(const taas_conv2d_shape *s);
 
 /* Floats of the transformed weights (shared by the threads), or of a thread's du: XI x OC x C,
