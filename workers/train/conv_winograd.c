@@ -11,7 +11,8 @@
  *   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
  * A product's buffers, per thread: V (XI, Cin, T) and M (XI, Cout, T) for its T tiles (a
  * sample's tiles in row order, the samples one after another; XI = 16 or 36 tile
- * positions), and a few rows. The loops run along a row of tiles, so that they vectorise.
+ * positions), and a few rows. F(2x2)'s loops run along a row of tiles; F(4x4)'s over a
+ * block of channels' tiles at once, so that they vectorise on small planes too.
  * Each tile size has its own transforms behind one small table (wino_tiles); the products,
  * the shapes and the sums are shared.
  *
@@ -74,8 +75,6 @@ int taas_conv_winograd_usable(const taas_conv2d_shape *s) {
 size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s) {
     return (size_t)forward_shape(s).xi * s->oc * s->c;
 }
-
-int taas_conv_winograd_tiles(const taas_conv2d_shape *s) { return forward_shape(s).t; }
 
 int taas_conv_winograd_samples(const taas_conv2d_shape *s) {
     wshape g = forward_shape(s);
@@ -320,6 +319,32 @@ TAAS_VEC static void finish_row2(float *dw, const float *du, size_t plane, size_
     }
 }
 
+/* F(2x2)'s transforms a channel at a time, as the table's sample-wide calls */
+static void input_sample2(float *v, size_t vstride, size_t colstride, size_t base, const float *in,
+                          const float *mask, const wshape *g, float *rows) {
+    size_t inp = (size_t)g->h * g->w;
+    for (int c = 0; c < g->cin; c++)
+        input_tiles2(v + (size_t)c * colstride, vstride, base, in + (size_t)c * inp, mask ? mask + (size_t)c * inp : NULL,
+                     g, rows);
+}
+
+static void output_sample2(float *out, const float *mm, size_t mstride, size_t colstride, size_t base,
+                           const float *b, int relu, const wshape *g, float *rows) {
+    size_t outp = (size_t)g->oh * g->ow;
+    for (int o = 0; o < g->cout; o++)
+        output_tiles2(out + (size_t)o * outp, mm + (size_t)o * colstride, mstride, base, b ? b[o] : 0.0f, relu, g, rows);
+}
+
+static void grad_sample2(float *p, size_t pstride, size_t colstride, size_t base, const float *dy, const float *mask,
+                         float *db, const wshape *g, float *rows) {
+    size_t outp = (size_t)g->oh * g->ow;
+    for (int o = 0; o < g->cout; o++) {
+        float sum = grad_tiles2(p + (size_t)o * colstride, pstride, base, dy + (size_t)o * outp,
+                                mask ? mask + (size_t)o * outp : NULL, g, rows);
+        if (db) db[o] += sum;
+    }
+}
+
 /* ---- F(4x4, 3x3) ---- */
 
 enum { M = 4, A = 6 };  /* F(4x4): outputs a tile's side, inputs a tile's side */
@@ -335,7 +360,8 @@ enum { M = 4, A = 6 };  /* F(4x4): outputs a tile's side, inputs a tile's side *
         o[5] = (g2);                                            \
     } while (0)
 
-/* weights_row2 with F(4x4)'s G */
+/* weights_row2 with F(4x4)'s G. One routine with the side as a parameter was measured
+ * slower (its inner loops over the side no longer unroll inside the vector loop). */
 TAAS_VEC static void weights_row4(float *u, size_t plane, const float *w, size_t stride, int count, int turned) {
     for (int b0 = 0; b0 < count; b0 += WBLOCK) {
         int nb = count - b0 < WBLOCK ? count - b0 : WBLOCK;
@@ -601,34 +627,6 @@ TAAS_VEC static void finish_row4(float *dw, const float *du, size_t plane, size_
             }
         }
         add_kernels(dw, k, c0, nb);
-    }
-}
-
-/* ---- the table ---- */
-
-/* F(2x2)'s transforms a channel at a time, as the table's sample-wide calls */
-static void input_sample2(float *v, size_t vstride, size_t colstride, size_t base, const float *in,
-                          const float *mask, const wshape *g, float *rows) {
-    size_t inp = (size_t)g->h * g->w;
-    for (int c = 0; c < g->cin; c++)
-        input_tiles2(v + (size_t)c * colstride, vstride, base, in + (size_t)c * inp, mask ? mask + (size_t)c * inp : NULL,
-                     g, rows);
-}
-
-static void output_sample2(float *out, const float *mm, size_t mstride, size_t colstride, size_t base,
-                           const float *b, int relu, const wshape *g, float *rows) {
-    size_t outp = (size_t)g->oh * g->ow;
-    for (int o = 0; o < g->cout; o++)
-        output_tiles2(out + (size_t)o * outp, mm + (size_t)o * colstride, mstride, base, b ? b[o] : 0.0f, relu, g, rows);
-}
-
-static void grad_sample2(float *p, size_t pstride, size_t colstride, size_t base, const float *dy, const float *mask,
-                         float *db, const wshape *g, float *rows) {
-    size_t outp = (size_t)g->oh * g->ow;
-    for (int o = 0; o < g->cout; o++) {
-        float sum = grad_tiles2(p + (size_t)o * colstride, pstride, base, dy + (size_t)o * outp,
-                                mask ? mask + (size_t)o * outp : NULL, g, rows);
-        if (db) db[o] += sum;
     }
 }
 

@@ -1,14 +1,15 @@
-/* Conv2d 3x3 at stride 1 by Winograd's F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for
- * Convolutional Neural Networks", 2015): each 4x4 block of outputs from a 6x6 block of
- * input, with 36 products a channel pair where the direct sum takes 144. The 6x6 blocks of
- * every channel are transformed (B^T d B), the weights once a call (G g G^T), then the 36
- * products are 36 sgemms over the channels, (OC, C) x (C, tiles), and the results are
- * transformed back (A^T m A). The input gradient is the same operation on the output
- * gradient with the weights turned 180 degrees and their channels swapped. The weight
- * gradient is the forward's adjoint: 36 sgemms (OC, tiles) x (tiles, C) of the transformed
- * output gradient and input, summed over the batch, then transformed back once (G^T dU G).
- * layer_conv.c uses all three where they apply, in products of a few samples
- * (taas_conv_winograd_samples).
+/* Conv2d 3x3 at stride 1 by Winograd's minimal filtering (Lavin and Gray, "Fast Algorithms
+ * for Convolutional Neural Networks", 2015): each m x m block of outputs from an
+ * (m + 2) x (m + 2) block of input, with (m + 2)^2 products a channel pair where the direct
+ * sum takes 9 m^2; F(4x4, 3x3) or F(2x2, 3x3) by the plane (taas_conv_winograd_tile_side).
+ * The input blocks of every channel are transformed (B^T d B), the weights once a call
+ * (G g G^T), then each tile position's products are one sgemm over the channels, (OC, C) x
+ * (C, tiles), and the results are transformed back (A^T m A). The input gradient is the same
+ * operation on the output gradient with the weights turned 180 degrees and their channels
+ * swapped. The weight gradient is the forward's adjoint: sgemms (OC, tiles) x (tiles, C) of
+ * the transformed output gradient and input, summed over the batch, then transformed back
+ * once (G^T dU G). layer_conv.c uses all three where they apply, in products of a few
+ * samples (taas_conv_winograd_samples).
  *
  * Every step is additions and multiplications by constants in a fixed order, and the sgemms
  * are OpenBLAS's single-threaded ones of the kernel set's core: the same shape, threads and
@@ -40,17 +41,15 @@ size_t taas_conv_winograd_weight_floats(const taas_conv2d_shape *s);
 /* Floats a thread works in, any of the three, for products of up to `samples` samples (the
  * weight gradient's du sums not counted). */
 size_t taas_conv_winograd_thread_floats(const taas_conv2d_shape *s, int samples);
-/* A sample's tiles (2x2 blocks of output): the columns it adds to a product's sgemms. */
-int taas_conv_winograd_tiles(const taas_conv2d_shape *s);
-/* Samples a product takes: as many whole samples as keep its V and M (16 (C + OC) floats a
- * tile) within about 2 MB, at least 64 tiles and at least one sample. Measured: a product's
- * transforms write and its sgemms read V and M, and past the core's L2 both wait on memory
- * (256 channels at 8x8: 200 GFLOP/s in products of 256 tiles, 240 in 64; at 14x14, 260
- * against 310 in one sample's 49; 128 at 28x28, 240 in two samples against 310 in one). A
- * function of the shape alone, so that the sums' order is too. */
+/* Samples a product takes: as many whole samples as keep its V and M ((m + 2)^2 (C + OC)
+ * floats a tile) within about 2 MB, at least 1024 / (m + 2)^2 tiles and at least one sample.
+ * Measured: a product's transforms write and its sgemms read V and M, and past the core's
+ * L2 both wait on memory (F(2x2), 256 channels at 8x8: 200 GFLOP/s in products of 256
+ * tiles, 240 in 64; at 14x14, 260 against 310 in one sample's 49). A function of the shape
+ * alone, so that the sums' order is too. */
 int taas_conv_winograd_samples(const taas_conv2d_shape *s);
 
-/* u (36, OC, C) from w (OC, C, 3, 3), for the forward; with `backward`, (36, C, OC) from
+/* u (XI, OC, C) from w (OC, C, 3, 3), for the forward; with `backward`, (XI, C, OC) from
  * the weights turned 180 degrees, for the input gradient. On nthreads threads. */
 void taas_conv_winograd_weights(float *u, const float *w, const taas_conv2d_shape *s, int backward, int nthreads);
 
@@ -63,7 +62,7 @@ void taas_conv_winograd_forward(float *y, const float *x, const float *u, const 
 void taas_conv_winograd_input_grad(float *dx, const float *dy, const float *relu_y, const float *u,
                                    const taas_conv2d_shape *s, float *mine, int n0, int m);
 
-/* Samples [n0, n0 + m) of the weight gradient: du (36, OC, C) += their transformed products,
+/* Samples [n0, n0 + m) of the weight gradient: du (XI, OC, C) += their transformed products,
  * db (OC) += their sums of dy (db may be NULL); dy counts where relu_y > 0 when relu_y is not
  * NULL. du holds taas_conv_winograd_weight_floats floats. */
 void taas_conv_winograd_weight_grad(float *du, float *db, const float *dy, const float *relu_y, const float *x,

@@ -44,22 +44,17 @@ static int sample_products = 1;
 
 void taas_conv2d_sample_products(int on) { sample_products = on; }
 
-/* Samples whose `cols` columns each make about COLS together; at least one, at most n. */
-static int samples_for(int cols, int n) {
-    int g = (COLS + cols - 1) / cols;
-    return g < n ? g : (n > 1 ? n : 1);
-}
-
 static int samples_per_product(const taas_conv2d_shape *s) {
     int l = taas_conv2d_out_h(s) * taas_conv2d_out_w(s);
     if (!sample_products || !ungrouped(s) || l >= COLS || l < 1) return 1;
-    return samples_for(l, s->n);
+    int g = (COLS + l - 1) / l;
+    return g < s->n ? g : (s->n > 1 ? s->n : 1);
 }
 
 static int use_direct(const taas_conv2d_shape *s) { return samples_per_product(s) == 1 && taas_conv_direct_usable(s); }
 
-/* Winograd's F(2x2, 3x3) where it applies (conv_winograd.h); a bias's gradient alone, without
- * the weight's, stays on the paths above. */
+/* Winograd where it applies (conv_winograd.h); a bias's gradient alone, without the
+ * weight's, stays on the paths above. */
 static int winograd = 1;
 
 void taas_conv2d_winograd(int on) { winograd = on; }
@@ -81,7 +76,7 @@ static size_t work_floats(const taas_conv2d_shape *s) {
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 /* dw's partial sums: (OC, K) with K = C/G*KH*KW, transposed with padding on the direct path,
- * Winograd's dU (16, OC, C) on its */
+ * Winograd's dU (XI, OC, C) on its */
 static size_t dw_floats(const taas_conv2d_shape *s) {
     size_t plain = (size_t)s->oc * (s->c / taas_conv2d_groups(s)) * s->kh * s->kw;
     size_t direct = use_direct(s) ? taas_conv_direct_dw_floats(s) : 0;
@@ -264,8 +259,8 @@ static void products(product p, int m, float *slices, size_t per, int nthreads) 
     }
 }
 
-/* Winograd's weight gradient: each slice's dU and db, added in slice order, then
- * dw += G^T dU G once */
+/* Winograd's weight gradient: each slice's dU and db, added in slice order; dw += G^T dU G
+ * once */
 static void winograd_weight_grad(float *dw, float *db, const float *dy, const float *relu_y, const float *x,
                                  const taas_conv2d_shape *s, float *slices, int nthreads) {
     size_t per = per_thread(s), work = work_floats(s), dwsz = dw_floats(s);
@@ -273,10 +268,8 @@ static void winograd_weight_grad(float *dw, float *db, const float *dy, const fl
              taas_conv_winograd_samples(s), slices, per, nthreads);
     int nt = clamp_threads(nthreads, s->n);
     taas_conv_winograd_weight_grad_finish(dw, slices + work, per, nt, s, nthreads);
-    float *dbs = slices + work + dwsz;
-    for (int t = 1; t < nt && db; t++)
-        for (int o = 0; o < s->oc; o++) dbs[o] += slices[(size_t)t * per + work + dwsz + o];
-    for (int o = 0; o < s->oc && db; o++) db[o] += dbs[o];
+    for (int t = 0; t < nt && db; t++)  /* thread order, as the other paths */
+        for (int o = 0; o < s->oc; o++) db[o] += slices[(size_t)t * per + work + dwsz + o];
 }
 
 static void forward(float *y, const float *x, const float *w, const float *b,

@@ -41,9 +41,8 @@ size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads);
 /* On by default: products of several samples on small planes. Tests turn it off so that
  * small shapes take the one-sample paths (the direct kernels, where those run). */
 void taas_conv2d_sample_products(int on);
-/* On by default: Winograd's F(2x2, 3x3) for a 3x3 stride-1 convolution's forward and input
- * gradient where it applies: 3x3, stride 1, 64 channels in and out and more, planes of
- * 8x8 and more (conv_winograd.h). Tests turn it off to compare. */
+/* On by default: Winograd for a 3x3 stride-1 convolution's forward and both gradients where
+ * conv_winograd.h says it applies. Tests turn it off to compare. */
 void taas_conv2d_winograd(int on);
 /* x (N,C,H,W), w (OC,C/groups,KH,KW), b (OC) or NULL -> y (N,OC,OH,OW). OpenMP over the
  * batch, each thread a slice of it with single-threaded sgemm (blas.h), one product per
