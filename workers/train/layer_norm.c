@@ -154,18 +154,14 @@ void taas_batchnorm_backward_eval(float *dx, float *dgamma, float *dbeta, const 
     for (int ch = 0; ch < c; ch++) {
         float is = 1.0f / sqrtf(running_var[ch] + eps), mu = running_mean[ch];
         float scale = (gamma ? gamma[ch] : 1.0f) * is;
-        double sdy = 0, sdyx = 0;
-        for (int i = 0; i < n; i++) {
-            const float *p = x + ((size_t)i * c + ch) * hw;
-            const float *g = dy + ((size_t)i * c + ch) * hw;
-            float *q = dx ? dx + ((size_t)i * c + ch) * hw : NULL;
-            for (int k = 0; k < hw; k++) {
-                sdy += g[k];
-                sdyx += g[k] * (p[k] - mu) * is;
-                if (q) q[k] = g[k] * scale;
-            }
-        }
+        double sdy, sdyx;
+        channel_grad_sums(dy + (size_t)ch * hw, x + (size_t)ch * hw, (size_t)c * hw, n, hw, mu, is, &sdy, &sdyx);
         if (dgamma) dgamma[ch] += (float)sdyx;
         if (dbeta) dbeta[ch] += (float)sdy;
+        for (int i = 0; i < n && dx; i++) {
+            const float *g = dy + ((size_t)i * c + ch) * hw;
+            float *q = dx + ((size_t)i * c + ch) * hw;
+            for (int k = 0; k < hw; k++) q[k] = g[k] * scale;
+        }
     }
 }
