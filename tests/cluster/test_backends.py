@@ -18,7 +18,6 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
@@ -610,8 +609,7 @@ print("answers", len(got))
         self.assertNotIn("forged", stream_text(msgs, "stderr").lower())
         self.assertEqual(summary(stream_text(msgs)), before)
 
-# A loader that is slow by its work: each sample is made 336 x 336 and back, while the ranks
-# train one linear layer; the ranks always outrun one such loader.
+# The slow source of PoolAndBudget (taastest.slow_npy_source)
 POOL_N = 1536        # samples of the slow source: 24 steps of 2 ranks x 32
 POOL_DELAY = 0.005   # seconds before every answer of its server
 TINY_FIT = ("tiny = Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))\n"
@@ -633,21 +631,11 @@ class PoolAndBudget(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        import numpy
         cls.cwd = os.path.join(WORK, "pool")
         data = os.path.join(cls.cwd, "data")
         os.makedirs(data, exist_ok=True)
-        rng = numpy.random.default_rng(3)
-        numpy.save(os.path.join(data, "images.npy"), rng.integers(0, 256, (POOL_N, 28, 28), dtype=numpy.uint8))
-        numpy.save(os.path.join(data, "labels.npy"), rng.integers(0, 10, POOL_N, dtype=numpy.int64))
-        portfile = os.path.join(data, "port")
-        cls.server = subprocess.Popen(
-            [sys.executable, os.path.join(SOURCE_DIR, "tests", "lib", "faultserver.py"), "--root", data,
-             "--portfile", portfile, "--host", CL.bridge_addr, "--test-bridge", "--latency", str(POOL_DELAY)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        assert taastest.wait_until(lambda: os.path.exists(portfile), 20), "the slow server did not start"
-        with open(portfile) as f:
-            url = cls.url = "http://%s:%d/" % (CL.bridge_addr, int(f.read()))
+        cls.server, url = taastest.slow_npy_source(data, POOL_N, POOL_DELAY, host=CL.bridge_addr)
+        cls.url = url
         write_config("local")
         cls.k = taastest.Kernel(env=kernel_env(TAAS_NPY_MEMORY_LIMIT="1K", TAAS_CACHE_DIR=""), cwd=cls.cwd)
         reply, msgs = cls.k.execute(

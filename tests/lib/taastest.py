@@ -200,6 +200,30 @@ def wait_until(predicate, timeout, interval=0.02):
         time.sleep(interval)
 
 
+def slow_npy_source(folder, n, delay, host="127.0.0.1"):
+    """The loader-pool tests' slow source: images.npy (n random 28x28 uint8) and labels.npy in
+    folder, served by tests/lib/faultserver.py on host (a test cluster's bridge, or loopback)
+    with `delay` seconds before every answer. With TAAS_NPY_MEMORY_LIMIT below the file every
+    sample is one request, so a loader worker makes at most its threads / delay samples a
+    second, whatever the machine. Returns the server's process and the folder's URL."""
+    import numpy
+    import sys
+    rng = numpy.random.default_rng(3)
+    numpy.save(os.path.join(folder, "images.npy"), rng.integers(0, 256, (n, 28, 28), dtype=numpy.uint8))
+    numpy.save(os.path.join(folder, "labels.npy"), rng.integers(0, 10, n, dtype=numpy.int64))
+    portfile = os.path.join(folder, "port")
+    argv = [sys.executable, os.path.join(SOURCE_DIR, "tests", "lib", "faultserver.py"), "--root", folder,
+            "--portfile", portfile, "--host", host, "--latency", str(delay)]
+    if not host.startswith("127."):
+        argv.append("--test-bridge")
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not wait_until(lambda: os.path.exists(portfile), 20):
+        server.kill()
+        raise RuntimeError("tests/lib/faultserver.py did not start")
+    with open(portfile) as f:
+        return server, "http://%s:%d/" % (host, int(f.read()))
+
+
 def plain(text):
     """Traceback text without ANSI colour codes (front ends render them; tests compare text)."""
     return _ANSI.sub("", text)

@@ -20,19 +20,13 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 import unittest
 
-import numpy
-
 import taastest
 from taastest import error_of, result_text, stream_text, traceback_text
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SERVER = os.path.join(HERE, "..", "lib", "faultserver.py")
 N = 1536          # samples: 24 steps of 2 ranks x 32
 DELAY = 0.005     # seconds before every answer of the server
 LINEAR = "Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))"
@@ -64,23 +58,10 @@ class Pool(taastest.KernelCase):
     @classmethod
     def setUpClass(cls):
         cls.data = __import__("tempfile").TemporaryDirectory(prefix="taas-pool-data-")
-        rng = numpy.random.default_rng(3)
-        numpy.save(os.path.join(cls.data.name, "images.npy"), rng.integers(0, 256, (N, 28, 28), dtype=numpy.uint8))
-        numpy.save(os.path.join(cls.data.name, "labels.npy"), rng.integers(0, 10, N, dtype=numpy.int64))
-        portfile = os.path.join(cls.data.name, "port")
-        cls.server = subprocess.Popen([sys.executable, SERVER, "--root", cls.data.name, "--portfile", portfile,
-                                       "--latency", str(DELAY)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        def port_of():
-            if not os.path.exists(portfile):
-                return None
-            with open(portfile) as f:
-                return f.read().strip()
-        assert taastest.wait_until(port_of, 20)
-        port = int(port_of())
+        cls.server, url = taastest.slow_npy_source(cls.data.name, N, DELAY)
         super().setUpClass()
         with open(os.path.join(cls.tmp.name, "config.json"), "w") as f:
             json.dump(CONFIG, f)
-        url = "http://127.0.0.1:%d/" % port
         reply, msgs = cls.k.execute(
             "slow = DataLoader(NpyDataset('%simages.npy', '%slabels.npy', transform=ToTensor()), batch_size=32, "
             "shuffle=True, num_workers=2)\n"
