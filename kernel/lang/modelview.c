@@ -100,7 +100,7 @@ int taas_model_load_some(const taas_value *model, const char *path, const char *
     taas_st_read_opts some = {1, 1, here, unexpected};
     if (taas_safetensors_read_opts(path, t, n, &some, err) || taas_safetensors_shapes(path, t, n, err)) goto out;
     for (size_t i = 0; i < n; i++)
-        if (!here[i]) {
+        if (!here[i] && !t[i].tied) {  /* a tied tensor is the one it is tied to */
             own[nown++] = t[i];
             if (json_array_append_new(missing, json_string(t[i].key))) {
                 taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory loading %s", path);
@@ -113,7 +113,7 @@ int taas_model_load_some(const taas_value *model, const char *path, const char *
         (taas_safetensors_read_opts(weights, own, nown, &some, err) || taas_safetensors_shapes(weights, own, nown, err)))
         goto out;
     for (size_t i = 0, j = 0; i < n; i++) {
-        int from_own = !here[i], have = here[i] || (weights && mine[j]);
+        int from_own = !here[i] && !t[i].tied, have = here[i] || (from_own && weights && mine[j]);
         if (from_own) {
             t[i] = own[j];
             own[j].data = NULL;
@@ -264,7 +264,7 @@ static int64_t layer_params(const taas_model_plan *p, int i) {
     snprintf(prefix, sizeof prefix, "%d.", i);
     for (size_t k = 0; k < p->ntable; k++) {
         const taas_param_entry *e = &p->table[k];
-        if (e->home != TAAS_T_PARAM || strncmp(e->key, prefix, strlen(prefix))) continue;
+        if (e->home != TAAS_T_PARAM || e->tied || strncmp(e->key, prefix, strlen(prefix))) continue;
         for (int d = 0; d < e->ndim; d++)
             if (e->shape[d] == 0) return -1;
         n += (int64_t)e->numel;
@@ -325,7 +325,7 @@ static int64_t params_under(const taas_model_plan *p, const char *prefix, int op
     size_t hi = op >= 0 ? lo + (size_t)p->layers[op].nrows : p->ntable;
     for (size_t k = lo; k < hi; k++) {
         const taas_param_entry *e = &p->table[k];
-        if (e->home == TAAS_T_PARAM && strncmp(e->key, prefix, strlen(prefix)) == 0) n += (int64_t)e->numel;
+        if (e->home == TAAS_T_PARAM && !e->tied && strncmp(e->key, prefix, strlen(prefix)) == 0) n += (int64_t)e->numel;
     }
     return n;
 }

@@ -264,6 +264,8 @@ static void test_wrong_rank_and_unsupported(void **state) {
 
 #define SEQ(layers) "{\"type\":\"Sequential\",\"layers\":[" layers "]}"
 #define CONV1 "{\"type\":\"Conv2d\",\"in_channels\":1,\"out_channels\":2,\"kernel_size\":3"
+#define EMB "{\"type\":\"Embedding\",\"num_embeddings\":16,\"embedding_dim\":8"
+#define GPT2(cfg) "{\"type\":\"GPT2LMHeadModel\",\"config\":{\"vocab_size\":16,\"n_positions\":8,\"n_layer\":1," cfg "}}"
 
 /* Every other refusal: message prefix and a hint, for specs and inputs. */
 static void test_more_spec_errors(void **state) {
@@ -281,7 +283,24 @@ static void test_more_spec_errors(void **state) {
         {SEQ("{\"type\":\"MaxPool2d\",\"kernel_size\":2,\"padding\":2}"), 1, 8, 8, "layer 0: MaxPool2d on (N, 1, 8, 8) from the input: "},
         {SEQ("{\"type\":\"AvgPool2d\",\"kernel_size\":2,\"count_include_pad\":false}"), 1, 8, 8,
          "layer 0: AvgPool2d has count_include_pad=False or a divisor_override"},
-        {SEQ("{\"type\":\"GELU\",\"approximate\":\"tanh\"}"), 4, 0, 0, "layer 0: GELU has approximate='tanh'"},
+        {SEQ("{\"type\":\"GELU\",\"approximate\":\"erf\"}"), 4, 0, 0, "layer 0: GELU has an approximate other than"},
+        {SEQ(EMB ",\"padding_idx\":0}"), 4, 0, 0, "layer 0: Embedding has padding_idx"},
+        {SEQ(EMB ",\"sparse\":true}"), 4, 0, 0, "layer 0: Embedding has scale_grad_by_freq=True or sparse=True"},
+        {SEQ(EMB "}"), 1, 8, 8, "layer 0: Embedding needs (N, T) token ids but gets (N, 1, 8, 8)"},
+        {SEQ(EMB "},{\"type\":\"LayerNorm\",\"normalized_shape\":[6]}"), 4, 0, 0,
+         "layer 1: LayerNorm(normalized_shape=6) gets (N, 4, 8) from layer 0 (Embedding)"},
+        {SEQ(EMB "},{\"type\":\"LayerNorm\",\"normalized_shape\":[4,8]}"), 4, 0, 0,
+         "layer 1: LayerNorm has a normalized_shape other than one positive size"},
+        {SEQ(EMB "},{\"type\":\"LayerNorm\",\"normalized_shape\":8,\"elementwise_affine\":false}"), 4, 0, 0,
+         "layer 1: LayerNorm has elementwise_affine=False"},
+        {SEQ(EMB "},{\"type\":\"Softmax\",\"dim\":-1}"), 4, 0, 0, "layer 1: Softmax on (N, 4, 8) from layer 0 (Embedding)"},
+        {SEQ(EMB "},{\"type\":\"Linear\",\"in_features\":6,\"out_features\":2}"), 4, 0, 0,
+         "layer 1: Linear(in_features=6) gets 8 features from layer 0 (Embedding)"},
+        {GPT2("\"n_embd\":10,\"n_head\":4"), 8, 0, 0, "the model: GPT2Config(n_embd) is not a multiple of n_head"},
+        {GPT2("\"n_positions\":4"), 8, 0, 0, "the model: GPT2LMHeadModel takes (N, T) token ids with T at most n_positions = 4"},
+        {GPT2("\"rotary\":true"), 8, 0, 0, "the model: GPT2Config(rotary) is a key the trainer does not support"},
+        {GPT2("\"activation_function\":\"relu\""), 8, 0, 0, "the model: GPT2Config(activation_function) is not"},
+        {GPT2("\"tie_word_embeddings\":false"), 8, 0, 0, "the model: GPT2Config(tie_word_embeddings / add_cross_attention)"},
         {SEQ("{\"type\":\"BatchNorm2d\",\"num_features\":1,\"affine\":false}"), 1, 8, 8, "layer 0: BatchNorm2d has affine=False"},
         {SEQ("{\"type\":\"BatchNorm2d\",\"num_features\":4}"), 4, 0, 0, "layer 0: BatchNorm2d needs an (N, C, H, W) input but gets (N, 4)"},
         {SEQ("{\"type\":\"BatchNorm2d\",\"num_features\":4}"), 3, 2, 2, "layer 0: BatchNorm2d(num_features=4) gets 3 channels (N, 3, 2, 2)"},

@@ -43,8 +43,12 @@ int taas_init_conv2d(float *w, float *b, int c, int oc, int kh, int kw, taas_ini
 }
 
 void taas_init_kaiming_normal_fan_out(float *w, size_t n, int fan_out, taas_init_rng *rng) {
-    /* Box-Muller on two draws a value; std = gain / sqrt(fan_out), gain sqrt(2) for ReLU */
-    double std = sqrt(2.0 / (fan_out > 0 ? fan_out : 1));
+    /* std = gain / sqrt(fan_out), gain sqrt(2) for ReLU */
+    taas_init_normal(w, n, sqrt(2.0 / (fan_out > 0 ? fan_out : 1)), rng);
+}
+
+void taas_init_normal(float *w, size_t n, double std, taas_init_rng *rng) {
+    /* Box-Muller on two draws a value */
     for (size_t i = 0; i < n; i++) {
         double u1 = taas_ctr_uniform(rng->seed, rng->offset + 2 * i), u2 = taas_ctr_uniform(rng->seed, rng->offset + 2 * i + 1);
         w[i] = (float)(std * sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2));

@@ -29,6 +29,8 @@ int taas_init_conv2d(float *w, float *b, int c, int oc, int kh, int kw, taas_ini
 /* kaiming_normal_(w, mode='fan_out', nonlinearity='relu'), torchvision's ResNet convolutions:
  * normal with std sqrt(2 / fan_out), fan_out = OC*KH*KW. */
 void taas_init_kaiming_normal_fan_out(float *w, size_t n, int fan_out, taas_init_rng *rng);
+/* normal_(w, 0, std): GPT-2's weights, an Embedding's (std 1). */
+void taas_init_normal(float *w, size_t n, double std, taas_init_rng *rng);
 /* BatchNorm: weight 1, bias 0, running_mean 0, running_var 1 (any may be NULL). */
 void taas_init_batchnorm(float *gamma, float *beta, float *running_mean, float *running_var,
                          int c);

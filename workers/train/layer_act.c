@@ -54,3 +54,21 @@ void taas_gelu_backward(float *dx, const float *dy, const float *x, size_t n) {
         dx[i] = dy[i] * (cdf + x[i] * pdf);
     }
 }
+
+/* GELU(approximate='tanh'), GPT-2's "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+static const float GELU_K = 0.7978845608028654f, GELU_A = 0.044715f;
+void taas_gelu_tanh_forward(float *y, const float *x, size_t n) {
+#pragma omp parallel for if (n >= TAAS_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_A * v * v * v)));
+    }
+}
+void taas_gelu_tanh_backward(float *dx, const float *dy, const float *x, size_t n) {
+#pragma omp parallel for if (n >= TAAS_PAR_MIN) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i], th = tanhf(GELU_K * (v + GELU_A * v * v * v));
+        float dth = (1.0f - th * th) * GELU_K * (1.0f + 3.0f * GELU_A * v * v);
+        dx[i] = dy[i] * (0.5f * (1.0f + th) + 0.5f * v * dth);
+    }
+}

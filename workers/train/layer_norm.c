@@ -1,5 +1,6 @@
-/* BatchNorm1d (N, C) and BatchNorm2d (N, C, H, W), as one (N, C, HW) routine. Statistics
- * are accumulated in double so large batches do not lose precision. */
+/* BatchNorm1d (N, C) and BatchNorm2d (N, C, H, W), as one (N, C, HW) routine, and LayerNorm
+ * over the last axis. Statistics are accumulated in double so large batches do not lose
+ * precision. */
 #include <math.h>
 #include "errnames.h"
 #include "layers.h"
@@ -65,6 +66,13 @@ TAAS_VEC static void channel_affine(float *y, const float *x, size_t stride, int
 #pragma omp simd
         for (int k = 0; k < hw; k++) q[k] = (p[k] - mu) * is * g + b;
     }
+}
+
+/* y = (x - mu) * is * g + b along one LayerNorm row, g and b per column */
+TAAS_VEC static void channel_affine_row(float *y, const float *x, int c, float mu, float is, const float *g,
+                                        const float *b) {
+#pragma omp simd
+    for (int k = 0; k < c; k++) y[k] = (x[k] - mu) * is * g[k] + b[k];
 }
 
 /* dx = scale * (dy - mdy - xhat * mdyx) over a channel's rows */
@@ -162,6 +170,96 @@ void taas_batchnorm_backward_eval(float *dx, float *dgamma, float *dbeta, const 
             const float *g = dy + ((size_t)i * c + ch) * hw;
             float *q = dx + ((size_t)i * c + ch) * hw;
             for (int k = 0; k < hw; k++) q[k] = g[k] * scale;
+        }
+    }
+}
+
+/* ---- LayerNorm over the last axis: x (R, C), a row's statistics in LANES double lanes ---- */
+
+TAAS_VEC static void row_stats(const float *x, int c, float eps, float *mean, float *rstd) {
+    double a[LANES] = {0}, q[LANES] = {0};
+    int k = 0;
+    for (; k + LANES <= c; k += LANES)
+        for (int l = 0; l < LANES; l++) a[l] += x[k + l];
+    for (; k < c; k++) a[k % LANES] += x[k];
+    double mu = lanes_total(a) / c;
+    for (k = 0; k + LANES <= c; k += LANES)
+        for (int l = 0; l < LANES; l++) q[l] += (x[k + l] - mu) * (x[k + l] - mu);
+    for (; k < c; k++) q[k % LANES] += (x[k] - mu) * (x[k] - mu);
+    *mean = (float)mu;
+    *rstd = (float)(1.0 / sqrt(lanes_total(q) / c + eps));
+}
+
+void taas_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *g, const float *b,
+                            size_t rows, int c, float eps) {
+#pragma omp parallel for if (rows * (size_t)c >= TAAS_PAR_MIN) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float *p = x + r * (size_t)c;
+        row_stats(p, c, eps, &mean[r], &rstd[r]);
+        channel_affine_row(y + r * (size_t)c, p, c, mean[r], rstd[r], g, b);
+    }
+}
+
+/* a row's sums of dy*g and dy*g*xhat */
+TAAS_VEC static void row_grad_sums(const float *dy, const float *x, const float *g, int c, float mu, float is,
+                                   double *s1, double *s2) {
+    double a[LANES] = {0}, q[LANES] = {0};
+    int k = 0;
+    for (; k + LANES <= c; k += LANES)
+        for (int l = 0; l < LANES; l++) {
+            float d = dy[k + l] * g[k + l];
+            a[l] += d;
+            q[l] += d * (x[k + l] - mu) * is;
+        }
+    for (; k < c; k++) {
+        float d = dy[k] * g[k];
+        a[k % LANES] += d;
+        q[k % LANES] += d * (x[k] - mu) * is;
+    }
+    *s1 = lanes_total(a);
+    *s2 = lanes_total(q);
+}
+
+/* dgamma and dbeta over a block of columns [o0, o0 + w): down the rows in order */
+TAAS_VEC static void ln_param_sums(double *sg, double *sb, const float *dy, const float *x, const float *mean,
+                                   const float *rstd, size_t rows, int c, int o0, int w) {
+    for (size_t r = 0; r < rows; r++) {
+        const float *d = dy + r * (size_t)c + o0, *p = x + r * (size_t)c + o0;
+        float mu = mean[r], is = rstd[r];
+#pragma omp simd
+        for (int o = 0; o < w; o++) {
+            sg[o] += d[o] * ((p[o] - mu) * is);
+            sb[o] += d[o];
+        }
+    }
+}
+
+enum { LN_COLS = 128 };
+
+void taas_layernorm_backward(float *dx, float *dg, float *db, const float *dy, const float *x, const float *mean,
+                             const float *rstd, const float *g, size_t rows, int c) {
+    int par = rows * (size_t)c >= TAAS_PAR_MIN;
+    if (dx) {
+#pragma omp parallel for if (par) schedule(static)
+        for (size_t r = 0; r < rows; r++) {
+            const float *d = dy + r * (size_t)c, *p = x + r * (size_t)c;
+            float *q = dx + r * (size_t)c, mu = mean[r], is = rstd[r];
+            double s1, s2;
+            row_grad_sums(d, p, g, c, mu, is, &s1, &s2);
+            float m1 = (float)(s1 / c), m2 = (float)(s2 / c);
+            for (int k = 0; k < c; k++) q[k] = is * (d[k] * g[k] - m1 - (p[k] - mu) * is * m2);
+        }
+    }
+    if (!dg && !db) return;
+    int nb = (c + LN_COLS - 1) / LN_COLS;
+#pragma omp parallel for if (par) schedule(static)
+    for (int blk = 0; blk < nb; blk++) {
+        int o0 = blk * LN_COLS, w = c - o0 < LN_COLS ? c - o0 : LN_COLS;
+        double sg[LN_COLS] = {0}, sb[LN_COLS] = {0};
+        ln_param_sums(sg, sb, dy, x, mean, rstd, rows, c, o0, w);
+        for (int o = 0; o < w; o++) {
+            if (dg) dg[o0 + o] += (float)sg[o];
+            if (db) db[o0 + o] += (float)sb[o];
         }
     }
 }

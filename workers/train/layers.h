@@ -1,5 +1,5 @@
 /* Layer forward/backward on raw float32 buffers, in the manner of llm.c.
- * Tensors are contiguous NCHW (or (N, F) for Linear/BatchNorm1d); shapes are given in the
+ * Tensors are contiguous NCHW, (N, F), or (N, T, C) for sequences; shapes are given in the
  * comments. Conventions, as PyTorch's autograd:
  *   - parameter gradients ACCUMULATE (+=) like .grad, so zero them before a step;
  *   - the input gradient is WRITTEN (=);
@@ -18,6 +18,48 @@ void taas_linear_forward(float *y, const float *x, const float *w, const float *
 /* dx (N, IN) written (may be NULL to skip); dw (OUT, IN) and db (OUT, or NULL) accumulate. */
 void taas_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                           const float *w, int n, int in, int out);
+
+/* db (OUT) += the column sums of dy (R, OUT), in double down the rows in order. */
+void taas_bias_grad(float *db, const float *dy, size_t rows, int out);
+
+/* ---- Conv1D, Hugging Face's (GPT-2's projections): x (R, IN), w (IN, OUT) -> y (R, OUT) ---- */
+void taas_conv1d_forward(float *y, const float *x, const float *w, const float *b, size_t rows, int in, int out);
+void taas_conv1d_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                          size_t rows, int in, int out);
+
+/* ---- Embedding: ids (R) token ids held as floats, w (V, C) -> y (R, C) ----
+ * An id that is not an integer in [0, V) is a TaasValueError naming its place in the batch. */
+int taas_embedding_forward(float *y, const float *ids, const float *w, size_t rows, int v, int c, taas_error *e);
+/* dw (V, C) accumulates; ids have no gradient. */
+void taas_embedding_backward(float *dw, const float *dy, const float *ids, size_t rows, int c);
+/* GPT-2's positions: y (N, T, C) = x + w[t] for w (P, C), P >= T; dx written (may be dy),
+ * dw accumulates. */
+void taas_pos_embedding_forward(float *y, const float *x, const float *w, int n, int t, int c);
+void taas_pos_embedding_backward(float *dx, float *dw, const float *dy, int n, int t, int c);
+
+/* ---- LayerNorm over the last axis: x (R, C), g and b (C); mean and rstd (R) saved ---- */
+void taas_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *g, const float *b,
+                            size_t rows, int c, float eps);
+/* dx written (NULL to skip), dg and db accumulate (NULL to skip). */
+void taas_layernorm_backward(float *dx, float *dg, float *db, const float *dy, const float *x, const float *mean,
+                             const float *rstd, const float *g, size_t rows, int c);
+
+/* ---- Causal self-attention, fused: qkv (N, T, 3C) as GPT-2's c_attn writes it (q, k, v side
+ * by side, head h at columns [h D, (h+1) D) of each, D = C / heads) -> y (N, T, C), the heads
+ * side by side; softmax(q k^T / sqrt D) over keys <= the query's position, with dropout p on
+ * those probabilities. lse (N, heads, T) keeps each row's log-sum-exp for the backward. */
+typedef struct taas_attention_shape {
+    int n, t, c, heads;
+    float p;
+} taas_attention_shape;
+int taas_attention_check(const taas_attention_shape *s, taas_error *e);
+size_t taas_attention_scratch_floats(const taas_attention_shape *s, int nthreads);
+void taas_attention_forward(float *y, float *lse, const float *qkv, const taas_attention_shape *s, float *scratch,
+                            int nthreads, uint64_t seed, uint64_t offset);
+/* dqkv (N, T, 3C) written. */
+void taas_attention_backward(float *dqkv, const float *dy, const float *qkv, const float *y, const float *lse,
+                             const taas_attention_shape *s, float *scratch, int nthreads, uint64_t seed,
+                             uint64_t offset);
 
 /* ---- Conv2d (dilation 1) ----
  * With G groups the channels split into G blocks: output channels [g*OC/G, (g+1)*OC/G) see
@@ -106,6 +148,9 @@ void taas_sigmoid_backward(float *dx, const float *dy, const float *y, size_t n)
 /* GELU, exact form x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) (PyTorch's approximate='none'). */
 void taas_gelu_forward(float *y, const float *x, size_t n);
 void taas_gelu_backward(float *dx, const float *dy, const float *x, size_t n);
+/* GELU(approximate='tanh'): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's. */
+void taas_gelu_tanh_forward(float *y, const float *x, size_t n);
+void taas_gelu_tanh_backward(float *dx, const float *dy, const float *x, size_t n);
 
 /* ---- Dropout (train mode; in eval mode it is the identity) ----
  * The mask holds 0 or 1/(1-p) and comes from a counter-based RNG: element (or channel) i

@@ -16,7 +16,13 @@ static int init_params(taas_model *m, taas_error *e) {
     for (int i = 0; i < m->nlayers; i++) {
         taas_model_layer *L = &m->layers[i];
         float *b = L->has_b ? m->params + L->b_off : NULL;
-        if (L->kind == TAAS_L_LINEAR) {
+        if (L->tie >= 0) continue;  /* its weight is another op's, drawn there */
+        if (L->init_std > 0) {      /* GPT-2's: normal(0, std), biases 0; an Embedding's normal(0, 1) */
+            taas_init_normal(m->params + L->w_off, (size_t)L->lin_in * (size_t)L->lin_out, L->init_std, &rng);
+            if (b) memset(b, 0, (size_t)L->lin_out * sizeof *b);
+        } else if (L->kind == TAAS_L_LAYERNORM) {
+            taas_init_batchnorm(m->params + L->w_off, b, NULL, NULL, L->lin_in);
+        } else if (L->kind == TAAS_L_LINEAR) {
             if (taas_init_linear(m->params + L->w_off, b, L->lin_in, L->lin_out, &rng, e)) return -1;
         } else if (L->kind == TAAS_L_CONV2D && L->init_fan_out) {
             size_t nw = (size_t)L->oc * (size_t)(L->in.d[0] / L->groups) * (size_t)L->kh * (size_t)L->kw;

@@ -38,6 +38,7 @@ typedef struct taas_model {
     float **tmp;                    /* per op: its input gradient before it is added */
     float *scratch;                 /* Conv2d, shared */
     int last_train;
+    uint64_t last_step;             /* the last forward's step: an attention's backward redraws its dropout */
 } taas_model;
 
 /* A layer's shapes for n samples, as the CPU's and the CUDA's layer functions take them. */
@@ -48,6 +49,11 @@ static inline taas_conv2d_shape taas_layer_conv_shape(const taas_model_layer *L,
 
 static inline taas_pool2d_shape taas_layer_pool_shape(const taas_model_layer *L, int n) {
     return (taas_pool2d_shape){n, L->in.d[0], L->in.d[1], L->in.d[2], L->kh, L->kw, L->sh, L->sw, L->ph, L->pw};
+}
+
+/* An attention op's shape for n samples; its dropout only in training. */
+static inline taas_attention_shape taas_layer_attention_shape(const taas_model_layer *L, int n, int train) {
+    return (taas_attention_shape){n, L->in.d[0], L->out.d[1], L->heads, train ? L->p : 0.0f};
 }
 
 /* Builds the model for inputs (N, c, h, w), or (N, c) when h == 0 and w == 0, and

@@ -25,7 +25,8 @@ static size_t numel(const taas_act_shape *s) {
 static int needs_x(const taas_model_layer *L) {
     switch (L->kind) {
     case TAAS_L_LINEAR: case TAAS_L_CONV2D: case TAAS_L_LEAKY_RELU: case TAAS_L_GELU:
-    case TAAS_L_BATCHNORM1D: case TAAS_L_BATCHNORM2D:
+    case TAAS_L_BATCHNORM1D: case TAAS_L_BATCHNORM2D: case TAAS_L_CONV1D: case TAAS_L_EMBEDDING:
+    case TAAS_L_LAYERNORM: case TAAS_L_ATTENTION:
         return 1;
     default:
         return 0;
@@ -38,6 +39,8 @@ static int needs_y(const taas_model_layer *L) {
         return !L->in_place;
     case TAAS_L_CONV2D:
         return L->fusion == TAAS_FUSE_RELU;
+    case TAAS_L_ATTENTION:
+        return 1;
     default:
         return 0;
     }
@@ -197,11 +200,15 @@ int taas_model_memory_plan(taas_model_memory *mm, const taas_model_layer *layers
         if (L->kind == TAAS_L_DROPOUT && !L->in_place) a = x;
         if (L->kind == TAAS_L_DROPOUT2D && !L->in_place) a = taas_size_mul(nn, c);
         if (L->kind == TAAS_L_MAXPOOL2D) a = taas_size_mul(numel(&L->out), nn);  /* int32 argmax */
+        if (L->kind == TAAS_L_LAYERNORM && L->in.rank) a = 2 * (x / (size_t)L->lin_in);  /* mean, rstd a row */
+        if (L->kind == TAAS_L_ATTENTION && L->in.rank) a = taas_size_mul(taas_size_mul(nn, (size_t)L->heads), (size_t)L->in.d[0]);
         if (a) it[k++] = (item){aligned(a), &mm->aux[i], i, wants[find(parent, i + 1)] ? bwd : i, 0};
         int g = find(parent, L->src[0]), grad = last[g] >= 0;
         /* its input gradient goes aside when it must be added, or when only its parameters
          * need gradients and it cannot skip its input's (Linear and Conv2d can) */
-        int sink = !grad && trains(L) && L->kind != TAAS_L_LINEAR && L->kind != TAAS_L_CONV2D;
+        int sink = !grad && trains(L) && L->kind != TAAS_L_LINEAR && L->kind != TAAS_L_CONV2D &&
+                   L->kind != TAAS_L_CONV1D && L->kind != TAAS_L_EMBEDDING && L->kind != TAAS_L_POS_EMBEDDING &&
+                   L->kind != TAAS_L_LAYERNORM;
         if (!L->in_place && L->kind != TAAS_L_ADD && ((grad && mm->acc[2 * i]) || sink))
             it[k++] = (item){aligned(x), &mm->tmp[i], bwd, bwd, 0};
     }

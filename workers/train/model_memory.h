@@ -6,10 +6,11 @@
  * backward at 2 nrun - i):
  *   - a tensor's value from the op that writes it to its last reader: a forward, or the
  *     backward of an op that needs it (a Conv2d's or Linear's input, a ReLU's or Softmax's
- *     output, ...); the step's output stays to the end;
+ *     output, an attention's both, ...); the step's output stays to the end;
  *   - its gradient from the first consumer's backward that writes it to the backward of the
  *     op that wrote the tensor;
- *   - a Dropout mask, BatchNorm's mean and invstd, a MaxPool's argmax from its op's forward
+ *   - a Dropout mask, BatchNorm's and LayerNorm's mean and invstd, a MaxPool's argmax, an
+ *     attention's log-sum-exp a row from its op's forward
  *     to its backward; an op's input gradient that must be added to another's for just its
  *     backward; the convolutions' scratch all along.
  * Ops that run nothing (Flatten, Identity, a fused ReLU) and ops that write over their input

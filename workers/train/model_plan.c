@@ -3,6 +3,7 @@
 #include "model_plan.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,10 +24,12 @@ static const struct { const char *name; taas_layer_kind kind; } kinds[] = {
     {"BatchNorm1d", TAAS_L_BATCHNORM1D}, {"BatchNorm2d", TAAS_L_BATCHNORM2D},
     {"Flatten", TAAS_L_FLATTEN}, {"LogSoftmax", TAAS_L_LOG_SOFTMAX}, {"Softmax", TAAS_L_SOFTMAX},
     {"AdaptiveAvgPool2d", TAAS_L_ADAPTIVE_AVGPOOL2D}, {"Identity", TAAS_L_IDENTITY},
+    {"Conv1D", TAAS_L_CONV1D}, {"Embedding", TAAS_L_EMBEDDING}, {"LayerNorm", TAAS_L_LAYERNORM},
 };
 
 static void shape_str(char *buf, size_t len, const taas_act_shape *s) {
     if (s->rank == 1) snprintf(buf, len, "(N, %d)", s->d[0]);
+    else if (s->rank == 2) snprintf(buf, len, "(N, %d, %d)", s->d[0], s->d[1]);
     else snprintf(buf, len, "(N, %d, %d, %d)", s->d[0], s->d[1], s->d[2]);
 }
 
@@ -132,10 +135,26 @@ static int check_unsupported(const json_t *o, taas_model_layer *L, taas_error *e
                         "use the defaults count_include_pad=True, divisor_override=None");
     if (L->kind == TAAS_L_GELU) {
         const json_t *a = json_object_get(o, "approximate");
-        if (json_is_string(a) && strcmp(json_string_value(a), "none") != 0)
-            return spec_err(e, L, "has approximate='tanh', which the trainer does not support",
-                            "use GELU() (approximate='none')");
+        L->gelu_tanh = json_is_string(a) && strcmp(json_string_value(a), "tanh") == 0;
+        if (json_is_string(a) && !L->gelu_tanh && strcmp(json_string_value(a), "none") != 0)
+            return spec_err(e, L, "has an approximate other than 'none' or 'tanh'", "use GELU() or GELU(approximate='tanh')");
     }
+    if (L->kind == TAAS_L_EMBEDDING) {
+        static const char *const none[] = {"padding_idx", "max_norm", "_weight", "_freeze"};
+        for (size_t k = 0; k < sizeof none / sizeof none[0]; k++) {
+            const json_t *v = json_object_get(o, none[k]);
+            if (v && !json_is_null(v) && !json_is_false(v)) {
+                snprintf(d, sizeof d, "has %s, which the trainer does not support", none[k]);
+                return spec_err(e, L, d, "leave padding_idx and max_norm None");
+            }
+        }
+        if (get_bool(o, "scale_grad_by_freq", 0) || get_bool(o, "sparse", 0))
+            return spec_err(e, L, "has scale_grad_by_freq=True or sparse=True, which the trainer does not support",
+                            "use the defaults scale_grad_by_freq=False, sparse=False");
+    }
+    if (L->kind == TAAS_L_LAYERNORM && (!get_bool(o, "elementwise_affine", 1) || !get_bool(o, "bias", 1)))
+        return spec_err(e, L, "has elementwise_affine=False or bias=False, which the trainer does not support",
+                        "use the defaults elementwise_affine=True, bias=True");
     if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D) {
         const json_t *mo = json_object_get(o, "momentum");
         if (!get_bool(o, "affine", 1) || !get_bool(o, "track_running_stats", 1) || json_is_null(mo))
@@ -145,6 +164,42 @@ static int check_unsupported(const json_t *o, taas_model_layer *L, taas_error *e
     if (L->kind == TAAS_L_FLATTEN && (get_int(o, "start_dim", 1) != 1 || get_int(o, "end_dim", -1) != -1))
         return spec_err(e, L, "flattens other dimensions than 1..-1, which the trainer does not support",
                         "use Flatten() with start_dim=1, end_dim=-1");
+    return 0;
+}
+
+/* LayerNorm's normalized_shape: one size, the last axis (an int or a list of one). */
+static int norm_width(const json_t *o) {
+    const json_t *v = json_object_get(o, "normalized_shape");
+    int n;
+    if (json_is_array(v) && json_array_size(v) == 1) v = json_array_get(v, 0);
+    return json_is_integer(v) && !as_int(v, &n) ? n : -1;
+}
+
+/* The sizes Conv1D, Embedding and LayerNorm take from their spec alone (their parameters). */
+static int spec_params(taas_model_layer *L, const json_t *o, taas_error *e) {
+    L->has_w = 1;
+    if (L->kind == TAAS_L_CONV1D) {  /* Conv1D(nf, nx): nx inputs, nf outputs */
+        L->lin_out = get_int(o, "nf", -1);
+        L->lin_in = get_int(o, "nx", -1);
+        L->has_b = 1;
+        L->init_std = 0.02f;
+        if (L->lin_out < 1 || L->lin_in < 1)
+            return spec_err(e, L, "has no valid nf/nx in its spec", "give positive nf (outputs) and nx (inputs)");
+    } else if (L->kind == TAAS_L_EMBEDDING) {
+        L->lin_in = get_int(o, "num_embeddings", -1);
+        L->lin_out = get_int(o, "embedding_dim", -1);
+        if (!L->init_std) L->init_std = 1.0f;  /* torch's normal_(0, 1) */
+        if (L->lin_in < 1 || L->lin_out < 1 || L->lin_in > (1 << 24))
+            return spec_err(e, L, "has no valid num_embeddings/embedding_dim in its spec",
+                            "give num_embeddings in 1..16777216 and a positive embedding_dim");
+    } else {
+        L->lin_in = L->lin_out = norm_width(o);
+        L->eps = (float)get_num(o, "eps", 1e-5);
+        L->has_b = 1;
+        if (L->lin_in < 1)
+            return spec_err(e, L, "has a normalized_shape other than one positive size, which the trainer does not support",
+                            "normalize the last axis: LayerNorm(C)");
+    }
     return 0;
 }
 
@@ -175,6 +230,10 @@ static int plan_spec_only(taas_model_layer *L, const json_t *o, int lazy, taas_e
         L->has_w = 1;
         L->has_b = get_bool(o, "bias", 1);
         return 0;
+    case TAAS_L_CONV1D:
+    case TAAS_L_EMBEDDING:
+    case TAAS_L_LAYERNORM:
+        return spec_params(L, o, e);
     case TAAS_L_BATCHNORM1D:
     case TAAS_L_BATCHNORM2D:
         L->in.d[0] = get_int(o, "num_features", -1);
@@ -203,8 +262,10 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
     source_str(src, sizeof src, m, L->src[0]);
     switch (L->kind) {
     case TAAS_L_LINEAR: {
-        int feat = (int)shape_numel(&in);
-        if (in.rank != 1) {
+        /* on the last axis, as torch: (N, F) and (N, T, C); an image must be flattened unless
+         * in_features says its rows are meant */
+        int feat = in.d[in.rank - 1];
+        if (in.rank == 3 && (lazy || get_int(o, "in_features", -1) != feat)) {
             snprintf(d, sizeof d, "needs an (N, features) input but gets %s %s", is, src);
             return spec_err(e, L, d, "put Flatten() before it");
         }
@@ -226,10 +287,29 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
         }
         L->has_w = 1;
         L->has_b = get_bool(o, "bias", 1);
-        L->out.rank = 1;
-        L->out.d[0] = L->lin_out;
+        L->out.d[in.rank - 1] = L->lin_out;
         return 0;
     }
+    case TAAS_L_CONV1D:
+    case TAAS_L_LAYERNORM: {
+        if (spec_params(L, o, e)) return -1;
+        if (in.rank == 3 || in.d[in.rank - 1] != L->lin_in) {
+            snprintf(d, sizeof d, "(%s=%d) gets %s %s", L->kind == TAAS_L_CONV1D ? "nx" : "normalized_shape", L->lin_in,
+                     is, src);
+            return spec_err(e, L, d, L->kind == TAAS_L_CONV1D ? "give nx the size of the input's last axis"
+                                                               : "give normalized_shape the size of the input's last axis");
+        }
+        L->out.d[in.rank - 1] = L->lin_out;
+        return 0;
+    }
+    case TAAS_L_EMBEDDING:
+        if (spec_params(L, o, e)) return -1;
+        if (in.rank != 1) {
+            snprintf(d, sizeof d, "needs (N, T) token ids but gets %s %s", is, src);
+            return spec_err(e, L, d, "put the Embedding first, on the token ids");
+        }
+        L->out = (taas_act_shape){2, {in.d[0], L->lin_out, 0}};
+        return 0;
     case TAAS_L_CONV2D:
     case TAAS_L_MAXPOOL2D:
     case TAAS_L_AVGPOOL2D: {
@@ -364,6 +444,10 @@ static int infer_layer(taas_model_plan *m, int i, const json_t *o, taas_act_shap
         const json_t *dv = json_object_get(o, "dim");
         int dim = json_is_integer(dv) ? (int)json_integer_value(dv) : 1;
         int r = in.rank + 1;
+        if (in.rank == 2) {
+            snprintf(d, sizeof d, "on %s %s: the trainer has no softmax over sequences", is, src);
+            return spec_err(e, L, d, "end the model with the logits: CrossEntropyLoss takes (N, T, V) logits");
+        }
         if (dim < 0) dim += r;
         if (dim != 1) {
             snprintf(d, sizeof d, "over dim=%d of %s %s: the trainer supports only dim=1", dim, is, src);
@@ -385,6 +469,7 @@ static int add_entry(taas_model_plan *m, const taas_model_layer *L, const char *
     for (int k = 0; k < ndim; k++) { t->shape[k] = shape[k]; t->numel = taas_size_mul(t->numel, (size_t)shape[k]); }
     t->dtype = home == TAAS_T_COUNTER ? "I64" : "F32";
     t->home = home;
+    t->tied = 0;
     t->offset = off;
     return 0;
 }
@@ -393,8 +478,16 @@ static int add_entry(taas_model_plan *m, const taas_model_layer *L, const char *
  * num_batches_tracked (at most 5; the table has room for them). */
 static void layout(taas_model_plan *m, taas_model_layer *L) {
     L->row = (int)m->ntable;
-    if (L->kind == TAAS_L_LINEAR) {
-        int64_t ws[2] = {L->lin_out, L->lin_in}, bs[1] = {L->lin_out};
+    if (L->kind == TAAS_L_LINEAR && L->tie >= 0) {  /* its weight is op tie's, placed by train_first */
+        int64_t ws[2] = {L->lin_out, L->lin_in};
+        add_entry(m, L, "weight", TAAS_T_PARAM, 0, 2, ws);
+        m->table[m->ntable - 1].tied = 1;
+    } else if (L->kind == TAAS_L_LINEAR || L->kind == TAAS_L_CONV1D || L->kind == TAAS_L_EMBEDDING ||
+               L->kind == TAAS_L_POS_EMBEDDING) {
+        /* torch's (out, in); Conv1D's (in, out); a table's (rows, width) */
+        int conv1d = L->kind == TAAS_L_CONV1D, table = L->kind == TAAS_L_EMBEDDING || L->kind == TAAS_L_POS_EMBEDDING;
+        int64_t ws[2] = {conv1d || table ? L->lin_in : L->lin_out, conv1d || table ? L->lin_out : L->lin_in};
+        int64_t bs[1] = {L->lin_out};
         L->w_off = m->nparams;
         add_entry(m, L, "weight", TAAS_T_PARAM, m->nparams, 2, ws);
         m->nparams = taas_size_add(m->nparams, taas_size_mul((size_t)L->lin_out, (size_t)L->lin_in));
@@ -415,6 +508,13 @@ static void layout(taas_model_plan *m, taas_model_layer *L) {
             add_entry(m, L, "bias", TAAS_T_PARAM, m->nparams, 1, bs);
             m->nparams = taas_size_add(m->nparams, (size_t)L->oc);
         }
+    } else if (L->kind == TAAS_L_LAYERNORM) {
+        int64_t cs[1] = {L->lin_in};
+        L->w_off = m->nparams;
+        add_entry(m, L, "weight", TAAS_T_PARAM, m->nparams, 1, cs);
+        L->b_off = m->nparams + (size_t)L->lin_in;
+        add_entry(m, L, "bias", TAAS_T_PARAM, L->b_off, 1, cs);
+        m->nparams = taas_size_add(m->nparams, taas_size_mul(2, (size_t)L->lin_in));
     } else if (L->kind == TAAS_L_BATCHNORM1D || L->kind == TAAS_L_BATCHNORM2D) {
         int64_t cs[1] = {L->in.d[0]};
         size_t c = (size_t)L->in.d[0];
@@ -438,10 +538,12 @@ static void layout(taas_model_plan *m, taas_model_layer *L) {
  * offsets of its weight and bias move with them. */
 static void train_first(taas_model_plan *p) {
     size_t at = 0;
+    for (int i = 0; i < p->nlayers; i++)  /* a tied weight trains with the tensor it is */
+        if (p->layers[i].tie >= 0) p->layers[i].frozen = p->layers[p->layers[i].tie].frozen;
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < p->nlayers; i++) {
             taas_model_layer *L = &p->layers[i];
-            if (L->frozen != pass) continue;
+            if (L->frozen != pass || L->tie >= 0) continue;
             size_t w = L->w_off, b = L->b_off;
             for (int r = L->row; r < L->row + L->nrows; r++) {
                 taas_param_entry *t = &p->table[r];
@@ -453,6 +555,12 @@ static void train_first(taas_model_plan *p) {
             }
         }
         if (pass == 0) p->ntrain = at;
+    }
+    for (int i = 0; i < p->nlayers; i++) {
+        taas_model_layer *L = &p->layers[i];
+        if (L->tie < 0) continue;
+        L->w_off = p->layers[L->tie].w_off;
+        p->table[L->row].offset = L->w_off;
     }
 }
 
@@ -518,6 +626,7 @@ static taas_model_layer *new_op(taas_model_plan *p, const char *path, const char
     L->out = L->in;
     L->b_off = SIZE_MAX;
     L->groups = 1;
+    L->tie = -1;
     L->frozen = cx->frozen;
     return L;
 }
@@ -551,7 +660,8 @@ static int lower(taas_model_plan *p, const json_t *o, const char *path, int in, 
 
 /* "prefix.name", or "name" at the top. */
 static void child_path(char *buf, size_t len, const char *prefix, const char *name) {
-    snprintf(buf, len, "%s%s%s", prefix, *prefix ? "." : "", name);
+    /* one cut short is longer than new_op's limit, which then refuses it */
+    if ((size_t)snprintf(buf, len, "%s%s%s", prefix, *prefix ? "." : "", name) >= len) buf[len - 1] = '\0';
 }
 
 static int lower_child(taas_model_plan *p, const json_t *o, const char *prefix, const char *name, int in,
@@ -707,6 +817,191 @@ static int lower_resnet(taas_model_plan *p, const json_t *o, const char *path, i
     return 0;
 }
 
+/* ---- GPT-2 (Hugging Face's GPT2LMHeadModel) ---------------------------------------- */
+
+/* GPT2Config's keys: what the trainer follows, what it accepts at the value it implements
+ * only, and what does not change training (generation's token ids, the double-heads model's
+ * summary_*). Any other key is refused by name. */
+typedef struct gpt2_config {
+    int vocab, positions, embd, layers, heads, inner;
+    float resid_p, embd_p, attn_p, eps, init;
+    int gelu_tanh;
+} gpt2_config;
+
+static int gpt2_refuse(taas_error *e, const char *path, const char *key, const char *why, const char *hint) {
+    taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: GPT2Config(%s) %s", *path ? path : "the model", key, why);
+    taas_error_hint(e, "%s", hint);
+    return -1;
+}
+
+static int gpt2_parse(const json_t *cfg, const char *path, gpt2_config *g, taas_error *e) {
+    static const char *const ignored[] = {"bos_token_id", "eos_token_id", "pad_token_id", "use_cache",
+                                          "summary_type", "summary_use_proj", "summary_activation",
+                                          "summary_proj_to_labels", "summary_first_dropout", "model_type",
+                                          "architectures", "task_specific_params", "transformers_version",
+                                          "torch_dtype", "n_ctx", "reorder_and_upcast_attn", "output_past"};
+    static const char *const followed[] = {"vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner",
+                                           "activation_function", "resid_pdrop", "embd_pdrop", "attn_pdrop",
+                                           "layer_norm_epsilon", "initializer_range", "scale_attn_weights",
+                                           "scale_attn_by_inverse_layer_idx", "tie_word_embeddings",
+                                           "add_cross_attention"};
+    if (cfg && !json_is_object(cfg))
+        return gpt2_refuse(e, path, "config", "is not a configuration", "give config=GPT2Config(...)");
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)cfg, key, v) {
+        int known = 0;
+        for (size_t k = 0; !known && k < sizeof ignored / sizeof ignored[0]; k++) known = strcmp(key, ignored[k]) == 0;
+        for (size_t k = 0; !known && k < sizeof followed / sizeof followed[0]; k++) known = strcmp(key, followed[k]) == 0;
+        if (!known) return gpt2_refuse(e, path, key, "is a key the trainer does not support", "leave it out");
+    }
+    g->vocab = get_int(cfg, "vocab_size", 50257);
+    g->positions = get_int(cfg, "n_positions", 1024);
+    g->embd = get_int(cfg, "n_embd", 768);
+    g->layers = get_int(cfg, "n_layer", 12);
+    g->heads = get_int(cfg, "n_head", 12);
+    const json_t *ni = json_object_get(cfg, "n_inner");
+    g->inner = ni && !json_is_null(ni) ? get_int(cfg, "n_inner", -1) : 4 * (g->embd > 0 ? g->embd : 0);
+    g->resid_p = (float)get_num(cfg, "resid_pdrop", 0.1);
+    g->embd_p = (float)get_num(cfg, "embd_pdrop", 0.1);
+    g->attn_p = (float)get_num(cfg, "attn_pdrop", 0.1);
+    g->eps = (float)get_num(cfg, "layer_norm_epsilon", 1e-5);
+    g->init = (float)get_num(cfg, "initializer_range", 0.02);
+    if (g->vocab < 1 || g->vocab > (1 << 24) || g->positions < 1 || g->embd < 1 || g->layers < 1 || g->heads < 1 ||
+        g->inner < 1 || g->layers > 1000 || g->embd > TAAS_MAX_DIM / 4 || g->inner > TAAS_MAX_DIM / 3)
+        return gpt2_refuse(e, path, "sizes", "are invalid: vocab_size, n_positions, n_embd, n_layer, n_head and n_inner "
+                           "must be positive (vocab_size at most 2^24, n_layer at most 1000)",
+                           "use GPT2Config's defaults or smaller positive sizes");
+    if (g->embd % g->heads)
+        return gpt2_refuse(e, path, "n_embd", "is not a multiple of n_head", "give n_embd a multiple of n_head");
+    if (!(g->init > 0))
+        return gpt2_refuse(e, path, "initializer_range", "must be positive", "use initializer_range=0.02");
+    const json_t *af = json_object_get(cfg, "activation_function");
+    const char *act = json_is_string(af) ? json_string_value(af) : "gelu_new";
+    g->gelu_tanh = strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0;
+    if (!g->gelu_tanh && strcmp(act, "gelu") != 0)
+        return gpt2_refuse(e, path, "activation_function", "is not 'gelu_new', 'gelu_pytorch_tanh' or 'gelu'",
+                           "use activation_function='gelu_new', GPT-2's");
+    if (!get_bool(cfg, "scale_attn_weights", 1) || get_bool(cfg, "scale_attn_by_inverse_layer_idx", 0))
+        return gpt2_refuse(e, path, "scale_attn_weights / scale_attn_by_inverse_layer_idx",
+                           "differ from GPT-2's scaling by 1/sqrt(head width), the only one the trainer has",
+                           "use scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False");
+    if (!get_bool(cfg, "tie_word_embeddings", 1) || get_bool(cfg, "add_cross_attention", 0))
+        return gpt2_refuse(e, path, "tie_word_embeddings / add_cross_attention",
+                           "are not supported: lm_head is always tied to wte, and there is no cross-attention",
+                           "use tie_word_embeddings=True, add_cross_attention=False");
+    return 0;
+}
+
+static json_t *ln_spec(int c, float eps) {
+    return json_pack("{s:s, s:[i], s:f, s:b}", "type", "LayerNorm", "normalized_shape", c, "eps", (double)eps,
+                     "elementwise_affine", 1);
+}
+
+static json_t *c1d_spec(int nf, int nx) { return json_pack("{s:s, s:i, s:i}", "type", "Conv1D", "nf", nf, "nx", nx); }
+
+static json_t *drop_spec(float p) { return json_pack("{s:s, s:f}", "type", "Dropout", "p", (double)p); }
+
+/* A Conv1D at `name` with GPT-2's init: std, c_proj's scaled by 1/sqrt(2 n_layer). */
+static int lower_c1d(taas_model_plan *p, const char *path, const char *name, int nf, int nx, float std, int in,
+                     lower_ctx cx, int *out, taas_error *e) {
+    if (lower_made(p, c1d_spec(nf, nx), path, name, in, cx, out, e)) return -1;
+    p->layers[*out - 1].init_std = std;
+    return 0;
+}
+
+/* One of transformer.h: x + attn(ln_1(x)), then that + mlp(ln_2(that)), as GPT2Block. */
+static int lower_gpt2_block(taas_model_plan *p, const gpt2_config *g, const char *path, int in, lower_ctx cx, int *out,
+                            taas_error *e) {
+    char ap[160], mp[160], sp[160];
+    int t, a, c = g->embd;
+    float proj = g->init / sqrtf(2.0f * (float)g->layers);
+    child_path(ap, sizeof ap, path, "attn");
+    child_path(mp, sizeof mp, path, "mlp");
+    if (lower_made(p, ln_spec(c, g->eps), path, "ln_1", in, cx, &t, e) ||
+        lower_c1d(p, ap, "c_attn", 3 * c, c, g->init, t, cx, &t, e))
+        return -1;
+    taas_model_layer *L = new_op(p, ap, "CausalSelfAttention", t, -1, &cx, e);
+    if (!L) return -1;
+    L->kind = TAAS_L_ATTENTION;
+    L->heads = g->heads;
+    L->p = g->attn_p;
+    L->out.d[1] = c;
+    L->row = (int)p->ntable;
+    t = p->nlayers;
+    if (lower_c1d(p, ap, "c_proj", c, c, proj, t, cx, &t, e) ||
+        lower_made(p, drop_spec(g->resid_p), ap, "resid_dropout", t, cx, &t, e))
+        return -1;
+    child_path(sp, sizeof sp, path, "add");
+    if (lower_add(p, sp, t, in, &cx, &a, e) || lower_made(p, ln_spec(c, g->eps), path, "ln_2", a, cx, &t, e) ||
+        lower_c1d(p, mp, "c_fc", g->inner, c, g->init, t, cx, &t, e))
+        return -1;
+    json_t *act = json_pack("{s:s, s:s}", "type", "GELU", "approximate", g->gelu_tanh ? "tanh" : "none");
+    if (lower_made(p, act, mp, "act", t, cx, &t, e) || lower_c1d(p, mp, "c_proj", c, g->inner, proj, t, cx, &t, e) ||
+        lower_made(p, drop_spec(g->resid_p), mp, "dropout", t, cx, &t, e))
+        return -1;
+    child_path(sp, sizeof sp, path, "add2");
+    return lower_add(p, sp, t, a, &cx, out, e);
+}
+
+/* GPT2LMHeadModel: token ids (N, T) -> logits (N, T, vocab_size), its modules in forward's
+ * order under Hugging Face's names, lm_head.weight being transformer.wte.weight. */
+static int lower_gpt2(taas_model_plan *p, const json_t *o, const char *path, int in, lower_ctx cx, int *out,
+                      taas_error *e) {
+    gpt2_config g;
+    char tp[160], hp[160];
+    if (gpt2_parse(json_object_get(o, "config"), path, &g, e)) return -1;
+    taas_act_shape ids = taas_plan_tensor_shape(p->layers, p->in_shape, in);
+    if (ids.rank && (ids.rank != 1 || ids.d[0] > g.positions)) {
+        char is[64];
+        shape_str(is, sizeof is, &ids);
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: GPT2LMHeadModel takes (N, T) token ids with T at most "
+                       "n_positions = %d, but gets %s", *path ? path : "the model", g.positions, is);
+        taas_error_hint(e, "use a block_size of at most n_positions, or a config with more n_positions");
+        return -1;
+    }
+    child_path(tp, sizeof tp, path, "transformer");
+    json_t *wte = json_pack("{s:s, s:i, s:i}", "type", "Embedding", "num_embeddings", g.vocab, "embedding_dim", g.embd);
+    int t, emb;
+    if (lower_made(p, wte, tp, "wte", in, cx, &t, e)) return -1;
+    emb = t - 1;
+    p->layers[emb].init_std = g.init;
+    char wp[160];
+    child_path(wp, sizeof wp, tp, "wpe");
+    taas_model_layer *L = new_op(p, wp, "Embedding", t, -1, &cx, e);
+    if (!L) return -1;
+    L->kind = TAAS_L_POS_EMBEDDING;
+    L->lin_in = g.positions;
+    L->lin_out = g.embd;
+    L->has_w = 1;
+    L->init_std = g.init;
+    layout(p, L);
+    t = p->nlayers;
+    if (lower_made(p, drop_spec(g.embd_p), tp, "drop", t, cx, &t, e)) return -1;
+    for (int i = 0; i < g.layers; i++) {
+        char name[24];
+        snprintf(name, sizeof name, "h.%d", i);
+        child_path(hp, sizeof hp, tp, name);
+        if (lower_gpt2_block(p, &g, hp, t, cx, &t, e)) return -1;
+    }
+    if (lower_made(p, ln_spec(g.embd, g.eps), tp, "ln_f", t, cx, &t, e)) return -1;
+    json_t *head = json_pack("{s:s, s:i, s:i, s:b}", "type", "Linear", "in_features", g.embd, "out_features", g.vocab,
+                             "bias", 0);
+    if (!head) return plan_oom(e);
+    char lp[160];
+    child_path(lp, sizeof lp, path, "lm_head");
+    L = new_op(p, lp, "Linear", t, -1, &cx, e);
+    if (!L) return json_decref(head), -1;
+    L->kind = TAAS_L_LINEAR;
+    L->tie = emb;
+    int rc = infer_layer(p, p->nlayers - 1, head, L->in, e);
+    json_decref(head);
+    if (rc) return -1;
+    layout(p, L);
+    *out = p->nlayers;
+    return 0;
+}
+
 /* Lowers the module o, reading tensor in; *out is the tensor its output is. */
 static int lower(taas_model_plan *p, const json_t *o, const char *path, int in, lower_ctx cx, int *out,
                  taas_error *e) {
@@ -740,6 +1035,7 @@ static int lower(taas_model_plan *p, const json_t *o, const char *path, int in, 
     if (strcmp(tn, "BasicBlock") == 0) return lower_block(p, o, path, in, cx, 0, out, e);
     if (strcmp(tn, "Bottleneck") == 0) return lower_block(p, o, path, in, cx, 1, out, e);
     if (strcmp(tn, "ResNet") == 0) return lower_resnet(p, o, path, in, cx, out, e);
+    if (strcmp(tn, "GPT2LMHeadModel") == 0) return lower_gpt2(p, o, path, in, cx, out, e);
     return lower_leaf(p, o, path, in, &cx, out, e);
 }
 
@@ -770,7 +1066,8 @@ static void plan_fusion(taas_model_plan *p) {
          * unfused Conv2d do not); the ReLU's backward then reads its output's sign. */
         if (!L->in_place && (L->kind == TAAS_L_RELU || L->kind == TAAS_L_ADD) && only && !P->in_place &&
             !P->overwrite && (P->kind == TAAS_L_BATCHNORM1D || P->kind == TAAS_L_BATCHNORM2D ||
-                              P->kind == TAAS_L_ADD || P->kind == TAAS_L_LINEAR ||
+                              P->kind == TAAS_L_ADD || P->kind == TAAS_L_LINEAR || P->kind == TAAS_L_CONV1D ||
+                              P->kind == TAAS_L_DROPOUT || P->kind == TAAS_L_LAYERNORM ||
                               (P->kind == TAAS_L_CONV2D && P->fusion == TAAS_FUSE_NONE)))
             L->overwrite = 1;
     }
@@ -820,6 +1117,7 @@ taas_st_tensor *taas_param_table_tensors(const taas_param_entry *table, size_t n
         t[i].ndim = e->ndim;
         for (int d = 0; d < e->ndim; d++) t[i].shape[d] = e->shape[d] ? e->shape[d] : -1;
         t[i].dtype = e->home == TAAS_T_COUNTER ? TAAS_ST_I64 : TAAS_ST_F32;
+        t[i].tied = e->tied;
         if (!params) continue;
         t[i].data = e->home == TAAS_T_PARAM ? (void *)(params + e->offset)
                     : e->home == TAAS_T_STAT ? (void *)(stats + e->offset)

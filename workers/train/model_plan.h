@@ -24,9 +24,14 @@ typedef enum taas_layer_kind {
     TAAS_L_DROPOUT2D, TAAS_L_BATCHNORM1D, TAAS_L_BATCHNORM2D, TAAS_L_FLATTEN,
     TAAS_L_LOG_SOFTMAX, TAAS_L_SOFTMAX, TAAS_L_ADAPTIVE_AVGPOOL2D, TAAS_L_IDENTITY,
     TAAS_L_ADD,                     /* a residual connection: src[0] + src[1] */
+    TAAS_L_CONV1D,                  /* Hugging Face's Conv1D: Linear with its weight stored (in, out) */
+    TAAS_L_EMBEDDING, TAAS_L_LAYERNORM,
+    TAAS_L_POS_EMBEDDING,           /* GPT-2's wpe: y[t] = x[t] + weight[t] */
+    TAAS_L_ATTENTION,               /* GPT-2's causal self-attention on c_attn's q, k, v (layers.h) */
 } taas_layer_kind;
 
-/* An activation's shape without the batch dimension: rank 1 (F) or rank 3 (C, H, W). */
+/* An activation's shape without the batch dimension: rank 1 (F, or T token ids), rank 2
+ * (T, C) for sequences, or rank 3 (C, H, W). */
 typedef struct taas_act_shape {
     int rank;
     int d[3];
@@ -67,8 +72,12 @@ typedef struct taas_model_layer {
     int row, nrows;                 /* its rows in the state_dict table */
     int init_fan_out;               /* Conv2d in a ResNet: kaiming_normal_(mode='fan_out'), as torchvision */
     int init_zero;                  /* BatchNorm ending a block under zero_init_residual: weight 0 */
-    int lin_in, lin_out;            /* Linear */
-    float p, slope, eps, momentum;  /* Dropout, LeakyReLU, BatchNorm */
+    int lin_in, lin_out;            /* Linear, Conv1D; Embedding: num_embeddings, embedding_dim */
+    int heads;                      /* attention */
+    int gelu_tanh;                  /* GELU(approximate='tanh') */
+    int tie;                        /* a Linear whose weight is op `tie`'s (GPT-2's lm_head and wte), or -1 */
+    float init_std;                 /* > 0: weight normal(0, init_std) and bias 0 (Embedding, GPT-2's init) */
+    float p, slope, eps, momentum;  /* Dropout (attention's too), LeakyReLU, BatchNorm, LayerNorm */
 } taas_model_layer;
 
 /* The loss rule beside the layers': NLLLoss after a final LogSoftmax over features is
@@ -92,6 +101,8 @@ typedef enum taas_tensor_home { TAAS_T_PARAM, TAAS_T_STAT, TAAS_T_COUNTER } taas
  * int64 counters (TAAS_T_COUNTER). */
 typedef struct taas_param_entry {
     char key[96];
+    int tied;                       /* another row's tensor under a second key (lm_head.weight is
+                                     * transformer.wte.weight): saved, counted and loaded once */
     int ndim;
     int64_t shape[4];
     const char *dtype;

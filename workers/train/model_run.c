@@ -52,6 +52,12 @@ void taas_model_set_threads(taas_model *m, int nthreads) {
     m->nthreads = nthreads;
 }
 
+/* A layer function's error, prefixed with the op's place: -1. */
+static int op_error(taas_error *e, const taas_model_layer *L) {
+    taas_error_prefix(e, "%s (%s): ", L->path, L->name);
+    return -1;
+}
+
 static void *at(char *base, size_t off) { return off == TAAS_MEM_NONE ? NULL : base + off; }
 
 /* A step's memory: planned and allocated once per batch size, not per step. */
@@ -61,9 +67,14 @@ static int alloc_work(taas_model *m, int n, taas_error *e) {
     size_t scratch = 1, nt = (size_t)m->nlayers + 1;
     for (int i = 0; i < m->nlayers; i++) {
         const taas_model_layer *L = &m->layers[i];
-        if (L->kind != TAAS_L_CONV2D) continue;
-        taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
-        size_t s = taas_conv2d_scratch_floats(&cs, m->nthreads);
+        size_t s = 0;
+        if (L->kind == TAAS_L_CONV2D) {
+            taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
+            s = taas_conv2d_scratch_floats(&cs, m->nthreads);
+        } else if (L->kind == TAAS_L_ATTENTION) {
+            taas_attention_shape as = taas_layer_attention_shape(L, n, 0);
+            s = taas_attention_scratch_floats(&as, m->nthreads);
+        }
         if (s > scratch) scratch = s;
     }
     if (taas_model_memory_plan(&m->mem, m->layers, m->nlayers, m->in_shape, n, m->nlayers, scratch * sizeof(float), 0,
@@ -105,6 +116,7 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
     omp_set_num_threads(m->nthreads);
     memcpy(m->act[0], x, numel(&m->in_shape) * (size_t)n * sizeof(float));
     m->last_train = train;
+    m->last_step = step;
     for (int i = 0; i < m->nlayers; i++) {
         const taas_model_layer *L = &m->layers[i];
         if (L->in_place) continue;  /* its output is its input already (model_plan.h) */
@@ -116,7 +128,25 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
         /* Dropout counters: a disjoint 2^32 range per (step, layer). */
         uint64_t off = (step * (uint64_t)m->nlayers + (uint64_t)i) << 32;
         switch (L->kind) {
-        case TAAS_L_LINEAR: taas_linear_forward(y, xi, p + L->w_off, b, n, L->lin_in, L->lin_out); break;
+        case TAAS_L_LINEAR:
+            taas_linear_forward(y, xi, p + L->w_off, b, (int)(cnt / (size_t)L->lin_in), L->lin_in, L->lin_out);
+            break;
+        case TAAS_L_CONV1D: taas_conv1d_forward(y, xi, p + L->w_off, b, cnt / (size_t)L->lin_in, L->lin_in, L->lin_out); break;
+        case TAAS_L_EMBEDDING:
+            if (taas_embedding_forward(y, xi, p + L->w_off, cnt, L->lin_in, L->lin_out, e)) return op_error(e, L);
+            break;
+        case TAAS_L_POS_EMBEDDING: taas_pos_embedding_forward(y, xi, p + L->w_off, n, L->in.d[0], L->in.d[1]); break;
+        case TAAS_L_LAYERNORM: {
+            size_t rows = cnt / (size_t)L->lin_in;
+            float *st = m->aux[i];
+            taas_layernorm_forward(y, st, st + rows, xi, p + L->w_off, b, rows, L->lin_in, L->eps);
+            break;
+        }
+        case TAAS_L_ATTENTION: {
+            taas_attention_shape as = taas_layer_attention_shape(L, n, train);
+            taas_attention_forward(y, m->aux[i], xi, &as, m->scratch, m->nthreads, m->seed, off);
+            break;
+        }
         case TAAS_L_CONV2D: {
             taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
             if (L->fusion == TAAS_FUSE_RELU)
@@ -141,7 +171,10 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
         case TAAS_L_LEAKY_RELU: taas_leaky_relu_forward(y, xi, cnt, L->slope); break;
         case TAAS_L_TANH: taas_tanh_forward(y, xi, cnt); break;
         case TAAS_L_SIGMOID: taas_sigmoid_forward(y, xi, cnt); break;
-        case TAAS_L_GELU: taas_gelu_forward(y, xi, cnt); break;
+        case TAAS_L_GELU:
+            if (L->gelu_tanh) taas_gelu_tanh_forward(y, xi, cnt);
+            else taas_gelu_forward(y, xi, cnt);
+            break;
         case TAAS_L_DROPOUT:
             if (train) taas_dropout_forward(y, m->aux[i], xi, cnt, L->p, m->seed, off);
             else memcpy(y, xi, cnt * sizeof(float));
@@ -234,8 +267,29 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
         size_t cnt = numel(&L->in) * (size_t)n;
         switch (L->kind) {
         case TAAS_L_LINEAR:  /* skips its input's gradient when nothing needs it */
-            taas_linear_backward(gin ? dx : NULL, dw, db, dy, xi, p + L->w_off, n, L->lin_in, L->lin_out);
+            taas_linear_backward(gin ? dx : NULL, dw, db, dy, xi, p + L->w_off, (int)(cnt / (size_t)L->lin_in),
+                                 L->lin_in, L->lin_out);
             break;
+        case TAAS_L_CONV1D:
+            taas_conv1d_backward(gin ? dx : NULL, dw, db, dy, xi, p + L->w_off, cnt / (size_t)L->lin_in, L->lin_in,
+                                 L->lin_out);
+            break;
+        case TAAS_L_EMBEDDING:  /* token ids have no gradient */
+            if (dw) taas_embedding_backward(dw, dy, xi, cnt, L->lin_out);
+            break;
+        case TAAS_L_POS_EMBEDDING: taas_pos_embedding_backward(gin ? dx : NULL, dw, dy, n, L->in.d[0], L->in.d[1]); break;
+        case TAAS_L_LAYERNORM: {
+            size_t rows = cnt / (size_t)L->lin_in;
+            const float *st = m->aux[i];
+            taas_layernorm_backward(gin ? dx : NULL, dw, db, dy, xi, st, st + rows, p + L->w_off, rows, L->lin_in);
+            break;
+        }
+        case TAAS_L_ATTENTION: {
+            taas_attention_shape as = taas_layer_attention_shape(L, n, m->last_train);
+            uint64_t off = (m->last_step * (uint64_t)m->nlayers + (uint64_t)i) << 32;
+            taas_attention_backward(dx, dy, xi, y, m->aux[i], &as, m->scratch, m->nthreads, m->seed, off);
+            break;
+        }
         case TAAS_L_CONV2D: {
             taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
             if (L->fusion == TAAS_FUSE_RELU)
@@ -262,7 +316,10 @@ int taas_model_backward(taas_model *m, const float *dout, taas_error *e) {
         case TAAS_L_LEAKY_RELU: taas_leaky_relu_backward(dx, dy, xi, cnt, L->slope); break;
         case TAAS_L_TANH: taas_tanh_backward(dx, dy, y, cnt); break;
         case TAAS_L_SIGMOID: taas_sigmoid_backward(dx, dy, y, cnt); break;
-        case TAAS_L_GELU: taas_gelu_backward(dx, dy, xi, cnt); break;
+        case TAAS_L_GELU:
+            if (L->gelu_tanh) taas_gelu_tanh_backward(dx, dy, xi, cnt);
+            else taas_gelu_backward(dx, dy, xi, cnt);
+            break;
         case TAAS_L_DROPOUT:
             if (m->last_train) taas_dropout_backward(dx, dy, m->aux[i], cnt);
             else memcpy(dx, dy, cnt * sizeof(float));

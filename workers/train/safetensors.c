@@ -366,7 +366,7 @@ static int check_keys(const char *path, const entry *es, size_t nes, int checkpo
     for (size_t i = 0; i < n; i++) {
         int here = find_entry(es, nes, t[i].key) != NULL;
         if (o->present) o->present[i] = (unsigned char)here;
-        if (!here && !o->allow_missing) list_key(&missing, &nmiss, t[i].key);
+        if (!here && !o->allow_missing && !t[i].tied) list_key(&missing, &nmiss, t[i].key);
     }
     for (size_t i = 0; i < nes; i++) {
         int found = 0;
@@ -558,7 +558,9 @@ int taas_safetensors_read_opts(const char *path, const taas_st_tensor *tensors, 
         const entry *e = find_entry(es, nes, tensors[i].key);
         if (e && check_fit(path, e, &tensors[i], err) < 0) goto out;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t r = 0; r < 2 * n; r++) {  /* the tied tensors first: the others' values win */
+        size_t i = r % n;
+        if ((r < n) != (tensors[i].tied != 0)) continue;
         const entry *e = find_entry(es, nes, tensors[i].key);
         errno = 0;
         if (e && tensors[i].data && e->end > e->begin &&

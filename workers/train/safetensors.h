@@ -25,6 +25,10 @@ typedef struct taas_st_tensor {
     int ndim;                           /* 0 = scalar (shape []) */
     int64_t shape[TAAS_ST_MAX_DIMS];
     void *data;                         /* write: read from here; read: filled */
+    int tied;                           /* another tensor's memory under a second key (GPT-2's
+                                         * lm_head.weight): a file may lack it, and where it has
+                                         * both, the other's values win, as Hugging Face ties
+                                         * them after loading */
 } taas_st_tensor;
 
 /* One "__metadata__" entry (string to string, as the format requires). */

@@ -186,8 +186,11 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
         return taas_cu_adaptive_avgpool2d_forward(cu, y, x, n, chans(L), L->in.d[1], L->in.d[2], L->out.d[1],
                                                   L->out.d[2], err);
     case TAAS_L_ADD: return taas_cu_add(cu, y, x, dm->act[L->src[1]], cnt, err);
+    case TAAS_L_CONV1D: case TAAS_L_EMBEDDING: case TAAS_L_LAYERNORM: case TAAS_L_POS_EMBEDDING: case TAAS_L_ATTENTION:
+        break;
     }
-    return 0;
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s (%s) has no GPU kernel yet", L->path, L->name);
+    return -1;
 }
 
 int taas_cu_model_forward(taas_cu_model *dm, const float *x, int n, int train, uint64_t step, int nrun,
@@ -272,8 +275,11 @@ static int backward_layer(taas_cu_model *dm, int i, float *dxo, float *dx, const
     case TAAS_L_ADAPTIVE_AVGPOOL2D:
         return taas_cu_adaptive_avgpool2d_backward(cu, dx, dy, n, chans(L), L->in.d[1], L->in.d[2], L->out.d[1],
                                                    L->out.d[2], err);
+    case TAAS_L_CONV1D: case TAAS_L_EMBEDDING: case TAAS_L_LAYERNORM: case TAAS_L_POS_EMBEDDING: case TAAS_L_ATTENTION:
+        break;
     }
-    return 0;
+    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s (%s) has no GPU kernel yet", L->path, L->name);
+    return -1;
 }
 
 /* Where op i's input gradient goes (model_run.c's input_grad). */

@@ -1,0 +1,376 @@
+/* GPT-2 on the graph core against PyTorch (tests/data/gpt2/, made by tests/gen_gpt2_ref.py
+ * from a reference GPT2LMHeadModel written under Hugging Face's names and layout): the
+ * state_dict's keys and shapes, one training step's logits, loss and every gradient; the
+ * fused causal attention against scaled_dot_product_attention's math at T = 1, 7, 64, 256;
+ * its dropout against a plain double-precision attention with the same mask; GPT-2 small's
+ * plan (124,439,808 parameters, lm_head tied); and the refusals. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "ctr_rng.h"
+#include "fixture_testutil.h"
+#include "loss.h"
+#include "model.h"
+#include "resnet_testutil.h"
+#include "safetensors.h"
+
+/* Beyond RT_TIMES torch's own float32 error: the logits and loss to 1e-4, gradients to 1e-3
+ * of their scale, as the ResNets'. */
+#define TOL_OUT 1e-4
+#define TOL_GRAD 1e-3
+
+static json_t *gpt2_spec(const json_t *config) {
+    return json_pack("{s:s, s:O}", "type", "GPT2LMHeadModel", "config", config);
+}
+
+static void test_step(void **state) {
+    (void)state;
+    json_t *ref = tu_fixture_load("gpt2/step.json");
+    assert_non_null(ref);
+    int n = (int)json_integer_value(json_object_get(ref, "n")), t = (int)json_integer_value(json_object_get(ref, "t"));
+    int v = (int)json_integer_value(json_object_get(json_object_get(ref, "config"), "vocab_size"));
+    json_t *spec = gpt2_spec(json_object_get(ref, "config"));
+    taas_error e;
+    taas_error_clear(&e);
+    taas_model *m = taas_model_new(spec, t, 0, 0, 1, &e);
+    if (!m) fprintf(stderr, "%s\n", e.message);
+    assert_non_null(m);
+    taas_model_set_threads(m, 2);
+    assert_int_equal(rt_fill(m, json_object_get(ref, "keys")), 0);
+    size_t rows = (size_t)n * (size_t)t;
+    float *ids = malloc(rows * sizeof *ids), *probs = malloc(rows * (size_t)v * sizeof *probs);
+    float *dlogits = malloc(rows * (size_t)v * sizeof *dlogits);
+    int64_t *y = malloc(rows * sizeof *y);
+    for (size_t i = 0; i < rows; i++) {
+        ids[i] = (float)json_integer_value(json_array_get(json_object_get(ref, "ids"), i));
+        y[i] = json_integer_value(json_array_get(json_object_get(ref, "y"), i));
+    }
+    assert_int_equal(taas_model_out_numel(m), (size_t)t * (size_t)v);
+    const float *out;
+    float loss;
+    taas_model_zero_grad(m);
+    assert_int_equal(taas_model_forward(m, ids, n, 1, 0, &out, &e), 0);
+    int bad = rt_check(out, rows * (size_t)v, json_object_get(ref, "logits"), TOL_OUT, "logits");
+    /* nanoGPT's F.cross_entropy(logits.view(-1, V), y.view(-1)) */
+    assert_int_equal(taas_cross_entropy_forward(&loss, probs, out, y, (int)rows, v, 0.0f, &e), 0);
+    double want = json_number_value(json_object_get(ref, "loss"));
+    if (fabs(loss - want) > RT_TIMES * json_number_value(json_object_get(ref, "loss_err")) + TOL_OUT * fmax(1.0, want))
+        fail_msg("loss %.8g, torch %.8g", loss, want);
+    taas_cross_entropy_backward(dlogits, probs, y, (int)rows, v, 0.0f, 1.0f);
+    assert_int_equal(taas_model_backward(m, dlogits, &e), 0);
+    for (size_t i = 0; i < m->ntable; i++) {
+        const taas_param_entry *p = &m->table[i];
+        if (p->tied) {  /* lm_head.weight's gradient is transformer.wte.weight's, as torch's one Parameter */
+            assert_string_equal(p->key, "lm_head.weight");
+            assert_int_equal(p->offset, taas_model_find(m, "transformer.wte.weight")->offset);
+            continue;
+        }
+        const json_t *g = json_object_get(json_object_get(ref, "grads"), p->key);
+        assert_non_null(g);
+        bad |= rt_check(m->grads + p->offset, p->numel, g, TOL_GRAD, p->key);
+    }
+    assert_int_equal(bad, 0);
+    free(ids), free(probs), free(dlogits), free(y);
+    taas_model_free(m);
+    json_decref(spec);
+    json_decref(ref);
+}
+
+/* q, k, v (N, H, T, D) of the fixture laid out as c_attn writes them: (N, T, 3C). */
+static void to_qkv(float *qkv, const float *q, int n, int h, int t, int d, int part) {
+    int c = h * d;
+    for (int i = 0; i < n; i++)
+        for (int hd = 0; hd < h; hd++)
+            for (int r = 0; r < t; r++)
+                for (int x = 0; x < d; x++)
+                    qkv[((size_t)i * t + r) * 3 * c + (size_t)part * c + (size_t)hd * d + x] =
+                        q[(((size_t)i * h + hd) * t + r) * d + x];
+}
+
+/* the reverse, from a tensor of row width `width` whose part starts at column `col` */
+static void from_rows(float *q, const float *rows, int n, int h, int t, int d, size_t width, size_t col) {
+    for (int i = 0; i < n; i++)
+        for (int hd = 0; hd < h; hd++)
+            for (int r = 0; r < t; r++)
+                for (int x = 0; x < d; x++)
+                    q[(((size_t)i * h + hd) * t + r) * d + x] = rows[((size_t)i * t + r) * width + col + (size_t)hd * d + x];
+}
+
+static void test_attention(void **state) {
+    (void)state;
+    json_t *ref = tu_fixture_load("gpt2/attention.json");
+    assert_non_null(ref);
+    const json_t *cs = json_object_get(ref, "cases");
+    int bad = 0;
+    for (size_t k = 0; k < json_array_size(cs); k++) {
+        const json_t *r = json_array_get(cs, k);
+        int n = (int)json_integer_value(json_object_get(r, "n")), h = (int)json_integer_value(json_object_get(r, "heads"));
+        int t = (int)json_integer_value(json_object_get(r, "t")), d = (int)json_integer_value(json_object_get(r, "d"));
+        uint64_t index = (uint64_t)json_integer_value(json_object_get(r, "index"));
+        size_t cnt = (size_t)n * h * t * d, c = (size_t)h * d;
+        float *in = malloc(cnt * sizeof *in), *qkv = malloc(3 * cnt * sizeof *qkv), *y = malloc(cnt * sizeof *y);
+        float *dy = malloc(cnt * sizeof *dy), *dqkv = malloc(3 * cnt * sizeof *dqkv), *lse = malloc((size_t)n * h * t * sizeof *lse);
+        float *back = malloc(cnt * sizeof *back);
+        for (int part = 0; part < 3; part++) {
+            for (size_t j = 0; j < cnt; j++) in[j] = (float)rt_unit(index + (uint64_t)part, j);
+            to_qkv(qkv, in, n, h, t, d, part);
+        }
+        for (size_t j = 0; j < cnt; j++) in[j] = (float)rt_unit(index + 3, j);
+        /* dy (N, H, T, D) -> (N, T, C) */
+        for (int i = 0; i < n; i++)
+            for (int hd = 0; hd < h; hd++)
+                for (int row = 0; row < t; row++)
+                    for (int x = 0; x < d; x++)
+                        dy[((size_t)i * t + row) * c + (size_t)hd * d + x] = in[(((size_t)i * h + hd) * t + row) * d + x];
+        taas_attention_shape s = {n, t, (int)c, h, 0.0f};
+        float *scratch = malloc(taas_attention_scratch_floats(&s, 2) * sizeof *scratch);
+        taas_attention_forward(y, lse, qkv, &s, scratch, 2, 1, 0);
+        taas_attention_backward(dqkv, dy, qkv, y, lse, &s, scratch, 2, 1, 0);
+        char what[64];
+        snprintf(what, sizeof what, "T=%d y", t);
+        from_rows(back, y, n, h, t, d, c, 0);
+        bad |= rt_check(back, cnt, json_object_get(r, "y"), TOL_OUT, what);
+        static const char *const names[] = {"dq", "dk", "dv"};
+        double dv_max = 0;
+        for (size_t j = 0; j < 3 * cnt; j += 3 * c)
+            for (size_t x = 2 * c; x < 3 * c; x++) dv_max = fmax(dv_max, fabs(dqkv[j + x]));
+        for (int part = 0; part < 3; part++) {
+            snprintf(what, sizeof what, "T=%d %s", t, names[part]);
+            from_rows(back, dqkv, n, h, t, d, 3 * c, (size_t)part * c);
+            const json_t *want = json_object_get(r, names[part]);
+            if (json_number_value(json_object_get(want, "abs")) > 0) {
+                bad |= rt_check(back, cnt, want, TOL_GRAD, what);
+                continue;
+            }
+            /* one key (T = 1): the softmax is 1 whatever q and k, and torch's dq and dk are
+             * exactly 0; here they are dP - D, two roundings of one sum: 0 to float's
+             * precision of the gradients' scale */
+            for (size_t j = 0; j < cnt; j++)
+                if (fabs(back[j]) > 1e-6 * dv_max) {
+                    fprintf(stderr, "%s[%zu] %.8g, torch 0\n", what, j, back[j]);
+                    bad = 1;
+                    break;
+                }
+        }
+        free(in), free(qkv), free(y), free(dy), free(dqkv), free(lse), free(back), free(scratch);
+    }
+    assert_int_equal(bad, 0);
+    json_decref(ref);
+}
+
+/* Attention dropout against a plain double-precision attention with the same mask: element
+ * (unit u, row, key) is dropped where taas_ctr_uniform(seed, offset + (u T + row) T + key) < p
+ * (layer_attention.c), the kept ones scaled by 1 / (1 - p). Forward and backward, with T
+ * across two blocks. */
+static void test_attention_dropout(void **state) {
+    (void)state;
+    enum { N = 2, H = 2, T = 70, D = 5, C = H * D };
+    const float p = 0.3f;
+    const uint64_t seed = 11, offset = 5ull << 32;
+    static float qkv[N * T * 3 * C], y[N * T * C], dy[N * T * C], dqkv[N * T * 3 * C], lse[N * H * T];
+    static double ry[N * T * C], rdq[N * T * 3 * C], P[T][T], Pd[T][T], dP[T][T];
+    for (size_t j = 0; j < sizeof qkv / sizeof qkv[0]; j++) qkv[j] = (float)rt_unit(7, j);
+    for (size_t j = 0; j < sizeof dy / sizeof dy[0]; j++) dy[j] = (float)rt_unit(8, j);
+    taas_attention_shape s = {N, T, C, H, p};
+    float *scratch = malloc(taas_attention_scratch_floats(&s, 2) * sizeof *scratch);
+    taas_attention_forward(y, lse, qkv, &s, scratch, 2, seed, offset);
+    taas_attention_backward(dqkv, dy, qkv, y, lse, &s, scratch, 2, seed, offset);
+    memset(rdq, 0, sizeof rdq);
+    double scale = 1.0 / sqrt((double)D);
+    for (int i = 0; i < N; i++)
+        for (int h = 0; h < H; h++) {
+            int u = i * H + h;
+#define Q(r, x) qkv[((size_t)i * T + (r)) * 3 * C + (size_t)h * D + (x)]
+#define K(r, x) qkv[((size_t)i * T + (r)) * 3 * C + C + (size_t)h * D + (x)]
+#define V(r, x) qkv[((size_t)i * T + (r)) * 3 * C + 2 * C + (size_t)h * D + (x)]
+#define G(r, x) dy[((size_t)i * T + (r)) * C + (size_t)h * D + (x)]
+            for (int r = 0; r < T; r++) {
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= r; j++) {
+                    double sc = 0;
+                    for (int x = 0; x < D; x++) sc += (double)Q(r, x) * K(j, x);
+                    P[r][j] = sc * scale;
+                    mx = fmax(mx, P[r][j]);
+                }
+                for (int j = 0; j <= r; j++) sum += P[r][j] = exp(P[r][j] - mx);
+                for (int j = 0; j <= r; j++) {
+                    P[r][j] /= sum;
+                    uint64_t ctr = offset + ((uint64_t)u * T + (uint64_t)r) * T + (uint64_t)j;
+                    Pd[r][j] = taas_ctr_uniform(seed, ctr) < p ? 0.0 : P[r][j] / (1.0 - p);
+                }
+                for (int x = 0; x < D; x++) {
+                    double o = 0;
+                    for (int j = 0; j <= r; j++) o += Pd[r][j] * V(j, x);
+                    ry[((size_t)i * T + r) * C + (size_t)h * D + x] = o;
+                }
+            }
+            for (int r = 0; r < T; r++) {
+                double dsum = 0;
+                for (int j = 0; j <= r; j++) {
+                    double g = 0;
+                    for (int x = 0; x < D; x++) g += (double)G(r, x) * V(j, x);
+                    dP[r][j] = Pd[r][j] > 0 ? g / (1.0 - p) : 0.0;  /* through the mask */
+                    dsum += dP[r][j] * P[r][j];
+                }
+                for (int j = 0; j <= r; j++) {
+                    double ds = P[r][j] * (dP[r][j] - dsum) * scale;
+                    for (int x = 0; x < D; x++) {
+                        rdq[((size_t)i * T + r) * 3 * C + (size_t)h * D + x] += ds * K(j, x);
+                        rdq[((size_t)i * T + j) * 3 * C + C + (size_t)h * D + x] += ds * Q(r, x);
+                        rdq[((size_t)i * T + j) * 3 * C + 2 * C + (size_t)h * D + x] += Pd[r][j] * G(r, x);
+                    }
+                }
+            }
+#undef Q
+#undef K
+#undef V
+#undef G
+        }
+    for (size_t j = 0; j < sizeof y / sizeof y[0]; j++)
+        if (fabs(y[j] - ry[j]) > 1e-5 * (1 + fabs(ry[j]))) fail_msg("y[%zu] %.8g, reference %.8g", j, y[j], ry[j]);
+    for (size_t j = 0; j < sizeof dqkv / sizeof dqkv[0]; j++)
+        if (fabs(dqkv[j] - rdq[j]) > 1e-5 * (1 + fabs(rdq[j])))
+            fail_msg("dqkv[%zu] %.8g, reference %.8g", j, dqkv[j], rdq[j]);
+    free(scratch);
+}
+
+/* GPT-2 small as Hugging Face builds it: the parameter count with lm_head tied, the keys. */
+static void test_gpt2_small_plan(void **state) {
+    (void)state;
+    json_t *spec = json_loads("{\"type\":\"GPT2LMHeadModel\",\"config\":{}}", 0, NULL);
+    taas_model_plan p;
+    taas_error e;
+    if (taas_model_plan_build(&p, spec, 1024, 0, 0, &e)) fail_msg("%s", e.message);
+    size_t count = 0;
+    for (size_t i = 0; i < p.ntable; i++)
+        if (!p.table[i].tied) count += p.table[i].numel;
+    assert_int_equal(count, 124439808);
+    assert_int_equal(p.nparams, 124439808);
+    assert_int_equal(p.ntable, 2 + 12 * 12 + 2 + 1);
+    const taas_param_entry *t = taas_model_plan_find(&p, "transformer.h.11.mlp.c_proj.weight");
+    assert_non_null(t);
+    assert_int_equal(t->shape[0], 3072);  /* Conv1D: (in, out) */
+    assert_int_equal(t->shape[1], 768);
+    t = taas_model_plan_find(&p, "lm_head.weight");
+    assert_non_null(t);
+    assert_true(t->tied);
+    assert_int_equal(t->offset, taas_model_plan_find(&p, "transformer.wte.weight")->offset);
+    assert_int_equal(t->shape[0], 50257);
+    assert_string_equal(p.table[p.ntable - 1].key, "lm_head.weight");
+    assert_int_equal(p.layers[p.nlayers - 1].out.rank, 2);
+    assert_int_equal(p.layers[p.nlayers - 1].out.d[1], 50257);
+    taas_model_plan_free(&p);
+    json_decref(spec);
+}
+
+/* A GPT2LMHeadModel of this config (JSON members) for T tokens, or the test fails. */
+static taas_model *gpt2_model(const char *config, int t, uint64_t seed) {
+    char text[256];
+    snprintf(text, sizeof text, "{\"type\":\"GPT2LMHeadModel\",\"config\":{%s}}", config);
+    json_t *spec = json_loads(text, 0, NULL);
+    taas_error e;
+    taas_model *m = taas_model_new(spec, t, 0, 0, seed, &e);
+    json_decref(spec);
+    if (!m) fail_msg("%s", e.message);
+    return m;
+}
+
+#define TINY "\"vocab_size\":10,\"n_positions\":8,\"n_embd\":8,\"n_layer\":1,\"n_head\":2"
+
+/* A token outside the vocabulary is the step's error, naming where it is. */
+static void test_token_out_of_vocab(void **state) {
+    (void)state;
+    taas_error e;
+    taas_model *m = gpt2_model(TINY, 4, 1);
+    float ids[8] = {1, 2, 3, 4, 5, 6, 10, 0};
+    const float *out;
+    assert_int_equal(taas_model_forward(m, ids, 2, 1, 0, &out, &e), -1);
+    assert_string_equal(e.message, "transformer.wte (Embedding): Embedding: token 6 of the batch is 10, outside the "
+                                   "vocabulary [0, 10)");
+    assert_true(e.hint[0] != '\0');
+    ids[6] = 9;
+    assert_int_equal(taas_model_forward(m, ids, 2, 1, 0, &out, &e), 0);
+    taas_model_free(m);
+}
+
+/* GPT-2's initialisation: weights normal(0, 0.02), c_proj's 0.02 / sqrt(2 n_layer), biases 0,
+ * LayerNorm 1 and 0; the same seed gives the same weights. */
+static void test_init(void **state) {
+    (void)state;
+    const char *cfg = "\"vocab_size\":512,\"n_positions\":64,\"n_embd\":64,\"n_layer\":8,\"n_head\":4";
+    taas_model *m = gpt2_model(cfg, 16, 3), *m2 = gpt2_model(cfg, 16, 3);
+    assert_memory_equal(m->params, m2->params, m->nparams * sizeof(float));
+    static const struct { const char *key; double std; } want[] = {
+        {"transformer.wte.weight", 0.02}, {"transformer.wpe.weight", 0.02}, {"transformer.h.3.attn.c_attn.weight", 0.02},
+        {"transformer.h.3.attn.c_proj.weight", 0.005}, {"transformer.h.3.mlp.c_proj.weight", 0.005},
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        const taas_param_entry *t = taas_model_find(m, want[k].key);
+        double s = 0, q = 0;
+        for (size_t j = 0; j < t->numel; j++) s += m->params[t->offset + j], q += (double)m->params[t->offset + j] * m->params[t->offset + j];
+        double mean = s / (double)t->numel, sd = sqrt(q / (double)t->numel - mean * mean);
+        if (fabs(sd - want[k].std) > 0.05 * want[k].std || fabs(mean) > 0.1 * want[k].std)
+            fail_msg("%s: mean %g std %g, want 0 and %g", want[k].key, mean, sd, want[k].std);
+    }
+    const taas_param_entry *b = taas_model_find(m, "transformer.h.0.mlp.c_fc.bias");
+    const taas_param_entry *g = taas_model_find(m, "transformer.ln_f.weight");
+    for (size_t j = 0; j < b->numel; j++) assert_true(m->params[b->offset + j] == 0.0f);
+    for (size_t j = 0; j < g->numel; j++) assert_true(m->params[g->offset + j] == 1.0f);
+    taas_model_free(m);
+    taas_model_free(m2);
+}
+
+/* Weights across Hugging Face's files: taas saves lm_head.weight beside transformer.wte.weight
+ * (both keys of torch's state_dict, for load_state_dict(strict=True)); a file without it (as
+ * Hugging Face saves tied weights) loads strictly; where a file has both, wte's values win,
+ * as Hugging Face ties them after loading. */
+static void test_tied_weights_files(void **state) {
+    (void)state;
+    taas_error e;
+    taas_model *m = gpt2_model(TINY, 4, 1), *m2 = gpt2_model(TINY, 4, 2);
+    char path[] = "/tmp/taas-gpt2-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    taas_st_tensor *t = taas_param_table_tensors(m->table, m->ntable, m->params, m->stats, m->counters);
+    assert_int_equal(taas_safetensors_write(path, t, m->ntable, NULL, 0, &e), 0);
+    taas_st_tensor *t2 = taas_param_table_tensors(m2->table, m2->ntable, m2->params, m2->stats, m2->counters);
+    assert_int_equal(taas_safetensors_read(path, t2, m2->ntable, &e), 0);
+    assert_memory_equal(m->params, m2->params, m->nparams * sizeof(float));
+    /* without lm_head.weight */
+    assert_string_equal(t[m->ntable - 1].key, "lm_head.weight");
+    assert_int_equal(taas_safetensors_write(path, t, m->ntable - 1, NULL, 0, &e), 0);
+    memset(m2->params, 0, m2->nparams * sizeof(float));
+    assert_int_equal(taas_safetensors_read(path, t2, m2->ntable, &e), 0);
+    assert_memory_equal(m->params, m2->params, m->nparams * sizeof(float));
+    /* both, lm_head's differing: wte's win */
+    size_t nw = t[m->ntable - 1].shape[0] * t[m->ntable - 1].shape[1];
+    float *other = calloc(nw, sizeof *other);
+    t[m->ntable - 1].data = other;
+    t[m->ntable - 1].tied = 0;
+    assert_int_equal(taas_safetensors_write(path, t, m->ntable, NULL, 0, &e), 0);
+    assert_int_equal(taas_safetensors_read(path, t2, m2->ntable, &e), 0);
+    assert_memory_equal(m->params, m2->params, m->nparams * sizeof(float));
+    unlink(path);
+    free(other), free(t), free(t2);
+    taas_model_free(m);
+    taas_model_free(m2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_step), cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_dropout),
+        cmocka_unit_test(test_gpt2_small_plan), cmocka_unit_test(test_token_out_of_vocab), cmocka_unit_test(test_init),
+        cmocka_unit_test(test_tied_weights_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
