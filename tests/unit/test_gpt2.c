@@ -20,6 +20,7 @@
 #include "fixture_testutil.h"
 #include "loss.h"
 #include "model.h"
+#include "gpt2_testutil.h"
 #include "resnet_testutil.h"
 #include "safetensors.h"
 
@@ -50,10 +51,7 @@ static void test_step(void **state) {
     float *ids = malloc(rows * sizeof *ids), *probs = malloc(rows * (size_t)v * sizeof *probs);
     float *dlogits = malloc(rows * (size_t)v * sizeof *dlogits);
     int64_t *y = malloc(rows * sizeof *y);
-    for (size_t i = 0; i < rows; i++) {
-        ids[i] = (float)json_integer_value(json_array_get(json_object_get(ref, "ids"), i));
-        y[i] = json_integer_value(json_array_get(json_object_get(ref, "y"), i));
-    }
+    gt_batch(ref, ids, y, rows);
     assert_int_equal(taas_model_out_numel(m), (size_t)t * (size_t)v);
     const float *out;
     float loss;
@@ -85,86 +83,17 @@ static void test_step(void **state) {
     json_decref(ref);
 }
 
-/* q, k, v (N, H, T, D) of the fixture laid out as c_attn writes them: (N, T, 3C). */
-static void to_qkv(float *qkv, const float *q, int n, int h, int t, int d, int part) {
-    int c = h * d;
-    for (int i = 0; i < n; i++)
-        for (int hd = 0; hd < h; hd++)
-            for (int r = 0; r < t; r++)
-                for (int x = 0; x < d; x++)
-                    qkv[((size_t)i * t + r) * 3 * c + (size_t)part * c + (size_t)hd * d + x] =
-                        q[(((size_t)i * h + hd) * t + r) * d + x];
-}
-
-/* the reverse, from a tensor of row width `width` whose part starts at column `col` */
-static void from_rows(float *q, const float *rows, int n, int h, int t, int d, size_t width, size_t col) {
-    for (int i = 0; i < n; i++)
-        for (int hd = 0; hd < h; hd++)
-            for (int r = 0; r < t; r++)
-                for (int x = 0; x < d; x++)
-                    q[(((size_t)i * h + hd) * t + r) * d + x] = rows[((size_t)i * t + r) * width + col + (size_t)hd * d + x];
+static void cpu_attention(float *y, float *dqkv, const float *qkv, const float *dy, const taas_attention_shape *s) {
+    float *scratch = malloc(taas_attention_scratch_floats(s, 2) * sizeof *scratch);
+    float *lse = malloc((size_t)s->n * s->heads * s->t * sizeof *lse);
+    taas_attention_forward(y, lse, qkv, s, scratch, 2, 1, 0);
+    taas_attention_backward(dqkv, dy, qkv, y, lse, s, scratch, 2, 1, 0);
+    free(scratch), free(lse);
 }
 
 static void test_attention(void **state) {
     (void)state;
-    json_t *ref = tu_fixture_load("gpt2/attention.json");
-    assert_non_null(ref);
-    const json_t *cs = json_object_get(ref, "cases");
-    int bad = 0;
-    for (size_t k = 0; k < json_array_size(cs); k++) {
-        const json_t *r = json_array_get(cs, k);
-        int n = (int)json_integer_value(json_object_get(r, "n")), h = (int)json_integer_value(json_object_get(r, "heads"));
-        int t = (int)json_integer_value(json_object_get(r, "t")), d = (int)json_integer_value(json_object_get(r, "d"));
-        uint64_t index = (uint64_t)json_integer_value(json_object_get(r, "index"));
-        size_t cnt = (size_t)n * h * t * d, c = (size_t)h * d;
-        float *in = malloc(cnt * sizeof *in), *qkv = malloc(3 * cnt * sizeof *qkv), *y = malloc(cnt * sizeof *y);
-        float *dy = malloc(cnt * sizeof *dy), *dqkv = malloc(3 * cnt * sizeof *dqkv), *lse = malloc((size_t)n * h * t * sizeof *lse);
-        float *back = malloc(cnt * sizeof *back);
-        for (int part = 0; part < 3; part++) {
-            for (size_t j = 0; j < cnt; j++) in[j] = (float)rt_unit(index + (uint64_t)part, j);
-            to_qkv(qkv, in, n, h, t, d, part);
-        }
-        for (size_t j = 0; j < cnt; j++) in[j] = (float)rt_unit(index + 3, j);
-        /* dy (N, H, T, D) -> (N, T, C) */
-        for (int i = 0; i < n; i++)
-            for (int hd = 0; hd < h; hd++)
-                for (int row = 0; row < t; row++)
-                    for (int x = 0; x < d; x++)
-                        dy[((size_t)i * t + row) * c + (size_t)hd * d + x] = in[(((size_t)i * h + hd) * t + row) * d + x];
-        taas_attention_shape s = {n, t, (int)c, h, 0.0f};
-        float *scratch = malloc(taas_attention_scratch_floats(&s, 2) * sizeof *scratch);
-        taas_attention_forward(y, lse, qkv, &s, scratch, 2, 1, 0);
-        taas_attention_backward(dqkv, dy, qkv, y, lse, &s, scratch, 2, 1, 0);
-        char what[64];
-        snprintf(what, sizeof what, "T=%d y", t);
-        from_rows(back, y, n, h, t, d, c, 0);
-        bad |= rt_check(back, cnt, json_object_get(r, "y"), TOL_OUT, what);
-        static const char *const names[] = {"dq", "dk", "dv"};
-        double dv_max = 0;
-        for (size_t j = 0; j < 3 * cnt; j += 3 * c)
-            for (size_t x = 2 * c; x < 3 * c; x++) dv_max = fmax(dv_max, fabs(dqkv[j + x]));
-        for (int part = 0; part < 3; part++) {
-            snprintf(what, sizeof what, "T=%d %s", t, names[part]);
-            from_rows(back, dqkv, n, h, t, d, 3 * c, (size_t)part * c);
-            const json_t *want = json_object_get(r, names[part]);
-            if (json_number_value(json_object_get(want, "abs")) > 0) {
-                bad |= rt_check(back, cnt, want, TOL_GRAD, what);
-                continue;
-            }
-            /* one key (T = 1): the softmax is 1 whatever q and k, and torch's dq and dk are
-             * exactly 0; here they are dP - D, two roundings of one sum: 0 to float's
-             * precision of the gradients' scale */
-            for (size_t j = 0; j < cnt; j++)
-                if (fabs(back[j]) > 1e-6 * dv_max) {
-                    fprintf(stderr, "%s[%zu] %.8g, torch 0\n", what, j, back[j]);
-                    bad = 1;
-                    break;
-                }
-        }
-        free(in), free(qkv), free(y), free(dy), free(dqkv), free(lse), free(back), free(scratch);
-    }
-    assert_int_equal(bad, 0);
-    json_decref(ref);
+    assert_int_equal(gt_attention_fixture(cpu_attention, TOL_OUT, TOL_GRAD), 0);
 }
 
 /* Attention dropout against a plain double-precision attention with the same mask: element
@@ -178,8 +107,8 @@ static void test_attention_dropout(void **state) {
     const uint64_t seed = 11, offset = 5ull << 32;
     static float qkv[N * T * 3 * C], y[N * T * C], dy[N * T * C], dqkv[N * T * 3 * C], lse[N * H * T];
     static double ry[N * T * C], rdq[N * T * 3 * C], P[T][T], Pd[T][T], dP[T][T];
-    for (size_t j = 0; j < sizeof qkv / sizeof qkv[0]; j++) qkv[j] = (float)rt_unit(7, j);
-    for (size_t j = 0; j < sizeof dy / sizeof dy[0]; j++) dy[j] = (float)rt_unit(8, j);
+    gt_fill(qkv, sizeof qkv / sizeof qkv[0], 7);
+    gt_fill(dy, sizeof dy / sizeof dy[0], 8);
     taas_attention_shape s = {N, T, C, H, p};
     float *scratch = malloc(taas_attention_scratch_floats(&s, 2) * sizeof *scratch);
     taas_attention_forward(y, lse, qkv, &s, scratch, 2, seed, offset);

@@ -7,6 +7,10 @@
 #include "cu_layers.h"
 #include "errnames.h"
 
+// GELU(approximate='tanh')'s constants, layer_act.c's
+#define GELU_K 0.7978845608028654f
+#define GELU_A 0.044715f
+
 __global__ static void act_fwd(taas_cu_act kind, float *y, const float *x, size_t n, float slope) {
     TAAS_CU_LOOP(i, n) {
         float v = x[i];
@@ -16,6 +20,7 @@ __global__ static void act_fwd(taas_cu_act kind, float *y, const float *x, size_
         case TAAS_CU_TANH: y[i] = tanhf(v); break;
         case TAAS_CU_SIGMOID: y[i] = 1.0f / (1.0f + expf(-v)); break;
         case TAAS_CU_GELU: y[i] = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2)); break;
+        case TAAS_CU_GELU_TANH: y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_A * v * v * v))); break;
         }
     }
 }
@@ -33,6 +38,12 @@ __global__ static void act_bwd(taas_cu_act kind, float *dx, const float *dy, con
             float v = x[i];
             float cdf = 0.5f * (1.0f + erff(v * (float)M_SQRT1_2)), pdf = inv_sqrt_2pi * expf(-0.5f * v * v);
             dx[i] = dy[i] * (cdf + v * pdf);
+            break;
+        }
+        case TAAS_CU_GELU_TANH: {
+            float v = x[i], th = tanhf(GELU_K * (v + GELU_A * v * v * v));
+            float dth = (1.0f - th * th) * GELU_K * (1.0f + 3.0f * GELU_A * v * v);
+            dx[i] = dy[i] * (0.5f * (1.0f + th) + 0.5f * v * dth);
             break;
         }
         }

@@ -2,8 +2,8 @@
  * conventions (NCHW float32; parameter gradients ACCUMULATE, input gradients are WRITTEN,
  * NULL skips one), on device pointers, queued on cu's stream. Each returns 0, or -1 with err
  * when a launch or a cuBLAS call is refused; errors while a kernel runs show at the next
- * taas_cu_sync. Implemented by cu_conv.cu, cu_linear.cu, cu_pool.cu, cu_act.cu, cu_norm.cu
- * and cu_softmax.cu. Matrix products are cuBLAS sgemm (FP32 unless cu->tf32). */
+ * taas_cu_sync. Implemented by cu_conv.cu, cu_linear.cu, cu_pool.cu, cu_act.cu, cu_norm.cu,
+ * cu_softmax.cu and cu_seq.cu. Matrix products are cuBLAS sgemm (FP32 unless cu->tf32). */
 #ifndef TAAS_CU_LAYERS_H
 #define TAAS_CU_LAYERS_H
 
@@ -64,7 +64,7 @@ int taas_cu_accumulate(taas_cu *cu, float *y, const float *x, size_t n, taas_err
 
 /* ---- Element-wise activations over n floats; y may alias x in forward ---- */
 typedef enum taas_cu_act {
-    TAAS_CU_RELU, TAAS_CU_LEAKY_RELU, TAAS_CU_TANH, TAAS_CU_SIGMOID, TAAS_CU_GELU,
+    TAAS_CU_RELU, TAAS_CU_LEAKY_RELU, TAAS_CU_TANH, TAAS_CU_SIGMOID, TAAS_CU_GELU, TAAS_CU_GELU_TANH,
 } taas_cu_act;
 int taas_cu_act_forward(taas_cu *cu, taas_cu_act kind, float *y, const float *x, size_t n, float slope,
                         taas_error *err);
@@ -104,6 +104,36 @@ int taas_cu_softmax_forward(taas_cu *cu, float *y, const float *x, int n, int c,
 /* Reads the output y. */
 int taas_cu_softmax_backward(taas_cu *cu, float *dx, const float *dy, const float *y, int n, int c, int d,
                              int logspace, taas_error *err);
+
+/* ---- Conv1D (Hugging Face's): x (R, IN), w (IN, OUT), b (OUT) or NULL -> y (R, OUT) ---- */
+int taas_cu_conv1d_forward(taas_cu *cu, float *y, const float *x, const float *w, const float *b, size_t rows, int in,
+                           int out, taas_error *err);
+int taas_cu_conv1d_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, size_t rows, int in, int out, taas_error *err);
+
+/* ---- The sequence layers (cu_seq.cu): Embedding, GPT-2's positions, LayerNorm, the fused
+ * causal attention, as layers.h's. An id outside [0, V) reads zeros (the rank refuses such a
+ * batch before it uploads it). The attention's backward takes N*heads*T floats of scratch
+ * (taas_cu_attention_scratch_floats). ---- */
+int taas_cu_embedding_forward(taas_cu *cu, float *y, const float *ids, const float *w, size_t rows, int v, int c,
+                              taas_error *err);
+int taas_cu_embedding_backward(taas_cu *cu, float *dw, const float *dy, const float *ids, size_t rows, int v, int c,
+                               taas_error *err);
+int taas_cu_pos_embedding_forward(taas_cu *cu, float *y, const float *x, const float *w, int n, int t, int c,
+                                  taas_error *err);
+int taas_cu_pos_embedding_backward(taas_cu *cu, float *dx, float *dw, const float *dy, int n, int t, int c,
+                                   taas_error *err);
+int taas_cu_layernorm_forward(taas_cu *cu, float *y, float *mean, float *rstd, const float *x, const float *g,
+                              const float *b, size_t rows, int c, float eps, taas_error *err);
+int taas_cu_layernorm_backward(taas_cu *cu, float *dx, float *dg, float *db, const float *dy, const float *x,
+                               const float *mean, const float *rstd, const float *g, size_t rows, int c,
+                               taas_error *err);
+size_t taas_cu_attention_scratch_floats(const taas_attention_shape *s);
+int taas_cu_attention_forward(taas_cu *cu, float *y, float *lse, const float *qkv, const taas_attention_shape *s,
+                              uint64_t seed, uint64_t offset, taas_error *err);
+int taas_cu_attention_backward(taas_cu *cu, float *dqkv, const float *dy, const float *qkv, const float *y,
+                               const float *lse, const taas_attention_shape *s, float *scratch, size_t room,
+                               uint64_t seed, uint64_t offset, taas_error *err);
 
 /* out[ch] += the sum of x (N, C, HW) over N and HW: a bias's gradient. */
 int taas_cu_channel_sum(taas_cu *cu, float *out, const float *x, int n, int c, int hw, taas_error *err);

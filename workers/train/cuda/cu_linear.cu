@@ -43,6 +43,37 @@ extern "C" int taas_cu_linear_forward(taas_cu *cu, float *y, const float *x, con
     return TAAS_CU_LAUNCHED("Linear's bias", err);
 }
 
+// Conv1D: row-major y (R, OUT) = x (R, IN) w (IN, OUT) is column-major y^T = w^T x^T, where
+// cuBLAS sees w as (OUT, IN) with ld OUT and x as (IN, R) with ld IN
+extern "C" int taas_cu_conv1d_forward(taas_cu *cu, float *y, const float *x, const float *w, const float *b,
+                                      size_t rows, int in, int out, taas_error *err) {
+    const float one = 1.0f, zero = 0.0f;
+    if (taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, out, (int)rows, in, &one, w, out, x, in,
+                                       &zero, y, out),
+                           "Conv1D's forward product", err))
+        return -1;
+    if (!b) return 0;
+    size_t total = rows * (size_t)out;
+    add_bias<<<taas_cu_blocks(total), TAAS_CU_THREADS, 0, cu->stream>>>(y, b, total, out);
+    return TAAS_CU_LAUNCHED("Conv1D's bias", err);
+}
+
+extern "C" int taas_cu_conv1d_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy, const float *x,
+                                       const float *w, size_t rows, int in, int out, taas_error *err) {
+    const float one = 1.0f, zero = 0.0f;
+    // dx (R, IN) = dy w^T: column-major dx^T (IN, R) = (w as (OUT, IN))^T dy^T (OUT, R)
+    if (dx && taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, in, (int)rows, out, &one, w, out, dy,
+                                             out, &zero, dx, in),
+                                 "Conv1D's input gradient", err))
+        return -1;
+    // dw (IN, OUT) += x^T dy: column-major dw^T (OUT, IN) += dy^T (OUT, R) (x^T (IN, R))^T
+    if (dw && taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_T, out, in, (int)rows, &one, dy, out, x,
+                                             in, &one, dw, out),
+                                 "Conv1D's weight gradient", err))
+        return -1;
+    return db ? taas_cu_channel_sum(cu, db, dy, (int)rows, out, 1, err) : 0;
+}
+
 extern "C" int taas_cu_linear_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy,
                                        const float *x, const float *w, int n, int in, int out, taas_error *err) {
     const float one = 1.0f, zero = 0.0f;

@@ -76,9 +76,14 @@ static int reserve(taas_cu_model *dm, int n, int nrun, taas_error *err) {
     size_t scratch = 1, nt = (size_t)m->nlayers + 1;
     for (int i = 0; i < nrun; i++) {
         const taas_model_layer *L = &m->layers[i];
-        if (L->kind != TAAS_L_CONV2D) continue;
-        taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
-        size_t s = taas_cu_conv2d_scratch_floats(&cs);
+        size_t s = 0;
+        if (L->kind == TAAS_L_CONV2D) {
+            taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
+            s = taas_cu_conv2d_scratch_floats(&cs);
+        } else if (L->kind == TAAS_L_ATTENTION) {
+            taas_attention_shape as = taas_layer_attention_shape(L, n, 0);
+            s = taas_cu_attention_scratch_floats(&as);
+        }
         if (s > scratch) scratch = s;
     }
     taas_model_memory mem;
@@ -137,7 +142,23 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
     uint64_t off = (step * (uint64_t)m->nlayers + (uint64_t)i) << 32;
     if (L->in_place) return 0;  /* its output is its input already (model_plan.h) */
     switch (L->kind) {
-    case TAAS_L_LINEAR: return taas_cu_linear_forward(cu, y, x, p + L->w_off, b, n, L->lin_in, L->lin_out, err);
+    case TAAS_L_LINEAR:
+        return taas_cu_linear_forward(cu, y, x, p + L->w_off, b, (int)(cnt / (size_t)L->lin_in), L->lin_in, L->lin_out,
+                                      err);
+    case TAAS_L_CONV1D:
+        return taas_cu_conv1d_forward(cu, y, x, p + L->w_off, b, cnt / (size_t)L->lin_in, L->lin_in, L->lin_out, err);
+    case TAAS_L_EMBEDDING: return taas_cu_embedding_forward(cu, y, x, p + L->w_off, cnt, L->lin_in, L->lin_out, err);
+    case TAAS_L_POS_EMBEDDING:
+        return taas_cu_pos_embedding_forward(cu, y, x, p + L->w_off, n, L->in.d[0], L->in.d[1], err);
+    case TAAS_L_LAYERNORM: {
+        size_t rows = cnt / (size_t)L->lin_in;
+        float *st = dm->aux[i];
+        return taas_cu_layernorm_forward(cu, y, st, st + rows, x, p + L->w_off, b, rows, L->lin_in, L->eps, err);
+    }
+    case TAAS_L_ATTENTION: {
+        taas_attention_shape as = taas_layer_attention_shape(L, n, train);
+        return taas_cu_attention_forward(cu, y, dm->aux[i], x, &as, m->seed, off, err);
+    }
     case TAAS_L_CONV2D: {
         taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
         int relu = L->fusion == TAAS_FUSE_RELU;
@@ -155,7 +176,7 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
     case TAAS_L_LEAKY_RELU: return taas_cu_act_forward(cu, TAAS_CU_LEAKY_RELU, y, x, cnt, L->slope, err);
     case TAAS_L_TANH: return taas_cu_act_forward(cu, TAAS_CU_TANH, y, x, cnt, 0, err);
     case TAAS_L_SIGMOID: return taas_cu_act_forward(cu, TAAS_CU_SIGMOID, y, x, cnt, 0, err);
-    case TAAS_L_GELU: return taas_cu_act_forward(cu, TAAS_CU_GELU, y, x, cnt, 0, err);
+    case TAAS_L_GELU: return taas_cu_act_forward(cu, L->gelu_tanh ? TAAS_CU_GELU_TANH : TAAS_CU_GELU, y, x, cnt, 0, err);
     case TAAS_L_DROPOUT:
         return train ? taas_cu_dropout_forward(cu, y, dm->aux[i], x, cnt, L->p, m->seed, off, err)
                      : taas_cu_copy(cu, y, x, cnt, err);
@@ -186,11 +207,8 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
         return taas_cu_adaptive_avgpool2d_forward(cu, y, x, n, chans(L), L->in.d[1], L->in.d[2], L->out.d[1],
                                                   L->out.d[2], err);
     case TAAS_L_ADD: return taas_cu_add(cu, y, x, dm->act[L->src[1]], cnt, err);
-    case TAAS_L_CONV1D: case TAAS_L_EMBEDDING: case TAAS_L_LAYERNORM: case TAAS_L_POS_EMBEDDING: case TAAS_L_ATTENTION:
-        break;
     }
-    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s (%s) has no GPU kernel yet", L->path, L->name);
-    return -1;
+    return 0;
 }
 
 int taas_cu_model_forward(taas_cu_model *dm, const float *x, int n, int train, uint64_t step, int nrun,
@@ -208,6 +226,7 @@ int taas_cu_model_forward(taas_cu_model *dm, const float *x, int n, int train, u
     dm->n = n;
     dm->nrun = nrun;
     dm->last_train = train;
+    dm->last_step = step;
     for (int i = 0; i < nrun; i++)
         if (forward_layer(dm, i, n, train, step, err)) return -1;
     *out = dm->act[nrun];
@@ -228,8 +247,23 @@ static int backward_layer(taas_cu_model *dm, int i, float *dxo, float *dx, const
     size_t cnt = numel(&L->in) * (size_t)n;
     switch (L->kind) {
     case TAAS_L_LINEAR:
-        return taas_cu_linear_backward(cu, dxo, dw, db, dy, x, p + L->w_off, n, L->lin_in,
+        return taas_cu_linear_backward(cu, dxo, dw, db, dy, x, p + L->w_off, (int)(cnt / (size_t)L->lin_in), L->lin_in,
                                        L->lin_out, err);
+    case TAAS_L_CONV1D:
+        return taas_cu_conv1d_backward(cu, dxo, dw, db, dy, x, p + L->w_off, cnt / (size_t)L->lin_in, L->lin_in,
+                                       L->lin_out, err);
+    case TAAS_L_EMBEDDING: return dw ? taas_cu_embedding_backward(cu, dw, dy, x, cnt, L->lin_in, L->lin_out, err) : 0;
+    case TAAS_L_POS_EMBEDDING: return taas_cu_pos_embedding_backward(cu, dxo, dw, dy, n, L->in.d[0], L->in.d[1], err);
+    case TAAS_L_LAYERNORM: {
+        size_t rows = cnt / (size_t)L->lin_in;
+        const float *st = dm->aux[i];
+        return taas_cu_layernorm_backward(cu, dxo, dw, db, dy, x, st, st + rows, p + L->w_off, rows, L->lin_in, err);
+    }
+    case TAAS_L_ATTENTION: {
+        taas_attention_shape as = taas_layer_attention_shape(L, n, dm->last_train);
+        uint64_t off = (dm->last_step * (uint64_t)m->nlayers + (uint64_t)i) << 32;
+        return taas_cu_attention_backward(cu, dx, dy, x, y, dm->aux[i], &as, dm->scratch, dm->room, m->seed, off, err);
+    }
     case TAAS_L_CONV2D: {
         taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
         int relu = L->fusion == TAAS_FUSE_RELU;
@@ -249,7 +283,8 @@ static int backward_layer(taas_cu_model *dm, int i, float *dxo, float *dx, const
     case TAAS_L_LEAKY_RELU: return taas_cu_act_backward(cu, TAAS_CU_LEAKY_RELU, dx, dy, x, y, cnt, L->slope, err);
     case TAAS_L_TANH: return taas_cu_act_backward(cu, TAAS_CU_TANH, dx, dy, x, y, cnt, 0, err);
     case TAAS_L_SIGMOID: return taas_cu_act_backward(cu, TAAS_CU_SIGMOID, dx, dy, x, y, cnt, 0, err);
-    case TAAS_L_GELU: return taas_cu_act_backward(cu, TAAS_CU_GELU, dx, dy, x, y, cnt, 0, err);
+    case TAAS_L_GELU:
+        return taas_cu_act_backward(cu, L->gelu_tanh ? TAAS_CU_GELU_TANH : TAAS_CU_GELU, dx, dy, x, y, cnt, 0, err);
     case TAAS_L_DROPOUT:
         return dm->last_train ? taas_cu_dropout_backward(cu, dx, dy, dm->aux[i], cnt, err)
                               : taas_cu_copy(cu, dx, dy, cnt, err);
@@ -275,11 +310,8 @@ static int backward_layer(taas_cu_model *dm, int i, float *dxo, float *dx, const
     case TAAS_L_ADAPTIVE_AVGPOOL2D:
         return taas_cu_adaptive_avgpool2d_backward(cu, dx, dy, n, chans(L), L->in.d[1], L->in.d[2], L->out.d[1],
                                                    L->out.d[2], err);
-    case TAAS_L_CONV1D: case TAAS_L_EMBEDDING: case TAAS_L_LAYERNORM: case TAAS_L_POS_EMBEDDING: case TAAS_L_ATTENTION:
-        break;
     }
-    taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s (%s) has no GPU kernel yet", L->path, L->name);
-    return -1;
+    return 0;
 }
 
 /* Where op i's input gradient goes (model_run.c's input_grad). */

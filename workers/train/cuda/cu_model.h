@@ -34,6 +34,7 @@ typedef struct taas_cu_model {
     float *scratch;                 /* Conv2d's, shared: room floats */
     size_t room;
     int n, nrun, last_train;        /* the last forward: samples, ops run, mode */
+    uint64_t last_step;             /* and its step: an attention's backward redraws its dropout */
 } taas_cu_model;
 
 /* Uploads m's parameters and statistics to cu's device. 0, or -1 with err (nothing held). */
