@@ -22,6 +22,7 @@ static const char *const CH_INTERP[] = {"nearest", "bilinear", "bicubic", NULL};
 static const char *const CH_GELU[] = {"none", "tanh", NULL};
 static const char *const CH_STREAM[] = {"stdout", "stderr", NULL};
 static const char *const CH_EVERY[] = {"epoch", NULL};
+static const char *const CH_GPT2_ACT[] = {"gelu_new", "gelu_pytorch_tanh", "gelu", NULL};
 
 /* The refinements: what they accept in words (NULL: the choices say it) and the strings
  * allowed. Indexed by taas_subtype. */
@@ -43,6 +44,7 @@ static const struct {
     [TAAS_PX_EVERY] = {"int or 'epoch'", CH_EVERY},
     [TAAS_PX_OUTPUT_SIZE] = {"int or (int, int)", NULL},
     [TAAS_PX_MODEL] = {TAAS_MODEL_WORDS, NULL},
+    [TAAS_PX_GPT2_ACT] = {NULL, CH_GPT2_ACT},
 };
 
 static const char *const BASE_TEXT[] = {
@@ -62,6 +64,7 @@ static const char *const BASE_TEXT[] = {
     [TAAS_P_DATASET] = "a dataset",
     [TAAS_P_TRANSFORM] = "a transform",
     [TAAS_P_LOADER] = "a DataLoader",
+    [TAAS_P_CONFIG] = "a model configuration",
     [TAAS_P_TRANSFORM_LIST] = "a list of transforms",
 };
 
@@ -147,6 +150,7 @@ static int type_ok(const taas_param *p, taas_ptype type, const taas_value *v) {
     case TAAS_P_DATASET: return kind_is(v, TAAS_K_DATASET);
     case TAAS_P_TRANSFORM: return kind_is(v, TAAS_K_TRANSFORM);
     case TAAS_P_LOADER: return kind_is(v, TAAS_K_LOADER);
+    case TAAS_P_CONFIG: return kind_is(v, TAAS_K_CONFIG);
     case TAAS_P_TRANSFORM_LIST:
         if (!is_seq(v)) return 0;
         for (size_t i = 0; i < v->u.seq.n; i++)
@@ -167,6 +171,7 @@ static int wanted_kind(taas_ptype t) {
     case TAAS_P_TRANSFORM:
     case TAAS_P_TRANSFORM_LIST: return TAAS_K_TRANSFORM;
     case TAAS_P_LOADER: return TAAS_K_LOADER;
+    case TAAS_P_CONFIG: return TAAS_K_CONFIG;
     default: return -1;
     }
 }

@@ -77,6 +77,7 @@ static const struct {
     {"torch.utils.data", {"torch.utils.data.", NULL}},
     {"models", {"models.", "torchvision.models.", NULL}},
     {"models.resnet", {"models.resnet.", "torchvision.models.resnet.", NULL}},
+    {"transformers", {"transformers.", NULL}},
     {"taas", {"taas.", NULL}},
 };
 #define N_ALIASES (sizeof ALIASES / sizeof *ALIASES)

@@ -18,6 +18,7 @@ typedef enum taas_kind {
     TAAS_K_DATASET,     /* datasets.FashionMNIST, ... */
     TAAS_K_TRANSFORM,   /* transforms.ToTensor, transforms.Compose, ... */
     TAAS_K_LOADER,      /* torch.utils.data.DataLoader */
+    TAAS_K_CONFIG,      /* transformers.GPT2Config */
 } taas_kind;
 
 typedef enum taas_ptype {
@@ -38,6 +39,7 @@ typedef enum taas_ptype {
     TAAS_P_TRANSFORM,
     TAAS_P_LOADER,
     TAAS_P_TRANSFORM_LIST, /* list of transforms: Compose([...]) */
+    TAAS_P_CONFIG,       /* a model's configuration: GPT2Config(...) */
 } taas_ptype;
 
 enum {

@@ -30,6 +30,10 @@ static const struct {
      "A Sequential shown as a cell's result is also a table of its layers with their "
      "trainable parameter counts. Argument ranges (channels >= 1, 0 <= p <= 1, ...) are "
      "checked when the layer is made, before any data is read."},
+    {TAAS_K_CONFIG, "Model configurations", "configuration",
+     "A configuration holds a model's sizes and settings under Hugging Face's names and defaults, "
+     "as transformers.GPT2Config does; the model is built from it: GPT2LMHeadModel(GPT2Config(n_layer=6)). "
+     "It prints as a call with the settings that differ from the defaults."},
     {TAAS_K_LOSS, "Losses", "loss",
      "A loss prints as PyTorch prints it, e.g. NLLLoss(), with any setting that differs "
      "from its default added: CrossEntropyLoss(label_smoothing=0.1). Settings that PyTorch "

@@ -297,6 +297,9 @@ static const char *spec_type_at(const json_t *spec, const char *path, size_t len
     const json_t *node = spec;
     const char *p = path, *end = path + len;
     while (node && p < end) {
+        const json_t *ty = json_object_get(node, "type");
+        if (json_is_string(ty) && strcmp(json_string_value(ty), "GPT2LMHeadModel") == 0)
+            return taas_gpt2_module_type(p, (size_t)(end - p));  /* its modules come from its config */
         const char *dot = memchr(p, '.', (size_t)(end - p));
         size_t n = dot ? (size_t)(dot - p) : (size_t)(end - p);
         char comp[64];
@@ -311,11 +314,13 @@ static const char *spec_type_at(const json_t *spec, const char *path, size_t len
     return json_is_string(t) ? json_string_value(t) : "";
 }
 
-/* Ops that are no module of their own: a block's residual sum, ResNet's torch.flatten. */
+/* Ops that are no module of their own: a block's residual sum, ResNet's torch.flatten, the
+ * attention inside GPT2Attention's forward. */
 static int internal_op(const taas_model_layer *L) {
     const char *last = strrchr(L->path, '.');
     last = last ? last + 1 : L->path;
-    return L->kind == TAAS_L_ADD || (L->kind == TAAS_L_FLATTEN && strcmp(last, "flatten") == 0);
+    return L->kind == TAAS_L_ADD || L->kind == TAAS_L_ATTENTION ||
+           (L->kind == TAAS_L_FLATTEN && strcmp(last, "flatten") == 0);
 }
 
 /* Parameters under a path prefix ("layer1." or "" for all; a leaf op's own rows when op >= 0). */

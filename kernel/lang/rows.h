@@ -42,6 +42,7 @@ typedef enum taas_subtype {
     TAAS_PX_EVERY,          /* int or 'epoch' */
     TAAS_PX_OUTPUT_SIZE,    /* int or (int, int), whose items may be None (refused by the row) */
     TAAS_PX_MODEL,          /* a layer that is the model an action takes: said as "a model (...)" */
+    TAAS_PX_GPT2_ACT,       /* 'gelu_new', 'gelu_pytorch_tanh', 'gelu' */
     TAAS_PX_COUNT
 } taas_subtype;
 
@@ -83,6 +84,8 @@ struct taas_row {
     taas_count_fn size;      /* len(); NULL: has no length */
     taas_count_fn nparams;   /* trainable parameters of a layer; NULL: none */
     taas_children_fn children; /* a module that holds modules (modules.c); NULL: a leaf */
+    int modules;             /* shown as the summary of its modules, which its arguments make
+                              * rather than hold (GPT-2's, from its config) */
 };
 
 /* The families, in table (and docs) order. */

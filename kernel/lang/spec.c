@@ -108,7 +108,8 @@ json_t *taas_value_spec(const taas_value *v) {
 
 static json_t *bundle_of(const taas_value *v) {
     if (v && v->type == TAAS_V_RESULT) return taas_result_mimebundle(v);
-    if (taas_value_is_model(v) && taas_row_of(v->u.obj.def)->children) {  /* Sequential, ResNet, a block */
+    const taas_row *row = v && v->type == TAAS_V_OBJECT ? taas_row_of(v->u.obj.def) : NULL;
+    if (taas_value_is_model(v) && (row->children || row->modules)) {  /* Sequential, ResNet, a block, GPT-2 */
         taas_error e;
         return taas_model_summary(v, NULL, 0, &e);  /* without a given sample: NULL only without memory */
     }

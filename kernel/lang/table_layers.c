@@ -510,6 +510,135 @@ static int resnet50_action(taas_call_ctx *cx, taas_value **a, taas_value **out) 
     return resnet_build(cx, a, out, "Bottleneck", (const int64_t[]){3, 4, 6, 3});
 }
 
+/* ---- sequences: Embedding, LayerNorm --------------------------------------------- */
+
+static const taas_param EMBEDDING_P[] = {
+    {"num_embeddings", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_BETWEEN(1, 1 << 24), "size of the vocabulary (token ids 0 .. num_embeddings - 1)"},
+    {"embedding_dim", TAAS_P_INT, NULL, TAAS_PF_POS, TAAS_BETWEEN(1, TAAS_MAX_DIM), "size of each embedding vector"},
+    {"padding_idx", TAAS_P_INT, "None", TAAS_PF_NONE_OK | TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "not supported: must stay None"},
+    {"max_norm", TAAS_P_FLOAT, "None", TAAS_PF_NONE_OK | TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "not supported: must stay None"},
+    {"norm_type", TAAS_P_FLOAT, "2.0", TAAS_PF_HIDE, TAAS_NO_RANGE, "the norm of max_norm"},
+    {"scale_grad_by_freq", TAAS_P_BOOL, "False", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "not supported: must stay False"},
+    {"sparse", TAAS_P_BOOL, "False", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "not supported: must stay False"},
+    END,
+};
+
+static int embedding_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    static const char *const what[] = {NULL, NULL, "padding_idx", "max_norm", NULL, "scale_grad_by_freq", "sparse"};
+    for (int i = 2; i < 7; i++) {
+        if (!what[i] || a[i]->type == TAAS_V_NONE || (a[i]->type == TAAS_V_BOOL && !a[i]->u.b)) continue;
+        taas_error_set(err, TAAS_ERR_VALUE, w[i], "%s() %s is not supported by the trainer", r->b.name, what[i]);
+        taas_sig_hint(err, &r->b, "leave it out");
+        return -1;
+    }
+    return 0;
+}
+
+static int embedding_nparams(const taas_value *v, int64_t *n) {
+    *n = taas_object_arg(v, "num_embeddings")->u.i * taas_object_arg(v, "embedding_dim")->u.i;
+    return 1;
+}
+
+static const taas_param LAYERNORM_P[] = {
+    {"normalized_shape", TAAS_P_ANY, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "the size of the last axis (an int, or a list of one)"},
+    {"eps", TAAS_P_FLOAT, "1e-05", 0, TAAS_AT_LEAST(0), "added to the variance for numerical stability"},
+    {"elementwise_affine", TAAS_P_BOOL, "True", 0, TAAS_NO_RANGE, "learn a scale and a shift per element (must stay True)"},
+    {"bias", TAAS_P_BOOL, "True", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "learn the shift (must stay True)"},
+    END,
+};
+
+/* normalized_shape's one size, or 0 */
+static int64_t norm_size(const taas_value *v) {
+    if (v->type == TAAS_V_INT) return v->u.i;
+    if ((v->type == TAAS_V_LIST || v->type == TAAS_V_TUPLE) && v->u.seq.n == 1 && v->u.seq.items[0]->type == TAAS_V_INT)
+        return v->u.seq.items[0]->u.i;
+    return 0;
+}
+
+static int layernorm_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    int64_t c = norm_size(a[0]);
+    if (c < 1 || c > TAAS_MAX_DIM) {
+        taas_error_set(err, TAAS_ERR_VALUE, w[0], "%s() normalized_shape must be one size in 1..%d: the trainer "
+                       "normalizes the last axis", r->b.name, TAAS_MAX_DIM);
+        taas_sig_hint(err, &r->b, "write LayerNorm(768)");
+        return -1;
+    }
+    if (!a[2]->u.b || !a[3]->u.b) {
+        taas_error_set(err, TAAS_ERR_VALUE, w[a[2]->u.b ? 3 : 2], "%s() elementwise_affine=False and bias=False are "
+                       "not supported by the trainer", r->b.name);
+        taas_sig_hint(err, &r->b, "leave them out");
+        return -1;
+    }
+    taas_value *t = taas_tuple_new(1);  /* as torch keeps it: (C,) */
+    if (!t || !(t->u.seq.items[0] = taas_int(c))) {
+        taas_unref(t);
+        return taas_value_oom(err, w[0], "making a LayerNorm");
+    }
+    taas_unref(a[0]);
+    a[0] = t;
+    return 0;
+}
+
+static int layernorm_nparams(const taas_value *v, int64_t *n) {
+    *n = 2 * norm_size(taas_object_arg(v, "normalized_shape"));
+    return 1;
+}
+
+/* ---- GPT-2, as Hugging Face's transformers builds it ------------------------------- */
+
+/* GPT2Config's keywords with its defaults; each shows in repr only when set. */
+static const taas_param GPT2_CONFIG_P[] = {
+    {"vocab_size", TAAS_P_INT, "50257", TAAS_PF_SHOW_SET, TAAS_BETWEEN(1, 1 << 24), "tokens in the vocabulary"},
+    {"n_positions", TAAS_P_INT, "1024", TAAS_PF_SHOW_SET, TAAS_BETWEEN(1, TAAS_MAX_DIM), "the longest sequence: a block_size of at most this"},
+    {"n_embd", TAAS_P_INT, "768", TAAS_PF_SHOW_SET, TAAS_BETWEEN(1, TAAS_MAX_DIM / 4), "width of the embeddings and the residual stream"},
+    {"n_layer", TAAS_P_INT, "12", TAAS_PF_SHOW_SET, TAAS_BETWEEN(1, 1000), "transformer blocks"},
+    {"n_head", TAAS_P_INT, "12", TAAS_PF_SHOW_SET, TAAS_BETWEEN(1, TAAS_MAX_DIM), "attention heads (n_embd must be a multiple)"},
+    {"n_inner", TAAS_P_INT, "None", TAAS_PF_NONE_OK | TAAS_PF_SHOW_SET, TAAS_BETWEEN(1, TAAS_MAX_DIM / 3), "width of the MLP; None: 4 * n_embd"},
+    {"activation_function", TAAS_P_STR, "'gelu_new'", TAAS_PF_SHOW_SET | TAAS_PX(TAAS_PX_GPT2_ACT), TAAS_NO_RANGE,
+     "the MLP's GELU: 'gelu_new' and 'gelu_pytorch_tanh' are GPT-2's tanh form, 'gelu' the exact one"},
+    {"resid_pdrop", TAAS_P_FLOAT, "0.1", TAAS_PF_SHOW_SET, TAAS_BETWEEN(0, 1), "dropout after the attention's and the MLP's projections"},
+    {"embd_pdrop", TAAS_P_FLOAT, "0.1", TAAS_PF_SHOW_SET, TAAS_BETWEEN(0, 1), "dropout on the embeddings"},
+    {"attn_pdrop", TAAS_P_FLOAT, "0.1", TAAS_PF_SHOW_SET, TAAS_BETWEEN(0, 1), "dropout on the attention's probabilities"},
+    {"layer_norm_epsilon", TAAS_P_FLOAT, "1e-05", TAAS_PF_SHOW_SET, TAAS_AT_LEAST(0), "the LayerNorms' eps"},
+    {"initializer_range", TAAS_P_FLOAT, "0.02", TAAS_PF_SHOW_SET, TAAS_AT_LEAST(0), "std of the weights' normal initialisation"},
+    {"scale_attn_weights", TAAS_P_BOOL, "True", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "scale the scores by 1/sqrt(head width) (must stay True)"},
+    {"use_cache", TAAS_P_BOOL, "True", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "generation's key/value cache; no effect on training"},
+    {"bos_token_id", TAAS_P_INT, "50256", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "the beginning-of-text token"},
+    {"eos_token_id", TAAS_P_INT, "50256", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "the end-of-text token"},
+    {"scale_attn_by_inverse_layer_idx", TAAS_P_BOOL, "False", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "must stay False"},
+    {"reorder_and_upcast_attn", TAAS_P_BOOL, "False", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "fp16's upcast; the same in float32"},
+    {"tie_word_embeddings", TAAS_P_BOOL, "True", TAAS_PF_SHOW_SET, TAAS_NO_RANGE, "lm_head.weight is transformer.wte.weight (must stay True)"},
+    END,
+};
+
+enum { G_VOCAB, G_POS, G_EMBD, G_LAYER, G_HEAD, G_INNER };
+
+static int gpt2_config_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    if (a[G_EMBD]->u.i % a[G_HEAD]->u.i) {
+        taas_error_set(err, TAAS_ERR_VALUE, w[G_HEAD], "%s() n_embd (%lld) must be a multiple of n_head (%lld)",
+                       r->b.name, (long long)a[G_EMBD]->u.i, (long long)a[G_HEAD]->u.i);
+        taas_sig_hint(err, &r->b, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static const taas_param GPT2_P[] = {
+    {"config", TAAS_P_CONFIG, NULL, TAAS_PF_POS, TAAS_NO_RANGE, "a GPT2Config: the sizes and settings"},
+    END,
+};
+
+/* transformer.wte and wpe, n_layer blocks, ln_f; lm_head is wte's (not counted twice) */
+static int gpt2_nparams(const taas_value *v, int64_t *n) {
+    const taas_value *c = taas_object_arg(v, "config");
+    int64_t vocab = iarg(c->u.obj.args, G_VOCAB), pos = iarg(c->u.obj.args, G_POS), e = iarg(c->u.obj.args, G_EMBD);
+    int64_t layers = iarg(c->u.obj.args, G_LAYER), inner = c->u.obj.args[G_INNER]->type == TAAS_V_INT
+                                                               ? c->u.obj.args[G_INNER]->u.i : 4 * e;
+    int64_t block = 4 * e + (3 * e * e + 3 * e) + (e * e + e) + (e * inner + inner) + (inner * e + e);
+    *n = vocab * e + pos * e + layers * block + 2 * e;
+    return 1;
+}
+
 #define LAYER(name_, params_, doc_) .b = {.name = name_, .module = "nn", .kind = TAAS_K_LAYER, .params = params_, .doc = doc_}
 
 const taas_row taas_rows_layers[] = {
@@ -587,6 +716,28 @@ const taas_row taas_rows_layers[] = {
                   "build one; read and replace its parts by name (net.fc = Linear(512, 10)). torchvision's "
                   "ResNet(block, layers) signature is not taken: build from the functions or from parts."},
      .repr = taas_module_repr, .nparams = tree_nparams, .children = resnet_children},
+    {LAYER("Embedding", EMBEDDING_P,
+           "A lookup table: token id i gives row i of a (num_embeddings, embedding_dim) weight, so (N, T) ids "
+           "become (N, T, embedding_dim). Initialised normal(0, 1), as PyTorch. A token outside the table is "
+           "the job's error, naming its place in the batch."),
+     .check = embedding_check, .nparams = embedding_nparams},
+    {LAYER("LayerNorm", LAYERNORM_P,
+           "Layer normalisation over the last axis: each position's features are normalised by their own mean "
+           "and variance, then scaled and shifted per feature; the same in training and evaluation."),
+     .check = layernorm_check, .nparams = layernorm_nparams},
+    {.b = {.name = "GPT2Config", .module = "transformers", .kind = TAAS_K_CONFIG, .params = GPT2_CONFIG_P,
+           .doc = "GPT-2's configuration under Hugging Face's names and defaults (GPT-2 small: 12 layers, 12 heads, "
+                  "768 wide, 50257 tokens, 1024 positions). A key Hugging Face has and taas does not is refused "
+                  "by name."},
+     .check = gpt2_config_check},
+    {.b = {.name = "GPT2LMHeadModel", .module = "transformers", .kind = TAAS_K_LAYER, .params = GPT2_P,
+           .doc = "GPT-2 with its language-model head, as Hugging Face's transformers builds it from a GPT2Config: "
+                  "token ids (N, T) in, logits (N, T, vocab_size) out. Its state_dict keys are Hugging Face's "
+                  "(transformer.wte.weight, transformer.h.0.attn.c_attn.weight in Conv1D's (in, out) layout, "
+                  "lm_head.weight tied to wte), so a model.safetensors of GPT-2 loads as it is; initialised as "
+                  "GPT-2 (normal(0, 0.02), the projections into the residual stream scaled by 1/sqrt(2 n_layer)). "
+                  "The attention is causal and fused; a block_size above n_positions is refused."},
+     .nparams = gpt2_nparams, .modules = 1},
     {.b = {.name = "resnet18", .module = "models", .kind = TAAS_K_LAYER, .params = RESNET_FN_P,
            .doc = "torchvision's ResNet-18 (BasicBlock, [2, 2, 2, 2]), with its random initialisation; its "
                   "state_dict keys are torchvision's (conv1.weight, layer1.0.bn1.running_mean, fc.bias).",

@@ -391,8 +391,54 @@ static void test_display_counts(void **state) {
     taas_unref(v);
 }
 
+/* GPT-2 as Hugging Face's transformers builds it (issue 29): its config's repr and checks,
+ * the model's parameter count (GPT-2 small's 124,439,808, lm_head tied), its summary as
+ * torchinfo shows Hugging Face's modules, Embedding and LayerNorm, and the refusals. */
+static void test_gpt2(void **state) {
+    (void)state;
+    char *r = repr_of("cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=256, n_positions=128)\ncfg");
+    assert_string_equal(r, "GPT2Config(vocab_size=256, n_positions=128, n_embd=64, n_layer=2, n_head=4)");
+    free(r);
+    taas_value *v = ok("net = transformers.GPT2LMHeadModel(cfg)\nnet");
+    json_t *b = taas_model_summary(v, (const int32_t[]){64, 0, 0}, 8, &(taas_error){0});
+    assert_non_null(b);
+    const char *t = json_string_value(json_object_get(b, "text/plain"));
+    assert_non_null(strstr(t, "GPT2LMHeadModel: input (8, 64)\n"));
+    assert_non_null(strstr(t, "\n├─GPT2Model: 1-1 "));
+    assert_non_null(strstr(t, "\n│    └─ModuleList: 2-4 "));
+    assert_non_null(strstr(t, "\n│    │    └─GPT2Block: 3-2 "));
+    assert_non_null(strstr(t, "\n│    │    │    └─GPT2Attention: 4-2 "));
+    assert_non_null(strstr(t, "\n│    │    │    │    └─Conv1D: 5-1                 (8, 64, 192)                  12,480\n"));
+    assert_non_null(strstr(t, "\n│    │    │    └─GPT2MLP: 4-4 "));
+    assert_null(strstr(t, "CausalSelfAttention"));  /* inside GPT2Attention's forward, no module */
+    assert_non_null(strstr(t, "\n├─Linear: 1-2                                     (8, 64, 256)"));
+    assert_non_null(strstr(t, "\nTotal params: 124,672\n"));  /* 256*64 + 128*64 + 2 * 49,920 + 128 */
+    assert_non_null(strstr(t, "a training step: "));
+    json_decref(b);
+    taas_unref(v);
+    v = ok("small = transformers.GPT2LMHeadModel(transformers.GPT2Config())\nsmall");
+    b = taas_value_mimebundle(v);
+    t = json_string_value(json_object_get(b, "text/plain"));
+    if (!strstr(t, "Total params: 124,439,808\n")) fail_msg("%s", t);
+    assert_non_null(strstr(t, "(N, 1024, 50257)"));  /* before any data: a full context */
+    json_decref(b);
+    taas_unref(v);
+    r = repr_of("Sequential(Embedding(256, 32), LayerNorm(32), GELU(approximate='tanh'), Linear(32, 256))");
+    assert_string_equal(r, "Sequential(\n  (0): Embedding(256, 32)\n  (1): LayerNorm((32,), eps=1e-05, elementwise_affine=True)\n"
+                           "  (2): GELU(approximate='tanh')\n  (3): Linear(in_features=32, out_features=256, bias=True)\n)");
+    free(r);
+    fails("transformers.GPT2Config(n_embd=10, n_head=4)", "TaasValueError", "n_embd (10) must be a multiple of n_head (4)", NULL);
+    fails("transformers.GPT2Config(rotary_dim=64)", "TaasTypeError", "rotary_dim", NULL);
+    fails("transformers.GPT2Config(activation_function='relu')", "TaasValueError", "activation_function", NULL);
+    fails("transformers.GPT2LMHeadModel(5)", "TaasTypeError", "must be a model configuration", NULL);
+    fails("Embedding(10, 4, padding_idx=0)", "TaasValueError", "padding_idx is not supported", NULL);
+    fails("LayerNorm([4, 8])", "TaasValueError", "normalized_shape must be one size", NULL);
+    fails("LayerNorm(8, elementwise_affine=False)", "TaasValueError", "elementwise_affine=False", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_gpt2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_as_pytorch_prints_and_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_specs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_place_and_aliases, setup, teardown),

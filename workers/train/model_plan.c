@@ -850,7 +850,7 @@ static int gpt2_parse(const json_t *cfg, const char *path, gpt2_config *g, taas_
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)cfg, key, v) {
-        int known = 0;
+        int known = strcmp(key, "type") == 0 && json_is_string(v) && strcmp(json_string_value(v), "GPT2Config") == 0;
         for (size_t k = 0; !known && k < sizeof ignored / sizeof ignored[0]; k++) known = strcmp(key, ignored[k]) == 0;
         for (size_t k = 0; !known && k < sizeof followed / sizeof followed[0]; k++) known = strcmp(key, followed[k]) == 0;
         if (!known) return gpt2_refuse(e, path, key, "is a key the trainer does not support", "leave it out");
@@ -951,6 +951,8 @@ static int lower_gpt2(taas_model_plan *p, const json_t *o, const char *path, int
     gpt2_config g;
     char tp[160], hp[160];
     if (gpt2_parse(json_object_get(o, "config"), path, &g, e)) return -1;
+    /* planned without an input (a summary before any data): for a full context */
+    if (in == 0 && p->in_shape.rank == 0) p->in_shape = (taas_act_shape){1, {g.positions, 0, 0}};
     taas_act_shape ids = taas_plan_tensor_shape(p->layers, p->in_shape, in);
     if (ids.rank && (ids.rank != 1 || ids.d[0] > g.positions)) {
         char is[64];
@@ -1000,6 +1002,19 @@ static int lower_gpt2(taas_model_plan *p, const json_t *o, const char *path, int
     layout(p, L);
     *out = p->nlayers;
     return 0;
+}
+
+const char *taas_gpt2_module_type(const char *path, size_t len) {
+    static const char *const tail[][2] = {{".attn", "GPT2Attention"}, {".mlp", "GPT2MLP"}};
+    if (len == 11 && !strncmp(path, "transformer", 11)) return "GPT2Model";
+    if (len == 13 && !strncmp(path, "transformer.h", 13)) return "ModuleList";
+    if (len > 14 && !strncmp(path, "transformer.h.", 14) && strspn(path + 14, "0123456789") == len - 14)
+        return "GPT2Block";
+    for (size_t k = 0; k < sizeof tail / sizeof tail[0]; k++) {
+        size_t t = strlen(tail[k][0]);
+        if (len > t && !strncmp(path + len - t, tail[k][0], t)) return tail[k][1];
+    }
+    return "";
 }
 
 /* Lowers the module o, reading tensor in; *out is the tensor its output is. */

@@ -145,6 +145,10 @@ int taas_model_plan_check_memory(const taas_model_plan *p, taas_error *err);
 struct taas_st_tensor *taas_param_table_tensors(const taas_param_entry *table, size_t n, float *params,
                                                 float *stats, int64_t *counters);
 
+/* The type Hugging Face gives GPT2LMHeadModel's module at `path` (len bytes; "transformer.h.0.attn"):
+ * GPT2Model, ModuleList, GPT2Block, GPT2Attention, GPT2MLP; "" for another. */
+const char *taas_gpt2_module_type(const char *path, size_t len);
+
 /* The table row with this key, or NULL. */
 const taas_param_entry *taas_model_plan_find(const taas_model_plan *p, const char *key);
 
