@@ -1,13 +1,17 @@
 /* The training core on in-memory data, for bench/train_bench.py: no worker, no data
  * pipeline, the same set-up as the PyTorch side of the benchmark.
  *
- *   taas-train-bench --model FILE --input C,H,W --mode train|infer|layer [--batch N] [--steps S]
+ *   taas-train-bench --model FILE --input C,H,W --mode train|infer|layer|lm [--batch N] [--steps S]
  *                    [--warmup W] [--threads T] [--seed S] [--no-direct]
  *
  * FILE holds a model spec (as in a job spec's "model": a Sequential, a ResNet, ...). The inputs are uniform in
  * [-1, 1), the labels i mod (output width); one batch, reused every step.
  *   train: per step zero_grad, forward in train mode, NLLLoss, backward, Adadelta(lr=1.0)
  *   infer: forward in eval mode (running statistics, no dropout)
+ *   lm:    a language model (its first op an Embedding; --input T,0,0): token ids j*7919+13 mod
+ *          the vocabulary, targets the next ones; per step zero_grad, forward in train mode,
+ *          CrossEntropyLoss over the (N*T, V) logits, backward, AdamW(lr=6e-4, betas=(0.9, 0.95),
+ *          weight_decay=0.1), as bench/gpt_bench.py's PyTorch side; adds "tokens_per_s"
  *   layer: the model's first Conv2d alone (with its ReLU when the plan fuses one): forward,
  *          then backward with all three products (input, weight and bias gradients) on a
  *          fixed output gradient; the layer's own speed, without the rest of the step. The
@@ -31,7 +35,7 @@
 #include "optim.h"
 
 static int usage(void) {
-    fprintf(stderr, "usage: taas-train-bench --model FILE --input C,H,W --mode train|infer|layer [--batch N] "
+    fprintf(stderr, "usage: taas-train-bench --model FILE --input C,H,W --mode train|infer|layer|lm [--batch N] "
                     "[--steps S] [--warmup W] [--threads T] [--seed S] [--no-direct]\n");
     return 2;
 }
@@ -65,6 +69,23 @@ static int run_step(taas_model *m, const float *x, const int64_t *y, int n, int 
         return -1;
     taas_nll_loss_backward(dlogp, y, n, k, 1.0f);
     if (taas_model_backward(m, dlogp, e)) return -1;
+    taas_optim_step(opt, m->params, m->grads, state, m->ntrain, step);
+    return 0;
+}
+
+/* --mode lm: one step of a language model on (n, t) tokens; -1 with e filled. */
+static int lm_step(taas_model *m, const float *ids, const int64_t *y, int n, float *probs, float *dlogits,
+                   const taas_optim_config *opt, float *state, long step, taas_error *e) {
+    const float *out;
+    int v = m->layers[0].lin_in;
+    int rows = n * m->in_shape.d[0];
+    float loss;
+    taas_model_zero_grad(m);
+    if (taas_model_forward(m, ids, n, 1, (uint64_t)step, &out, e) ||
+        taas_cross_entropy_forward(&loss, probs, out, y, rows, v, 0.0f, e))
+        return -1;
+    taas_cross_entropy_backward(dlogits, probs, y, rows, v, 0.0f, 1.0f);
+    if (taas_model_backward(m, dlogits, e)) return -1;
     taas_optim_step(opt, m->params, m->grads, state, m->ntrain, step);
     return 0;
 }
@@ -142,9 +163,9 @@ int main(int argc, char **argv) {
         else return usage();
     }
     if (!model || !mode || c < 1 || batch < 1 || steps < 1 || warmup < 0 || threads < 1 ||
-        (strcmp(mode, "train") && strcmp(mode, "infer") && strcmp(mode, "layer")))
+        (strcmp(mode, "train") && strcmp(mode, "infer") && strcmp(mode, "layer") && strcmp(mode, "lm")))
         return usage();
-    int train = !strcmp(mode, "train");
+    int train = !strcmp(mode, "train"), lm = !strcmp(mode, "lm");
     taas_conv_direct_enable(direct);
     json_error_t je;
     json_t *spec = json_load_file(model, 0, &je);
@@ -163,26 +184,41 @@ int main(int argc, char **argv) {
         taas_model_free(m);
         return rc;
     }
+    if (lm && (m->layers[0].kind != TAAS_L_EMBEDDING || h || w)) {
+        fprintf(stderr, "taas-train-bench: --mode lm needs a model that starts with an Embedding, and --input T,0,0\n");
+        taas_model_free(m);
+        return 2;
+    }
     size_t in = (size_t)c * (h ? h : 1) * (w ? w : 1), k = taas_model_out_numel(m);
+    size_t ny = lm ? in * batch : (size_t)batch;
     float *x = malloc(sizeof(float) * in * batch), *dlogp = malloc(sizeof(float) * k * batch);
-    int64_t *y = malloc(sizeof(int64_t) * batch);
+    float *probs = lm ? malloc(sizeof(float) * k * batch) : NULL;
+    int64_t *y = malloc(sizeof(int64_t) * ny);
     taas_optim_config opt;
-    taas_optim_config_default(&opt, TAAS_OPTIM_ADADELTA);
+    taas_optim_config_default(&opt, lm ? TAAS_OPTIM_ADAMW : TAAS_OPTIM_ADADELTA);
+    if (lm) opt.lr = 6e-4, opt.beta2 = 0.95, opt.weight_decay = 0.1;
     float *state = calloc(taas_optim_state_floats(&opt, m->nparams) + 1, sizeof(float));
     int rc = 0;
-    if (!x || !dlogp || !y || !state) {
+    if (!x || !dlogp || !y || !state || (lm && !probs)) {
         fprintf(stderr, "taas-train-bench: out of memory\n");
         rc = 1;
         goto done;
     }
-    taas_init_rng rng = {(uint64_t)seed + 1, 0};
-    taas_init_uniform(x, in * batch, 1.0f, &rng);
-    for (int i = 0; i < batch; i++) y[i] = i % (int64_t)k;
+    if (lm) {
+        int v = m->layers[0].lin_in;
+        for (size_t j = 0; j < in * batch; j++) x[j] = (float)((j * 7919 + 13) % (size_t)v);
+        for (size_t j = 0; j < ny; j++) y[j] = (int64_t)(((j + 1) * 7919 + 13) % (size_t)v);
+    } else {
+        taas_init_rng rng = {(uint64_t)seed + 1, 0};
+        taas_init_uniform(x, in * batch, 1.0f, &rng);
+        for (int i = 0; i < batch; i++) y[i] = i % (int64_t)k;
+    }
     long rss0 = status_kb("VmRSS:");
     double t0 = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) t0 = omp_get_wtime();
-        if (run_step(m, x, y, batch, train, dlogp, &opt, state, s + 1, &e)) {
+        if (lm ? lm_step(m, x, y, batch, probs, dlogp, &opt, state, s + 1, &e)
+               : run_step(m, x, y, batch, train, dlogp, &opt, state, s + 1, &e)) {
             rc = fail(&e);
             goto done;
         }
@@ -190,11 +226,11 @@ int main(int argc, char **argv) {
     double secs = omp_get_wtime() - t0;
     printf("{\"mode\": \"%s\", \"batch\": %d, \"steps\": %d, \"threads\": %d, \"seconds\": %.6f, "
            "\"samples_per_s\": %.3f, \"blas_core\": \"%s\", \"direct\": %s, \"rss_before_kb\": %ld, "
-           "\"rss_peak_kb\": %ld, \"arena_bytes\": %zu}\n",
+           "\"rss_peak_kb\": %ld, \"arena_bytes\": %zu, \"tokens_per_s\": %.1f}\n",
            mode, batch, steps, threads, secs, (double)steps * batch / secs, taas_blas_core(), direct ? "true" : "false",
-           rss0, status_kb("VmHWM:"), m->mem.bytes);
+           rss0, status_kb("VmHWM:"), m->mem.bytes, lm ? (double)steps * batch * (double)c / secs : 0.0);
 done:
-    free(x), free(dlogp), free(y), free(state);
+    free(x), free(dlogp), free(y), free(state), free(probs);
     taas_model_free(m);
     return rc;
 }

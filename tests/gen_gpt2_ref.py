@@ -2,124 +2,28 @@
 """Writes tests/data/gpt2/*.json for tests/unit/test_gpt2.c: one training step of a small GPT-2
 and the fused causal attention alone, against which taas is compared.
 
-Transformers is not among Debian 12's packages, so the reference GPT-2 is written here under
-Hugging Face's names and layout (transformers/models/gpt2/modeling_gpt2.py): Conv1D keeps its
-weight (in, out), lm_head.weight is transformer.wte.weight, and the causal mask is a buffer
-outside the state_dict. Both sides fill every state_dict tensor from the same formula
+Transformers is not among Debian 12's packages, so the reference GPT-2 is tests/lib/ref_gpt2.py,
+written under Hugging Face's names and layout. Both sides fill every state_dict tensor from the same formula
 (ref_numbers.fill), and the fixture keeps the config, the state_dict keys and shapes in order,
 the token ids and targets, the logits and loss, and a summary of every gradient (ref_numbers:
 float64's numbers with float32's distance from them, on the batch and on the model's weights
 moved by one ulp, since token ids cannot move).
 
-The attention fixtures compare the fused op with scaled_dot_product_attention's math
-(softmax(q k^T / sqrt(d)) over keys <= the query) at T = 1, 7, 64 and 256, forward and
+The attention fixtures compare the fused op with PyTorch's scaled_dot_product_attention
+(is_causal=True; torch 1.13's private one) at T = 1, 7, 64 and 256, forward and
 backward, q, k and v from the formula. Needs torch; run /usr/bin/python3 tests/gen_gpt2_ref.py
 from the repository root."""
 import json
-import math
 import os
 import sys
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from ref_gpt2 import GPT2LMHeadModel, sdpa  # noqa: E402
 from ref_numbers import PERTURBED, fill, perturbed, summary, unit  # noqa: E402
-
-
-class Conv1D(nn.Module):
-    def __init__(self, nf, nx):
-        super().__init__()
-        self.nf = nf
-        self.weight = nn.Parameter(torch.empty(nx, nf))
-        self.bias = nn.Parameter(torch.zeros(nf))
-
-    def forward(self, x):
-        y = torch.addmm(self.bias, x.reshape(-1, x.size(-1)), self.weight)
-        return y.view(*x.shape[:-1], self.nf)
-
-
-def causal_attention(q, k, v):
-    """(N, H, T, D) each: softmax(q k^T / sqrt(D)) over keys <= the query, times v."""
-    t = q.size(-2)
-    w = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
-    mask = torch.ones(t, t, dtype=torch.bool).tril()
-    w = w.masked_fill(~mask, torch.finfo(w.dtype).min)
-    return F.softmax(w, dim=-1) @ v
-
-
-class GPT2Attention(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        c = cfg["n_embd"]
-        self.heads = cfg["n_head"]
-        self.c_attn = Conv1D(3 * c, c)
-        self.c_proj = Conv1D(c, c)
-        self.attn_dropout = nn.Dropout(cfg["attn_pdrop"])
-        self.resid_dropout = nn.Dropout(cfg["resid_pdrop"])
-
-    def forward(self, x):
-        n, t, c = x.shape
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        split = lambda z: z.view(n, t, self.heads, c // self.heads).transpose(1, 2)  # noqa: E731
-        y = causal_attention(split(q), split(k), split(v))
-        return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(n, t, c)))
-
-
-class GPT2MLP(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        c = cfg["n_embd"]
-        self.c_fc = Conv1D(4 * c, c)
-        self.c_proj = Conv1D(c, 4 * c)
-        self.act = nn.GELU(approximate="tanh")
-        self.dropout = nn.Dropout(cfg["resid_pdrop"])
-
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
-
-
-class GPT2Block(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        c = cfg["n_embd"]
-        self.ln_1 = nn.LayerNorm(c, eps=cfg["layer_norm_epsilon"])
-        self.attn = GPT2Attention(cfg)
-        self.ln_2 = nn.LayerNorm(c, eps=cfg["layer_norm_epsilon"])
-        self.mlp = GPT2MLP(cfg)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT2Model(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.wte = nn.Embedding(cfg["vocab_size"], cfg["n_embd"])
-        self.wpe = nn.Embedding(cfg["n_positions"], cfg["n_embd"])
-        self.drop = nn.Dropout(cfg["embd_pdrop"])
-        self.h = nn.ModuleList([GPT2Block(cfg) for _ in range(cfg["n_layer"])])
-        self.ln_f = nn.LayerNorm(cfg["n_embd"], eps=cfg["layer_norm_epsilon"])
-
-    def forward(self, ids):
-        x = self.drop(self.wte(ids) + self.wpe(torch.arange(ids.size(1))))
-        for block in self.h:
-            x = block(x)
-        return self.ln_f(x)
-
-
-class GPT2LMHeadModel(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.transformer = GPT2Model(cfg)
-        self.lm_head = nn.Linear(cfg["n_embd"], cfg["vocab_size"], bias=False)
-        self.lm_head.weight = self.transformer.wte.weight
-
-    def forward(self, ids):
-        return self.lm_head(self.transformer(ids))
 
 
 def moved(state, p):
@@ -171,7 +75,7 @@ def attention(n, h, t, d, index):
         qkv = [tensor(index + i, dtype).requires_grad_() for i in range(3)]
         if shift is not None:
             qkv = [perturbed(z.detach(), shift + i).requires_grad_() for i, z in enumerate(qkv)]
-        out = causal_attention(*qkv)
+        out = sdpa(*qkv)
         out.backward(tensor(index + 3, dtype))
         return [out.detach()] + [z.grad for z in qkv]
 

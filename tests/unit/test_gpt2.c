@@ -23,6 +23,7 @@
 #include "gpt2_testutil.h"
 #include "resnet_testutil.h"
 #include "safetensors.h"
+#include "simd.h"
 
 /* Beyond RT_TIMES torch's own float32 error: the logits and loss to 1e-4, gradients to 1e-3
  * of their scale, as the ResNets'. */
@@ -295,11 +296,28 @@ static void test_tied_weights_files(void **state) {
     taas_model_free(m2);
 }
 
+/* simd.h's exp and tanh, which GELU(approximate='tanh') and the attention use: within 3 float
+ * ulp of exp's double value over [-87, 88], and tanh within 3e-7 of tanh absolutely. */
+static void test_fast_exp_and_tanh(void **state) {
+    (void)state;
+    double worst = 0, worst_t = 0;
+    for (int i = -870000; i <= 880000; i++) {
+        float x = (float)i * 1e-4f;
+        double want = exp((double)x), rel = fabs((double)taas_expf(x) - want) / want;
+        worst = fmax(worst, rel);
+        if (fabsf(x) < 20) worst_t = fmax(worst_t, fabs((double)taas_tanhf(x) - tanh((double)x)));
+    }
+    if (worst > 3 * 1.1920929e-7 || worst_t > 3e-7) fail_msg("exp's relative error %g, tanh's absolute %g", worst, worst_t);
+    assert_true(taas_expf(0.0f) == 1.0f);
+    assert_true(taas_expf(-1000.0f) < 1e-37f && taas_expf(-1000.0f) >= 0.0f);  /* clamped at -87 */
+    assert_true(taas_tanhf(30.0f) == 1.0f && taas_tanhf(-30.0f) == -1.0f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step), cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_dropout),
         cmocka_unit_test(test_gpt2_small_plan), cmocka_unit_test(test_token_out_of_vocab), cmocka_unit_test(test_init),
-        cmocka_unit_test(test_tied_weights_files),
+        cmocka_unit_test(test_tied_weights_files), cmocka_unit_test(test_fast_exp_and_tanh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,8 +13,15 @@
 #include "ctr_rng.h"
 #include "errnames.h"
 #include "layers.h"
+#include "simd.h"
 
 enum { B = 64 };
+
+/* s[j] = exp(s[j] - m) over a row's n scores, in vectors (simd.h's exp) */
+TAAS_VEC static void exp_row(float *s, int n, float m) {
+#pragma omp simd
+    for (int j = 0; j < n; j++) s[j] = taas_expf(s[j] - m);
+}
 
 static size_t per_thread(const taas_attention_shape *s) {
     size_t d = (size_t)(s->c / s->heads);
@@ -70,13 +77,13 @@ void taas_attention_forward(float *y, float *lse, const float *qkv, const taas_a
                         int row = r0 + r, lim = row - c0 + 1 < bc ? row - c0 + 1 : bc;  /* keys <= row */
                         float mx = m[r];
                         for (int j = 0; j < lim; j++) mx = sr[j] > mx ? sr[j] : mx;
-                        float corr = expf(m[r] - mx), sum = 0.0f;
-                        for (int j = 0; j < lim; j++) {
-                            float e = expf(sr[j] - mx);
-                            sum += e;
-                            sr[j] = p > 0.0f && taas_ctr_uniform(seed, ctr(offset, (size_t)u, t, row, c0 + j)) < p
-                                        ? 0.0f : p > 0.0f ? e * ks : e;
-                        }
+                        float corr = m[r] == -INFINITY ? 0.0f : taas_expf(m[r] - mx), sum = 0.0f;
+                        exp_row(sr, lim, mx);
+                        for (int j = 0; j < lim; j++) sum += sr[j];
+                        if (p > 0.0f)
+                            for (int j = 0; j < lim; j++)
+                                sr[j] = taas_ctr_uniform(seed, ctr(offset, (size_t)u, t, row, c0 + j)) < p ? 0.0f
+                                                                                                         : sr[j] * ks;
                         for (int j = lim; j < bc; j++) sr[j] = 0.0f;
                         l[r] = l[r] * corr + sum;
                         m[r] = mx;
@@ -133,8 +140,9 @@ void taas_attention_backward(float *dqkv, const float *dy, const float *qkv, con
                     for (int r = 0; r < br; r++) {
                         float *pr = P + (size_t)r * B, *gr = dS + (size_t)r * B, lr = L[r0 + r];
                         int row = r0 + r, lim = row - c0 + 1 < bc ? row - c0 + 1 : bc;
+                        exp_row(pr, lim, lr);
                         for (int j = 0; j < lim; j++) {
-                            float pj = expf(pr[j] - lr), mk = 1.0f;
+                            float pj = pr[j], mk = 1.0f;
                             if (p > 0.0f)
                                 mk = taas_ctr_uniform(seed, ctr(offset, (size_t)u, t, row, c0 + j)) < p ? 0.0f : ks;
                             gr[j] = pj * (gr[j] * mk - Dr[r]);  /* dS */
