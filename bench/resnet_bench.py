@@ -27,11 +27,11 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+from bench_common import add_step_args, run  # noqa: E402
 
 TORCH_STEP = r"""
 import json, resource, sys, time
@@ -91,18 +91,9 @@ def env_for(isa):
     return env
 
 
-def run(cmd, env):
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--driver", required=True)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=3)
+    add_step_args(ap)
     ap.add_argument("--isa", choices=["best", "avx2"], default="best")
     ap.add_argument("--models", default="cifar,r18,r50")
     a = ap.parse_args()

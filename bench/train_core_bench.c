@@ -12,6 +12,8 @@
  *          the vocabulary, targets the next ones; per step zero_grad, forward in train mode,
  *          CrossEntropyLoss over the (N*T, V) logits, backward, AdamW(lr=6e-4, betas=(0.9, 0.95),
  *          weight_decay=0.1), as bench/gpt_bench.py's PyTorch side; adds "tokens_per_s"
+ *   attention: the fused causal attention alone (layers.h) on --input T,HEADS,D (no --model):
+ *          forward and backward on N sequences of uniform q, k, v and output gradient
  *   layer: the model's first Conv2d alone (with its ReLU when the plan fuses one): forward,
  *          then backward with all three products (input, weight and bias gradients) on a
  *          fixed output gradient; the layer's own speed, without the rest of the step. The
@@ -35,7 +37,7 @@
 #include "optim.h"
 
 static int usage(void) {
-    fprintf(stderr, "usage: taas-train-bench --model FILE --input C,H,W --mode train|infer|layer|lm [--batch N] "
+    fprintf(stderr, "usage: taas-train-bench --model FILE --input C,H,W --mode train|infer|layer|lm|attention [--batch N] "
                     "[--steps S] [--warmup W] [--threads T] [--seed S] [--no-direct]\n");
     return 2;
 }
@@ -87,6 +89,35 @@ static int lm_step(taas_model *m, const float *ids, const int64_t *y, int n, flo
     taas_cross_entropy_backward(dlogits, probs, y, rows, v, 0.0f, 1.0f);
     if (taas_model_backward(m, dlogits, e)) return -1;
     taas_optim_step(opt, m->params, m->grads, state, m->ntrain, step);
+    return 0;
+}
+
+/* --mode attention */
+static int bench_attention(int n, int t, int heads, int d, int warmup, int steps, int threads) {
+    taas_attention_shape s = {n, t, heads * d, heads, 0.0f};
+    size_t cnt = (size_t)n * t * heads * d;
+    float *qkv = malloc(3 * cnt * sizeof(float)), *dqkv = malloc(3 * cnt * sizeof(float)), *y = malloc(cnt * sizeof(float));
+    float *dy = malloc(cnt * sizeof(float)), *lse = malloc((size_t)n * heads * t * sizeof(float));
+    float *scratch = malloc(taas_attention_scratch_floats(&s, threads) * sizeof(float));
+    if (!qkv || !dqkv || !y || !dy || !lse || !scratch) {
+        fprintf(stderr, "taas-train-bench: out of memory\n");
+        free(qkv), free(dqkv), free(y), free(dy), free(lse), free(scratch);
+        return 1;
+    }
+    taas_init_rng rng = {7, 0};
+    taas_init_uniform(qkv, 3 * cnt, 1.0f, &rng);
+    taas_init_uniform(dy, cnt, 1.0f, &rng);
+    double t0 = 0;
+    for (int st = 0; st < warmup + steps; st++) {
+        if (st == warmup) t0 = omp_get_wtime();
+        taas_attention_forward(y, lse, qkv, &s, scratch, threads, 1, 0);
+        taas_attention_backward(dqkv, dy, qkv, y, lse, &s, scratch, threads, 1, 0);
+    }
+    double secs = omp_get_wtime() - t0;
+    printf("{\"mode\": \"attention\", \"batch\": %d, \"t\": %d, \"heads\": %d, \"d\": %d, \"steps\": %d, "
+           "\"threads\": %d, \"seconds\": %.6f, \"ms_per_step\": %.3f, \"tokens_per_s\": %.1f}\n",
+           n, t, heads, d, steps, threads, secs, 1e3 * secs / steps, (double)steps * n * t / secs);
+    free(qkv), free(dqkv), free(y), free(dy), free(lse), free(scratch);
     return 0;
 }
 
@@ -161,6 +192,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--threads")) threads = atoi(v);
         else if (!strcmp(k, "--seed")) seed = atoll(v);
         else return usage();
+    }
+    if (mode && !strcmp(mode, "attention")) {
+        if (c < 1 || h < 1 || w < 1 || batch < 1 || steps < 1 || warmup < 0 || threads < 1) return usage();
+        omp_set_num_threads(threads);
+        return bench_attention(batch, c, h, w, warmup, steps, threads);
     }
     if (!model || !mode || c < 1 || batch < 1 || steps < 1 || warmup < 0 || threads < 1 ||
         (strcmp(mode, "train") && strcmp(mode, "infer") && strcmp(mode, "layer") && strcmp(mode, "lm")))

@@ -5,7 +5,9 @@ and the fused causal attention alone, against which taas is compared.
 Transformers is not among Debian 12's packages, so the reference GPT-2 is tests/lib/ref_gpt2.py,
 written under Hugging Face's names and layout. Both sides fill every state_dict tensor from the same formula
 (ref_numbers.fill), and the fixture keeps the config, the state_dict keys and shapes in order,
-the token ids and targets, the logits and loss, and a summary of every gradient (ref_numbers:
+the token ids and targets, the logits and loss, a summary of every gradient, the gradients'
+global norm, and what clip_grad_norm_(max_norm=1.0) and one step of AdamW (betas (0.9, 0.95),
+weight decay 0.1 on the matmuls' weights only) change in every parameter (ref_numbers:
 float64's numbers with float32's distance from them, on the batch and on the model's weights
 moved by one ulp, since token ids cannot move).
 
@@ -34,6 +36,15 @@ def moved(state, p):
     return out
 
 
+def groups(m):
+    """nanoGPT's two AdamW groups with the issue's rule: weight decay on the matmuls' weights,
+    none on biases, LayerNorm weights and the embeddings (wte, which is lm_head, and wpe)."""
+    decay, rest = [], []
+    for key, p in m.named_parameters():
+        (decay if p.dim() >= 2 and not key.startswith(("transformer.wte.", "transformer.wpe.")) else rest).append(p)
+    return [{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}]
+
+
 def run(cfg, state, ids, y, dtype):
     m = GPT2LMHeadModel(cfg)
     m.load_state_dict(state)
@@ -43,7 +54,12 @@ def run(cfg, state, ids, y, dtype):
     loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
     loss.backward()
     grads = {key: p.grad.clone() for key, p in m.named_parameters()}
-    return logits.detach(), loss.detach(), grads
+    norm = torch.nn.utils.clip_grad_norm_(m.parameters(), MAX_NORM)
+    opt = torch.optim.AdamW(groups(m), lr=LR, betas=(0.9, 0.95), eps=1e-8)
+    before = {key: p.detach().clone() for key, p in m.named_parameters()}
+    opt.step()
+    update = {key: p.detach() - before[key] for key, p in m.named_parameters()}
+    return logits.detach(), loss.detach(), grads, norm.detach(), update
 
 
 def step(cfg, n, t, seed):
@@ -53,7 +69,7 @@ def step(cfg, n, t, seed):
     state = model.state_dict()
     ids = torch.randint(0, cfg["vocab_size"], (n, t))
     y = torch.randint(0, cfg["vocab_size"], (n, t))
-    l64, s64, g64 = run(cfg, state, ids, y, torch.float64)
+    l64, s64, g64, n64, a64 = run(cfg, state, ids, y, torch.float64)
     r32 = [run(cfg, s, ids, y, torch.float32) for s in [state] + [moved(state, p) for p in range(PERTURBED)]]
     out = {"config": cfg, "n": n, "t": t, "ids": ids.reshape(-1).tolist(), "y": y.reshape(-1).tolist(),
            "keys": [[key, list(v.shape)] for key, v in state.items()],
@@ -62,6 +78,11 @@ def step(cfg, n, t, seed):
     # named_parameters() lists the tied weight once, as transformer.wte.weight
     for key, g in g64.items():
         out["grads"][key] = summary(g, [r[2][key] for r in r32])[0]
+    # clip_grad_norm_(max_norm=1.0), then one step of AdamW with two groups
+    out.update({"max_norm": MAX_NORM, "lr": LR, "weight_decay": WD, "grad_norm": float(n64),
+                "grad_norm_err": max(abs(float(n64) - float(r[3])) for r in r32), "update": {}})
+    for key, a in a64.items():
+        out["update"][key] = summary(a, [r[4][key] for r in r32])[0]
     return out
 
 
@@ -93,6 +114,7 @@ def write(name, ref):
         f.write("\n")
 
 
+MAX_NORM, LR, WD = 1.0, 1e-3, 0.1
 torch.set_num_threads(1)
 small = {"vocab_size": 96, "n_positions": 48, "n_embd": 64, "n_layer": 2, "n_head": 4, "resid_pdrop": 0.0,
          "embd_pdrop": 0.0, "attn_pdrop": 0.0, "layer_norm_epsilon": 1e-5}

@@ -19,8 +19,9 @@
 #include "ctr_rng.h"
 #include "fixture_testutil.h"
 #include "loss.h"
-#include "model.h"
 #include "gpt2_testutil.h"
+#include "model.h"
+#include "optim.h"
 #include "resnet_testutil.h"
 #include "safetensors.h"
 #include "simd.h"
@@ -77,7 +78,33 @@ static void test_step(void **state) {
         assert_non_null(g);
         bad |= rt_check(m->grads + p->offset, p->numel, g, TOL_GRAD, p->key);
     }
+    /* clip_grad_norm_(1.0), then AdamW with the two groups */
+    double norm = taas_clip_grad_norm(m->grads, m->ntrain, json_number_value(json_object_get(ref, "max_norm")));
+    double want_norm = json_number_value(json_object_get(ref, "grad_norm"));
+    if (fabs(norm - want_norm) > RT_TIMES * json_number_value(json_object_get(ref, "grad_norm_err")) + TOL_OUT * want_norm)
+        fail_msg("the gradients' norm %.8g, torch %.8g", norm, want_norm);
+    taas_optim_config cfg;
+    taas_optim_config_default(&cfg, TAAS_OPTIM_ADAMW);
+    cfg.lr = json_number_value(json_object_get(ref, "lr"));
+    cfg.beta2 = 0.95;
+    cfg.eps = 1e-8;
+    taas_optim_span *spans;
+    size_t nspans;
+    assert_int_equal(taas_model_decay_spans(m, json_number_value(json_object_get(ref, "weight_decay")), &spans, &nspans), 0);
+    float *st = calloc(taas_optim_state_floats(&cfg, m->ntrain), sizeof *st);
+    float *before = malloc(m->nparams * sizeof *before);
+    memcpy(before, m->params, m->nparams * sizeof *before);
+    taas_optim_step_spans(&cfg, m->params, m->grads, st, m->ntrain, 1, spans, nspans);
+    for (size_t j = 0; j < m->nparams; j++) before[j] = m->params[j] - before[j];  /* the update */
+    for (size_t i = 0; i < m->ntable; i++) {
+        const taas_param_entry *p = &m->table[i];
+        if (p->tied) continue;
+        const json_t *a = json_object_get(json_object_get(ref, "update"), p->key);
+        assert_non_null(a);
+        bad |= rt_check(before + p->offset, p->numel, a, TOL_GRAD, p->key);
+    }
     assert_int_equal(bad, 0);
+    free(spans), free(st), free(before);
     free(ids), free(probs), free(dlogits), free(y);
     taas_model_free(m);
     json_decref(spec);

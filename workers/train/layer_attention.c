@@ -55,6 +55,7 @@ void taas_attention_forward(float *y, float *lse, const float *qkv, const taas_a
     const int n = s->n, t = s->t, c = s->c, h = s->heads, d = c / h;
     const size_t ld = 3 * (size_t)c, per = per_thread(s);
     const float scale = 1.0f / sqrtf((float)d), ks = keep_scale(s->p), p = s->p;
+    taas_blas_setup();
 #pragma omp parallel num_threads(nthreads)
     {
         float *S = scratch + per * (size_t)omp_get_thread_num(), *O = S + 2 * B * B, *m = O + (size_t)B * d, *l = m + B;
@@ -110,6 +111,7 @@ void taas_attention_backward(float *dqkv, const float *dy, const float *qkv, con
     const int n = s->n, t = s->t, c = s->c, h = s->heads, d = c / h;
     const size_t ld = 3 * (size_t)c, per = per_thread(s);
     const float scale = 1.0f / sqrtf((float)d), ks = keep_scale(s->p), p = s->p;
+    taas_blas_setup();
 #pragma omp parallel num_threads(nthreads)
     {
         float *P = scratch + per * (size_t)omp_get_thread_num(), *dS = P + B * B, *Dr = dS + B * B;

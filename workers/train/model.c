@@ -40,6 +40,25 @@ static int init_params(taas_model *m, taas_error *e) {
     return 0;
 }
 
+int taas_model_decay_spans(const taas_model *m, double wd, taas_optim_span **out, size_t *n) {
+    *n = 0;
+    *out = malloc((m->ntable ? m->ntable : 1) * sizeof **out);
+    if (!*out) return -1;
+    for (int i = 0; i < m->nlayers; i++) {
+        const taas_model_layer *L = &m->layers[i];
+        int table = L->kind == TAAS_L_EMBEDDING || L->kind == TAAS_L_POS_EMBEDDING;
+        for (int r = L->row; r < L->row + L->nrows; r++) {
+            const taas_param_entry *t = &m->table[r];
+            if (t->home != TAAS_T_PARAM || t->tied || t->offset >= m->ntrain) continue;
+            double d = t->ndim >= 2 && !table ? wd : 0.0;
+            taas_optim_span *last = *n ? &(*out)[*n - 1] : NULL;
+            if (last && last->weight_decay == d && last->off + last->len == t->offset) last->len += t->numel;
+            else (*out)[(*n)++] = (taas_optim_span){t->offset, t->numel, d};
+        }
+    }
+    return 0;
+}
+
 taas_model *taas_model_new(const json_t *spec, int c, int h, int w, uint64_t seed, taas_error *err) {
     if (c < 1) {
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "invalid input shape (N, %d, %d, %d) for the model", c, h, w);

@@ -14,6 +14,7 @@
 #include "layers.h"
 #include "model_memory.h"
 #include "model_plan.h"
+#include "optim.h"
 
 typedef struct taas_model {
     taas_model_layer *layers;
@@ -76,6 +77,13 @@ int taas_model_forward(taas_model *m, const float *x, int n, int train, uint64_t
  * last forward; nothing upstream of only frozen ops is computed. */
 int taas_model_backward(taas_model *m, const float *dout, taas_error *err);
 void taas_model_zero_grad(taas_model *m);
+/* The trainable parameters as spans for taas_optim_step_spans: weight decay `wd` on the
+ * weights of the matrix products (Linear, Conv1D, Conv2d), none on biases, normalisation
+ * weights and embeddings (nanoGPT's two AdamW groups, the embeddings with the no-decay
+ * group as minGPT has them). Adjacent spans with the same decay are one. *out is malloc'd;
+ * -1 when out of memory. */
+int taas_model_decay_spans(const taas_model *m, double wd, taas_optim_span **out, size_t *n);
+
 /* OpenMP threads of every layer (default 1): forward and backward set them as the calling
  * thread's omp_set_num_threads, so an optimizer step after them uses as many. Drops the
  * work memory when it changes. */

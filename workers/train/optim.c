@@ -5,6 +5,7 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "errnames.h"
 #include "simd.h"
@@ -87,8 +88,10 @@ TAAS_VEC void taas_sgd_step(const taas_optim_config *cfg, float *params, const f
     }
 }
 
-TAAS_VEC void taas_adam_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
-                    size_t n, long step) {
+/* The steps below on n parameters whose state parts lie `part` floats apart (n for a whole
+ * buffer, more for a span of one). */
+TAAS_VEC static void adam(const taas_optim_config *cfg, float *params, const float *grads, float *state, size_t n,
+                          size_t part, long step) {
     const int decoupled = cfg->kind == TAAS_OPTIM_ADAMW, ams = cfg->amsgrad;
     const float b1 = (float)cfg->beta1, b2 = (float)cfg->beta2, eps = (float)cfg->eps;
     const float omb1 = (float)(1.0 - cfg->beta1), omb2 = (float)(1.0 - cfg->beta2);
@@ -97,7 +100,7 @@ TAAS_VEC void taas_adam_step(const taas_optim_config *cfg, float *params, const 
     const double bc1 = 1.0 - pow(cfg->beta1, (double)step);
     const float bc2_sqrt = (float)sqrt(1.0 - pow(cfg->beta2, (double)step));
     const float step_size = (float)(cfg->lr / bc1);
-    float *m = state, *v = state + n, *vmax = state + 2 * n;
+    float *m = state, *v = state + part, *vmax = state + 2 * part;
 #pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         float p = params[i], g = grads[i];
@@ -115,11 +118,16 @@ TAAS_VEC void taas_adam_step(const taas_optim_config *cfg, float *params, const 
     }
 }
 
-TAAS_VEC void taas_adadelta_step(const taas_optim_config *cfg, float *params, const float *grads,
-                        float *state, size_t n) {
+void taas_adam_step(const taas_optim_config *cfg, float *params, const float *grads, float *state, size_t n,
+                    long step) {
+    adam(cfg, params, grads, state, n, n, step);
+}
+
+TAAS_VEC static void adadelta(const taas_optim_config *cfg, float *params, const float *grads, float *state, size_t n,
+                              size_t part) {
     const float lr = (float)cfg->lr, wd = (float)cfg->weight_decay, rho = (float)cfg->rho;
     const float omrho = (float)(1.0 - cfg->rho), eps = (float)cfg->eps;
-    float *sq = state, *acc = state + n;
+    float *sq = state, *acc = state + part;
 #pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i];
@@ -132,12 +140,16 @@ TAAS_VEC void taas_adadelta_step(const taas_optim_config *cfg, float *params, co
     }
 }
 
-TAAS_VEC void taas_rmsprop_step(const taas_optim_config *cfg, float *params, const float *grads,
-                       float *state, size_t n) {
+void taas_adadelta_step(const taas_optim_config *cfg, float *params, const float *grads, float *state, size_t n) {
+    adadelta(cfg, params, grads, state, n, n);
+}
+
+TAAS_VEC static void rmsprop(const taas_optim_config *cfg, float *params, const float *grads, float *state, size_t n,
+                             size_t part) {
     const float lr = (float)cfg->lr, wd = (float)cfg->weight_decay, alpha = (float)cfg->alpha;
     const float omalpha = (float)(1.0 - cfg->alpha), eps = (float)cfg->eps, mom = (float)cfg->momentum;
     const int use_mom = cfg->momentum > 0.0, centered = cfg->centered;
-    float *sq = state, *buf = state + n, *gavg = state + (use_mom ? 2 : 1) * n;
+    float *sq = state, *buf = state + part, *gavg = state + (use_mom ? 2 : 1) * part;
 #pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i];
@@ -159,13 +171,67 @@ TAAS_VEC void taas_rmsprop_step(const taas_optim_config *cfg, float *params, con
     }
 }
 
-void taas_optim_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
-                     size_t n, long step) {
+void taas_rmsprop_step(const taas_optim_config *cfg, float *params, const float *grads, float *state, size_t n) {
+    rmsprop(cfg, params, grads, state, n, n);
+}
+
+/* One step over n parameters with state parts `part` apart (SGD's one part needs none). */
+static void step_part(const taas_optim_config *cfg, float *params, const float *grads, float *state, size_t n,
+                      size_t part, long step) {
     switch (cfg->kind) {
     case TAAS_OPTIM_SGD: taas_sgd_step(cfg, params, grads, state, n, step); break;
     case TAAS_OPTIM_ADAM:
-    case TAAS_OPTIM_ADAMW: taas_adam_step(cfg, params, grads, state, n, step); break;
-    case TAAS_OPTIM_ADADELTA: taas_adadelta_step(cfg, params, grads, state, n); break;
-    case TAAS_OPTIM_RMSPROP: taas_rmsprop_step(cfg, params, grads, state, n); break;
+    case TAAS_OPTIM_ADAMW: adam(cfg, params, grads, state, n, part, step); break;
+    case TAAS_OPTIM_ADADELTA: adadelta(cfg, params, grads, state, n, part); break;
+    case TAAS_OPTIM_RMSPROP: rmsprop(cfg, params, grads, state, n, part); break;
     }
+}
+
+void taas_optim_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
+                     size_t n, long step) {
+    step_part(cfg, params, grads, state, n, n, step);
+}
+
+void taas_optim_step_spans(const taas_optim_config *cfg, float *params, const float *grads, float *state,
+                           size_t n, long step, const taas_optim_span *spans, size_t nspans) {
+    for (size_t k = 0; k < nspans; k++) {
+        taas_optim_config c = *cfg;
+        c.weight_decay = spans[k].weight_decay;
+        size_t o = spans[k].off;
+        step_part(&c, params + o, grads + o, state ? state + o : NULL, spans[k].len, n, step);
+    }
+}
+
+/* the sum of squares of a block, in LANES double lanes added in a fixed order */
+enum { LANES = 8, NORM_BLOCK = 1 << 16 };
+TAAS_VEC static double block_squares(const float *g, size_t n) {
+    double a[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++) a[l] += (double)g[i + l] * g[i + l];
+    for (; i < n; i++) a[i % LANES] += (double)g[i] * g[i];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+double taas_clip_grad_norm(float *grads, size_t n, double max_norm) {
+    size_t nb = (n + NORM_BLOCK - 1) / NORM_BLOCK;
+    double *part = malloc((nb ? nb : 1) * sizeof *part), total = 0;
+    if (part) {
+#pragma omp parallel for if (n >= TAAS_PAR_MIN) schedule(static)
+        for (size_t b = 0; b < nb; b++) {
+            size_t at = b * NORM_BLOCK;
+            part[b] = block_squares(grads + at, n - at < NORM_BLOCK ? n - at : NORM_BLOCK);
+        }
+        for (size_t b = 0; b < nb; b++) total += part[b];
+        free(part);
+    } else {  /* no memory for the blocks' sums: one thread, the same blocks */
+        for (size_t b = 0; b < nb; b++) total += block_squares(grads + b * NORM_BLOCK, n - b * NORM_BLOCK < NORM_BLOCK ? n - b * NORM_BLOCK : NORM_BLOCK);
+    }
+    double norm = sqrt(total), coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0) {
+        float c = (float)coef;
+#pragma omp parallel for simd if (n >= TAAS_PAR_MIN) schedule(static)
+        for (size_t i = 0; i < n; i++) grads[i] *= c;
+    }
+    return norm;
 }

@@ -90,6 +90,24 @@ static inline int taas_optim_state_names(const taas_optim_config *cfg, const cha
     return k;
 }
 
+/* A span of the parameter buffer with its own weight decay: torch's parameter groups, which
+ * differ only there (nanoGPT's two AdamW groups). */
+typedef struct taas_optim_span {
+    size_t off, len;
+    double weight_decay;
+} taas_optim_span;
+
+/* One step over n parameters span by span, each with its weight decay; the state keeps the
+ * whole buffer's layout (part k of span s at state + k n + s.off). The same numbers as one
+ * step of torch over the groups. */
+void taas_optim_step_spans(const taas_optim_config *cfg, float *params, const float *grads, float *state,
+                           size_t n, long step, const taas_optim_span *spans, size_t nspans);
+
+/* torch.nn.utils.clip_grad_norm_(max_norm) over n gradients: their global 2-norm (summed in
+ * double, in blocks whose order depends on n alone: the same bits for any thread count),
+ * returned; when it exceeds max_norm, every gradient times max_norm / (norm + 1e-6). */
+double taas_clip_grad_norm(float *grads, size_t n, double max_norm);
+
 /* One step of the configured optimizer; the config must have passed the check. */
 void taas_optim_step(const taas_optim_config *cfg, float *params, const float *grads, float *state,
                      size_t n, long step);

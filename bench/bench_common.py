@@ -1,0 +1,20 @@
+"""What the training benchmarks against PyTorch share (bench/resnet_bench.py, bench/gpt_bench.py):
+their common arguments, and a side's run as one JSON line."""
+import json
+import subprocess
+
+
+def add_step_args(ap):
+    """The driver (taas-train-bench), the threads both sides use, the timed and untimed steps,
+    the runs of each side (alternating; the median is reported)."""
+    ap.add_argument("--driver", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3)
+
+
+def run(cmd, env=None):
+    """The last line of what cmd prints, as JSON."""
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
