@@ -20,6 +20,7 @@ static const struct {
     {"NpyDataset", taas_format_npy_open},
     {"WebDataset", taas_format_webdataset_open},
     {"ImageFolder", taas_format_imagefolder_open},
+    {"TextFile", taas_format_text_open},
 };
 #define N_FORMATS (sizeof FORMATS / sizeof FORMATS[0])
 
@@ -43,7 +44,8 @@ taas_dataset *taas_dataset_open(const json_t *spec, taas_fetcher *f, taas_error 
         char q[64];
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "unknown dataset type '%s'",
                        taas_utf8_clip(q, sizeof q, type, strlen(type), 40));
-        taas_error_hint(err, "the loaders read MNIST, FashionMNIST, CIFAR10, NpyDataset, WebDataset and ImageFolder");
+        taas_error_hint(err, "the loaders read MNIST, FashionMNIST, CIFAR10, NpyDataset, WebDataset, ImageFolder and "
+                             "TextFile");
         return NULL;
     }
     const json_t *tt = json_object_get(spec, "target_transform");

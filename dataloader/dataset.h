@@ -2,7 +2,8 @@
  * spec the kernel builds with taas_value_spec: {"type": "FashionMNIST", "root": ...,
  * "train": true, ...}). Formats: MNIST/FashionMNIST IDX (gzip or not), CIFAR-10 binary
  * (.tar.gz or the .bin files), NpyDataset (.npy), WebDataset tar shards (.png, .jpg, .npy
- * images; .cls/.txt labels), ImageFolder (one folder per class of JPEG/PNG files). Thread-safe reads after open. */
+ * images; .cls/.txt labels), ImageFolder (one folder per class of JPEG/PNG files), TextFile
+ * (plain text as bytes, in windows). Thread-safe reads after open. */
 #ifndef TAAS_DATASET_H
 #define TAAS_DATASET_H
 
@@ -34,7 +35,9 @@ typedef struct taas_dataset_info {
     char type[32];           /* "FashionMNIST" */
     size_t size;             /* samples */
     int h, w, c;             /* shape of a decoded sample (0 when it varies: WebDataset) */
-    int num_classes;         /* 0 when unknown */
+    int num_classes;         /* 0 when unknown; a token dataset's vocabulary */
+    int tokens;              /* a token dataset (TextFile): a sample is T + 1 token ids, (T + 1, 1, 1)
+                              * as floats; a language model reads the first T and predicts the last T */
     const char *const *classes; /* class names when the format has them (NULL otherwise) */
     char source[1024];       /* root folder, URL prefix or first shard, for displays */
 } taas_dataset_info;

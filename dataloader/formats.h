@@ -37,6 +37,7 @@ int taas_format_cifar_open(taas_dataset *d, const json_t *spec, taas_fetcher *f,
 int taas_format_npy_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err);
 int taas_format_webdataset_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err);
 int taas_format_imagefolder_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err);
+int taas_format_text_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err);
 
 /* Shared helpers (dataset.c). */
 /* Puts "prefix: " in front of err's message (keeps ename and hint). */

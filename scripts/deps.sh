@@ -7,6 +7,7 @@ packages=(
   libcurl4-openssl-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist nginx-light openssl
+  fortunes  # real text for the language-model tests (tests/protocol/test_text.py)
   jupyter-core jupyter-nbconvert jupyter-nbformat python3-jupyter-client python3-nbclient
   python3-jupyter-kernel-test python3-ipykernel python3-zmq
   python3-torch  # the test that loads taas's weights into torch.nn.Sequential

@@ -18,7 +18,36 @@ typedef struct cpu_engine {
     taas_optim_config opt;    /* its kind and options: the state's layout */
     float *dout;              /* the loss's gradient */
     size_t dout_cap;
+    float *x;                 /* a token model's inputs and targets, cut from the windows */
+    int64_t *y;
+    size_t xy_cap;
 } cpu_engine;
+
+/* What the loss compares: a classifier's outputs (n, k) with its labels, or a token model's
+ * (n T, V) with the next tokens (model.h: the batch's windows cut into x and y). */
+typedef struct rows {
+    const float *x;
+    const int64_t *y;
+    int n, k;
+} rows;
+
+static int batch_rows(cpu_engine *c, const taas_batch *b, rows *r, taas_error *err) {
+    int t = taas_model_tokens(c->m);
+    *r = (rows){b->images, b->labels, (int)b->n, (int)taas_model_out_numel(c->m)};
+    if (!t) return 0;
+    size_t need = (size_t)b->n * (size_t)t;
+    if (need > c->xy_cap) {
+        float *x = realloc(c->x, need * sizeof *x);
+        if (x) c->x = x;
+        int64_t *y = realloc(c->y, need * sizeof *y);
+        if (y) c->y = y;
+        if (!x || !y) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a batch of tokens");
+        c->xy_cap = need;
+    }
+    if (taas_model_split_windows(c->m, b->images, (size_t)b->c * b->h * b->w, (int)b->n, c->x, c->y, err)) return -1;
+    *r = (rows){c->x, c->y, (int)need, c->m->layers[c->m->nlayers - 1].out.d[1]};
+    return 0;
+}
 
 static int compute(taas_engine *e, const taas_batch *b, taas_engine_next_fn next, void *next_ctx, uint64_t step,
                    float *loss, taas_error *err) {
@@ -27,8 +56,9 @@ static int compute(taas_engine *e, const taas_batch *b, taas_engine_next_fn next
     taas_model_zero_grad(c->m);
     *loss = 0;
     if (!b) return 0;
-    int k = (int)taas_model_out_numel(c->m);
-    size_t need = (size_t)b->n * (size_t)k;
+    rows r;
+    if (batch_rows(c, b, &r, err)) return -1;
+    size_t need = (size_t)r.n * (size_t)r.k;
     if (need > c->dout_cap) {
         float *d = realloc(c->dout, need * sizeof *d);
         if (!d) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the loss gradient");
@@ -36,8 +66,8 @@ static int compute(taas_engine *e, const taas_batch *b, taas_engine_next_fn next
         c->dout_cap = need;
     }
     const float *out;
-    if (taas_model_forward(c->m, b->images, (int)b->n, 1, step, &out, err) ||
-        taas_train_loss_run(c->loss, out, b->labels, (int)b->n, k, c->dout, loss, err))
+    if (taas_model_forward(c->m, r.x, (int)b->n, 1, step, &out, err) ||
+        taas_train_loss_run(c->loss, out, r.y, r.n, r.k, c->dout, loss, err))
         return -1;
     if (!isfinite(*loss)) return 0;  /* every rank sees it in the step's sums and stops */
     return taas_model_backward(c->m, c->dout, err);
@@ -56,23 +86,26 @@ static int update(taas_engine *e, float w, taas_collective *coll, const taas_opt
     return 0;
 }
 
+/* A token model's loss and hits are per token, counted per sample (a window's mean), so that
+ * the loop's sums over samples give the token means. */
 static int eval(taas_engine *e, const taas_batch *b, double *loss_sum, double *right, taas_error *err) {
     cpu_engine *c = (cpu_engine *)e;
-    int k = (int)taas_model_out_numel(c->m);
+    rows r;
     const float *out;
     float v;
-    if (taas_model_forward(c->m, b->images, (int)b->n, 0, 0, &out, err) ||
-        taas_train_loss_run(c->loss, out, b->labels, (int)b->n, k, NULL, &v, err))
+    if (batch_rows(c, b, &r, err) || taas_model_forward(c->m, r.x, (int)b->n, 0, 0, &out, err) ||
+        taas_train_loss_run(c->loss, out, r.y, r.n, r.k, NULL, &v, err))
         return -1;
     *loss_sum = (double)v * b->n;
-    *right = 0;
-    for (uint32_t i = 0; i < b->n; i++) {
-        const float *row = out + (size_t)i * k;
+    double hits = 0;
+    for (int i = 0; i < r.n; i++) {
+        const float *row = out + (size_t)i * r.k;
         int best = 0;
-        for (int q = 1; q < k; q++)
+        for (int q = 1; q < r.k; q++)
             if (row[q] > row[best]) best = q;
-        *right += best == b->labels[i];
+        hits += best == r.y[i];
     }
+    *right = hits * b->n / r.n;
     return 0;
 }
 
@@ -111,6 +144,8 @@ static void cpu_free(taas_engine *e) {
     taas_model_free(c->m);
     free(c->state);
     free(c->dout);
+    free(c->x);
+    free(c->y);
     free(c);
 }
 

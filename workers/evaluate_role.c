@@ -46,14 +46,13 @@ json_t *taas_evaluate_spec(const json_t *job, taas_error *err) {
         taas_model *m = taas_train_model(job, &l, err);
         double ml, acc;
         uint64_t n;
-        if (m && taas_train_evaluate(m, &l, &loss, &ml, &acc, &n, err) == 0) {
+        if (m && taas_train_evaluate(m, &l, &loss, &ml, &acc, &n, err) == 0) {  /* takes m */
             out = json_object();
             json_object_set_new(out, "event", json_string("done"));
             json_object_set_new(out, "loss", json_real(ml));
             json_object_set_new(out, "accuracy", json_real(acc));
             json_object_set_new(out, "samples", json_integer((json_int_t)n));
         }
-        taas_model_free(m);
         taas_train_loader_close(&l);
     }
     taas_train_loss_free(&loss);

@@ -131,6 +131,7 @@ static json_t *probe(const json_t *spec, taas_error *err) {
         json_object_set_new(out, "size", json_integer((json_int_t)info->size));
         json_object_set_new(out, "transformed", json_boolean(t != NULL));
         json_object_set_new(out, "num_classes", json_integer(info->num_classes));
+        json_object_set_new(out, "tokens", json_boolean(info->tokens));
         json_object_set_new(out, "classes", classes(info));
         json_object_set_new(out, "source", taas_cli_text(info->source));
         if (shapes(d, t, out, err) || (spec != dspec && loader_fields(spec, info->size, out, err))) {

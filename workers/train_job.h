@@ -54,6 +54,7 @@ typedef struct taas_train_loader {
     taas_pipeline *pipeline;
     int c, h, w;               /* sample shape after the transform */
     int num_classes;
+    int tokens;                /* a token dataset: (T + 1, 1, 1) samples (dataset.h) */
     uint64_t steps;            /* steps per epoch (batches per rank) */
     uint64_t per_epoch;        /* samples per epoch, all ranks */
     uint32_t rank, world;      /* this rank r of W */
@@ -99,7 +100,8 @@ void taas_train_loader_close(taas_train_loader *l);
 taas_model *taas_train_model(const json_t *job, const taas_train_loader *l, taas_error *err);
 int taas_train_save(const taas_model *m, const char *path, taas_error *err);
 
-/* One eval-mode pass over the loader's pipeline: mean loss and accuracy over its samples. */
+/* One eval-mode pass over the loader's pipeline: mean loss and accuracy over its samples (a
+ * token model's over its tokens). Takes m: it is freed, whatever the result. */
 int taas_train_evaluate(taas_model *m, taas_train_loader *l, taas_train_loss *loss, double *mean_loss,
                       double *accuracy, uint64_t *samples, taas_error *err);
 

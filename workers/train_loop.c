@@ -7,6 +7,7 @@
 #include "bounds.h"
 #include "errnames.h"
 #include "safetensors.h"
+#include "engine.h"
 #include "train_job.h"
 
 int taas_train_pipeline_cfg(const json_t *spec, const taas_train_loader *l, uint64_t seed, taas_pipeline_cfg *pc,
@@ -78,6 +79,7 @@ static int known_facts(const json_t *facts, const char *what, taas_train_loader 
     l->h = (int)json_integer_value(json_array_get(shape, 1));
     l->w = (int)json_integer_value(json_array_get(shape, 2));
     l->num_classes = (int)json_integer_value(json_object_get(facts, "num_classes"));
+    l->tokens = json_is_true(json_object_get(facts, "tokens"));
     return 0;
 }
 
@@ -129,6 +131,7 @@ int taas_train_loader_open(const json_t *spec, const char *what, taas_fetcher *f
             l->c = c, l->h = h, l->w = w;
         }
         l->num_classes = info->num_classes;
+        l->tokens = info->tokens;
         size = info->size;
     }
     taas_sampler_cfg sc;
@@ -188,10 +191,11 @@ taas_model *taas_train_model(const json_t *job, const taas_train_loader *l, taas
         taas_error_hint(err, "give fit() a model: Sequential(Flatten(), Linear(784, 10), LogSoftmax(dim=1))");
         return NULL;
     }
-    /* A (C, 1, 1) sample is a feature vector: (N, C) models (Linear first) take it as is. */
+    /* A (C, 1, 1) sample is a feature vector: (N, C) models (Linear first) take it as is; a
+     * token dataset's (T + 1, 1, 1) is T tokens in and T targets (dataset.h). */
     int h = l->h, w = l->w;
     if (h == 1 && w == 1) h = w = 0;
-    taas_model *m = taas_model_new(spec, l->c, h, w, (uint64_t)seed, err);
+    taas_model *m = taas_model_new(spec, l->tokens ? l->c - 1 : l->c, h, w, (uint64_t)seed, err);
     if (!m) return NULL;
     taas_model_set_threads(m, (int)threads);
     const json_t *wp = json_object_get(job, "weights");
@@ -224,34 +228,27 @@ int taas_train_save(const taas_model *m, const char *path, taas_error *err) {
 
 int taas_train_evaluate(taas_model *m, taas_train_loader *l, taas_train_loss *loss, double *mean_loss,
                       double *accuracy, uint64_t *samples, taas_error *err) {
-    double sum = 0;
-    uint64_t n = 0, right = 0;
-    int c = (int)taas_model_out_numel(m);
+    /* the CPU engine's eval, which knows a classifier's rows and a token model's */
+    taas_optim_config none;
+    taas_optim_config_default(&none, TAAS_OPTIM_SGD);
+    taas_engine *e = taas_engine_cpu(m, loss, &none, err);  /* takes m */
+    if (!e) return -1;
+    double sum = 0, right = 0;
+    uint64_t n = 0;
+    int rc = 0;
     for (;;) {
         taas_batch *b = NULL;
-        int rc = taas_pipeline_next(l->pipeline, &b, err);
-        if (rc < 0) return -1;
-        if (rc == 1) break;
-        const float *out;
-        float v;
-        if (taas_model_forward(m, b->images, (int)b->n, 0, 0, &out, err) ||
-            taas_train_loss_run(loss, out, b->labels, (int)b->n, c, NULL, &v, err)) {
-            taas_batch_free(b);
-            return -1;
-        }
-        sum += (double)v * b->n;
-        for (uint32_t i = 0; i < b->n; i++) {
-            const float *row = out + (size_t)i * c;
-            int best = 0;
-            for (int k = 1; k < c; k++)
-                if (row[k] > row[best]) best = k;
-            right += best == b->labels[i];
-        }
-        n += b->n;
+        double ls, r;
+        if ((rc = taas_pipeline_next(l->pipeline, &b, err)) != 0) break;
+        rc = e->ops->eval(e, b, &ls, &r, err);
+        if (rc == 0) sum += ls, right += r, n += b->n;
         taas_batch_free(b);
+        if (rc) break;
     }
+    e->ops->free(e);
+    if (rc < 0) return -1;
     *samples = n;
     *mean_loss = n ? sum / (double)n : NAN;
-    *accuracy = n ? (double)right / (double)n : NAN;
+    *accuracy = n ? right / (double)n : NAN;
     return 0;
 }

@@ -199,9 +199,10 @@ int taas_job_plan(taas_job *j, const taas_job_cfg *cfg, const taas_io *io, taas_
         if (j->autosize) json_object_set_new(st, "slots", json_integer(j->cpus));
         const json_t *facts = cfg->streams[s].facts;
         if (facts)  /* the ranks need the size and shape only: they need not open the data */
-            json_object_set_new(st, "facts", json_pack("{s:O, s:O, s:O}", "size", json_object_get(facts, "size"),
+            json_object_set_new(st, "facts", json_pack("{s:O, s:O, s:O, s:b}", "size", json_object_get(facts, "size"),
                                                        "shape", json_object_get(facts, "shape"), "num_classes",
-                                                       json_object_get(facts, "num_classes")));
+                                                       json_object_get(facts, "num_classes"), "tokens",
+                                                       json_is_true(json_object_get(facts, "tokens"))));
         json_array_append_new(streams, st);
     }
     json_object_set_new(off, "id", json_string(j->id));

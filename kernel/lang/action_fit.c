@@ -90,7 +90,8 @@ static int check_model(taas_call_ctx *cx, taas_value *model, const taas_value *l
     model->u.obj.sample[1] = plan.in_shape.rank == 3 ? plan.in_shape.d[1] : 0;
     model->u.obj.sample[2] = plan.in_shape.rank == 3 ? plan.in_shape.d[2] : 0;
     const taas_model_layer *last = &plan.layers[plan.nlayers - 1];
-    int outputs = last->out.rank == 1 ? last->out.d[0] : 0;
+    /* a classifier's outputs a sample, a token model's a token (its vocabulary) */
+    int outputs = last->out.rank == 1 ? last->out.d[0] : last->out.rank == 2 ? last->out.d[1] : 0;
     int classifier = loss->type != TAAS_V_OBJECT || taas_value_is(loss, "NLLLoss") ||
                      taas_value_is(loss, "CrossEntropyLoss");
     taas_model_plan_free(&plan);
@@ -99,6 +100,12 @@ static int check_model(taas_call_ctx *cx, taas_value *model, const taas_value *l
     if (!classifier || !outputs || taas_data_probe(cx->interp, ds, &info, cx->err)) return 0;
     long long classes = (long long)json_integer_value(json_object_get(info, "num_classes"));
     if (classes <= outputs) return 0;
+    if (json_is_true(json_object_get(info, "tokens"))) {
+        taas_error_set(cx->err, TAAS_ERR_VALUE, cx->pos, "the model predicts %d tokens, but %s has a vocabulary of %lld",
+                       outputs, ds->u.obj.def->name, classes);
+        taas_error_hint(cx->err, "give the model a vocabulary of the data's: GPT2Config(vocab_size=%lld)", classes);
+        return -1;
+    }
     taas_error_set(cx->err, TAAS_ERR_VALUE, cx->pos, "the model gives %d output%s per sample, but %s has %lld classes",
                    outputs, outputs == 1 ? "" : "s", ds->u.obj.def->name, classes);
     taas_error_hint(cx->err, "make the last layer give one output per class, e.g. Linear(128, %lld)", classes);
@@ -204,6 +211,19 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     return 0;
 }
 
+/* evaluate()'s loss=None: NLLLoss after a LogSoftmax, else CrossEntropyLoss on the logits (a
+ * ResNet's, a GPT's). */
+static json_t *default_loss(const taas_value *model) {
+    taas_model_plan plan;
+    taas_error e;
+    json_t *spec = taas_value_spec(model);
+    int logp = spec && taas_model_plan_build(&plan, spec, 0, 0, 0, &e) == 0 && plan.nlayers &&
+               plan.layers[plan.nlayers - 1].kind == TAAS_L_LOG_SOFTMAX;
+    if (spec && plan.layers) taas_model_plan_free(&plan);
+    json_decref(spec);
+    return json_pack("{s:s}", "type", logp || !spec ? "NLLLoss" : "CrossEntropyLoss");
+}
+
 /* evaluate(model, loader, loss, units) */
 int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_need_session(cx, "evaluate") || taas_need_weights(cx, a[0]) || check_model(cx, a[0], a[1], a[2], NULL))
@@ -211,8 +231,7 @@ int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     size_t mark = taas_json_mark();
     json_t *job = job_spec("evaluate", a[0], NULL, a[3]);
     json_object_set_new(job, "validate", taas_value_spec(a[1]));
-    json_object_set_new(job, "loss", a[2]->type == TAAS_V_NONE ? json_pack("{s:s}", "type", "NLLLoss")
-                                                                : taas_value_spec(a[2]));
+    json_object_set_new(job, "loss", a[2]->type == TAAS_V_NONE ? default_loss(a[0]) : taas_value_spec(a[2]));
     json_object_set_new(job, "seed", json_integer(0));
     if (lost(cx, job, mark)) return -1;
     if (taas_evaluate_job(cx, job, a[0])) return -1;

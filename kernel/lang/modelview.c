@@ -41,8 +41,10 @@ int taas_model_plan_for(taas_interp *in, const taas_value *model, const taas_val
     }
     int c = (int)json_integer_value(json_array_get(shape, 0)), h = (int)json_integer_value(json_array_get(shape, 1)),
         w = (int)json_integer_value(json_array_get(shape, 2));
-    /* the worker's rule: a (C, 1, 1) sample is a feature vector */
+    /* the worker's rule: a (C, 1, 1) sample is a feature vector, a token dataset's (T + 1, 1, 1)
+     * T tokens in and T targets */
     if (h == 1 && w == 1) h = w = 0;
+    if (json_is_true(json_object_get(info, "tokens")) && c > 1) c--;
     json_t *spec = model_spec(model, err);
     if (!spec) return -1;
     int rc = taas_model_plan_build(plan, spec, c, h, w, err);

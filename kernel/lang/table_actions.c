@@ -265,7 +265,7 @@ static const taas_param FIT_P[] = {
 static const taas_param EVALUATE_P[] = {
     {"model", TAAS_P_LAYER, NULL, TAAS_PX(TAAS_PX_MODEL), TAAS_NO_RANGE, "a model with weights (from fit() or load())"},
     {"loader", TAAS_P_LOADER, NULL, 0, TAAS_NO_RANGE, "the DataLoader to measure on"},
-    {"loss", TAAS_P_LOSS, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "None: NLLLoss()"},
+    {"loss", TAAS_P_LOSS, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "None: NLLLoss() after a LogSoftmax, else CrossEntropyLoss()"},
     {"units", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "samples to use at most; None: all"},
     END,
 };

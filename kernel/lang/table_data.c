@@ -226,6 +226,45 @@ static void folder_repr_with(const taas_value *v, taas_buf *out, const json_t *p
 
 static void folder_repr(const taas_value *v, taas_buf *out) { folder_repr_with(v, out, NULL); }
 
+static const taas_param TEXT_P[] = {
+    {"path", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "the text: a path on the loader's host, or an HTTP(S) or s3:// URL"},
+    {"block_size", TAAS_P_INT, NULL, 0, TAAS_BETWEEN(1, 1 << 20), "tokens (bytes) the model reads a sample; a window holds one more"},
+    {"split", TAAS_P_STR, "None", TAAS_PF_NONE_OK | TAAS_PX(TAAS_PX_SPLIT), TAAS_NO_RANGE,
+     "None: the whole text; 'train': its first 1 - val_fraction; 'val': the rest"},
+    {"val_fraction", TAAS_P_FLOAT, "0.1", 0, TAAS_BETWEEN(0, 1), "the share of the text at its end that is 'val'"},
+    END,
+};
+
+static int text_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    double f = taas_value_number(a[3]);
+    if (f <= 0.0 || f >= 1.0) {
+        taas_error_set(err, TAAS_ERR_VALUE, w[3], "%s() val_fraction must be between 0 and 1, not %g", r->b.name, f);
+        taas_sig_hint(err, &r->b, "val_fraction=0.1 keeps the last tenth of the text for validation");
+        return -1;
+    }
+    return 0;
+}
+
+static void text_repr_with(const taas_value *v, taas_buf *out, const json_t *probe) {
+    taas_buf a = TAAS_BUF_INIT, b = TAAS_BUF_INIT, c = TAAS_BUF_INIT;
+    const taas_value *split = taas_object_arg(v, "split");
+    int64_t block = taas_object_arg(v, "block_size")->u.i;
+    double frac = taas_value_number(taas_object_arg(v, "val_fraction"));
+    taas_buf_printf(&a, "Path: %s", taas_object_arg(v, "path")->u.str.s);
+    taas_buf_printf(&b, "Block size: %lld (windows of %lld bytes, a vocabulary of 256)", (long long)block,
+                    (long long)block + 1);
+    if (split->type == TAAS_V_NONE) taas_buf_puts(&c, "Split: the whole text");
+    else if (!strcmp(split->u.str.s, "train")) taas_buf_printf(&c, "Split: train (the first %g %%)", 100 * (1 - frac));
+    else taas_buf_printf(&c, "Split: val (the last %g %%)", 100 * frac);
+    const char *lines[] = {a.data, b.data, c.data};
+    dataset_repr_with(v, out, lines, 3, probe);
+    taas_buf_free(&a);
+    taas_buf_free(&b);
+    taas_buf_free(&c);
+}
+
+static void text_repr(const taas_value *v, taas_buf *out) { text_repr_with(v, out, NULL); }
+
 /* ---- transforms ------------------------------------------------------------------ */
 
 static const taas_param NO_P[] = {END};
@@ -436,6 +475,8 @@ static void dataset_repr_probed(const taas_value *ds, taas_buf *out, const json_
         web_repr_with(ds, out, probe);
     else if (!strcmp(name, "ImageFolder"))
         folder_repr_with(ds, out, probe);
+    else if (!strcmp(name, "TextFile"))
+        text_repr_with(ds, out, probe);
     else
         vision_repr_with(ds, out, probe);
 }
@@ -504,6 +545,13 @@ const taas_row taas_rows_data[] = {
              "the file. The classes and their indices (class_to_idx) show once the loaders "
              "list root."),
      .check = folder_check, .repr = folder_repr, .size = loaders_size},
+    {DATASET("TextFile", TEXT_P,
+             "Plain text as bytes, for a character-level language model (a vocabulary of 256): "
+             "sample i is the window of block_size + 1 bytes starting at byte i * block_size; "
+             "a model of tokens (GPT2LMHeadModel, or a Sequential that starts with an Embedding) "
+             "reads its first block_size bytes and predicts each next one. Shuffled, checked "
+             "and resumed per window, as images are. The loaders read the file whole."),
+     .check = text_check, .repr = text_repr, .size = loaders_size},
     {TRANSFORM("ToTensor", NO_P,
                "Turns an image of shape (H, W, C) with values 0..255 into a float tensor of "
                "shape (C, H, W) with values 0..1.")},

@@ -597,12 +597,21 @@ class RawKernelCase(unittest.TestCase):
         cls.k.close()
 
 
+def job_tmp(cwd):
+    """A kernel_env: the kernel's TMPDIR, where job folders go, a folder of the test's own."""
+    path = os.path.join(cwd, "tmp")
+    os.makedirs(path, exist_ok=True)
+    return {"TMPDIR": path}
+
+
 class KernelCase(unittest.TestCase):
     """Tests that share one kernel, started in a private working directory (self.tmp.name)
-    with `kernel_env` added to its environment."""
+    with `kernel_env` added to its environment, after which `setup_code` (when given) runs
+    in it and must succeed."""
 
     tmp_prefix = "taas-test-"
     kernel_env = None
+    setup_code = None
 
     @classmethod
     def setUpClass(cls):
@@ -612,6 +621,9 @@ class KernelCase(unittest.TestCase):
             env = dict(os.environ)
             env.update(cls.kernel_env(cls.tmp.name) if callable(cls.kernel_env) else cls.kernel_env)
         cls.k = Kernel(cwd=cls.tmp.name, env=env)
+        if cls.setup_code:
+            reply, msgs = cls.k.execute(cls.setup_code, timeout=30)
+            assert reply["content"]["status"] == "ok", msgs
 
     @classmethod
     def tearDownClass(cls):

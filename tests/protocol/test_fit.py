@@ -30,23 +30,11 @@ def stdout_of(msgs):
     return taastest.stream_text(msgs, "stdout")
 
 
-def job_tmp(cwd):
-    """The kernel's TMPDIR, where job folders go: a folder of the test's own."""
-    path = os.path.join(cwd, "tmp")
-    os.makedirs(path, exist_ok=True)
-    return {"TMPDIR": path}
-
-
 @unittest.skipUnless(os.path.isdir(FASHION), "Debian's Fashion-MNIST is not installed")
 class FitInTheNotebook(taastest.KernelCase):
     tmp_prefix = "taas-fit-"
-    kernel_env = staticmethod(job_tmp)
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        reply, msgs = cls.k.execute(SETUP, timeout=30)
-        assert reply["content"]["status"] == "ok", msgs
+    kernel_env = staticmethod(taastest.job_tmp)
+    setup_code = SETUP
 
     def job_folders(self):
         return glob.glob(os.path.join(self.tmp.name, "tmp", "taas-job-*"))
@@ -263,7 +251,7 @@ class JobFoldersGo(unittest.TestCase):
 
     def test_nothing_is_left(self):
         with tempfile.TemporaryDirectory(prefix="taas-folders-") as cwd:
-            env = dict(os.environ, **job_tmp(cwd))
+            env = dict(os.environ, **taastest.job_tmp(cwd))
             folders = lambda: sorted(os.listdir(os.path.join(cwd, "tmp")))
             k = taastest.Kernel(cwd=cwd, env=env)
             try:

@@ -292,6 +292,50 @@ static void against_cpu(const char *spec, int c, int h, int w, int classes, taas
     free(state), free(d.x), free(d.y);
 }
 
+/* A token model (a small GPT2LMHeadModel, every dropout on) on windows of T + 1 ids: the GPU
+ * cuts them as the CPU does (model.h), and four steps of AdamW agree with the CPU core's. */
+static void test_gpt2_windows_against_cpu(void **state) {
+    (void)state;
+    const char *spec = "{\"type\":\"GPT2LMHeadModel\",\"config\":{\"vocab_size\":40,\"n_positions\":16,"
+                       "\"n_embd\":16,\"n_layer\":2,\"n_head\":2}}";
+    enum { N = 6, T = 12 };
+    taas_model *cpu = from_text(spec, T, 0, 0), *gpu = from_text(spec, T, 0, 0);
+    float win[N * (T + 1)], x[N * T];
+    int64_t y[N * T], none[N] = {0};
+    for (int j = 0; j < N * (T + 1); j++) win[j] = (float)((j * 7919 + 13) % 40);
+    taas_batch b = {0};
+    b.n = N, b.c = T + 1, b.h = b.w = 1, b.images = win, b.labels = none;
+    TU_OK(taas_model_split_windows(cpu, win, T + 1, N, x, y, &E), &E);
+    taas_optim_config opt = optim(TAAS_OPTIM_ADAMW, 1e-3);
+    float *st = calloc(taas_optim_state_floats(&opt, cpu->nparams) + 1, sizeof *st);
+    float *dout = malloc((size_t)N * T * 40 * sizeof *dout), *probs = malloc((size_t)N * T * 40 * sizeof *probs);
+    taas_engine *e = engine(gpu, TAAS_JOB_CROSS_ENTROPY, 0.0f, &opt);
+    for (uint64_t s = 0; s < 4; s++) {
+        const float *out;
+        float want, got;
+        taas_model_zero_grad(cpu);
+        TU_OK(taas_model_forward(cpu, x, N, 1, s, &out, &E), &E);
+        TU_OK(taas_cross_entropy_forward(&want, probs, out, y, N * T, 40, 0.0f, &E), &E);
+        taas_cross_entropy_backward(dout, probs, y, N * T, 40, 0.0f, 1.0f);
+        TU_OK(taas_model_backward(cpu, dout, &E), &E);
+        taas_optim_step(&opt, cpu->params, cpu->grads, st, cpu->ntrain, (long)s + 1);
+        TU_OK(e->ops->compute(e, &b, NULL, NULL, s, &got, &E), &E);
+        TU_OK(e->ops->update(e, 1.0f, &SOLO, &opt, (long)s + 1, &E), &E);
+        if (!(fabs(got - want) <= 1e-4 * fmax(1.0, fabs(want)))) fail_msg("step %d: loss %.8g, CPU %.8g", (int)s, got, want);
+    }
+    TU_OK(taas_cu_model_download(taas_cu_engine_model(e), &E), &E);
+    for (size_t i = 0; i < cpu->nparams; i++)
+        if (!(fabs(gpu->params[i] - cpu->params[i]) <= 1e-4 * fmax(1.0, fabs(cpu->params[i]))))
+            fail_msg("parameter %zu after 4 steps: %.8g, CPU %.8g", i, gpu->params[i], cpu->params[i]);
+    /* a token beyond the vocabulary: the CPU's words */
+    win[5] = 40;
+    assert_int_equal(e->ops->compute(e, &b, NULL, NULL, 4, &(float){0}, &E), -1);
+    assert_non_null(strstr(E.message, "outside the model's vocabulary [0, 40)"));
+    e->ops->free(e);
+    taas_model_free(cpu), taas_model_free(gpu);
+    free(st), free(dout), free(probs);
+}
+
 static void test_every_layer_against_cpu(void **state) {
     (void)state;
     against_cpu(EVERY_LAYER, 2, 10, 10, 4, TAAS_JOB_CROSS_ENTROPY, 0.1f, optim(TAAS_OPTIM_SGD, 0.05));
@@ -434,6 +478,7 @@ int main(void) {
         cmocka_unit_test(test_sgd_momentum_steps),
         cmocka_unit_test(test_adam_steps),
         cmocka_unit_test(test_every_layer_against_cpu),
+        cmocka_unit_test(test_gpt2_windows_against_cpu),
         cmocka_unit_test(test_section1_against_cpu),
         cmocka_unit_test(test_batches_taken_ahead),
         cmocka_unit_test(test_eval_matches_cpu),

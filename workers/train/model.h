@@ -9,7 +9,9 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "errnames.h"
 #include "error.h"
 #include "layers.h"
 #include "model_memory.h"
@@ -55,6 +57,43 @@ static inline taas_pool2d_shape taas_layer_pool_shape(const taas_model_layer *L,
 /* An attention op's shape for n samples; its dropout only in training. */
 static inline taas_attention_shape taas_layer_attention_shape(const taas_model_layer *L, int n, int train) {
     return (taas_attention_shape){n, L->in.d[0], L->out.d[1], L->heads, train ? L->p : 0.0f};
+}
+
+/* A model of tokens (an Embedding first, an (N, T, V) output): T, or 0 for another. On a
+ * token dataset (dataset.h) a sample is a window of T + 1 ids: the model reads the first T,
+ * and the last T are their targets, each the next token, as nanoGPT and llm.c cut them. */
+static inline int taas_model_tokens(const taas_model *m) {
+    return m->nlayers && m->layers[0].kind == TAAS_L_EMBEDDING && m->in_shape.rank == 1 &&
+                   m->layers[m->nlayers - 1].out.rank == 2
+               ? m->in_shape.d[0] : 0;
+}
+
+/* n windows of `width` ids (floats) -> x (n, T) and targets y (n, T), for a token model of
+ * vocabulary v (its output's last size). 0, or -1 with a TaasValueError naming the sample
+ * and place: a window that is not T + 1 wide (a dataset of another kind), an id that is no
+ * whole number in [0, v) (a token beyond the model's vocabulary). */
+static inline int taas_model_split_windows(const taas_model *m, const float *win, size_t width, int n, float *x,
+                                           int64_t *y, taas_error *e) {
+    int t = taas_model_tokens(m), v = m->layers[m->nlayers - 1].out.d[1];
+    if (width != (size_t)t + 1) {
+        taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "the model reads %d token ids and predicts each next one, but a "
+                       "sample holds %zu values, not the %d of a window", t, width, t + 1);
+        taas_error_hint(e, "train it on a token dataset with block_size=%d: TextFile(path, block_size=%d)", t, t);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const float *w = win + (size_t)i * width;
+        for (int k = 0; k <= t; k++)
+            if (!(w[k] >= 0.0f && w[k] < (float)v) || w[k] != (float)(int64_t)w[k]) {
+                taas_error_set(e, TAAS_ERR_VALUE, TAAS_NOPOS, "sample %d of the batch has token %g at position %d, "
+                               "outside the model's vocabulary [0, %d)", i, (double)w[k], k, v);
+                taas_error_hint(e, "give the model a vocab_size that holds every token of the data");
+                return -1;
+            }
+        memcpy(x + (size_t)i * t, w, (size_t)t * sizeof *x);
+        for (int k = 0; k < t; k++) y[(size_t)i * t + k] = (int64_t)w[k + 1];
+    }
+    return 0;
 }
 
 /* Builds the model for inputs (N, c, h, w), or (N, c) when h == 0 and w == 0, and

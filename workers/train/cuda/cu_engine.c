@@ -25,7 +25,11 @@ typedef struct cu_engine {
     taas_train_loss_kind loss_kind;
     float smoothing;
     int fused;                  /* NLLLoss after a final LogSoftmax: cross-entropy on its input */
-    size_t k;                   /* outputs per sample */
+    size_t k;                   /* outputs per row: a sample's, or a token model's vocabulary */
+    int tokens;                 /* a token model's T (model.h), rows being tokens; else 0 */
+    float *tx;                  /* host: a token batch's inputs and targets, cut from its windows */
+    int64_t *ty;
+    size_t tcap;
     float *state;               /* device: the optimizer's, one allocation */
     taas_optim_config opt;      /* its kind and options: the state's layout */
     float *dout;                /* device: the loss's gradient (cap, k) */
@@ -58,6 +62,7 @@ taas_cu_model *taas_cu_engine_model(taas_engine *e) {
 /* The batch fits the model and its labels the classes: the CPU's words (loss.c), checked on
  * the host before anything is queued. */
 static int check_batch(const cu_engine *e, const taas_batch *b, taas_error *err) {
+    if (e->tokens) return 0;  /* taas_model_split_windows checks a token batch as it cuts it */
     const taas_act_shape *s = &e->m->in_shape;
     size_t want = 1, got = (size_t)b->c * b->h * b->w;
     for (int i = 0; i < s->rank; i++) want *= (size_t)s->d[i];
@@ -109,12 +114,34 @@ static int reserve(cu_engine *e, int n, taas_error *err) {
     return 0;
 }
 
+/* The rows the loss sees: a sample each, or a token model's T a sample. */
+static int rows_of(const cu_engine *e, const taas_batch *b) {
+    return (int)b->n * (e->tokens ? e->tokens : 1);
+}
+
+/* b into slot i: as it is, or a token model's inputs and targets cut from its windows on
+ * the host (the cut checks them: model.h) */
+static int put(cu_engine *e, int i, const taas_batch *b, taas_error *err) {
+    if (!e->tokens) return taas_cu_stage_put(&e->st, i, b, (size_t)b->c * b->h * b->w, err);
+    size_t rows = (size_t)rows_of(e, b);
+    if (rows > e->tcap) {
+        float *x = realloc(e->tx, rows * sizeof *x);
+        if (x) e->tx = x;
+        int64_t *y = realloc(e->ty, rows * sizeof *y);
+        if (y) e->ty = y;
+        if (!x || !y) return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for a batch of tokens");
+        e->tcap = rows;
+    }
+    if (taas_model_split_windows(e->m, b->images, (size_t)b->c * b->h * b->w, (int)b->n, e->tx, e->ty, err)) return -1;
+    return taas_cu_stage_put_xy(&e->st, i, b, e->tx, rows, e->ty, rows, err);
+}
+
 /* b in a slot of the stage: the one it was copied to ahead of time, or the other. */
 static int stage(cu_engine *e, const taas_batch *b, taas_error *err) {
     int slot = taas_cu_stage_find(&e->st, b);
     if (slot < 0) {
         slot = 1 - e->last_slot;
-        if (taas_cu_stage_put(&e->st, slot, b, (size_t)b->c * b->h * b->w, err)) return -1;
+        if (put(e, slot, b, err)) return -1;
     }
     if (taas_cu_stage_use(&e->st, slot, err)) return -1;
     e->last_slot = slot;
@@ -133,16 +160,16 @@ static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn n
                    float *loss, taas_error *err) {
     cu_engine *e = (cu_engine *)base;
     *loss = 0;
-    if (b && (check_batch(e, b, err) || reserve(e, (int)b->n, err))) return -1;
+    if (b && (check_batch(e, b, err) || reserve(e, rows_of(e, b), err))) return -1;
     if (taas_cu_model_zero_grad(&e->dm, err)) return -1;
     if (b) {
-        int slot = stage(e, b, err), n = (int)b->n;
+        int slot = stage(e, b, err), n = (int)b->n, r = rows_of(e, b);
         const float *out;
         int nrun = e->fused ? e->m->nlayers - 1 : e->m->nlayers;
         if (slot < 0 || taas_cu_check(cudaEventRecord(e->start, e->cu.stream), "timing a step", err) ||
             taas_cu_model_forward(&e->dm, e->st.slot[slot].x, n, 1, step, nrun, &out, err) ||
-            queue_loss(e, out, e->st.slot[slot].y, n, e->dout, err) ||
-            taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost,
+            queue_loss(e, out, e->st.slot[slot].y, r, e->dout, err) ||
+            taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)r * sizeof(double), cudaMemcpyDeviceToHost,
                                           e->cu.stream),
                           "copying the loss back", err) ||
             /* a loss that is not finite has its backward run too; the loop stops before an update */
@@ -162,7 +189,7 @@ static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn n
         if (d > 0 && t > d) e->wait_s += (double)(t - d) * 1e-9;  /* the GPU was done before the batch came */
     }
     /* (checked when its step computes it, so that an error belongs to that step) */
-    if (nb && taas_cu_stage_put(&e->st, 1 - e->last_slot, nb, (size_t)nb->c * nb->h * nb->w, err)) return -1;
+    if (nb && put(e, 1 - e->last_slot, nb, err)) return -1;
     if (taas_cu_check(cudaEventSynchronize(e->done), "a training step", err)) return -1;
     if (!b) return 0;
     if (e->stats) {
@@ -172,8 +199,9 @@ static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn n
         e->steps++;
     }
     double sum = 0;
-    for (uint32_t i = 0; i < b->n; i++) sum += e->rows_host[i];
-    *loss = (float)(sum / b->n);
+    int r = rows_of(e, b);
+    for (int i = 0; i < r; i++) sum += e->rows_host[i];
+    *loss = (float)(sum / r);
     return 0;
 }
 
@@ -190,31 +218,34 @@ static int update(taas_engine *base, float w, taas_collective *coll, const taas_
 
 static int eval(taas_engine *base, const taas_batch *b, double *loss_sum, double *right, taas_error *err) {
     cu_engine *e = (cu_engine *)base;
-    int n = (int)b->n;
+    int n = (int)b->n, r = rows_of(e, b);
     const float *out;
-    if (check_batch(e, b, err) || reserve(e, n, err)) return -1;
+    if (check_batch(e, b, err) || reserve(e, r, err)) return -1;
     int slot = stage(e, b, err);
     if (slot < 0 || taas_cu_model_forward(&e->dm, e->st.slot[slot].x, n, 0, 0, e->m->nlayers, &out, err)) return -1;
     /* the loss on the model's output, as the CPU computes it (no fusion: eval has no backward) */
     int fused = e->fused;
     e->fused = 0;
-    int rc = queue_loss(e, out, e->st.slot[slot].y, n, NULL, err);
+    int rc = queue_loss(e, out, e->st.slot[slot].y, r, NULL, err);
     e->fused = fused;
-    if (rc || taas_cu_argmax_right(&e->cu, e->right, out, e->st.slot[slot].y, n, (int)e->k, err) ||
-        taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost,
+    if (rc || taas_cu_argmax_right(&e->cu, e->right, out, e->st.slot[slot].y, r, (int)e->k, err) ||
+        taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)r * sizeof(double), cudaMemcpyDeviceToHost,
                                       e->cu.stream),
                       "copying the losses back", err) ||
-        taas_cu_check(cudaMemcpyAsync(e->right_host, e->right, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost,
+        taas_cu_check(cudaMemcpyAsync(e->right_host, e->right, (size_t)r * sizeof(int), cudaMemcpyDeviceToHost,
                                       e->cu.stream),
                       "copying the accuracy back", err) ||
         taas_cu_stage_done(&e->st, slot, err) || taas_cu_sync(&e->cu, "an evaluation step", err))
         return -1;
     *loss_sum = 0;
     *right = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < r; i++) {
         *loss_sum += e->rows_host[i];
         *right += e->right_host[i];
     }
+    /* a token model's per token, counted per sample as engine_cpu.c's */
+    *loss_sum *= (double)n / r;
+    *right *= (double)n / r;
     return 0;
 }
 
@@ -289,6 +320,8 @@ static void engine_free(taas_engine *base) {
     taas_cu_stage_free(&e->st);
     taas_cu_model_release(&e->dm);
     free_rows(e);
+    free(e->tx);
+    free(e->ty);
     if (e->state) cudaFree(e->state);
     if (e->start) cudaEventDestroy(e->start);
     if (e->done) cudaEventDestroy(e->done);
@@ -329,8 +362,9 @@ __attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_mo
     e->smoothing = loss->label_smoothing;
     e->opt = *opt;
     const taas_model_layer *last = &m->layers[m->nlayers - 1];
+    e->tokens = taas_model_tokens(m);
     e->k = 1;
-    for (int i = 0; i < last->out.rank; i++) e->k *= (size_t)last->out.d[i];
+    for (int i = e->tokens ? 1 : 0; i < last->out.rank; i++) e->k *= (size_t)last->out.d[i];
     e->fused = loss->kind == TAAS_JOB_NLL && taas_layers_fold_into_nll(m->layers, m->nlayers);
     const char *stats = getenv("TAAS_CUDA_STATS");
     e->stats = stats && !strcmp(stats, "1");

@@ -62,15 +62,20 @@ static int reserve(taas_cu_slot *s, size_t bytes, taas_error *err) {
 }
 
 int taas_cu_stage_put(taas_cu_stage *st, int i, const taas_batch *b, size_t sample_floats, taas_error *err) {
+    return taas_cu_stage_put_xy(st, i, b, b->images, (size_t)b->n * sample_floats, b->labels, b->n, err);
+}
+
+int taas_cu_stage_put_xy(taas_cu_stage *st, int i, const taas_batch *b, const float *x, size_t nx, const int64_t *y,
+                         size_t ny, taas_error *err) {
     taas_cu_slot *s = &st->slot[i];
     s->full = 0;
-    size_t xb = (size_t)b->n * sample_floats * sizeof(float), xb_al = (xb + ALIGN - 1) / ALIGN * ALIGN;
-    size_t yb = (size_t)b->n * sizeof(int64_t);
+    size_t xb = nx * sizeof(float), xb_al = (xb + ALIGN - 1) / ALIGN * ALIGN;
+    size_t yb = ny * sizeof(int64_t);
     if (reserve(s, xb_al + yb, err)) return -1;
     /* the pinned buffer is rewritten: its last copy to the device must be over */
     if (taas_cu_check(cudaEventSynchronize(s->copied), "waiting for a batch's copy", err)) return -1;
-    memcpy(s->host, b->images, xb);
-    memcpy((char *)s->host + xb_al, b->labels, yb);
+    memcpy(s->host, x, xb);
+    memcpy((char *)s->host + xb_al, y, yb);
     s->x = s->dev;
     s->y = (int64_t *)((char *)s->dev + xb_al);
     /* the device buffer too: the compute stream's last reader of it must be done */

@@ -44,6 +44,10 @@ void taas_cu_stage_free(taas_cu_stage *st);
  * copy to the device. The host part (waiting for the slot's previous copy, the memcpy into
  * pinned memory) happens now; b may be freed when this returns. */
 int taas_cu_stage_put(taas_cu_stage *st, int i, const taas_batch *b, size_t sample_floats, taas_error *err);
+/* The same with b's inputs and targets given apart (a token model's, cut from b's windows):
+ * nx floats of x and ny labels of y, found afterwards as b's. */
+int taas_cu_stage_put_xy(taas_cu_stage *st, int i, const taas_batch *b, const float *x, size_t nx, const int64_t *y,
+                         size_t ny, taas_error *err);
 /* The slot that holds b (put from it, with its epoch, item and size), or -1. */
 int taas_cu_stage_find(const taas_cu_stage *st, const taas_batch *b);
 /* Makes the compute stream wait for slot i's copy before what is queued next. */
