@@ -57,6 +57,12 @@ struct taas_engine {
     const taas_engine_ops *ops;
     char name[128];          /* "CPU, 2 threads"; "cuda:0, NVIDIA H100 80GB HBM3" */
     size_t nparams;
+    /* what update does besides the optimizer's step, set by the fit loop: clip the summed
+     * gradients' global norm to clip (0: none), and step span by span with each one's weight
+     * decay (the optimizer's parameter groups; NULL: one span, the optimizer's decay) */
+    double clip;
+    const taas_optim_span *spans;
+    size_t nspans;
 };
 
 /* The CPU training core on model m (taken: the engine frees it) with the loss (borrowed) and

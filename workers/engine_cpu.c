@@ -81,8 +81,10 @@ static int update(taas_engine *e, float w, taas_collective *coll, const taas_opt
         for (size_t i = 0; i < c->m->ntrain; i++) g[i] *= w;
         if (coll->sum_f32(coll, g, c->m->ntrain, err)) return -1;
     }
+    if (e->clip > 0) taas_clip_grad_norm(g, c->m->ntrain, e->clip);
     /* the trainable parameters only (model.h): frozen ones neither change nor have state */
-    taas_optim_step(opt, c->m->params, g, c->state, c->m->ntrain, step);
+    if (e->spans) taas_optim_step_spans(opt, c->m->params, g, c->state, c->m->ntrain, step, e->spans, e->nspans);
+    else taas_optim_step(opt, c->m->params, g, c->state, c->m->ntrain, step);
     return 0;
 }
 

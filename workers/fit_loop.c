@@ -25,6 +25,7 @@
 
 struct taas_fit {
     taas_fit_cfg cfg;
+    taas_optim_span *spans;  /* the optimizer's parameter groups (param_groups), or NULL */
     const json_t *job;
     taas_collective *coll;
     long long epochs, units, seed;
@@ -221,10 +222,12 @@ static int setup(taas_fit *f, taas_error *err) {
     taas_model *m = taas_train_model(job, &f->train, err);
     if (!m) return -1;
     if (taas_train_sched_parse(json_object_get(job, "scheduler"), f->opt.lr, (long)f->epochs, (long)f->train.steps,
-                             &f->sc, &f->has_sched, err))
+                             &f->sc, &f->has_sched, err) ||
+        (f->has_sched && taas_sched_init(&f->sched, &f->sc, err))) {
+        taas_model_free(m);
         return -1;
+    }
     if (f->has_sched) {
-        if (taas_sched_init(&f->sched, &f->sc, err)) return -1;
         f->opt.lr = f->sched.lr;
         if (f->sc.kind == TAAS_SCHED_ONECYCLE && f->sc.cycle_momentum) {
             if (f->opt.kind == TAAS_OPTIM_ADAM || f->opt.kind == TAAS_OPTIM_ADAMW) f->opt.beta1 = f->sched.momentum;
@@ -232,9 +235,28 @@ static int setup(taas_fit *f, taas_error *err) {
         }
     }
     f->nparams = m->nparams;
+    /* the update's extras (engine.h): clip_grad_norm, and the optimizer's parameter groups */
+    const json_t *clip = json_object_get(job, "clip_grad_norm"), *opt = json_object_get(job, "optimizer");
+    const char *groups = json_string_value(json_object_get(opt, "param_groups"));
+    size_t nspans = 0;
+    if ((clip && !json_is_null(clip) && !(json_is_number(clip) && json_number_value(clip) > 0)) ||
+        (groups && strcmp(groups, "nanogpt"))) {
+        taas_model_free(m);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's clip_grad_norm must be a positive number or "
+                       "null, and the optimizer's param_groups null or \"nanogpt\"");
+        taas_error_hint(err, "fit(..., clip_grad_norm=1.0, optimizer=AdamW(param_groups='nanogpt'))");
+        return -1;
+    }
+    if (groups && taas_model_decay_spans(m, f->opt.weight_decay, &f->spans, &nspans)) {
+        taas_model_free(m);
+        return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the optimizer's parameter groups");
+    }
     f->engine = f->cfg.device >= 0 ? taas_engine_cuda(m, &f->loss, &f->opt, f->cfg.device, f->coll, err)
                                    : taas_engine_cpu(m, &f->loss, &f->opt, err);
     if (!f->engine) return -1;
+    f->engine->clip = json_is_number(clip) ? json_number_value(clip) : 0.0;
+    f->engine->spans = f->spans;
+    f->engine->nspans = nspans;
     uint32_t b = taas_sampler_batch(f->train.sampler);
     if (f->has_val && taas_sampler_batch(f->val.sampler) > b) b = taas_sampler_batch(f->val.sampler);
     f->idx = calloc(b, sizeof *f->idx);
@@ -279,6 +301,7 @@ void taas_fit_free(taas_fit *f) {
     taas_train_loss_free(&f->loss);
     taas_fetcher_free(f->fetcher);
     free(f->idx);
+    free(f->spans);
     json_decref(f->history);
     json_decref(f->checksums);
     free(f);

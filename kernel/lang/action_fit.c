@@ -180,7 +180,7 @@ static json_t *resume_from(taas_call_ctx *cx, taas_value **a, const char *path, 
 }
 
 /* fit(model, loader, epochs, loss, optimizer, scheduler, validate, seed, units, checkpoint_every,
- * resume, max_restarts) */
+ * resume, max_restarts, clip_grad_norm) */
 int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_need_session(cx, "fit") || check_model(cx, a[0], a[1], a[3], NULL) ||
         (a[6]->type != TAAS_V_NONE && check_model(cx, a[0], a[6], a[3], "validate")))
@@ -204,6 +204,8 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "scheduler", spec_or_null(a[5]));
     json_object_set_new(job, "validate", spec_or_null(a[6]));
     json_object_set_new(job, "seed", json_integer(a[7]->u.i));
+    json_object_set_new(job, "clip_grad_norm", a[12]->type == TAAS_V_NONE ? json_null()
+                                                                           : json_real(taas_value_number(a[12])));
     if (lost(cx, job, mark)) return -1;
     const struct taas_pragma *pr = taas_interp_pragma(cx->interp);
     if (taas_fit_job(cx, pr, job, a[0], a[1], a[6], &rs)) return -1;

@@ -24,6 +24,7 @@ static const char *const CH_STREAM[] = {"stdout", "stderr", NULL};
 static const char *const CH_EVERY[] = {"epoch", NULL};
 static const char *const CH_GPT2_ACT[] = {"gelu_new", "gelu_pytorch_tanh", "gelu", NULL};
 static const char *const CH_SPLIT[] = {"train", "val", NULL};
+static const char *const CH_PARAM_GROUPS[] = {"nanogpt", NULL};
 
 /* The refinements: what they accept in words (NULL: the choices say it) and the strings
  * allowed. Indexed by taas_subtype. */
@@ -47,6 +48,7 @@ static const struct {
     [TAAS_PX_MODEL] = {TAAS_MODEL_WORDS, NULL},
     [TAAS_PX_GPT2_ACT] = {NULL, CH_GPT2_ACT},
     [TAAS_PX_SPLIT] = {NULL, CH_SPLIT},
+    [TAAS_PX_PARAM_GROUPS] = {NULL, CH_PARAM_GROUPS},
 };
 
 static const char *const BASE_TEXT[] = {

@@ -259,6 +259,8 @@ static const taas_param FIT_P[] = {
     {"checkpoint_every", TAAS_P_ANY, "None", TAAS_PF_NONE_OK | TAAS_PX(TAAS_PX_EVERY), TAAS_AT_LEAST(1), "steps between checkpoints, or 'epoch'; None: by time, at most about 1 % of it"},
     {"resume", TAAS_P_STR, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "a checkpoint to go on from exactly (a path a stopped or failed fit printed)"},
     {"max_restarts", TAAS_P_INT, "3", 0, TAAS_AT_LEAST(0), "times a job resumes from its last checkpoint when a rank or its host dies"},
+    {"clip_grad_norm", TAAS_P_FLOAT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(0),
+     "torch.nn.utils.clip_grad_norm_'s max_norm, on the gradients summed over every rank; None: no clipping"},
     END,
 };
 

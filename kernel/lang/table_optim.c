@@ -62,7 +62,11 @@ static int sgd_check(const taas_row *r, taas_value **a, const taas_srcpos *w, ta
      {"betas", TAAS_P_FLOAT_PAIR, "(0.9, 0.999)", 0, TAAS_BETWEEN(0, 1),                         \
       "decay rates of the running averages of the gradient and its square, each below 1"},       \
      EPS("1e-08"), WEIGHT_DECAY(wd),                                                             \
-     {"amsgrad", TAAS_P_BOOL, "False", 0, TAAS_NO_RANGE, "use the AMSGrad variant"}, END}
+     {"amsgrad", TAAS_P_BOOL, "False", 0, TAAS_NO_RANGE, "use the AMSGrad variant"},             \
+     {"param_groups", TAAS_P_STR, "None", TAAS_PF_NONE_OK | TAAS_PF_KWONLY | TAAS_PF_SHOW_SET |  \
+      TAAS_PX(TAAS_PX_PARAM_GROUPS), TAAS_NO_RANGE,                                              \
+      "None: one group, every parameter decayed (torch's model.parameters()); 'nanogpt': "       \
+      "weight_decay on the matrix products' weights only, none on biases, norms and embeddings"}, END}
 
 static const taas_param ADAM_PARAMS[] = ADAM_P("0");
 static const taas_param ADAMW_PARAMS[] = ADAM_P("0.01");

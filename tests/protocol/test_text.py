@@ -25,6 +25,17 @@ val = DataLoader(TextFile('%s', block_size=32, split='val'), batch_size=16)
 """ % (GPT, FORTUNES, FORTUNES)
 
 
+def mean_abs(path, key):
+    """The mean magnitude of tensor key (float32) of a safetensors file."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        begin, end = header[key]["data_offsets"]
+        f.seek(8 + n + begin)
+        vals = struct.unpack("<%df" % ((end - begin) // 4), f.read(end - begin))
+    return sum(abs(v) for v in vals) / len(vals)
+
+
 @unittest.skipUnless(os.path.isfile(FORTUNES), "Debian's fortunes is not installed")
 class TextInTheNotebook(taastest.KernelCase):
     tmp_prefix = "taas-text-"
@@ -67,6 +78,26 @@ class TextInTheNotebook(taastest.KernelCase):
         err = self.error("fit(%s, DataLoader(TextFile('%s', block_size=100), batch_size=4), epochs=1, "
                          "optimizer=AdamW(), loss=CrossEntropyLoss())" % (GPT, FORTUNES), timeout=60)
         self.assertIn("n_positions = 64", err["evalue"])
+
+    def test_4_clip_and_param_groups(self):
+        """clip_grad_norm reaches the update: SGD clipped to a norm of 1e-6 hardly moves the
+        model, so its loss stays at the uniform guess's; param_groups='nanogpt' spares the
+        embeddings the weight decay that shrinks them in one group."""
+        fresh = "transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=256, n_positions=64, n_embd=32, " \
+                "n_layer=1, n_head=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))"
+        h = self.result("fit(%s, train, epochs=1, units=320, optimizer=SGD(lr=0.5), loss=CrossEntropyLoss(), "
+                        "clip_grad_norm=1e-6)" % fresh, timeout=120)["text/plain"]
+        loss = float(re.findall(r"^ +1 +([0-9.]+)", h, re.M)[0])
+        self.assertGreater(loss, 5.4, h)  # ln 256 = 5.55: nothing learnt
+        norms = {}
+        for groups in ("None", "'nanogpt'"):
+            path = os.path.join(self.tmp.name, "g%d.safetensors" % len(norms))
+            self.ok("g = %s\nfit(g, train, epochs=1, units=320, optimizer=AdamW(lr=0.02, weight_decay=50.0, "
+                    "param_groups=%s), loss=CrossEntropyLoss())\nsave(g, '%s')" % (fresh, groups, path), timeout=120)
+            norms[groups] = mean_abs(path, "transformer.wte.weight")
+        # decoupled decay p *= 1 - lr * weight_decay = 0 leaves a decayed table one Adam step
+        # (about lr) from zero; the spared one walks on by about lr a step
+        self.assertLess(norms["None"], 0.35 * norms["'nanogpt'"], norms)
 
     def test_3_short_text(self):
         path = os.path.join(self.tmp.name, "short.txt")

@@ -293,7 +293,8 @@ static void against_cpu(const char *spec, int c, int h, int w, int classes, taas
 }
 
 /* A token model (a small GPT2LMHeadModel, every dropout on) on windows of T + 1 ids: the GPU
- * cuts them as the CPU does (model.h), and four steps of AdamW agree with the CPU core's. */
+ * cuts them as the CPU does (model.h), and four steps of AdamW with nanoGPT's parameter
+ * groups and clip_grad_norm agree with the CPU core's. */
 static void test_gpt2_windows_against_cpu(void **state) {
     (void)state;
     const char *spec = "{\"type\":\"GPT2LMHeadModel\",\"config\":{\"vocab_size\":40,\"n_positions\":16,"
@@ -309,7 +310,14 @@ static void test_gpt2_windows_against_cpu(void **state) {
     taas_optim_config opt = optim(TAAS_OPTIM_ADAMW, 1e-3);
     float *st = calloc(taas_optim_state_floats(&opt, cpu->nparams) + 1, sizeof *st);
     float *dout = malloc((size_t)N * T * 40 * sizeof *dout), *probs = malloc((size_t)N * T * 40 * sizeof *probs);
+    opt.weight_decay = 0.1;
     taas_engine *e = engine(gpu, TAAS_JOB_CROSS_ENTROPY, 0.0f, &opt);
+    taas_optim_span *spans;
+    size_t nspans;
+    assert_int_equal(taas_model_decay_spans(cpu, 0.1, &spans, &nspans), 0);
+    e->clip = 0.5;
+    e->spans = spans;
+    e->nspans = nspans;
     for (uint64_t s = 0; s < 4; s++) {
         const float *out;
         float want, got;
@@ -318,7 +326,8 @@ static void test_gpt2_windows_against_cpu(void **state) {
         TU_OK(taas_cross_entropy_forward(&want, probs, out, y, N * T, 40, 0.0f, &E), &E);
         taas_cross_entropy_backward(dout, probs, y, N * T, 40, 0.0f, 1.0f);
         TU_OK(taas_model_backward(cpu, dout, &E), &E);
-        taas_optim_step(&opt, cpu->params, cpu->grads, st, cpu->ntrain, (long)s + 1);
+        taas_clip_grad_norm(cpu->grads, cpu->ntrain, 0.5);
+        taas_optim_step_spans(&opt, cpu->params, cpu->grads, st, cpu->ntrain, (long)s + 1, spans, nspans);
         TU_OK(e->ops->compute(e, &b, NULL, NULL, s, &got, &E), &E);
         TU_OK(e->ops->update(e, 1.0f, &SOLO, &opt, (long)s + 1, &E), &E);
         if (!(fabs(got - want) <= 1e-4 * fmax(1.0, fabs(want)))) fail_msg("step %d: loss %.8g, CPU %.8g", (int)s, got, want);
@@ -333,7 +342,7 @@ static void test_gpt2_windows_against_cpu(void **state) {
     assert_non_null(strstr(E.message, "outside the model's vocabulary [0, 40)"));
     e->ops->free(e);
     taas_model_free(cpu), taas_model_free(gpu);
-    free(st), free(dout), free(probs);
+    free(st), free(dout), free(probs), free(spans);
 }
 
 static void test_every_layer_against_cpu(void **state) {

@@ -27,6 +27,7 @@ typedef struct cu_engine {
     int fused;                  /* NLLLoss after a final LogSoftmax: cross-entropy on its input */
     size_t k;                   /* outputs per row: a sample's, or a token model's vocabulary */
     int tokens;                 /* a token model's T (model.h), rows being tokens; else 0 */
+    void *clip_scratch;         /* device: clip_grad_norm's sums */
     float *tx;                  /* host: a token batch's inputs and targets, cut from its windows */
     int64_t *ty;
     size_t tcap;
@@ -213,6 +214,14 @@ static int update(taas_engine *base, float w, taas_collective *coll, const taas_
     if (coll->world > 1 && (taas_cu_scale(&e->cu, e->dm.grads, n, w, err) ||
                             taas_cu_comm_sum(&e->comm, &e->cu, e->dm.grads, n, err)))
         return -1;
+    if (base->clip > 0) {
+        if (!e->clip_scratch && taas_cu_alloc(&e->clip_scratch, taas_cu_clip_scratch_bytes(n), "clipping's sums", err))
+            return -1;
+        if (taas_cu_clip_grad_norm(&e->cu, e->dm.grads, n, base->clip, e->clip_scratch, err)) return -1;
+    }
+    if (base->spans)
+        return taas_cu_optim_step_spans(&e->cu, opt, e->dm.params, e->dm.grads, e->state, n, step, base->spans,
+                                        base->nspans, err);
     return taas_cu_optim_step(&e->cu, opt, e->dm.params, e->dm.grads, e->state, n, step, err);
 }
 
@@ -322,6 +331,7 @@ static void engine_free(taas_engine *base) {
     free_rows(e);
     free(e->tx);
     free(e->ty);
+    if (e->clip_scratch) cudaFree(e->clip_scratch);
     if (e->state) cudaFree(e->state);
     if (e->start) cudaEventDestroy(e->start);
     if (e->done) cudaEventDestroy(e->done);

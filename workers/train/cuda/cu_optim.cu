@@ -94,8 +94,10 @@ __global__ static void scale(float *x, size_t n, float w) {
     TAAS_CU_LOOP(i, n) x[i] *= w;
 }
 
-extern "C" int taas_cu_optim_step(taas_cu *cu, const taas_optim_config *cfg, float *params, const float *grads,
-                                  float *state, size_t n, long step, taas_error *err) {
+/* one step over n parameters whose state parts lie `part` floats apart (n for a whole buffer,
+ * more for a span of one: optim.c's step_part) */
+static int step_part(taas_cu *cu, const taas_optim_config *cfg, float *params, const float *grads, float *state,
+                     size_t n, size_t part, long step, taas_error *err) {
     if (n == 0) return 0;
     unsigned blocks = taas_cu_blocks(n);
     cudaStream_t s = cu->stream;
@@ -114,26 +116,88 @@ extern "C" int taas_cu_optim_step(taas_cu *cu, const taas_optim_config *cfg, flo
                        (float)(1.0 - cfg->beta2), decoupled ? 0.0f : (float)cfg->weight_decay,
                        (float)(1.0 - cfg->lr * cfg->weight_decay), (float)sqrt(1.0 - pow(cfg->beta2, (double)step)),
                        (float)(cfg->lr / bc1), decoupled, cfg->amsgrad};
-        adam<<<blocks, TAAS_CU_THREADS, 0, s>>>(params, grads, state, state + n, cfg->amsgrad ? state + 2 * n : NULL,
+        adam<<<blocks, TAAS_CU_THREADS, 0, s>>>(params, grads, state, state + part, cfg->amsgrad ? state + 2 * part : NULL,
                                                 n, a);
         break;
     }
     case TAAS_OPTIM_ADADELTA: {
         adadelta_args a = {(float)cfg->lr, (float)cfg->weight_decay, (float)cfg->rho, (float)(1.0 - cfg->rho),
                            (float)cfg->eps};
-        adadelta<<<blocks, TAAS_CU_THREADS, 0, s>>>(params, grads, state, state + n, n, a);
+        adadelta<<<blocks, TAAS_CU_THREADS, 0, s>>>(params, grads, state, state + part, n, a);
         break;
     }
     case TAAS_OPTIM_RMSPROP: {
         int use_mom = cfg->momentum > 0.0;
         rmsprop_args a = {(float)cfg->lr, (float)cfg->weight_decay, (float)cfg->alpha, (float)(1.0 - cfg->alpha),
                           (float)cfg->eps, (float)cfg->momentum, use_mom, cfg->centered};
-        float *buf = use_mom ? state + n : NULL, *gavg = cfg->centered ? state + (use_mom ? 2 : 1) * n : NULL;
+        float *buf = use_mom ? state + part : NULL, *gavg = cfg->centered ? state + (use_mom ? 2 : 1) * part : NULL;
         rmsprop<<<blocks, TAAS_CU_THREADS, 0, s>>>(params, grads, state, buf, gavg, n, a);
         break;
     }
     }
     return TAAS_CU_LAUNCHED("the optimizer step", err);
+}
+
+extern "C" int taas_cu_optim_step(taas_cu *cu, const taas_optim_config *cfg, float *params, const float *grads,
+                                  float *state, size_t n, long step, taas_error *err) {
+    return step_part(cu, cfg, params, grads, state, n, n, step, err);
+}
+
+extern "C" int taas_cu_optim_step_spans(taas_cu *cu, const taas_optim_config *cfg, float *params, const float *grads,
+                                        float *state, size_t n, long step, const taas_optim_span *spans,
+                                        size_t nspans, taas_error *err) {
+    for (size_t k = 0; k < nspans; k++) {
+        taas_optim_config c = *cfg;
+        c.weight_decay = spans[k].weight_decay;
+        size_t o = spans[k].off;
+        if (step_part(cu, &c, params + o, grads + o, state ? state + o : NULL, spans[k].len, n, step, err)) return -1;
+    }
+    return 0;
+}
+
+// ---- clip_grad_norm on the device: no host round trip inside a step ----
+
+enum { NORM_BLOCK = 1 << 16 };
+
+// a block of threads per NORM_BLOCK gradients: their squares' sum in double, a fixed tree
+__global__ static void block_squares(double *part, const float *g, size_t n) {
+    __shared__ double sh[TAAS_CU_THREADS];
+    size_t at = (size_t)blockIdx.x * NORM_BLOCK, end = at + NORM_BLOCK < n ? at + NORM_BLOCK : n;
+    double s = 0.0;
+    for (size_t i = at + threadIdx.x; i < end; i += blockDim.x) s += (double)g[i] * g[i];
+    s = taas_cu_block_sum(s, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+// one thread: the blocks' sums in order, the norm, and the factor torch applies
+__global__ static void clip_coef(float *coef, double *norm, const double *part, size_t nb, double max_norm) {
+    double t = 0.0;
+    for (size_t b = 0; b < nb; b++) t += part[b];
+    double nrm = sqrt(t), c = max_norm / (nrm + 1e-6);
+    *norm = nrm;
+    *coef = c < 1.0 ? (float)c : 1.0f;
+}
+
+__global__ static void scale_by(float *x, size_t n, const float *w) {
+    float c = *w;
+    if (c == 1.0f) return;
+    TAAS_CU_LOOP(i, n) x[i] *= c;
+}
+
+extern "C" size_t taas_cu_clip_scratch_bytes(size_t n) {
+    return ((n + NORM_BLOCK - 1) / NORM_BLOCK + 2) * sizeof(double);
+}
+
+extern "C" int taas_cu_clip_grad_norm(taas_cu *cu, float *grads, size_t n, double max_norm, void *scratch,
+                                      taas_error *err) {
+    if (n == 0) return 0;
+    size_t nb = (n + NORM_BLOCK - 1) / NORM_BLOCK;
+    double *part = (double *)scratch, *norm = part + nb;
+    float *coef = (float *)(norm + 1);
+    block_squares<<<(unsigned)nb, TAAS_CU_THREADS, 0, cu->stream>>>(part, grads, n);
+    clip_coef<<<1, 1, 0, cu->stream>>>(coef, norm, part, nb, max_norm);
+    scale_by<<<taas_cu_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(grads, n, coef);
+    return TAAS_CU_LAUNCHED("clipping the gradients' norm", err);
 }
 
 extern "C" int taas_cu_scale(taas_cu *cu, float *x, size_t n, float w, taas_error *err) {
