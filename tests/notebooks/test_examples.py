@@ -13,7 +13,10 @@ examples/prepare_data.py makes, as a user would run them:
   their realistic 500x375 size, 256 training and 100 test pictures here) in a
   `#pragma taas --gpus 2 --cpus auto` cell (two CPU ranks without a GPU), one epoch instead
   of five, then fine-tuned with a frozen backbone and a new head for one epoch instead of
-  two."""
+  two;
+- examples/gpt_fortunes.ipynb: a character-level GPT2LMHeadModel on Debian's fortunes
+  (`computers`) as TextFile windows in a `#pragma taas --gpus 1 --cpus 1` cell, two epochs
+  instead of five."""
 
 import os
 import re
@@ -31,6 +34,7 @@ from taastest import text
 
 EXAMPLES = os.path.join(taastest.SOURCE_DIR, "examples")
 FASHION = "/usr/share/datasets/fashion-mnist"
+FORTUNES = "/usr/share/games/fortunes/computers"
 PREPARE = os.path.join(EXAMPLES, "prepare_data.py")
 
 
@@ -76,7 +80,7 @@ class Examples(unittest.TestCase):
         subprocess.run([sys.executable, PREPARE] + list(args), check=True, capture_output=True, timeout=300)
 
     def test_committed_notebooks(self):
-        for name in ("mlp_npy.ipynb", "webdataset_http.ipynb", "resnet_photos.ipynb"):
+        for name in ("mlp_npy.ipynb", "webdataset_http.ipynb", "resnet_photos.ipynb", "gpt_fortunes.ipynb"):
             nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
             nbformat.validate(nb)
             self.assertEqual(nb.metadata["kernelspec"]["name"], "taas")
@@ -159,6 +163,32 @@ class Examples(unittest.TestCase):
         self.assertIn("2,052", result(cells["tune"]))  # the parameters that train: the new head's
         self.assertTrue(result(cells["tune-train"]).startswith("History (1 epoch)"))
         self.assertEqual(accuracy(cells["tune-evaluate"])[1], 100)
+
+
+    @unittest.skipUnless(os.path.isfile(FORTUNES), "Debian's fortunes is not installed")
+    def test_gpt_on_fortunes(self):
+        def shorter(cells):
+            self.assertIn("epochs=5", cells["train"].source)
+            cells["train"].source = cells["train"].source.replace("epochs=5", "epochs=2")
+            self.assertTrue(cells["train"].source.startswith("#pragma taas --gpus 1 --cpus 1\n"))
+
+        cells = run_notebook("gpt_fortunes.ipynb", self.tmp.name, shorter)
+        self.assertIn("Dataset TextFile", result(cells["data"]))
+        summary = result(cells["model"])
+        self.assertIn("GPT2LMHeadModel", summary)
+        self.assertIn("GPT2Block", summary)
+        out = taastest.stream_of(cells["train"])
+        self.assertIn("plan: 1 machine × 1 GPU, 1 loader worker", out)  # the windows streamed to the rank
+        self.assertRegex(out, r"done: 2 epochs, \d+ steps on 1 rank")
+        hist = result(cells["train"])
+        self.assertTrue(hist.startswith("History (2 epochs)"), hist)
+        rows = re.findall(r"^ +(\d) +([0-9.]+) +([0-9.]+) +([0-9.]+) ", hist, re.M)
+        self.assertEqual(len(rows), 2, hist)
+        self.assertLess(float(rows[-1][2]), 3.0, hist)  # the bytes' uniform guess is ln 256 = 5.55
+        m = re.fullmatch(r"Evaluation\(loss=([0-9.]+), accuracy=([0-9.]+), samples=(\d+)\)", result(cells["evaluate"]))
+        self.assertTrue(m, result(cells["evaluate"]))
+        self.assertLess(float(m.group(1)), 3.0)
+        self.assertGreater(os.path.getsize(os.path.join(self.tmp.name, "fortunes_gpt.safetensors")), 3000000)
 
 
 if __name__ == "__main__":
