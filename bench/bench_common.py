@@ -1,6 +1,7 @@
 """What the training benchmarks against PyTorch share (bench/resnet_bench.py, bench/gpt_bench.py):
 their common arguments, and a side's run as one JSON line."""
 import json
+import os
 import subprocess
 
 
@@ -12,6 +13,16 @@ def add_step_args(ap):
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--isa", choices=["best", "avx2"], default="best")
+
+
+def env_for(isa):
+    """Both sides at the CPU's best, or both at AVX2: TAAS_CPU for taas, ATEN_CPU_CAPABILITY for
+    PyTorch, and OpenBLAS's core to Haswell."""
+    env = dict(os.environ)
+    if isa == "avx2":
+        env.update(TAAS_CPU="avx2", ATEN_CPU_CAPABILITY="avx2", OPENBLAS_CORETYPE="Haswell")
+    return env
 
 
 def run(cmd, env=None):

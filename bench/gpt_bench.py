@@ -17,6 +17,9 @@ attention: T = 1024, 12 heads of 64, batch 1; forward and backward of the fused 
 --mode attention) against scaled_dot_product_attention(is_causal=True) and its backward
 (torch 1.13's, then private: the math, with the (T x T) scores held whole).
 
+Instruction sets: --isa best leaves both at the CPU's best; --isa avx2 holds both to AVX2
+(bench_common.env_for).
+
 Memory: each side's peak resident set during the steps minus its resident set just before the
 first step, in MiB; taas also prints its planned arena (model_memory.h).
 
@@ -29,7 +32,7 @@ import platform
 import statistics
 import tempfile
 
-from bench_common import add_step_args, run
+from bench_common import add_step_args, env_for, run
 
 LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib")
 
@@ -104,16 +107,17 @@ def main():
                     json.dump({"type": "GPT2LMHeadModel", "config": cfg}, f)
                 cmd = [a.driver, "--model", path, "--input", f"{block},0,0", "--mode", "lm", "--batch", str(batch)] + common
             taas, torch_ = [], []
+            env = env_for(a.isa)
             for _ in range(a.repeat):
-                taas.append(run(cmd))
+                taas.append(run(cmd, env))
                 torch_.append(run(["/usr/bin/python3", "-c", TORCH_STEP, LIB, json.dumps({**cfg, "block": block}),
-                                   str(batch), str(a.steps), str(a.warmup), str(a.threads)]))
+                                   str(batch), str(a.steps), str(a.warmup), str(a.threads)], env))
             t = statistics.median(r["tokens_per_s"] for r in taas)
             p = statistics.median(r["tokens_per_s"] for r in torch_)
             mem = [statistics.median((r["rss_peak_kb"] - r["rss_before_kb"]) / 1024 for r in side)
                    if "rss_peak_kb" in side[0] else float("nan") for side in (taas, torch_)]
             rows.append((name, block, batch, t, p, mem[0], mem[1], taas[0].get("arena_bytes", 0) / 2**20))
-    print(f"GPT training on the CPU, {a.threads} threads, {platform.processor() or platform.machine()}, "
+    print(f"GPT training on the CPU, {a.threads} threads, isa {a.isa}, {platform.processor() or platform.machine()}, "
           f"median of {a.repeat}, {a.steps} steps after {a.warmup}")
     print("| model | block | batch | taas tokens/s | PyTorch tokens/s | ratio | taas step MiB | PyTorch step MiB "
           "| taas arena MiB |")

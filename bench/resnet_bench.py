@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
-from bench_common import add_step_args, run  # noqa: E402
+from bench_common import add_step_args, env_for, run  # noqa: E402
 
 TORCH_STEP = r"""
 import json, resource, sys, time
@@ -84,17 +84,9 @@ def taas_spec(name):
     return spec(m)
 
 
-def env_for(isa):
-    env = dict(os.environ)
-    if isa == "avx2":
-        env.update(TAAS_CPU="avx2", ATEN_CPU_CAPABILITY="avx2", OPENBLAS_CORETYPE="Haswell")
-    return env
-
-
 def main():
     ap = argparse.ArgumentParser()
     add_step_args(ap)
-    ap.add_argument("--isa", choices=["best", "avx2"], default="best")
     ap.add_argument("--models", default="cifar,r18,r50")
     a = ap.parse_args()
     env = env_for(a.isa)
