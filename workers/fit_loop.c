@@ -25,6 +25,7 @@
 
 struct taas_fit {
     taas_fit_cfg cfg;
+    int tokens;              /* a token model's T (model.h): the display counts tokens, and perplexity */
     taas_optim_span *spans;  /* the optimizer's parameter groups (param_groups), or NULL */
     const json_t *job;
     taas_collective *coll;
@@ -235,6 +236,7 @@ static int setup(taas_fit *f, taas_error *err) {
         }
     }
     f->nparams = m->nparams;
+    f->tokens = taas_model_tokens(m);
     /* the update's extras (engine.h): clip_grad_norm, and the optimizer's parameter groups */
     const json_t *clip = json_object_get(job, "clip_grad_norm"), *opt = json_object_get(job, "optimizer");
     const char *groups = json_string_value(json_object_get(opt, "param_groups"));
@@ -536,6 +538,10 @@ static int end_epoch(taas_fit *f, long long e, uint64_t steps, double loss_sum, 
     json_object_set_new(j, "time_s", json_real(secs));
     /* this run's samples in this run's time: a resumed epoch's first part was trained before */
     json_object_set_new(j, "samples_per_s", json_real(secs > 0 ? trained / secs : 0));
+    if (f->tokens) {  /* a language model's figures: per token */
+        json_object_set_new(j, "tokens_per_s", json_real(secs > 0 ? trained * f->tokens / secs : 0));
+        if (f->has_val) json_object_set_new(j, "val_perplexity", json_real(exp(vl)));
+    }
     json_object_set_new(j, "steps", json_integer((json_int_t)steps));  /* fewer than an epoch's when units cut it */
     json_array_append(f->history, j);
     emit(f, j);
@@ -634,6 +640,8 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
                 json_object_set_new(j, "steps", json_integer((json_int_t)f->train.steps));
                 json_object_set_new(j, "loss", json_real(loss));
                 json_object_set_new(j, "samples_per_s", json_real(now > t0 ? trained / (now - t0) : 0));
+                if (f->tokens)
+                    json_object_set_new(j, "tokens_per_s", json_real(now > t0 ? trained * f->tokens / (now - t0) : 0));
                 json_object_set_new(j, "wait", json_real(now > t0 ? (f->wait_s - wait0) / (now - t0) : 0));
                 /* this rank's wait since its first batch, and its steps, so far: the kernel
                  * sizes a loader pool by the wait over a window of steps */

@@ -24,7 +24,7 @@ struct taas_trainview {
     long long epoch, step;          /* the current epoch (1-based) and its step */
     long long steps_before;         /* steps of the epochs before it */
     long long counted;              /* steps rank 0 counted done (taas_trainview_steps) */
-    double loss, samples_per_s;
+    double loss, samples_per_s, tokens_per_s;  /* tokens: a token model's (0 for another) */
     json_t *rows;                   /* finished epochs */
     char status[256];
     char state[16];                 /* "", "done", "stopped", "failed" */
@@ -100,6 +100,7 @@ void taas_trainview_step(taas_trainview *v, const json_t *m) {
     if (json_is_integer(json_object_get(m, "steps"))) v->steps_per_epoch = integer(m, "steps");
     v->loss = json_number_value(json_object_get(m, "loss"));
     v->samples_per_s = json_number_value(json_object_get(m, "samples_per_s"));
+    v->tokens_per_s = json_number_value(json_object_get(m, "tokens_per_s"));
 }
 
 void taas_trainview_epoch(taas_trainview *v, const json_t *m) {
@@ -112,6 +113,7 @@ void taas_trainview_epoch(taas_trainview *v, const json_t *m) {
     v->epoch = integer(m, "epoch");
     v->step = 0;
     v->samples_per_s = json_number_value(json_object_get(m, "samples_per_s"));
+    v->tokens_per_s = json_number_value(json_object_get(m, "tokens_per_s"));
 }
 
 void taas_trainview_steps(taas_trainview *v, long long steps) {
@@ -133,26 +135,45 @@ void taas_trainview_end(taas_trainview *v, const char *state, const char *weight
 
 /* ---- the epoch table (History's too) ----------------------------------------------- */
 
-static const char *const COLUMNS[] = {"epoch", "train loss", "val loss", "val accuracy", "time", "samples/s",
-                                      "loaders"};
-static const char *const KEYS[] = {"epoch", "train_loss", "val_loss", "val_accuracy", "time_s", "samples_per_s",
-                                   "loaders"};
+/* The table's columns; a token model's rows (fit_loop.c) add a perplexity and count tokens
+ * rather than samples, and a pool that sized itself (--cpus auto) its loaders. */
+typedef enum { F_EPOCH, F_NUMBER, F_PPL, F_TIME, F_COUNT } colfmt;
+static const struct { const char *name, *key; colfmt fmt; } COLUMNS[] = {
+    {"epoch", "epoch", F_EPOCH},          {"train loss", "train_loss", F_NUMBER},
+    {"val loss", "val_loss", F_NUMBER},   {"val perplexity", "val_perplexity", F_PPL},
+    {"val accuracy", "val_accuracy", F_NUMBER}, {"time", "time_s", F_TIME},
+    {"samples/s", "samples_per_s", F_COUNT}, {"tokens/s", "tokens_per_s", F_COUNT},
+    {"loaders", "loaders", F_COUNT},
+};
 #define ALLCOL (sizeof COLUMNS / sizeof *COLUMNS)
+enum { C_PPL = 3, C_SAMPLES = 6, C_TOKENS = 7, C_LOADERS = 8 };
 
-/* The columns shown: the loaders' only when a pool sized itself (--cpus auto). */
-static size_t ncol(const json_t *rows) {
+static int any_row_has(const json_t *rows, const char *key) {
     size_t i;
     const json_t *e;
     json_array_foreach(rows, i, e) {
-        if (json_object_get(e, "loaders")) return ALLCOL;
+        if (json_object_get(e, key)) return 1;
     }
-    return ALLCOL - 1;
+    return 0;
+}
+
+/* The columns shown, in order (at most ALLCOL): their count. */
+static size_t shown(const json_t *rows, size_t *out) {
+    int tokens = any_row_has(rows, "tokens_per_s");
+    size_t n = 0;
+    for (size_t k = 0; k < ALLCOL; k++) {
+        if ((k == C_PPL && !any_row_has(rows, "val_perplexity")) || (k == C_SAMPLES && tokens) ||
+            (k == C_TOKENS && !tokens) || (k == C_LOADERS && !any_row_has(rows, "loaders")))
+            continue;
+        out[n++] = k;
+    }
+    return n;
 }
 
 /* One cell of an epoch row: "-" for a missing number (no validation loader). */
 static void cell(const json_t *e, size_t col, char *out, size_t n) {
-    const json_t *v = json_object_get(e, KEYS[col]);
-    if (json_is_string(v) && col == ALLCOL - 1) {  /* the pool's sizes in the epoch, "1→3" */
+    const json_t *v = json_object_get(e, COLUMNS[col].key);
+    if (json_is_string(v) && col == C_LOADERS) {  /* the pool's sizes in the epoch, "1→3" */
         snprintf(out, n, "%s", json_string_value(v));
         return;
     }
@@ -161,17 +182,18 @@ static void cell(const json_t *e, size_t col, char *out, size_t n) {
         return;
     }
     double x = json_number_value(v);
-    if (col == 0) {
-        snprintf(out, n, "%lld", x >= 0 ? to_ll(floor(x)) : to_ll(ceil(x)));  /* as a cast truncates */
-    } else if (col == 4) {
-        snprintf(out, n, "%.1f s", x);
-    } else if (col == 5 || col == 6) {
+    switch (COLUMNS[col].fmt) {
+    case F_EPOCH: snprintf(out, n, "%lld", x >= 0 ? to_ll(floor(x)) : to_ll(ceil(x))); break;  /* as a cast truncates */
+    case F_TIME: snprintf(out, n, "%.1f s", x); break;
+    case F_PPL: snprintf(out, n, "%.2f", x); break;
+    case F_COUNT: {
         taas_buf b = TAAS_BUF_INIT;
         taas_buf_thousands(&b, to_ll(x));
         snprintf(out, n, "%s", b.data);
         taas_buf_free(&b);
-    } else {
-        snprintf(out, n, "%.4f", x);
+        break;
+    }
+    case F_NUMBER: snprintf(out, n, "%.4f", x); break;
     }
 }
 
@@ -183,26 +205,26 @@ static size_t points(const char *s) {
 }
 
 void taas_epoch_table_text(const json_t *rows, taas_buf *out) {
-    size_t cols = ncol(rows), width[ALLCOL], n = json_array_size(rows);
+    size_t col[ALLCOL], cols = shown(rows, col), width[ALLCOL], n = json_array_size(rows);
     char c[64];
-    for (size_t k = 0; k < cols; k++) width[k] = strlen(COLUMNS[k]);
+    for (size_t k = 0; k < cols; k++) width[k] = strlen(COLUMNS[col[k]].name);
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < cols; k++) {
-            cell(json_array_get(rows, i), k, c, sizeof c);
+            cell(json_array_get(rows, i), col[k], c, sizeof c);
             if (points(c) > width[k]) width[k] = points(c);
         }
-    for (size_t k = 0; k < cols; k++) taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)width[k], COLUMNS[k]);
+    for (size_t k = 0; k < cols; k++) taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)width[k], COLUMNS[col[k]].name);
     for (size_t i = 0; i < n; i++) {
         taas_buf_putc(out, '\n');
         for (size_t k = 0; k < cols; k++) {
-            cell(json_array_get(rows, i), k, c, sizeof c);
+            cell(json_array_get(rows, i), col[k], c, sizeof c);
             taas_buf_printf(out, "%s%*s", k ? "  " : "", (int)(width[k] + strlen(c) - points(c)), c);
         }
     }
 }
 
 void taas_epoch_table_html(const json_t *rows, const char *caption, taas_buf *out) {
-    size_t cols = ncol(rows);
+    size_t col[ALLCOL], cols = shown(rows, col);
     char c[64];
     taas_buf_puts(out, "<table class=\"taas-epochs\">\n");
     if (caption) {
@@ -211,14 +233,14 @@ void taas_epoch_table_html(const json_t *rows, const char *caption, taas_buf *ou
         taas_buf_puts(out, "</caption>\n");
     }
     taas_buf_puts(out, "<thead><tr>");
-    for (size_t k = 0; k < cols; k++) taas_buf_printf(out, "<th>%s</th>", COLUMNS[k]);
+    for (size_t k = 0; k < cols; k++) taas_buf_printf(out, "<th>%s</th>", COLUMNS[col[k]].name);
     taas_buf_puts(out, "</tr></thead>\n<tbody>\n");
     size_t i;
     const json_t *e;
     json_array_foreach(rows, i, e) {
         taas_buf_puts(out, "<tr>");
         for (size_t k = 0; k < cols; k++) {
-            cell(e, k, c, sizeof c);
+            cell(e, col[k], c, sizeof c);
             taas_buf_printf(out, "<td>%s</td>", c);
         }
         taas_buf_puts(out, "</tr>\n");
@@ -360,7 +382,8 @@ static long long done_steps(const taas_trainview *v) {
     return v->total_steps > 0 && d > v->total_steps ? v->total_steps : d;
 }
 
-/* "epoch 2/9  step 300/469  loss 0.3412  2,450 samples/s  ranks 2/2  1 min 12 s" */
+/* "epoch 2/9  step 300/469  loss 0.3412  2,450 samples/s  ranks 2/2  1 min 12 s" (a token
+ * model's: tokens/s) */
 static void line(const taas_trainview *v, taas_buf *t) {
     if (v->epoch == 0 && v->step == 0 && !v->state[0]) {
         taas_buf_puts(t, "starting");
@@ -370,8 +393,8 @@ static void line(const taas_trainview *v, taas_buf *t) {
                                      v->steps_per_epoch, v->loss);
         else taas_buf_printf(t, "epoch %lld/%lld done", e, v->epochs);  /* between epochs */
         taas_buf_puts(t, "  ");
-        taas_buf_thousands(t, to_ll(v->samples_per_s));
-        taas_buf_puts(t, " samples/s");
+        taas_buf_thousands(t, to_ll(v->tokens_per_s > 0 ? v->tokens_per_s : v->samples_per_s));
+        taas_buf_puts(t, v->tokens_per_s > 0 ? " tokens/s" : " samples/s");
     }
     if (v->status[0]) taas_buf_printf(t, "  %s", v->status);
     taas_buf_puts(t, "  ");
@@ -383,13 +406,14 @@ static void summary(const taas_trainview *v, taas_buf *t) {
     long long best_epoch = 0, samples = 0;
     size_t i;
     const json_t *e;
+    int tokens = any_row_has(v->rows, "tokens_per_s");
     json_array_foreach(v->rows, i, e) {
         double a = json_number_value(json_object_get(e, "val_accuracy"));
         if (json_is_number(json_object_get(e, "val_accuracy")) && a > best) {
             best = a;
             best_epoch = integer(e, "epoch");
         }
-        samples = sat_add(samples, to_ll(json_number_value(json_object_get(e, "samples_per_s")) *
+        samples = sat_add(samples, to_ll(json_number_value(json_object_get(e, tokens ? "tokens_per_s" : "samples_per_s")) *
                                          json_number_value(json_object_get(e, "time_s"))));
         train_s += json_number_value(json_object_get(e, "time_s"));
     }
@@ -404,7 +428,7 @@ static void summary(const taas_trainview *v, taas_buf *t) {
     if (samples > 0 && train_s > 0) {  /* while training: validation and the start are not in it */
         taas_buf_puts(t, ", ");
         taas_buf_thousands(t, to_ll(samples / train_s));
-        taas_buf_puts(t, " samples/s while training");
+        taas_buf_puts(t, tokens ? " tokens/s while training" : " samples/s while training");
     }
     if (best >= 0) taas_buf_printf(t, "; best val accuracy %.4f (epoch %lld)", best, best_epoch);
     if (v->weights[0]) taas_buf_printf(t, "; the trained weights are in %s", v->weights);

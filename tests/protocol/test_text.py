@@ -5,6 +5,7 @@ token, and save() writes Hugging Face's keys; a model whose vocabulary or block 
 fit the text is refused before anything runs, and a text shorter than one window is the
 job's error naming the file."""
 
+import math
 import os
 import re
 import struct
@@ -50,8 +51,12 @@ class TextInTheNotebook(taastest.KernelCase):
         self.assertIn("Number of datapoints: %d" % ((int(size * 0.9) - 1) // 32), text)
         h = self.result("h = fit(net, train, epochs=3, optimizer=AdamW(lr=3e-3), loss=CrossEntropyLoss(), "
                         "validate=val)\nh", timeout=300)["text/plain"]
+        # a language model's History: perplexity, and tokens rather than samples a second
+        self.assertRegex(h, r"epoch +train loss +val loss +val perplexity +val accuracy +time +tokens/s\n")
         rows = re.findall(r"^ +(\d+) +([0-9.]+) +([0-9.]+) +([0-9.]+) ", h, re.M)
         self.assertEqual([int(r[0]) for r in rows], [1, 2, 3], h)
+        for r in rows:  # perplexity = exp(val loss)
+            self.assertAlmostEqual(float(r[3]), math.exp(float(r[2])), delta=0.01 * float(r[3]))
         train_loss = [float(r[1]) for r in rows]
         # from the uniform guess's ln 256 = 5.55 towards what a model of the bytes learns
         self.assertLess(train_loss[-1], 3.2, h)
