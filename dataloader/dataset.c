@@ -1,4 +1,5 @@
 /* Datasets: opening by the spec's "type", and the calls every format shares. */
+#include <glob.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ static const struct {
     {"WebDataset", taas_format_webdataset_open},
     {"ImageFolder", taas_format_imagefolder_open},
     {"TextFile", taas_format_text_open},
+    {"TokenShards", taas_format_tokens_open},
 };
 #define N_FORMATS (sizeof FORMATS / sizeof FORMATS[0])
 
@@ -44,8 +46,8 @@ taas_dataset *taas_dataset_open(const json_t *spec, taas_fetcher *f, taas_error 
         char q[64];
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "unknown dataset type '%s'",
                        taas_utf8_clip(q, sizeof q, type, strlen(type), 40));
-        taas_error_hint(err, "the loaders read MNIST, FashionMNIST, CIFAR10, NpyDataset, WebDataset, ImageFolder and "
-                             "TextFile");
+        taas_error_hint(err, "the loaders read MNIST, FashionMNIST, CIFAR10, NpyDataset, WebDataset, ImageFolder, "
+                             "TextFile and TokenShards");
         return NULL;
     }
     const json_t *tt = json_object_get(spec, "target_transform");
@@ -148,6 +150,72 @@ const char *taas_fmt_basename(const char *s) {
     for (size_t i = 0; i + 1 < n; i++)
         if (s[i] == '/') b = s + i + 1;
     return b;
+}
+
+/* One pattern's names: a local glob (with * ? or [), else the brace expansion. */
+static char **expand_one(const char *pattern, taas_error *err) {
+    if (!strstr(pattern, "://") && strpbrk(pattern, "*?[")) {
+        glob_t g;
+        int rc = glob(pattern, GLOB_BRACE, NULL, &g);
+        if (rc == GLOB_NOMATCH) {
+            taas_error_set(err, TAAS_ERR_IO, TAAS_NOPOS, "%s matches no file", pattern);
+            taas_error_hint(err, "check the pattern and the folder it names");
+            return NULL;
+        }
+        char **v = rc == 0 ? calloc(g.gl_pathc + 1, sizeof *v) : NULL;
+        for (size_t i = 0; v && i < g.gl_pathc; i++)
+            if (!(v[i] = strdup(g.gl_pathv[i]))) {
+                taas_strv_free(v);
+                v = NULL;
+            }
+        globfree(&g);
+        if (!v) taas_fmt_oom(err, "the shard list");
+        return v;
+    }
+    return taas_brace_expand(pattern, err);
+}
+
+int taas_fmt_urls(const json_t *urls, const char *type, const char *ext, char ***out, size_t *nout, taas_error *err) {
+    size_t n = json_is_array(urls) ? json_array_size(urls) : 1;
+    if (!json_is_string(urls) && !json_is_array(urls)) n = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *u = json_is_array(urls) ? json_array_get(urls, i) : urls;
+        if (!json_is_string(u)) {
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: urls[%zu] is not a string", type, i);
+            taas_error_hint(err, "urls is a path or URL, a brace pattern such as 'train-{0000..0099}.%s', a local "
+                                 "glob, or a list of them", ext);
+            return -1;
+        }
+        char **v = expand_one(json_string_value(u), err);
+        if (!v) return -1;
+        size_t k = 0;
+        while (v[k]) k++;
+        char **grown = realloc(*out, (*nout + k + 1) * sizeof *grown);
+        if (!grown) {
+            taas_strv_free(v);
+            taas_fmt_oom(err, "the shard list");
+            return -1; /* said here: the analyzer cannot see taas_fmt_oom's -1 in another file */
+        }
+        *out = grown;
+        for (size_t j = 0; j < k; j++) {
+            (*out)[(*nout)++] = v[j];
+            v[j] = NULL;
+        }
+        (*out)[*nout] = NULL;
+        taas_strv_free(v);
+    }
+    if (*nout == 0) {
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: urls names no shard", type);
+        taas_error_hint(err, "give the shards' paths or URLs, e.g. urls='data/train-{0000..0099}.%s'", ext);
+        return -1;
+    }
+    if (*nout > UINT32_MAX) {
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: urls names %zu shards; at most %u", type, *nout,
+                       UINT32_MAX);
+        taas_error_hint(err, "pack the samples into fewer, larger shards");
+        return -1;
+    }
+    return 0;
 }
 
 const char *taas_fmt_spec_str(const json_t *spec, const char *key) {

@@ -93,46 +93,7 @@ static void list_keys(const keys *k, char *out, size_t cap) {
 
 /* urls: a string (brace-expanded, may list several separated by spaces) or a list of them. */
 static int expand_urls(const json_t *urls, wds_ds *ds, taas_error *err) {
-    size_t n = json_is_array(urls) ? json_array_size(urls) : 1;
-    if (!json_is_string(urls) && !json_is_array(urls)) n = 0;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *u = json_is_array(urls) ? json_array_get(urls, i) : urls;
-        if (!json_is_string(u)) {
-            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "WebDataset: urls[%zu] is not a string", i);
-            taas_error_hint(err, "urls is a path or URL, a brace pattern such as 'train-{0000..0099}.tar', or a "
-                                 "list of them");
-            return -1;
-        }
-        char **v = taas_brace_expand(json_string_value(u), err);
-        if (!v) return -1;
-        size_t k = 0;
-        while (v[k]) k++;
-        char **grown = realloc(ds->urls, (ds->nurls + k + 1) * sizeof *grown);
-        if (!grown) {
-            taas_strv_free(v);
-            taas_fmt_oom(err, "the shard list");
-            return -1; /* said here: the analyzer cannot see taas_fmt_oom's -1 in another file */
-        }
-        ds->urls = grown;
-        for (size_t j = 0; j < k; j++) {
-            ds->urls[ds->nurls++] = v[j];
-            v[j] = NULL;
-        }
-        ds->urls[ds->nurls] = NULL;
-        taas_strv_free(v);
-    }
-    if (ds->nurls == 0) {
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "WebDataset: urls names no shard");
-        taas_error_hint(err, "give the shards' paths or URLs, e.g. urls='data/train-{0000..0099}.tar'");
-        return -1;
-    }
-    if (ds->nurls > UINT32_MAX) {
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "WebDataset: urls names %zu shards; at most %u", ds->nurls,
-                       UINT32_MAX);
-        taas_error_hint(err, "pack the samples into fewer, larger shards");
-        return -1;
-    }
-    return 0;
+    return taas_fmt_urls(urls, "WebDataset", "tar", &ds->urls, &ds->nurls, err);
 }
 
 /* ---- indexing one shard ------------------------------------------------------------ */

@@ -38,6 +38,7 @@ int taas_format_npy_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, t
 int taas_format_webdataset_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err);
 int taas_format_imagefolder_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err);
 int taas_format_text_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err);
+int taas_format_tokens_open(taas_dataset *d, const json_t *spec, taas_fetcher *f, taas_error *err);
 
 /* Shared helpers (dataset.c). */
 /* Puts "prefix: " in front of err's message (keeps ename and hint). */
@@ -48,6 +49,15 @@ char *taas_fmt_join(const char *root, const char *name);
 const char *taas_fmt_basename(const char *s);
 /* A string member of the spec, or NULL when absent or not a string. */
 const char *taas_fmt_spec_str(const json_t *spec, const char *key);
+/* A spec's urls (a string of brace patterns or local globs, or a list of them) as a
+ * NULL-terminated list of names appended to *out (*nout of them); ext names the shards'
+ * extension in the hints. 0, or -1 with err naming type. */
+int taas_fmt_urls(const json_t *urls, const char *type, const char *ext, char ***out, size_t *nout, taas_error *err);
+/* The token count of an llm.c token shard from its header (the file's first 1024 bytes, len
+ * of them: 256 little-endian int32, magic 20240520, version 1, the count) and the file's
+ * size; -1 with a TaasDataError naming url and the offset of what is wrong. */
+int taas_token_shard_header(const unsigned char *h, size_t len, uint64_t file_bytes, const char *url,
+                            uint64_t *tokens, taas_error *err);
 int taas_fmt_oom(taas_error *err, const char *what);
 /* 1 when a fetch error says the object is not there (a missing file, HTTP 404/410, or 403,
  * which S3 answers for a missing key without list rights): another candidate name is worth

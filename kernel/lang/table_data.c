@@ -265,6 +265,30 @@ static void text_repr_with(const taas_value *v, taas_buf *out, const json_t *pro
 
 static void text_repr(const taas_value *v, taas_buf *out) { text_repr_with(v, out, NULL); }
 
+static const taas_param TOKENS_P[] = {
+    {"urls", TAAS_P_ANY, NULL, TAAS_PX(TAAS_PX_URLS), TAAS_NO_RANGE,
+     "shard paths or URLs (file, http(s)://, s3://): a brace range such as 'train_{000001..000009}.bin', a local glob, or a list"},
+    {"block_size", TAAS_P_INT, NULL, 0, TAAS_BETWEEN(1, 1 << 20), "tokens the model reads a sample; a window holds one more"},
+    {"raw", TAAS_P_BOOL, "False", TAAS_PF_SHOW_SET, TAAS_NO_RANGE,
+     "bare little-endian uint16 tokens without llm.c's header (nanoGPT's train.bin)"},
+    END,
+};
+
+static void tokens_repr_with(const taas_value *v, taas_buf *out, const json_t *probe) {
+    char *urls = taas_value_repr(taas_object_arg(v, "urls"));
+    taas_buf a = TAAS_BUF_INIT, b = TAAS_BUF_INIT;
+    int64_t block = taas_object_arg(v, "block_size")->u.i;
+    taas_buf_printf(&a, "Shards: %s (%s)", urls, taas_object_arg(v, "raw")->u.b ? "bare uint16" : "llm.c's format");
+    taas_buf_printf(&b, "Block size: %lld (windows of %lld tokens)", (long long)block, (long long)block + 1);
+    const char *lines[] = {a.data, b.data};
+    dataset_repr_with(v, out, lines, 2, probe);
+    taas_buf_free(&a);
+    taas_buf_free(&b);
+    free(urls);
+}
+
+static void tokens_repr(const taas_value *v, taas_buf *out) { tokens_repr_with(v, out, NULL); }
+
 /* ---- transforms ------------------------------------------------------------------ */
 
 static const taas_param NO_P[] = {END};
@@ -477,6 +501,8 @@ static void dataset_repr_probed(const taas_value *ds, taas_buf *out, const json_
         folder_repr_with(ds, out, probe);
     else if (!strcmp(name, "TextFile"))
         text_repr_with(ds, out, probe);
+    else if (!strcmp(name, "TokenShards"))
+        tokens_repr_with(ds, out, probe);
     else
         vision_repr_with(ds, out, probe);
 }
@@ -552,6 +578,13 @@ const taas_row taas_rows_data[] = {
              "reads its first block_size bytes and predicts each next one. Shuffled, checked "
              "and resumed per window, as images are. The loaders read the file whole."),
      .check = text_check, .repr = text_repr, .size = loaders_size},
+    {DATASET("TokenShards", TOKENS_P,
+             "Token shards as llm.c writes them (a 1024-byte header: magic 20240520, version 1, the token count; "
+             "then the tokens as uint16), or bare uint16 files with raw=True (nanoGPT's train.bin): each shard "
+             "cut into windows of block_size + 1 tokens at a stride of block_size, for a model of tokens as "
+             "TextFile's windows are. The loaders read a shard's header at the start and one range a window; a "
+             "token beyond the model's vocabulary is the job's error when its batch reaches a rank."),
+     .repr = tokens_repr, .size = loaders_size},
     {TRANSFORM("ToTensor", NO_P,
                "Turns an image of shape (H, W, C) with values 0..255 into a float tensor of "
                "shape (C, H, W) with values 0..1.")},

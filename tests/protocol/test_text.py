@@ -104,6 +104,36 @@ class TextInTheNotebook(taastest.KernelCase):
         # (about lr) from zero; the spared one walks on by about lr a step
         self.assertLess(norms["None"], 0.35 * norms["'nanogpt'"], norms)
 
+    def test_5_token_shards(self):
+        """llm.c's token shards (the fortunes' bytes as uint16 tokens, in two shards named by a
+        brace range) train the same model; a token beyond the model's vocabulary is the job's
+        error when its batch reaches the rank, naming the token and its place."""
+        with open(FORTUNES, "rb") as f:
+            data = f.read()
+        half = len(data) // 2
+        for i, part in enumerate((data[:half], data[half:])):
+            with open(os.path.join(self.tmp.name, "shard_%03d.bin" % i), "wb") as f:
+                f.write(struct.pack("<3i", 20240520, 1, len(part)) + b"\0" * (1024 - 12))
+                f.write(b"".join(struct.pack("<H", b) for b in part))
+        urls = os.path.join(self.tmp.name, "shard_{000..001}.bin")
+        text = self.result("shards = DataLoader(TokenShards('%s', block_size=32), batch_size=16, shuffle=True)\n"
+                           "shards" % urls)["text/plain"]
+        self.assertIn("Dataset TokenShards", text)
+        self.assertIn("Number of datapoints: %d" % ((half - 1) // 32 + (len(data) - half - 1) // 32), text)
+        h = self.result("fit(%s, shards, epochs=2, optimizer=AdamW(lr=3e-3), loss=CrossEntropyLoss())" % GPT,
+                        timeout=300)["text/plain"]
+        losses = [float(r) for r in re.findall(r"^ +\d+ +([0-9.]+) ", h, re.M)]
+        self.assertEqual(len(losses), 2, h)
+        self.assertLess(losses[-1], 3.2, h)
+        with open(os.path.join(self.tmp.name, "big.bin"), "wb") as f:
+            f.write(struct.pack("<3i", 20240520, 1, 100) + b"\0" * (1024 - 12))
+            f.write(b"".join(struct.pack("<H", 300 if i == 50 else 65) for i in range(100)))
+        err = self.error("fit(%s, DataLoader(TokenShards('%s', block_size=32), batch_size=4), epochs=1, "
+                         "optimizer=AdamW(), loss=CrossEntropyLoss())" % (GPT, os.path.join(self.tmp.name, "big.bin")),
+                         timeout=120)
+        self.assertIn("token 300 at position", err["evalue"])
+        self.assertIn("outside the model's vocabulary [0, 256)", err["evalue"])
+
     def test_3_short_text(self):
         path = os.path.join(self.tmp.name, "short.txt")
         with open(path, "w") as f:

@@ -25,7 +25,7 @@ static const struct {
     {"AvgPool2d", {"2"}}, {"BatchNorm1d", {"8"}}, {"BatchNorm2d", {"8"}}, {"StepLR", {"1"}},
     {"MultiStepLR", {"[1, 2]"}}, {"ExponentialLR", {"0.9"}}, {"CosineAnnealingLR", {"10"}},
     {"OneCycleLR", {"0.1"}}, {"AdaptiveAvgPool2d", {"1"}}, {"BasicBlock", {"64", "64"}},
-    {"Bottleneck", {"256", "64"}}, {"Embedding", {"16", "8"}}, {"TextFile", {"'t.txt'", "8"}}, {"LayerNorm", {"8"}}, {"GPT2LMHeadModel", {"$3"}}, {"ResNet", {"$2", "$2", "$2", "$2", "$2", "$2", "$2", "$2", "$2", "$2"}},
+    {"Bottleneck", {"256", "64"}}, {"Embedding", {"16", "8"}}, {"TextFile", {"'t.txt'", "8"}}, {"TokenShards", {"'t.bin'", "8"}}, {"LayerNorm", {"8"}}, {"GPT2LMHeadModel", {"$3"}}, {"ResNet", {"$2", "$2", "$2", "$2", "$2", "$2", "$2", "$2", "$2", "$2"}},
     {"requires_grad_", {"$2"}}, {"len", {"'abc'"}}, {"sleep", {"0"}}, {"register", {"$1"}}, {"unregister", {"$1"}},
 };
 
