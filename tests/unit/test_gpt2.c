@@ -340,11 +340,52 @@ static void test_fast_exp_and_tanh(void **state) {
     assert_true(taas_tanhf(30.0f) == 1.0f && taas_tanhf(-30.0f) == -1.0f);
 }
 
+/* The model.safetensors that Hugging Face publishes for gpt2 is GPT2Model's: keys without
+ * "transformer.", no lm_head.weight, and each block's causal mask (h.N.attn.bias) and its fill
+ * (h.N.attn.masked_bias) as buffers. It loads strictly into GPT2LMHeadModel, as
+ * from_pretrained takes it; a key that is neither stays an error. */
+static void test_hf_gpt2model_checkpoint(void **state) {
+    (void)state;
+    taas_error e;
+    taas_model *m = gpt2_model(TINY, 4, 1), *m2 = gpt2_model(TINY, 4, 2);
+    char path[] = "/tmp/taas-gpt2-hf-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    taas_st_tensor *t = taas_param_table_tensors(m->table, m->ntable, m->params, m->stats, m->counters);
+    size_t n = 0;
+    taas_st_tensor out[64];
+    static float mask[8 * 8], fill = -1e4f;
+    for (size_t i = 0; i < m->ntable; i++) {
+        if (t[i].tied) continue;
+        assert_non_null(t[i].alias);
+        out[n] = t[i];
+        out[n].key = t[i].alias;  /* "wte.weight", "h.0.attn.c_attn.weight", ... */
+        out[n++].alias = NULL;
+    }
+    out[n++] = (taas_st_tensor){.key = "h.0.attn.bias", .dtype = TAAS_ST_F32, .ndim = 4, .shape = {1, 1, 8, 8}, .data = mask};
+    out[n++] = (taas_st_tensor){.key = "h.0.attn.masked_bias", .dtype = TAAS_ST_F32, .ndim = 0, .data = &fill};
+    assert_int_equal(taas_safetensors_write(path, out, n, NULL, 0, &e), 0);
+    taas_st_tensor *t2 = taas_param_table_tensors(m2->table, m2->ntable, m2->params, m2->stats, m2->counters);
+    if (taas_safetensors_read(path, t2, m2->ntable, &e)) fail_msg("%s", e.message);
+    assert_memory_equal(m->params, m2->params, m->nparams * sizeof(float));
+    /* an unexpected key is still refused */
+    out[n++] = (taas_st_tensor){.key = "h.0.attn.extra", .dtype = TAAS_ST_F32, .ndim = 0, .data = &fill};
+    assert_int_equal(taas_safetensors_write(path, out, n, NULL, 0, &e), 0);
+    assert_int_equal(taas_safetensors_read(path, t2, m2->ntable, &e), -1);
+    assert_non_null(strstr(e.message, "unexpected keys 'h.0.attn.extra'"));
+    unlink(path);
+    free(t), free(t2);
+    taas_model_free(m);
+    taas_model_free(m2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step), cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_dropout),
         cmocka_unit_test(test_gpt2_small_plan), cmocka_unit_test(test_token_out_of_vocab), cmocka_unit_test(test_init),
         cmocka_unit_test(test_tied_weights_files), cmocka_unit_test(test_fast_exp_and_tanh),
+        cmocka_unit_test(test_hf_gpt2model_checkpoint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -470,6 +470,7 @@ static int add_entry(taas_model_plan *m, const taas_model_layer *L, const char *
     t->dtype = home == TAAS_T_COUNTER ? "I64" : "F32";
     t->home = home;
     t->tied = 0;
+    t->alias_off = 0;
     t->offset = off;
     return 0;
 }
@@ -987,6 +988,12 @@ static int lower_gpt2(taas_model_plan *p, const json_t *o, const char *path, int
         if (lower_gpt2_block(p, &g, hp, t, cx, &t, e)) return -1;
     }
     if (lower_made(p, ln_spec(g.embd, g.eps), tp, "ln_f", t, cx, &t, e)) return -1;
+    /* GPT2Model's checkpoints (the model.safetensors Hugging Face publishes for gpt2) name the
+     * transformer's tensors without its prefix */
+    size_t tl = strlen(tp) + 1;
+    for (int i = emb; i < p->nlayers; i++)
+        for (int r = p->layers[i].row; r < p->layers[i].row + p->layers[i].nrows; r++)
+            if (!strncmp(p->table[r].key, tp, tl - 1) && p->table[r].key[tl - 1] == '.') p->table[r].alias_off = (int)tl;
     json_t *head = json_pack("{s:s, s:i, s:i, s:b}", "type", "Linear", "in_features", g.embd, "out_features", g.vocab,
                              "bias", 0);
     if (!head) return plan_oom(e);
@@ -1133,6 +1140,7 @@ taas_st_tensor *taas_param_table_tensors(const taas_param_entry *table, size_t n
         for (int d = 0; d < e->ndim; d++) t[i].shape[d] = e->shape[d] ? e->shape[d] : -1;
         t[i].dtype = e->home == TAAS_T_COUNTER ? TAAS_ST_I64 : TAAS_ST_F32;
         t[i].tied = e->tied;
+        t[i].alias = e->alias_off > 0 ? e->key + e->alias_off : NULL;
         if (!params) continue;
         t[i].data = e->home == TAAS_T_PARAM ? (void *)(params + e->offset)
                     : e->home == TAAS_T_STAT ? (void *)(stats + e->offset)

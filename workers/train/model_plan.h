@@ -103,6 +103,8 @@ typedef struct taas_param_entry {
     char key[96];
     int tied;                       /* another row's tensor under a second key (lm_head.weight is
                                      * transformer.wte.weight): saved, counted and loaded once */
+    int alias_off;                  /* > 0: key + alias_off is a name files may give it too
+                                     * (Hugging Face's GPT2Model's, "wte.weight") */
     int ndim;
     int64_t shape[4];
     const char *dtype;

@@ -1,6 +1,7 @@
 /* safetensors reading and writing; see safetensors.h. */
 #include "safetensors.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -334,8 +335,26 @@ static const entry *find_entry(const entry *es, size_t n, const char *key) {
     return NULL;
 }
 
-/* A checkpoint's optimizer state, which a reader of the model's tensors passes over. */
+/* The file's entry of tensor t: under its key, else under its alias. */
+static const entry *find_tensor(const entry *es, size_t n, const taas_st_tensor *t) {
+    const entry *e = find_entry(es, n, t->key);
+    return e || !t->alias ? e : find_entry(es, n, t->alias);
+}
+
+/* A key of Hugging Face's GPT-2 checkpoints that holds no parameter: the causal mask
+ * (h.N.attn.bias, 1 x 1 x P x P) and the mask's fill value (h.N.attn.masked_bias) that older
+ * transformers saved as buffers; GPT2Model's or GPT2LMHeadModel's (transformer.h.N...). */
+static int gpt2_buffer(const char *key) {
+    const char *h = !strncmp(key, "transformer.", 12) ? key + 12 : key;
+    if (strncmp(h, "h.", 2) || !isdigit((unsigned char)h[2])) return 0;
+    const char *dot = strchr(h + 2, '.');
+    return dot && (!strcmp(dot, ".attn.bias") || !strcmp(dot, ".attn.masked_bias"));
+}
+
+/* A checkpoint's optimizer state, which a reader of the model's tensors passes over, and a
+ * GPT-2 checkpoint's buffers, when the model is a GPT-2 (its tensors have aliases). */
 static int skipped(const char *key, int checkpoint, const taas_st_tensor *t, size_t n) {
+    if (n && t[0].alias && gpt2_buffer(key)) return 1;
     if (!checkpoint || strncmp(key, TAAS_ST_OPTIMIZER_PREFIX, strlen(TAAS_ST_OPTIMIZER_PREFIX)) != 0) return 0;
     for (size_t j = 0; j < n; j++)
         if (strcmp(t[j].key, key) == 0) return 0;  /* asked for by name: a checkpoint's reader */
@@ -364,13 +383,14 @@ static int check_keys(const char *path, const entry *es, size_t nes, int checkpo
     taas_buf missing = TAAS_BUF_INIT, extra = TAAS_BUF_INIT;
     size_t nmiss = 0, nextra = 0;
     for (size_t i = 0; i < n; i++) {
-        int here = find_entry(es, nes, t[i].key) != NULL;
+        int here = find_tensor(es, nes, &t[i]) != NULL;
         if (o->present) o->present[i] = (unsigned char)here;
         if (!here && !o->allow_missing && !t[i].tied) list_key(&missing, &nmiss, t[i].key);
     }
     for (size_t i = 0; i < nes; i++) {
         int found = 0;
-        for (size_t j = 0; j < n && !found; j++) found = strcmp(t[j].key, es[i].key) == 0;
+        for (size_t j = 0; j < n && !found; j++)
+            found = strcmp(t[j].key, es[i].key) == 0 || (t[j].alias && strcmp(t[j].alias, es[i].key) == 0);
         if (found || skipped(es[i].key, checkpoint, t, n)) continue;
         if (!o->ignore_unexpected) list_key(&extra, &nextra, es[i].key);
         else if (o->unexpected && json_array_append_new(o->unexpected, json_string(es[i].key)))
@@ -555,13 +575,13 @@ int taas_safetensors_read_opts(const char *path, const taas_st_tensor *tensors, 
     if (check_offsets(path, es, nes, data_len, err) < 0) goto out;
     if (check_keys(path, es, nes, checkpoint, tensors, n, &o, err) < 0) goto out;
     for (size_t i = 0; i < n; i++) {
-        const entry *e = find_entry(es, nes, tensors[i].key);
+        const entry *e = find_tensor(es, nes, &tensors[i]);
         if (e && check_fit(path, e, &tensors[i], err) < 0) goto out;
     }
     for (size_t r = 0; r < 2 * n; r++) {  /* the tied tensors first: the others' values win */
         size_t i = r % n;
         if ((r < n) != (tensors[i].tied != 0)) continue;
-        const entry *e = find_entry(es, nes, tensors[i].key);
+        const entry *e = find_tensor(es, nes, &tensors[i]);
         errno = 0;
         if (e && tensors[i].data && e->end > e->begin &&
             read_exact(fd, tensors[i].data, e->end - e->begin, data_start + e->begin) < 0) {
@@ -601,6 +621,7 @@ int taas_safetensors_shapes(const char *path, taas_st_tensor *tensors, size_t n,
     int rc = root ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         json_t *v = json_object_get(root, tensors[i].key);
+        if (!v && tensors[i].alias) v = json_object_get(root, tensors[i].alias);
         entry e;
         if (!v || strcmp(tensors[i].key, "__metadata__") == 0) continue;
         rc = parse_entry(path, tensors[i].key, v, &e, err);

@@ -25,6 +25,8 @@ typedef struct taas_st_tensor {
     int ndim;                           /* 0 = scalar (shape []) */
     int64_t shape[TAAS_ST_MAX_DIMS];
     void *data;                         /* write: read from here; read: filled */
+    const char *alias;                  /* another name a file may give it (the key of Hugging Face's
+                                         * GPT2Model for GPT2LMHeadModel's transformer.*), or NULL */
     int tied;                           /* another tensor's memory under a second key (GPT-2's
                                          * lm_head.weight): a file may lack it, and where it has
                                          * both, the other's values win, as Hugging Face ties
