@@ -286,6 +286,14 @@ static void test_init(void **state) {
     taas_model_free(m2);
 }
 
+/* A new file at path (a mkstemp template), and m's state_dict table pointing into it. */
+static taas_st_tensor *temp_file_and_table(char *path, const taas_model *m) {
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    return taas_param_table_tensors(m->table, m->ntable, m->params, m->stats, m->counters);
+}
+
 /* Weights across Hugging Face's files: taas saves lm_head.weight beside transformer.wte.weight
  * (both keys of torch's state_dict, for load_state_dict(strict=True)); a file without it (as
  * Hugging Face saves tied weights) loads strictly; where a file has both, wte's values win,
@@ -295,10 +303,7 @@ static void test_tied_weights_files(void **state) {
     taas_error e;
     taas_model *m = gpt2_model(TINY, 4, 1), *m2 = gpt2_model(TINY, 4, 2);
     char path[] = "/tmp/taas-gpt2-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    taas_st_tensor *t = taas_param_table_tensors(m->table, m->ntable, m->params, m->stats, m->counters);
+    taas_st_tensor *t = temp_file_and_table(path, m);
     assert_int_equal(taas_safetensors_write(path, t, m->ntable, NULL, 0, &e), 0);
     taas_st_tensor *t2 = taas_param_table_tensors(m2->table, m2->ntable, m2->params, m2->stats, m2->counters);
     assert_int_equal(taas_safetensors_read(path, t2, m2->ntable, &e), 0);
@@ -349,10 +354,7 @@ static void test_hf_gpt2model_checkpoint(void **state) {
     taas_error e;
     taas_model *m = gpt2_model(TINY, 4, 1), *m2 = gpt2_model(TINY, 4, 2);
     char path[] = "/tmp/taas-gpt2-hf-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    taas_st_tensor *t = taas_param_table_tensors(m->table, m->ntable, m->params, m->stats, m->counters);
+    taas_st_tensor *t = temp_file_and_table(path, m);
     size_t n = 0;
     taas_st_tensor out[64];
     static float mask[8 * 8], fill = -1e4f;
