@@ -29,6 +29,9 @@ static const role_row ROLES[] = {
     {"show", taas_role_show, 1, "show --spec FILE|- [--n N] [--seed S]",
      "write a PNG grid of N samples (default 16) with their labels to stdout, and one JSON "
      "line (text fallback, indices, labels) to stderr"},
+    {"generate", taas_role_generate, 1, "generate --spec FILE|-",
+     "new tokens from a model of tokens and its weights (generate() in a notebook): one JSON "
+     "line {\"tokens\": [...]} on stdout"},
     {"train", taas_role_train, 1, "train --spec FILE|-",
      "run a fit job spec (docs/jobspec.md): train, validate each epoch, write the weights; "
      "progress and errors as {\"event\": ...} lines on stdout"},

@@ -17,6 +17,7 @@ typedef int (*taas_role_fn)(int argc, char **argv);
 
 int taas_role_probe(int argc, char **argv);
 int taas_role_show(int argc, char **argv);
+int taas_role_generate(int argc, char **argv);
 int taas_role_trainer(int argc, char **argv);
 int taas_role_loader(int argc, char **argv);
 int taas_role_gpus(int argc, char **argv);

@@ -55,6 +55,8 @@ int taas_weights_attach(taas_value *model, const char *path, int owned);
 int taas_need_session(taas_call_ctx *cx, const char *name);
 /* 0 when the model has weights; else -1 with "net has no trained weights yet ...". */
 int taas_need_weights(taas_call_ctx *cx, const taas_value *model);
+/* generate(model, prompt, max_new_tokens, temperature, top_k, seed): action_generate.c */
+int taas_generate_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
 
 /* Gives the model the weights file path (malloc'd, taken), which it owns (owned: the file
  * goes with the model) or not; a file it owned before goes, with its folder. */

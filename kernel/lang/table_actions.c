@@ -210,6 +210,16 @@ static int len_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
 
 /* ---- show ------------------------------------------------------------------------ */
 
+static const taas_param GENERATE_P[] = {
+    {"model", TAAS_P_LAYER, NULL, TAAS_PX(TAAS_PX_MODEL), TAAS_NO_RANGE, "a trained model of tokens (GPT2LMHeadModel, ...) with weights"},
+    {"prompt", TAAS_P_ANY, NULL, 0, TAAS_NO_RANGE, "a str for a byte-level model (a vocabulary of 256), else a list of token ids"},
+    {"max_new_tokens", TAAS_P_INT, "200", 0, TAAS_BETWEEN(0, 1 << 20), "how many tokens to add"},
+    {"temperature", TAAS_P_FLOAT, "1.0", 0, TAAS_AT_LEAST(1e-6), "the logits are divided by it: below 1 sharper, above 1 flatter"},
+    {"top_k", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "draw among the k likeliest tokens only; None: all"},
+    {"seed", TAAS_P_INT, "0", 0, TAAS_AT_LEAST(0), "the draws' seed: the same seed gives the same text"},
+    END,
+};
+
 static const taas_param SHOW_P[] = {
     {"data", TAAS_P_ANY, NULL, 0, TAAS_NO_RANGE, "a dataset, or a DataLoader (its dataset is shown)"},
     {"n", TAAS_P_INT, "16", 0, TAAS_BETWEEN(1, 256), "how many samples, 8 to a row"},
@@ -415,6 +425,13 @@ const taas_row taas_rows_actions[] = {
             "shown as decoded. A taas-worker process reads the data while the kernel stays "
             "free: the stop button ends the wait with KeyboardInterrupt.", taas_show_action, 1),
      .check = taas_show_check},
+    {ACTION("generate", GENERATE_P,
+            "New tokens from a trained model of tokens, as nanoGPT samples: the context's last block_size "
+            "tokens in, the next drawn from the softmax of the last position's logits over temperature, among "
+            "the top_k likeliest when given. A byte-level model (trained on a TextFile) takes and returns a "
+            "str (the prompt followed by nothing: the result is the new text alone); another takes and "
+            "returns token ids. It runs in a taas-worker process while the kernel stays free: the stop button "
+            "ends it with KeyboardInterrupt. The same seed gives the same text.", taas_generate_action, 1)},
     {ACTION("register", LOADER_ARG_P,
             "Registers a DataLoader: cells with #pragma taas then run it on CPU loader workers "
             "(--cpus per loader) that stream its batches to the GPU ranks. Registering the "

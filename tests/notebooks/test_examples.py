@@ -189,6 +189,8 @@ class Examples(unittest.TestCase):
         self.assertTrue(m, result(cells["evaluate"]))
         self.assertLess(float(m.group(1)), 3.0)
         self.assertGreater(os.path.getsize(os.path.join(self.tmp.name, "fortunes_gpt.safetensors")), 3000000)
+        printed = taastest.stream_of(cells["generate"])
+        self.assertGreaterEqual(len(printed), 250, printed)  # 300 bytes of text, some of them multi-byte
 
 
 if __name__ == "__main__":

@@ -104,6 +104,31 @@ class TextInTheNotebook(taastest.KernelCase):
         # (about lr) from zero; the spared one walks on by about lr a step
         self.assertLess(norms["None"], 0.35 * norms["'nanogpt'"], norms)
 
+    def test_2a_generate(self):
+        """generate() on the model test_1 trained: text after the prompt, the same for a seed and
+        another for another seed, greedy with top_k=1 whatever the seed; a prompt of the wrong
+        kind, and a model without weights, are refused; the stop button ends a long one."""
+        text = lambda code: taastest.text(self.result(code, timeout=120)["text/plain"])  # noqa: E731
+        a = text("generate(net, 'The ', max_new_tokens=60, seed=3)")
+        self.assertRegex(a, r"^['\"](.|\n){20,}['\"]$")  # a str's repr, 60 bytes of text
+        self.assertEqual(text("generate(net, 'The ', max_new_tokens=60, seed=3)"), a)
+        self.assertNotEqual(text("generate(net, 'The ', max_new_tokens=60, seed=4)"), a)
+        self.assertEqual(text("generate(net, 'The ', max_new_tokens=30, top_k=1, seed=1)"),
+                         text("generate(net, 'The ', max_new_tokens=30, top_k=1, seed=2)"))
+        err = self.error("generate(net, [65, 66])", "TaasTypeError")
+        self.assertIn("prompt must be a str for this model (a vocabulary of 256)", err["evalue"])
+        self.error("generate(%s, 'x')" % GPT)
+        msg_id = self.k.send("shell", "execute_request",
+                             {"code": "g = generate(net, 'x', max_new_tokens=1000000)", "silent": False,
+                              "store_history": True, "user_expressions": {}, "allow_stdin": False,
+                              "stop_on_error": True})
+        self.assertTrue(taastest.wait_until(lambda: taastest.worker_pids(self.k.pid), 30))
+        self.k.request("control", "interrupt_request")
+        reply = self.k.reply(msg_id, timeout=30)
+        self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
+        self.assertTrue(taastest.wait_until(lambda: not taastest.worker_pids(self.k.pid), 30))
+        self.error("g", "TaasNameError")
+
     def test_5_token_shards(self):
         """llm.c's token shards (the fortunes' bytes as uint16 tokens, in two shards named by a
         brace range) train the same model; a token beyond the model's vocabulary is the job's
