@@ -61,26 +61,15 @@ json_t *taas_evaluate_spec(const json_t *job, taas_error *err) {
 }
 
 int taas_role_evaluate(int argc, char **argv) {
-    const char *spec_path = NULL, *help = NULL;
-    const taas_opt opts[] = {{"spec", 1, &spec_path}, {"help", 0, &help}, {NULL, 0, NULL}};
+    const char *spec_path;
+    int rc = taas_train_spec_args(argc, argv, "evaluate",
+                                  "usage: taas-worker evaluate --spec FILE|-\n\n"
+                                  "Runs an evaluate job spec (docs/jobspec.md): the model with its \"weights\" on the\n"
+                                  "\"validate\" loader, printing {\"event\": \"done\", \"loss\", \"accuracy\", \"samples\"}.",
+                                  &spec_path);
+    if (rc) return rc > 0 ? TAAS_EXIT_OK : TAAS_EXIT_USAGE;
     taas_error err;
     taas_error_clear(&err);
-    if (taas_cli_parse(argc, argv, opts, &err)) {
-        taas_train_report(&err, -1);
-        return TAAS_EXIT_USAGE;
-    }
-    if (help) {
-        puts("usage: taas-worker evaluate --spec FILE|-\n\n"
-             "Runs an evaluate job spec (docs/jobspec.md): the model with its \"weights\" on the\n"
-             "\"validate\" loader, printing {\"event\": \"done\", \"loss\", \"accuracy\", \"samples\"}.");
-        return TAAS_EXIT_OK;
-    }
-    if (!spec_path) {
-        taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "evaluate: --spec is required");
-        taas_error_hint(&err, "give --spec FILE, or --spec - to read the job spec from stdin");
-        taas_train_report(&err, -1);
-        return TAAS_EXIT_USAGE;
-    }
     json_t *job = taas_train_read(spec_path, &err);
     json_t *out = job ? taas_evaluate_spec(job, &err) : NULL;
     json_decref(job);

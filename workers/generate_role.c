@@ -109,27 +109,16 @@ done:
 }
 
 int taas_role_generate(int argc, char **argv) {
-    const char *spec_path = NULL, *help = NULL;
-    const taas_opt opts[] = {{"spec", 1, &spec_path}, {"help", 0, &help}, {NULL, 0, NULL}};
+    const char *spec_path;
+    int rc = taas_train_spec_args(argc, argv, "generate",
+                                  "usage: taas-worker generate --spec FILE|-\n\n"
+                                  "New tokens from a model of tokens and its weights: the spec has \"model\", \"weights\",\n"
+                                  "\"block_size\", \"prompt\" (token ids), \"max_new_tokens\", \"temperature\", \"top_k\"\n"
+                                  "(0: all), \"seed\" and \"threads\"; prints {\"tokens\": [...]}.",
+                                  &spec_path);
+    if (rc) return rc > 0 ? TAAS_EXIT_OK : TAAS_EXIT_USAGE;
     taas_error err;
     taas_error_clear(&err);
-    if (taas_cli_parse(argc, argv, opts, &err)) {
-        taas_train_report(&err, -1);
-        return TAAS_EXIT_USAGE;
-    }
-    if (help) {
-        puts("usage: taas-worker generate --spec FILE|-\n\n"
-             "New tokens from a model of tokens and its weights: the spec has \"model\", \"weights\",\n"
-             "\"block_size\", \"prompt\" (token ids), \"max_new_tokens\", \"temperature\", \"top_k\"\n"
-             "(0: all), \"seed\" and \"threads\"; prints {\"tokens\": [...]}.");
-        return TAAS_EXIT_OK;
-    }
-    if (!spec_path) {
-        taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "generate: --spec is required");
-        taas_error_hint(&err, "give --spec FILE, or --spec - to read the spec from stdin");
-        taas_train_report(&err, -1);
-        return TAAS_EXIT_USAGE;
-    }
     json_t *spec = taas_train_read(spec_path, &err);
     json_t *out = spec ? generate(spec, &err) : NULL;
     json_decref(spec);

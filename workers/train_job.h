@@ -123,6 +123,10 @@ json_t *taas_train_read(const char *path, taas_error *err);
 
 /* {"event": "error", ...} on stdout; step < 0 prints null. */
 void taas_train_report(const taas_error *err, long long step);
+/* The command line of a role that runs a spec (train, evaluate, generate): --spec FILE|- and
+ * --help. 0 with *spec_path; 1 when help (`help`, the role's usage text) was printed; -1
+ * when the line is wrong, reported as an error line. */
+int taas_train_spec_args(int argc, char **argv, const char *role, const char *help, const char **spec_path);
 /* One compact progress line on stdout, flushed; steals j. */
 int taas_train_emit(json_t *j);
 

@@ -51,28 +51,17 @@ static int run(const json_t *job, long long *step, taas_error *err) {
 }
 
 int taas_role_train(int argc, char **argv) {
-    const char *spec_path = NULL, *help = NULL;
-    const taas_opt opts[] = {{"spec", 1, &spec_path}, {"help", 0, &help}, {NULL, 0, NULL}};
+    const char *spec_path;
+    int rc0 = taas_train_spec_args(argc, argv, "train",
+                                   "usage: taas-worker train --spec FILE|-\n\n"
+                                   "Runs a fit job spec (docs/jobspec.md): trains the model on the \"train\" loader,\n"
+                                   "validates after each epoch, writes the weights to \"out\" (safetensors) and prints\n"
+                                   "progress as JSON lines (start, step, epoch, done, error) on stdout.\n"
+                                   "SIGINT/SIGTERM stop it after the step in progress, weights written.",
+                                   &spec_path);
+    if (rc0) return rc0 > 0 ? TAAS_EXIT_OK : TAAS_EXIT_USAGE;
     taas_error err;
     taas_error_clear(&err);
-    if (taas_cli_parse(argc, argv, opts, &err)) {
-        taas_train_report(&err, -1);
-        return TAAS_EXIT_USAGE;
-    }
-    if (help) {
-        puts("usage: taas-worker train --spec FILE|-\n\n"
-             "Runs a fit job spec (docs/jobspec.md): trains the model on the \"train\" loader,\n"
-             "validates after each epoch, writes the weights to \"out\" (safetensors) and prints\n"
-             "progress as JSON lines (start, step, epoch, done, error) on stdout.\n"
-             "SIGINT/SIGTERM stop it after the step in progress, weights written.");
-        return TAAS_EXIT_OK;
-    }
-    if (!spec_path) {
-        taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "train: --spec is required");
-        taas_error_hint(&err, "give --spec FILE, or --spec - to read the job spec from stdin");
-        taas_train_report(&err, -1);
-        return TAAS_EXIT_USAGE;
-    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

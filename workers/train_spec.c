@@ -273,3 +273,24 @@ int taas_train_sched_parse(const json_t *spec, double base_lr, long epochs, long
     *has = 1;
     return 0;
 }
+
+int taas_train_spec_args(int argc, char **argv, const char *role, const char *help, const char **spec_path) {
+    const char *h = NULL;
+    const taas_opt opts[] = {{"spec", 1, spec_path}, {"help", 0, &h}, {NULL, 0, NULL}};
+    taas_error err;
+    taas_error_clear(&err);
+    *spec_path = NULL;
+    if (taas_cli_parse(argc, argv, opts, &err)) {
+        taas_train_report(&err, -1);
+        return -1;
+    }
+    if (h) {
+        puts(help);
+        return 1;
+    }
+    if (*spec_path) return 0;
+    taas_error_set(&err, TAAS_ERR_USAGE, TAAS_NOPOS, "%s: --spec is required", role);
+    taas_error_hint(&err, "give --spec FILE, or --spec - to read the spec from stdin");
+    taas_train_report(&err, -1);
+    return -1;
+}
