@@ -382,12 +382,95 @@ static void test_hf_gpt2model_checkpoint(void **state) {
     taas_model_free(m2);
 }
 
+/* call, which fills e, returns 0, or the test fails with e's message */
+#define OK(call)                                                                   \
+    do {                                                                           \
+        if ((call) != 0) fail_msg("%s: %s (%s)", #call, e.message, e.hint);         \
+    } while (0)
+
+/* Two epochs of a character model on Debian's fortunes, as TextFile cuts it, from the
+ * fixture's weights in the fixture's batch order, with AdamW's nanoGPT groups and
+ * clip_grad_norm(1.0): the validation loss within 2 % of PyTorch's (tests/gen_gpt2_ref.py). */
+static void test_two_epochs_on_fortunes(void **state) {
+    (void)state;
+    json_t *ref = tu_fixture_load("gpt2/fortunes.json");
+    assert_non_null(ref);
+    FILE *fp = fopen("/usr/share/games/fortunes/fortunes", "rb");
+    if (!fp) fail_msg("Debian's fortunes (/usr/share/games/fortunes/fortunes) is not installed: scripts/deps.sh");
+    static unsigned char data[1 << 20];
+    size_t len = fread(data, 1, sizeof data, fp), sum = 0;
+    fclose(fp);
+    for (size_t i = 0; i < len; i++) sum += data[i];
+    if (len != (size_t)json_integer_value(json_object_get(ref, "bytes")) ||
+        sum != (size_t)json_integer_value(json_object_get(ref, "byte_sum")))
+        fail_msg("the fortunes file differs from the fixture's: regenerate it with tests/gen_gpt2_ref.py");
+    int block = (int)json_integer_value(json_object_get(ref, "block")), batch = (int)json_integer_value(json_object_get(ref, "batch"));
+    size_t cut = (size_t)((double)len * 0.9), ntrain = (cut - 1) / (size_t)block, nval = (len - cut - 1) / (size_t)block;
+    json_t *spec = gpt2_spec(json_object_get(ref, "config"));
+    taas_error e;
+    taas_model *m = taas_model_new(spec, block, 0, 0, 1, &e);
+    json_decref(spec);
+    assert_non_null(m);
+    taas_model_set_threads(m, 2);
+    json_t *order = json_array();  /* the formula's tensors in the table's order, Hugging Face's */
+    for (size_t i = 0; i < m->ntable; i++) {
+        json_t *shape = json_array();
+        for (int d = 0; d < m->table[i].ndim; d++) json_array_append_new(shape, json_integer(m->table[i].shape[d]));
+        json_array_append_new(order, json_pack("[s, o]", m->table[i].key, shape));
+    }
+    assert_int_equal(rt_fill(m, order), 0);
+    json_decref(order);
+    size_t rows = (size_t)batch * (size_t)block;
+    float *win = malloc(nval * (size_t)(block + 1) * sizeof *win), *x = malloc(nval * (size_t)block * sizeof *x);
+    int64_t *y = malloc(nval * (size_t)block * sizeof *y);
+    float *probs = malloc(nval * (size_t)block * 256 * sizeof *probs), *dl = malloc(rows * 256 * sizeof *dl);
+    taas_optim_config cfg;
+    taas_optim_config_default(&cfg, TAAS_OPTIM_ADAMW);
+    cfg.lr = 3e-3, cfg.beta2 = 0.95, cfg.eps = 1e-8, cfg.weight_decay = 0.1;
+    taas_optim_span *spans;
+    size_t nspans;
+    assert_int_equal(taas_model_decay_spans(m, 0.1, &spans, &nspans), 0);
+    float *st = calloc(taas_optim_state_floats(&cfg, m->ntrain), sizeof *st);
+    size_t steps = (ntrain + (size_t)batch - 1) / (size_t)batch;
+    long k = 0;
+    for (int epoch = 0; epoch < 2; epoch++)
+        for (size_t q = 0; q < steps; q++) {
+            size_t s = epoch == 0 ? q : steps - 1 - q, first = s * (size_t)batch;
+            int n = (int)(first + (size_t)batch <= ntrain ? (size_t)batch : ntrain - first);
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j <= block; j++) win[(size_t)i * (block + 1) + j] = data[(first + (size_t)i) * block + (size_t)j];
+            const float *out;
+            float loss;
+            OK(taas_model_split_windows(m, win, (size_t)block + 1, n, x, y, &e));
+            taas_model_zero_grad(m);
+            OK(taas_model_forward(m, x, n, 1, (uint64_t)k, &out, &e));
+            OK(taas_cross_entropy_forward(&loss, probs, out, y, n * block, 256, 0.0f, &e));
+            taas_cross_entropy_backward(dl, probs, y, n * block, 256, 0.0f, 1.0f);
+            OK(taas_model_backward(m, dl, &e));
+            taas_clip_grad_norm(m->grads, m->ntrain, 1.0);
+            taas_optim_step_spans(&cfg, m->params, m->grads, st, m->ntrain, ++k, spans, nspans);
+        }
+    for (size_t i = 0; i < nval; i++)
+        for (int j = 0; j <= block; j++) win[i * (block + 1) + j] = data[cut + i * (size_t)block + (size_t)j];
+    const float *out;
+    float val;
+    OK(taas_model_split_windows(m, win, (size_t)block + 1, (int)nval, x, y, &e));
+    OK(taas_model_forward(m, x, (int)nval, 0, 0, &out, &e));
+    OK(taas_cross_entropy_forward(&val, probs, out, y, (int)nval * block, 256, 0.0f, &e));
+    double want = json_number_value(json_object_get(ref, "val_loss"));
+    fprintf(stderr, "validation loss after two epochs: %.6f, PyTorch's %.6f\n", val, want);
+    if (fabs(val - want) > 0.02 * want) fail_msg("validation loss after two epochs %.6f, PyTorch's %.6f", val, want);
+    free(win), free(x), free(y), free(probs), free(dl), free(st), free(spans);
+    taas_model_free(m);
+    json_decref(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step), cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_dropout),
         cmocka_unit_test(test_gpt2_small_plan), cmocka_unit_test(test_token_out_of_vocab), cmocka_unit_test(test_init),
         cmocka_unit_test(test_tied_weights_files), cmocka_unit_test(test_fast_exp_and_tanh),
-        cmocka_unit_test(test_hf_gpt2model_checkpoint),
+        cmocka_unit_test(test_hf_gpt2model_checkpoint), cmocka_unit_test(test_two_epochs_on_fortunes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
