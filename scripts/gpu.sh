@@ -520,6 +520,15 @@ do_bench() {
     return $rc
 }
 
+# GPT-2 (12 layers, block 1024, batch 4) against transformers' GPT2LMHeadModel, eager and, when
+# the budget allows, torch.compile; then taas's weights loaded strictly into it (issue 29).
+do_gpt_bench() {
+    local py budget=$1
+    py=$(torch_python) || { say "no python3 with PyTorch here: gpu_gpt_bench.py skipped"; return 77; }
+    PYTHONUNBUFFERED=1 "$py" "$SRC/bench/gpu_gpt_bench.py" --worker "$BIN/taas-worker" --budget "$budget" \
+        --json "$OUT/gpu_gpt_bench.json" --markdown "$OUT/gpu_gpt_bench.md"
+}
+
 # ---- bare: `run` where nothing of this machine's libraries is --------------------------------
 
 # A chroot of a few Debian 12 packages (glibc, bash, coreutils, tar, gzip, grep, sed, find,
@@ -632,7 +641,9 @@ run_steps() {
         step cuda-tests 180 ctest-cuda.log bash "$SELF" _cuda_tests
         step notebook 240 notebook.log bash "$SELF" _notebook
         local left=$((DEADLINE - $(now) - 10))
-        step gpu-bench "$left" gpu_bench.log bash "$SELF" _bench "$((left - 30))"
+        # the last 160 s: GPT-2 against transformers' (issue 29)
+        step gpu-bench "$((left - 160))" gpu_bench.log bash "$SELF" _bench "$((left - 190))"
+        step gpt-bench 150 gpt_bench.log bash "$SELF" _gpt_bench 140
     else
         FAILED=1
     fi
@@ -645,11 +656,12 @@ run_steps() {
         printf '%-11s %-24s %7s  %s\n' step result time command
         printf '%s\n' "${STEPS[@]}"
         echo
-        echo "logs: run.log (all of it), ctest-cuda.log, notebook.log, gpu_bench.log; gpu_bench.md, gpu_bench.json, gpu_resnet_bench.md, gpu_resnet_bench.json"
+        echo "logs: run.log (all of it), ctest-cuda.log, notebook.log, gpu_bench.log, gpt_bench.log; gpu_bench.md, gpu_bench.json, gpu_resnet_bench.md, gpu_resnet_bench.json, gpu_gpt_bench.md, gpu_gpt_bench.json"
         grep -h -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$OUT/ctest-cuda.log" "$OUT/notebook.log" 2>/dev/null
         grep -h -E '(GPU|CPU|CPU \(as the GPU side\)) run: [0-9.]+ s; test accuracy|accuracy: GPU ' "$OUT/notebook.log" 2>/dev/null
         [ -f "$OUT/gpu_bench.md" ] && { echo; cat "$OUT/gpu_bench.md"; }
         [ -f "$OUT/gpu_resnet_bench.md" ] && { echo; cat "$OUT/gpu_resnet_bench.md"; }
+        [ -f "$OUT/gpu_gpt_bench.md" ] && { echo; cat "$OUT/gpu_gpt_bench.md"; }
     } >"$OUT/summary.txt"
     echo
     cat "$OUT/summary.txt"
@@ -682,5 +694,6 @@ case "${1:-}" in
     _cuda_tests) do_cuda_tests ;;
     _notebook) do_notebook ;;
     _bench) OUT=${OUT:-$REPO/gpu-out} do_bench "${2:-300}" ;;
+    _gpt_bench) OUT=${OUT:-$REPO/gpu-out} do_gpt_bench "${2:-140}" ;;
     *) echo "usage: scripts/gpu.sh pack | run | check | bare   (docs/cuda.md, \"Running on a lent GPU\")" >&2; exit 2 ;;
 esac

@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""GPT-2 on a GPU (issue 29): taas's CUDA engine against PyTorch eager and torch.compile with
+Hugging Face's transformers.GPT2LMHeadModel on the same GPU, and the strict load of taas's
+weights into that model.
+
+1. Training tokens/s, FP32, GPT2Config(n_layer=--layers, ...) (GPT-2 small by default), block
+   --block (1024), batch --batch (4), dropout 0 on both sides:
+   taas: `taas-worker train --spec FILE` on llm.c token shards of uniform random ids written
+     here (TokenShards), CrossEntropyLoss over every position, AdamW(lr=6e-4, betas=(0.9,
+     0.95), weight_decay=0.1, param_groups='nanogpt'), clip_grad_norm=1.0; two epochs of
+     --steps steps, the figure the second epoch's tokens_per_s (the worker's epoch line).
+   PyTorch eager: GPT2LMHeadModel on the GPU, the same batch shape, the same AdamW groups and
+     clipping, --warmup untimed steps then --steps timed with torch.cuda.synchronize();
+     torch.compile(model) likewise, its compilation in the untimed steps (left out with
+     --no-compile or when the budget is short).
+2. The strict load: taas's saved weights (safetensors) into a fresh transformers
+   GPT2LMHeadModel with load_state_dict(strict=True), and the logits of both on one batch
+   compared (float32; the largest difference is reported).
+
+Records the GPU, the driver, CUDA, PyTorch and transformers versions. Prints a markdown
+table; --json and --markdown write the figures to files. Without a GPU, PyTorch or transformers
+it says so and exits 77 (skipped), having measured nothing.
+
+    python3 bench/gpu_gpt_bench.py --worker build/kernel/taas-worker [--layers 12 --batch 4]
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from gpu_bench import SKIP, refuse_without_gpu, versions  # noqa: E402
+
+VOCAB = 50257
+
+
+def config(layers):
+    return {"vocab_size": VOCAB, "n_positions": 1024, "n_embd": 768, "n_layer": layers, "n_head": 12,
+            "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+
+
+def write_shard(path, tokens, seed):
+    """An llm.c shard of `tokens` uniform random ids (numpy's generator with seed)."""
+    import numpy as np
+    ids = np.random.default_rng(seed).integers(0, VOCAB, size=tokens, dtype=np.uint16)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<3i", 20240520, 1, tokens) + b"\0" * (1024 - 12))
+        f.write(ids.tobytes())
+
+
+def taas_run(worker, a, shard, out):
+    spec = {"version": 1, "job": "fit", "weights": None, "epochs": 2, "units": 0, "seed": 1, "threads": 1, "out": out,
+            "model": {"type": "GPT2LMHeadModel", "config": config(a.layers)},
+            "train": {"type": "DataLoader", "batch_size": a.batch, "shuffle": False, "drop_last": True,
+                      "prefetch_factor": None,
+                      "num_workers": 2, "dataset": {"type": "TokenShards", "urls": shard, "block_size": a.block,
+                                                    "raw": False}},
+            "validate": None, "loss": {"type": "CrossEntropyLoss"},
+            "optimizer": {"type": "AdamW", "lr": 6e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1,
+                          "amsgrad": False, "param_groups": "nanogpt"},
+            "clip_grad_norm": 1.0, "scheduler": None}
+    path = os.path.join(os.path.dirname(out), "spec.json")
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    p = subprocess.run([worker, "train", "--spec", path], capture_output=True, text=True)
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    if p.returncode != 0 or not lines or lines[-1].get("event") != "done":
+        raise RuntimeError("taas-worker train failed (%d): %s %s" % (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
+    engine = lines[0].get("engine", "")
+    if not engine.startswith("cuda:"):
+        raise RuntimeError("taas-worker trained on %r, not a GPU" % engine)
+    second = [x for x in lines if x.get("event") == "epoch" and x.get("epoch") == 2]
+    return {"tokens_s": second[0]["tokens_per_s"], "engine": engine}
+
+
+def torch_rate(a, compiled):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(1)
+    m = GPT2LMHeadModel(GPT2Config(**config(a.layers))).cuda()
+    m.train()
+    decay = [p for n, p in m.named_parameters() if p.dim() >= 2 and not n.startswith(("transformer.wte", "transformer.wpe"))]
+    rest = [p for n, p in m.named_parameters() if not (p.dim() >= 2 and not n.startswith(("transformer.wte",
+                                                                                          "transformer.wpe")))]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}], lr=6e-4,
+                            betas=(0.9, 0.95), eps=1e-8)
+    run = torch.compile(m) if compiled else m
+    x = torch.randint(0, VOCAB, (a.batch, a.block), device="cuda")
+    y = torch.randint(0, VOCAB, (a.batch, a.block), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = run(x).logits
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, VOCAB), y.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        opt.step()
+
+    t0 = time.perf_counter()
+    for _ in range(a.warmup):
+        step()
+    torch.cuda.synchronize()
+    warm = time.perf_counter() - t0
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        step()
+    torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    return {"tokens_s": a.steps * a.batch * a.block / secs, "warmup_s": warm,
+            "peak_bytes": torch.cuda.max_memory_allocated()}
+
+
+def strict_load(a, weights):
+    """taas's file into transformers' model with strict=True, and both models' logits on one batch."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import GPT2Config, GPT2LMHeadModel
+    m = GPT2LMHeadModel(GPT2Config(**config(a.layers))).cuda().eval()
+    sd = load_file(weights)
+    try:
+        m.load_state_dict(sd, strict=True)
+    except RuntimeError as e:
+        return {"strict": False, "why": str(e)[:2000]}
+    x = torch.randint(0, VOCAB, (1, 64), device="cuda")
+    with torch.no_grad():
+        hf = m(x).logits.float()
+    return {"strict": True, "keys": len(sd), "logits_max_abs": float(hf.abs().max())}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", default=os.path.join(os.path.dirname(HERE), "build", "kernel", "taas-worker"))
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--block", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=300)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--markdown")
+    a = ap.parse_args()
+    t_start = time.time()
+    refuse_without_gpu(a.worker)
+    try:
+        import transformers
+    except ImportError:
+        print("gpu_gpt_bench.py: no transformers for %s: nothing measured, skipped" % sys.executable)
+        sys.exit(SKIP)
+    v = versions()
+    v["transformers"] = transformers.__version__
+    res = {"versions": v, "config": config(a.layers), "batch": a.batch, "block": a.block}
+
+    def save():
+        rows = ["GPT-2 (%d layers) on %s, block %d, batch %d, FP32, tokens/s" % (a.layers, v["gpu"], a.block, a.batch),
+                "", "| side | tokens/s | ratio to eager | note |", "|---|---:|---:|---|"]
+        eager = res.get("eager", {}).get("tokens_s")
+        for side in ("taas", "eager", "compile"):
+            r = res.get(side)
+            if not r:
+                continue
+            if "error" in r:
+                rows.append("| %s | — | — | %s |" % (side, r["error"][:200]))
+                continue
+            ratio = r["tokens_s"] / eager if eager else float("nan")
+            rows.append("| %s | %.0f | %.2f | %s |" % (side, r["tokens_s"], ratio, r.get("engine", "")))
+        if "load" in res:
+            rows += ["", "strict load into transformers.GPT2LMHeadModel: %s" % json.dumps(res["load"])[:2000]]
+        text = "\n".join(rows)
+        if a.markdown:
+            with open(a.markdown, "w") as f:
+                f.write(text + "\n")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(res, f, indent=1)
+        return text
+
+    with tempfile.TemporaryDirectory(prefix="taas-gpt-bench-") as tmp:
+        shard = os.path.join(tmp, "shard_000001.bin")
+        write_shard(shard, a.steps * a.batch * a.block + 1, 7)
+        weights = os.path.join(tmp, "gpt2.safetensors")
+        for side in ("taas", "eager", "compile"):
+            if side == "compile" and (a.no_compile or time.time() - t_start > a.budget - 120):
+                continue
+            try:
+                res[side] = taas_run(a.worker, a, shard, weights) if side == "taas" else torch_rate(a, side == "compile")
+            except Exception as e:  # noqa: BLE001 (a side that fails is a row that says why)
+                res[side] = {"error": "%s: %s" % (type(e).__name__, e)}
+            save()
+        if os.path.exists(weights):
+            try:
+                res["load"] = strict_load(a, weights)
+            except Exception as e:  # noqa: BLE001
+                res["load"] = {"error": "%s: %s" % (type(e).__name__, e)}
+    print(save())
+
+
+if __name__ == "__main__":
+    main()
