@@ -18,6 +18,7 @@
 #include "errnames.h"
 #include "fit.h"
 #include "modelview.h"
+#include "pragma.h"
 #include "result.h"
 #include "utf8.h"
 #include "worker.h"
@@ -179,8 +180,41 @@ static json_t *resume_from(taas_call_ctx *cx, taas_value **a, const char *path, 
     return p;
 }
 
+/* max_steps: the epochs it takes and the samples of exactly that many steps, for the job's
+ * "epochs" and "units" (a step is a batch on every rank; an epoch's last may be partial). 0,
+ * or -1 with err. */
+static int steps_to_units(taas_call_ctx *cx, const taas_value *loader, long long max_steps, long long *epochs,
+                          long long *units) {
+    const json_t *info;
+    const taas_value *ds = taas_data_dataset_of(loader);
+    if (taas_data_probe(cx->interp, ds, &info, cx->err)) return -1;
+    const struct taas_pragma *pr = taas_interp_pragma(cx->interp);
+    long long size = (long long)json_integer_value(json_object_get(info, "size"));
+    long long world = pr ? pr->gpus : 1, batch = taas_object_arg(loader, "batch_size")->u.i;
+    int drop = taas_object_arg(loader, "drop_last")->u.b;
+    long long per_step = batch * world;
+    long long steps = drop ? size / per_step : (size + per_step - 1) / per_step;
+    if (steps < 1) {
+        taas_error_set(cx->err, TAAS_ERR_VALUE, cx->pos, "fit() max_steps: an epoch of %s has no whole step of %lld "
+                       "samples", ds->u.obj.def->name, per_step);
+        taas_error_hint(cx->err, "use a smaller batch_size, or drop_last=False");
+        return -1;
+    }
+    long long per_epoch = drop ? steps * per_step : size;
+    *epochs = (max_steps + steps - 1) / steps;
+    if (*epochs > 1000000) {
+        taas_error_set(cx->err, TAAS_ERR_VALUE, cx->pos, "fit() max_steps=%lld takes %lld epochs of %lld steps, more "
+                       "than 1000000", max_steps, *epochs, steps);
+        taas_error_hint(cx->err, "ask for fewer steps");
+        return -1;
+    }
+    /* the whole epochs, then the first steps of the next: full batches, an epoch's partial one being its last */
+    *units = max_steps / steps * per_epoch + max_steps % steps * per_step;
+    return 0;
+}
+
 /* fit(model, loader, epochs, loss, optimizer, scheduler, validate, seed, units, checkpoint_every,
- * resume, max_restarts, clip_grad_norm) */
+ * resume, max_restarts, clip_grad_norm, max_steps) */
 int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_need_session(cx, "fit") || check_model(cx, a[0], a[1], a[3], NULL) ||
         (a[6]->type != TAAS_V_NONE && check_model(cx, a[0], a[6], a[3], "validate")))
@@ -188,8 +222,14 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     taas_fit_resume rs = {(int)a[11]->u.i, 0, 0, -1};
     json_t *from = a[10]->type == TAAS_V_NONE ? NULL : resume_from(cx, a, a[10]->u.str.s, &rs);
     if (a[10]->type != TAAS_V_NONE && !from) return -1;
+    long long epochs = a[2]->u.i, units = 0;
+    if (a[13]->type == TAAS_V_INT && steps_to_units(cx, a[1], a[13]->u.i, &epochs, &units)) return -1;
     size_t mark = taas_json_mark();
     json_t *job = job_spec("fit", a[0], a[1], a[8]);
+    if (a[13]->type == TAAS_V_INT) {  /* max_steps: its samples, unless units asks for fewer */
+        long long u = json_integer_value(json_object_get(job, "units"));
+        json_object_set_new(job, "units", json_integer(u > 0 && u < units ? u : units));
+    }
     if (from) {  /* the checkpoint's weights, optimizer state and position, not the model's */
         json_object_set_new(job, "weights", from);
         json_object_set_new(job, "resume", json_true());
@@ -198,7 +238,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "checkpoint_every", a[9]->type == TAAS_V_INT   ? json_integer(a[9]->u.i)
                                                  : a[9]->type == TAAS_V_STR ? json_string(a[9]->u.str.s)
                                                                             : json_null());
-    json_object_set_new(job, "epochs", json_integer(a[2]->u.i));
+    json_object_set_new(job, "epochs", json_integer(epochs));
     json_object_set_new(job, "loss", taas_value_spec(a[3]));
     json_object_set_new(job, "optimizer", taas_value_spec(a[4]));
     json_object_set_new(job, "scheduler", spec_or_null(a[5]));

@@ -271,6 +271,8 @@ static const taas_param FIT_P[] = {
     {"max_restarts", TAAS_P_INT, "3", 0, TAAS_AT_LEAST(0), "times a job resumes from its last checkpoint when a rank or its host dies"},
     {"clip_grad_norm", TAAS_P_FLOAT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(0),
      "torch.nn.utils.clip_grad_norm_'s max_norm, on the gradients summed over every rank; None: no clipping"},
+    {"max_steps", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_BETWEEN(1, 1e15),
+     "optimizer steps to train, as many epochs as they take (epochs is then ignored, as Hugging Face's Trainer does); None: epochs decide"},
     END,
 };
 

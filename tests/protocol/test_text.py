@@ -159,6 +159,21 @@ class TextInTheNotebook(taastest.KernelCase):
         self.assertIn("token 300 at position", err["evalue"])
         self.assertIn("outside the model's vocabulary [0, 256)", err["evalue"])
 
+    def test_4a_max_steps(self):
+        """max_steps counts optimizer steps across epochs: 50 steps of 43 an epoch are two epochs,
+        the second cut at its 7th step."""
+        fresh = "transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=256, n_positions=64, n_embd=32, " \
+                "n_layer=1, n_head=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))"
+        size = os.path.getsize(FORTUNES)
+        per_epoch = ((int(size * 0.9) - 1) // 32) // 16  # drop_last batches of 16 windows
+        self.assertEqual(per_epoch, 43)
+        msgs = self.ok("hs = fit(%s, train, max_steps=50, optimizer=AdamW(lr=1e-3), loss=CrossEntropyLoss())\nhs"
+                       % fresh, timeout=120)
+        view = taastest.last_display(msgs)["text/plain"]
+        self.assertRegex(view, r"done after [0-9.]+ s: 2 epochs, 50 steps")
+        h = taastest.text(taastest.only(msgs, "execute_result")[0]["content"]["data"]["text/plain"])
+        self.assertTrue(h.startswith("History (2 epochs)"), h)
+
     def test_3_short_text(self):
         path = os.path.join(self.tmp.name, "short.txt")
         with open(path, "w") as f:
