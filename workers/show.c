@@ -23,6 +23,7 @@
 #define SMALL 64           /* smaller images are scaled up by a whole factor towards this */
 #define LARGE 160          /* larger ones are reduced by a whole factor to at most 128 */
 #define COLS 8             /* cells per row, as torchvision's make_grid */
+#define TEXT_MAX 64        /* bytes of a text window in the text fallback */
 
 typedef struct cell {
     unsigned char *px;     /* 8-bit HWC, c 1 or 3 */
@@ -31,6 +32,7 @@ typedef struct cell {
     uint64_t index;
     int64_t label;
     char caption[CAPTION_MAX + 1];
+    char text[TEXT_MAX + 1];  /* a token dataset's window as text, for the text fallback */
 } cell;
 
 typedef struct view {
@@ -142,6 +144,25 @@ static int transformed_cell(const view *v, taas_image *img, uint64_t seed, uint6
     return rc;
 }
 
+/* A token dataset's sample (TextFile's bytes, TokenShards' ids): the cell is the window's
+ * tokens as a strip of grey levels (id mod 256), its caption and text the window read as
+ * bytes, the unprintable ones as '.' (the font is ASCII; UTF-8 is not decoded). */
+static int token_cell(const taas_image *img, cell *c, taas_error *err) {
+    const float *v = img->data;
+    int n = img->c;
+    if (alloc_px(c, 1, n, 1, err)) return -1;
+    for (int i = 0; i < n; i++) c->px[i] = (unsigned char)((long long)v[i] & 0xff);
+    c->h = 1, c->w = n, c->c = 1;
+    int k = 0;
+    for (int i = 0; i < n && k < TEXT_MAX; i++, k++) {
+        long long t = (long long)v[i];
+        c->text[k] = t >= 32 && t < 127 ? (char)t : '.';
+    }
+    c->text[k] = '\0';
+    snprintf(c->caption, sizeof c->caption, "%.*s", CAPTION_MAX, c->text);
+    return 0;
+}
+
 static void caption(cell *c, const taas_dataset_info *info) {
     char full[256];
     if (info->classes && c->label >= 0 && c->label < info->num_classes && info->classes[c->label])
@@ -206,8 +227,12 @@ static json_t *sidecar(const taas_dataset_info *info, const cell *cells, int n, 
     json_t *idx = json_array(), *labels = json_array(), *caps = json_array();
     int cols = n < COLS ? n : COLS;
     for (int i = 0; i < n; i++) {
-        taas_buf_puts(&tb, i % cols ? " | " : "\n  ");
-        taas_buf_printf(&tb, "#%llu %s", (unsigned long long)cells[i].index, cells[i].caption);
+        if (info->tokens) {  /* a window a line: its text reads better whole */
+            taas_buf_printf(&tb, "\n  #%llu %s", (unsigned long long)cells[i].index, cells[i].text);
+        } else {
+            taas_buf_puts(&tb, i % cols ? " | " : "\n  ");
+            taas_buf_printf(&tb, "#%llu %s", (unsigned long long)cells[i].index, cells[i].caption);
+        }
         json_array_append_new(idx, json_integer((json_int_t)cells[i].index));
         json_array_append_new(labels, json_integer((json_int_t)cells[i].label));
         json_array_append_new(caps, taas_cli_text(cells[i].caption));
@@ -286,6 +311,12 @@ static int show(const json_t *spec, int n, int seeded, uint64_t seed, taas_error
         taas_image img;
         c->index = idx[done];
         if (taas_dataset_get(d, (size_t)c->index, &img, &c->label, err)) goto out;
+        if (info->tokens) {
+            int r = token_cell(&img, c, err);
+            taas_image_free(&img);
+            if (r) goto out;
+            continue;
+        }
         int r = v.t ? transformed_cell(&v, &img, seed, c->index, c, err) : raw_cell(&img, c, err);
         if (!v.t) taas_image_free(&img);
         if (r) goto out;

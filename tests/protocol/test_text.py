@@ -174,6 +174,16 @@ class TextInTheNotebook(taastest.KernelCase):
         h = taastest.text(taastest.only(msgs, "execute_result")[0]["content"]["data"]["text/plain"])
         self.assertTrue(h.startswith("History (2 epochs)"), h)
 
+    def test_4b_show(self):
+        """show() of a TextFile lists its windows as text, one a line, and draws them as strips."""
+        msgs = self.ok("show(TextFile('%s', block_size=32), n=2)" % FORTUNES, timeout=60)
+        data = taastest.only(msgs, "display_data")[0]["content"]["data"]
+        with open(FORTUNES, "rb") as f:
+            head = f.read(33)
+        first = "".join(chr(b) if 32 <= b < 127 else "." for b in head)
+        self.assertIn("\n  #0 %s\n  #1 " % first, data["text/plain"])
+        self.assertIn("image/png", data)
+
     def test_3_short_text(self):
         path = os.path.join(self.tmp.name, "short.txt")
         with open(path, "w") as f:
