@@ -142,6 +142,23 @@ def gen_sched():
     cases.append({"kind": "onecycle", "max_lr": 0.01, "total_steps": 50, "pct_start": 0.4,
                   "div_factor": 10.0, "final_div_factor": 100.0, "base_momentum": 0.8,
                   "max_momentum": 0.9, "lrs": lrs, "momentums": moms})
+    for start, end, total in ((0.25, 1.0, 6), (1.0, 0.1, 8)):
+        cases.append({"kind": "linear", "lr": 0.1, "start_factor": start, "end_factor": end,
+                      "total_iters": total,
+                      "lrs": run_sched(lambda o: S.LinearLR(o, start, end, total), 20)})
+    # warmup then cosine (nanoGPT's recipe, per step), and three in a row
+    warm = {"kind": "linear", "lr": 0.1, "start_factor": 0.01, "end_factor": 1.0, "total_iters": 5}
+    cos = {"kind": "cosine", "lr": 0.1, "t_max": 15, "eta_min": 0.001}
+    cases.append({"kind": "sequential", "lr": 0.1, "parts": [warm, cos], "milestones": [5],
+                  "lrs": run_sched(lambda o: S.SequentialLR(
+                      o, [S.LinearLR(o, 0.01, 1.0, 5), S.CosineAnnealingLR(o, 15, 0.001)], [5]), 30)})
+    parts = [{"kind": "linear", "lr": 0.1, "start_factor": 0.1, "end_factor": 1.0, "total_iters": 3},
+             {"kind": "step", "lr": 0.1, "step_size": 4, "gamma": 0.5},
+             {"kind": "exponential", "lr": 0.1, "gamma": 0.9}]
+    cases.append({"kind": "sequential", "lr": 0.1, "parts": parts, "milestones": [3, 10],
+                  "lrs": run_sched(lambda o: S.SequentialLR(
+                      o, [S.LinearLR(o, 0.1, 1.0, 3), S.StepLR(o, 4, 0.5), S.ExponentialLR(o, 0.9)],
+                      [3, 10]), 25)})
     return cases
 
 

@@ -37,9 +37,10 @@ struct taas_fit {
     taas_engine *engine;        /* the model, on the CPU or a GPU */
     taas_train_loss loss;
     taas_optim_config opt;
-    taas_sched_config sc;
     taas_sched sched;
     int has_sched;
+    int sched_per_step;         /* stepped after each optimizer step, else after each epoch */
+    double last_lr;             /* the lr of the last optimizer step */
     size_t nparams;
     uint64_t *idx;              /* room for a batch's sample indices */
     /* the next step's batch, taken while this one computes (engine.h: compute's next) */
@@ -171,6 +172,37 @@ static int resume(taas_fit *f, taas_error *err) {
     return rc;
 }
 
+/* The optimizer's lr (and momentum) as the scheduler has them now. */
+static void sched_apply(taas_fit *f) {
+    f->opt.lr = f->sched.lr;
+    if (taas_sched_cycles_momentum(&f->sched)) {
+        if (f->opt.kind == TAAS_OPTIM_ADAM || f->opt.kind == TAAS_OPTIM_ADAMW) f->opt.beta1 = f->sched.momentum;
+        else f->opt.momentum = f->sched.momentum;
+    }
+}
+
+/* The scheduler, stepped after each optimizer step ("scheduler_interval": "step"; OneCycleLR's
+ * default) or after each epoch ("epoch"; the others'). OneCycleLR's total_steps None covers the
+ * fit's scheduler steps: max_steps when the fit counts them. */
+static int sched_setup(taas_fit *f, taas_error *err) {
+    const json_t *spec = json_object_get(f->job, "scheduler");
+    const char *iv = json_string_value(json_object_get(f->job, "scheduler_interval"));
+    const char *type = json_string_value(json_object_get(spec, "type"));
+    if (iv && strcmp(iv, "step") && strcmp(iv, "epoch")) {
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's scheduler_interval is '%s'", iv);
+        taas_error_hint(err, "give 'step', 'epoch' or null");
+        return -1;
+    }
+    f->sched_per_step = iv ? !strcmp(iv, "step") : type && !strcmp(type, "OneCycleLR");
+    long long max_steps = 0;
+    if (taas_train_int(f->job, "the job spec", "max_steps", 0, 0, INT64_MAX, &max_steps, err)) return -1;
+    long epochs = (long)f->epochs, per_epoch = f->sched_per_step ? (long)f->train.steps : 1;
+    if (f->sched_per_step && max_steps > 0) epochs = 1, per_epoch = (long)max_steps;
+    if (taas_train_sched_parse(spec, f->opt.lr, epochs, per_epoch, &f->sched, &f->has_sched, err)) return -1;
+    if (f->has_sched) sched_apply(f);
+    return 0;
+}
+
 static int setup(taas_fit *f, taas_error *err) {
     const json_t *job = f->job;
     const json_t *v = json_object_get(job, "version");
@@ -222,18 +254,9 @@ static int setup(taas_fit *f, taas_error *err) {
     }
     taas_model *m = taas_train_model(job, &f->train, err);
     if (!m) return -1;
-    if (taas_train_sched_parse(json_object_get(job, "scheduler"), f->opt.lr, (long)f->epochs, (long)f->train.steps,
-                             &f->sc, &f->has_sched, err) ||
-        (f->has_sched && taas_sched_init(&f->sched, &f->sc, err))) {
+    if (sched_setup(f, err)) {
         taas_model_free(m);
         return -1;
-    }
-    if (f->has_sched) {
-        f->opt.lr = f->sched.lr;
-        if (f->sc.kind == TAAS_SCHED_ONECYCLE && f->sc.cycle_momentum) {
-            if (f->opt.kind == TAAS_OPTIM_ADAM || f->opt.kind == TAAS_OPTIM_ADAMW) f->opt.beta1 = f->sched.momentum;
-            else f->opt.momentum = f->sched.momentum;
-        }
     }
     f->nparams = m->nparams;
     f->tokens = taas_model_tokens(m);
@@ -321,11 +344,7 @@ static void emit(taas_fit *f, json_t *line) {
 
 static int sched_step(taas_fit *f, taas_error *err) {
     if (taas_sched_step(&f->sched, err)) return -1;
-    f->opt.lr = f->sched.lr;
-    if (f->sc.kind == TAAS_SCHED_ONECYCLE && f->sc.cycle_momentum) {
-        if (f->opt.kind == TAAS_OPTIM_ADAM || f->opt.kind == TAAS_OPTIM_ADAMW) f->opt.beta1 = f->sched.momentum;
-        else f->opt.momentum = f->sched.momentum;
-    }
+    sched_apply(f);
     return 0;
 }
 
@@ -474,10 +493,11 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
     }
     /* each rank's gradient is its batch's mean: weighted by its share of the step's samples */
     f->steps++;
+    f->last_lr = f->opt.lr;
     if (f->engine->ops->update(f->engine, (float)((double)n / sums[0]), f->coll, &f->opt, (long)f->steps, err))
         return -1;
     f->step_s += taas_now() - t_batch;
-    if (f->has_sched && f->sc.kind == TAAS_SCHED_ONECYCLE) return sched_step(f, err);
+    if (f->has_sched && f->sched_per_step) return sched_step(f, err);
     return 0;
 }
 
@@ -543,9 +563,10 @@ static int end_epoch(taas_fit *f, long long e, uint64_t steps, double loss_sum, 
         if (f->has_val) json_object_set_new(j, "val_perplexity", json_real(exp(vl)));
     }
     json_object_set_new(j, "steps", json_integer((json_int_t)steps));  /* fewer than an epoch's when units cut it */
+    json_object_set_new(j, "lr", json_real(f->last_lr));  /* of its last step, as the scheduler set it */
     json_array_append(f->history, j);
     emit(f, j);
-    if (f->has_sched && f->sc.kind != TAAS_SCHED_ONECYCLE) return sched_step(f, err);
+    if (f->has_sched && !f->sched_per_step) return sched_step(f, err);
     return 0;
 }
 

@@ -41,10 +41,11 @@ int taas_train_loss_run(taas_train_loss *l, const float *out, const int64_t *lab
 
 /* The spec's "optimizer" (torch's defaults for what it leaves out), checked. */
 int taas_train_optim_parse(const json_t *spec, taas_optim_config *cfg, taas_error *err);
-/* The spec's "scheduler" (NULL or null: none, *has = 0); OneCycleLR's total_steps None is
- * epochs * steps_per_epoch. */
-int taas_train_sched_parse(const json_t *spec, double base_lr, long epochs, long steps_per_epoch,
-                         taas_sched_config *cfg, int *has, taas_error *err);
+/* The spec's "scheduler" (NULL or null: none, *has = 0), started at base_lr: one scheduler,
+ * or SequentialLR's. OneCycleLR's total_steps None is epochs * steps_per_epoch, where
+ * steps_per_epoch counts the scheduler's steps (1 when it steps per epoch). */
+int taas_train_sched_parse(const json_t *spec, double base_lr, long epochs, long steps_per_epoch, taas_sched *s,
+                           int *has, taas_error *err);
 
 /* A DataLoader spec opened for one rank. */
 typedef struct taas_train_loader {

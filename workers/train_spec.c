@@ -205,7 +205,7 @@ int taas_train_optim_parse(const json_t *spec, taas_optim_config *cfg, taas_erro
 static const struct { const char *name; taas_sched_kind kind; } SCHEDS[] = {
     {"StepLR", TAAS_SCHED_STEP}, {"MultiStepLR", TAAS_SCHED_MULTISTEP},
     {"ExponentialLR", TAAS_SCHED_EXPONENTIAL}, {"CosineAnnealingLR", TAAS_SCHED_COSINE},
-    {"OneCycleLR", TAAS_SCHED_ONECYCLE},
+    {"OneCycleLR", TAAS_SCHED_ONECYCLE}, {"LinearLR", TAAS_SCHED_LINEAR},
 };
 
 static int onecycle(const json_t *spec, long epochs, long steps_per_epoch, taas_sched_config *cfg,
@@ -237,17 +237,17 @@ static int onecycle(const json_t *spec, long epochs, long steps_per_epoch, taas_
                : 0;
 }
 
-int taas_train_sched_parse(const json_t *spec, double base_lr, long epochs, long steps_per_epoch,
-                         taas_sched_config *cfg, int *has, taas_error *err) {
-    *has = 0;
-    if (!spec || json_is_null(spec)) return 0;
+/* One scheduler of the spec (not SequentialLR). */
+static int sched_one(const json_t *spec, double base_lr, long epochs, long steps_per_epoch, taas_sched_config *cfg,
+                     taas_error *err) {
     const char *t = type_of(spec, "scheduler", err);
     if (!t) return -1;
     size_t i = 0;
     while (i < sizeof SCHEDS / sizeof SCHEDS[0] && strcmp(SCHEDS[i].name, t) != 0) i++;
     if (i == sizeof SCHEDS / sizeof SCHEDS[0]) {
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "unknown scheduler '%s' in the job spec", t);
-        taas_error_hint(err, "use StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR or OneCycleLR");
+        taas_error_hint(err, "use StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LinearLR or OneCycleLR, "
+                             "or several of them in SequentialLR");
         return -1;
     }
     taas_sched_config_default(cfg, SCHEDS[i].kind);
@@ -269,7 +269,41 @@ int taas_train_sched_parse(const json_t *spec, double base_lr, long epochs, long
         for (size_t k = 0; k < json_array_size(ms); k++)
             cfg->milestones[cfg->n_milestones++] = (long)json_integer_value(json_array_get(ms, k));
     }
-    if (cfg->kind == TAAS_SCHED_ONECYCLE && onecycle(spec, epochs, steps_per_epoch, cfg, err)) return -1;
+    if (taas_train_int(spec, t, "total_iters", 5, 0, 1LL << 40, &v, err) ||
+        num(spec, t, "start_factor", &cfg->start_factor, err) || num(spec, t, "end_factor", &cfg->end_factor, err))
+        return -1;
+    cfg->total_iters = (long)v;
+    return cfg->kind == TAAS_SCHED_ONECYCLE ? onecycle(spec, epochs, steps_per_epoch, cfg, err) : 0;
+}
+
+int taas_train_sched_parse(const json_t *spec, double base_lr, long epochs, long steps_per_epoch, taas_sched *s,
+                           int *has, taas_error *err) {
+    *has = 0;
+    if (!spec || json_is_null(spec)) return 0;
+    const char *t = type_of(spec, "scheduler", err);
+    if (!t) return -1;
+    taas_sched_config parts[TAAS_SCHED_MAX_PARTS];
+    long milestones[TAAS_SCHED_MAX_PARTS];
+    int n = 1;
+    if (strcmp(t, "SequentialLR") != 0) {
+        if (sched_one(spec, base_lr, epochs, steps_per_epoch, &parts[0], err)) return -1;
+    } else {
+        const json_t *ss = json_object_get(spec, "schedulers"), *ms = json_object_get(spec, "milestones");
+        size_t k = json_array_size(ss);
+        if (k < 1 || k > TAAS_SCHED_MAX_PARTS || json_array_size(ms) + 1 != k) {
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "SequentialLR: %zu schedulers and %zu milestones; it takes "
+                           "1 to %d schedulers and one milestone fewer", k, json_array_size(ms), TAAS_SCHED_MAX_PARTS);
+            taas_error_hint(err, "SequentialLR(schedulers=[LinearLR(...), CosineAnnealingLR(...)], milestones=[100])");
+            return -1;
+        }
+        n = (int)k;
+        for (size_t j = 0; j < k; j++) {
+            const json_t *m = json_array_get(ms, j);
+            if (j + 1 < k) milestones[j] = json_is_integer(m) ? (long)json_integer_value(m) : -1;
+            if (sched_one(json_array_get(ss, j), base_lr, epochs, steps_per_epoch, &parts[j], err)) return -1;
+        }
+    }
+    if (taas_sched_init_sequential(s, parts, n, milestones, err)) return -1;
     *has = 1;
     return 0;
 }

@@ -25,6 +25,7 @@ static const char *const CH_EVERY[] = {"epoch", NULL};
 static const char *const CH_GPT2_ACT[] = {"gelu_new", "gelu_pytorch_tanh", "gelu", NULL};
 static const char *const CH_SPLIT[] = {"train", "val", NULL};
 static const char *const CH_PARAM_GROUPS[] = {"nanogpt", NULL};
+static const char *const CH_INTERVAL[] = {"epoch", "step", NULL};
 
 /* The refinements: what they accept in words (NULL: the choices say it) and the strings
  * allowed. Indexed by taas_subtype. */
@@ -49,6 +50,7 @@ static const struct {
     [TAAS_PX_GPT2_ACT] = {NULL, CH_GPT2_ACT},
     [TAAS_PX_SPLIT] = {NULL, CH_SPLIT},
     [TAAS_PX_PARAM_GROUPS] = {NULL, CH_PARAM_GROUPS},
+    [TAAS_PX_INTERVAL] = {NULL, CH_INTERVAL},
 };
 
 static const char *const BASE_TEXT[] = {
@@ -70,6 +72,7 @@ static const char *const BASE_TEXT[] = {
     [TAAS_P_LOADER] = "a DataLoader",
     [TAAS_P_CONFIG] = "a model configuration",
     [TAAS_P_TRANSFORM_LIST] = "a list of transforms",
+    [TAAS_P_SCHEDULER_LIST] = "a list of schedulers",
 };
 
 const char *const *taas_param_choices(const taas_param *p) {
@@ -114,6 +117,23 @@ static int kind_is(const taas_value *v, taas_kind k) {
     return taas_value_kind(v) == (int)k;
 }
 
+/* The builtin kind a parameter type wants, for "you forgot the parentheses". */
+static int wanted_kind(taas_ptype t) {
+    switch (t) {
+    case TAAS_P_LAYER: return TAAS_K_LAYER;
+    case TAAS_P_LOSS: return TAAS_K_LOSS;
+    case TAAS_P_OPTIMIZER: return TAAS_K_OPTIMIZER;
+    case TAAS_P_SCHEDULER:
+    case TAAS_P_SCHEDULER_LIST: return TAAS_K_SCHEDULER;
+    case TAAS_P_DATASET: return TAAS_K_DATASET;
+    case TAAS_P_TRANSFORM:
+    case TAAS_P_TRANSFORM_LIST: return TAAS_K_TRANSFORM;
+    case TAAS_P_LOADER: return TAAS_K_LOADER;
+    case TAAS_P_CONFIG: return TAAS_K_CONFIG;
+    default: return -1;
+    }
+}
+
 static int type_ok(const taas_param *p, taas_ptype type, const taas_value *v) {
     if (v->type == TAAS_V_NONE && (p->flags & TAAS_PF_NONE_OK)) return 1;
     switch (TAAS_PX_OF(p->flags)) {
@@ -156,28 +176,13 @@ static int type_ok(const taas_param *p, taas_ptype type, const taas_value *v) {
     case TAAS_P_LOADER: return kind_is(v, TAAS_K_LOADER);
     case TAAS_P_CONFIG: return kind_is(v, TAAS_K_CONFIG);
     case TAAS_P_TRANSFORM_LIST:
+    case TAAS_P_SCHEDULER_LIST:
         if (!is_seq(v)) return 0;
         for (size_t i = 0; i < v->u.seq.n; i++)
-            if (!kind_is(v->u.seq.items[i], TAAS_K_TRANSFORM)) return 0;
+            if (!kind_is(v->u.seq.items[i], (taas_kind)wanted_kind(type))) return 0;
         return 1;
     }
     return 0;
-}
-
-/* The builtin kind a parameter type wants, for "you forgot the parentheses". */
-static int wanted_kind(taas_ptype t) {
-    switch (t) {
-    case TAAS_P_LAYER: return TAAS_K_LAYER;
-    case TAAS_P_LOSS: return TAAS_K_LOSS;
-    case TAAS_P_OPTIMIZER: return TAAS_K_OPTIMIZER;
-    case TAAS_P_SCHEDULER: return TAAS_K_SCHEDULER;
-    case TAAS_P_DATASET: return TAAS_K_DATASET;
-    case TAAS_P_TRANSFORM:
-    case TAAS_P_TRANSFORM_LIST: return TAAS_K_TRANSFORM;
-    case TAAS_P_LOADER: return TAAS_K_LOADER;
-    case TAAS_P_CONFIG: return TAAS_K_CONFIG;
-    default: return -1;
-    }
 }
 
 /* "argument 'kernel_size'" or, for *args, "argument 3". */

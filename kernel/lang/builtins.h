@@ -40,6 +40,7 @@ typedef enum taas_ptype {
     TAAS_P_LOADER,
     TAAS_P_TRANSFORM_LIST, /* list of transforms: Compose([...]) */
     TAAS_P_CONFIG,       /* a model's configuration: GPT2Config(...) */
+    TAAS_P_SCHEDULER_LIST, /* list of schedulers: SequentialLR([...]) */
 } taas_ptype;
 
 enum {

@@ -45,6 +45,7 @@ typedef enum taas_subtype {
     TAAS_PX_GPT2_ACT,       /* 'gelu_new', 'gelu_pytorch_tanh', 'gelu' */
     TAAS_PX_SPLIT,          /* 'train', 'val' */
     TAAS_PX_PARAM_GROUPS,   /* 'nanogpt' */
+    TAAS_PX_INTERVAL,       /* 'epoch', 'step' */
     TAAS_PX_COUNT
 } taas_subtype;
 

@@ -262,7 +262,7 @@ static const taas_param FIT_P[] = {
     {"epochs", TAAS_P_INT, "1", 0, TAAS_BETWEEN(1, TAAS_MAX_EPOCHS), "passes over the training data"},
     {"loss", TAAS_P_LOSS, NULL, 0, TAAS_NO_RANGE, "NLLLoss() after LogSoftmax, or CrossEntropyLoss()"},
     {"optimizer", TAAS_P_OPTIMIZER, NULL, 0, TAAS_NO_RANGE, "e.g. SGD(lr=0.1) or Adadelta(lr=1.0)"},
-    {"scheduler", TAAS_P_SCHEDULER, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "a learning rate schedule, stepped once per epoch"},
+    {"scheduler", TAAS_P_SCHEDULER, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "a learning rate schedule, stepped as scheduler_interval says"},
     {"validate", TAAS_P_LOADER, "None", TAAS_PF_NONE_OK, TAAS_NO_RANGE, "a DataLoader evaluated after each epoch (val loss, val accuracy)"},
     {"seed", TAAS_P_INT, "0", 0, TAAS_AT_LEAST(0), "seeds the initial weights, shuffling and random transforms"},
     {"units", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_AT_LEAST(1), "samples to draw in all (a quick run); None: every epoch in full"},
@@ -273,6 +273,8 @@ static const taas_param FIT_P[] = {
      "torch.nn.utils.clip_grad_norm_'s max_norm, on the gradients summed over every rank; None: no clipping"},
     {"max_steps", TAAS_P_INT, "None", TAAS_PF_NONE_OK, TAAS_BETWEEN(1, 1e15),
      "optimizer steps to train, as many epochs as they take (epochs is then ignored, as Hugging Face's Trainer does); None: epochs decide"},
+    {"scheduler_interval", TAAS_P_STR, "None", TAAS_PF_NONE_OK | TAAS_PX(TAAS_PX_INTERVAL), TAAS_NO_RANGE,
+     "'step': the scheduler steps after every optimizer step; 'epoch': after every epoch; None: 'step' for OneCycleLR, else 'epoch'"},
     END,
 };
 

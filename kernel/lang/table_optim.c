@@ -143,6 +143,61 @@ static const taas_param ONECYCLE_P[] = {
     END,
 };
 
+static const taas_param LINEAR_P[] = {
+    {"start_factor", TAAS_P_FLOAT, "0.3333333333333333", 0, TAAS_BETWEEN(0, 1),
+     "factor of the lr at the first step (> 0)"},
+    {"end_factor", TAAS_P_FLOAT, "1.0", 0, TAAS_BETWEEN(0, 1), "factor of the lr after total_iters steps"},
+    {"total_iters", TAAS_P_INT, "5", 0, TAAS_AT_LEAST(1), "steps the change takes"},
+    END,
+};
+
+static const taas_param SEQUENTIAL_P[] = {
+    {"schedulers", TAAS_P_SCHEDULER_LIST, NULL, 0, TAAS_NO_RANGE, "the schedulers, in the order they take over"},
+    {"milestones", TAAS_P_INT_SEQ, NULL, 0, TAAS_AT_LEAST(1), "the steps at which the next one takes over"},
+    END,
+};
+
+static int linear_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    if (taas_value_number(a[0]) > 0) return 0;
+    taas_error_set(err, TAAS_ERR_VALUE, w[0], "LinearLR() start_factor must be > 0, got 0");
+    taas_error_hint(err, "warm up from a small factor, e.g. start_factor=0.01");
+    taas_sig_hint(err, &r->b, NULL);
+    return -1;
+}
+
+/* The schedulers hand over to one another: one milestone fewer than them, increasing; and
+ * no schedule that is whole by itself inside (OneCycleLR, another SequentialLR). */
+static int sequential_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
+    const taas_value *s = a[0], *m = a[1];
+    size_t n = s->u.seq.n;
+    if (n < 1 || n > 8 || m->u.seq.n + 1 != n) {
+        taas_error_set(err, TAAS_ERR_VALUE, n < 1 || n > 8 ? w[0] : w[1],
+                       "SequentialLR() takes 1 to 8 schedulers and one milestone fewer, got %zu and %zu", n, m->u.seq.n);
+        taas_error_hint(err, "SequentialLR(schedulers=[LinearLR(start_factor=0.01, total_iters=100), "
+                             "CosineAnnealingLR(T_max=900)], milestones=[100])");
+        taas_sig_hint(err, &r->b, NULL);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *name = s->u.seq.items[i]->u.obj.def->name;
+        if (!strcmp(name, "OneCycleLR") || !strcmp(name, "SequentialLR")) {
+            taas_error_set(err, TAAS_ERR_VALUE, w[0], "SequentialLR() cannot hold %s (scheduler %zu)", name, i);
+            taas_error_hint(err, "%s is a whole schedule: give it to fit() alone", name);
+            taas_sig_hint(err, &r->b, NULL);
+            return -1;
+        }
+    }
+    for (size_t i = 1; i < m->u.seq.n; i++)
+        if (m->u.seq.items[i]->u.i <= m->u.seq.items[i - 1]->u.i) {
+            taas_error_set(err, TAAS_ERR_VALUE, w[1], "SequentialLR() milestones must increase, got %lld after %lld",
+                           (long long)m->u.seq.items[i]->u.i, (long long)m->u.seq.items[i - 1]->u.i);
+            taas_error_hint(err, "give the step at which each next scheduler takes over, in order");
+            taas_sig_hint(err, &r->b, NULL);
+            return -1;
+        }
+    return 0;
+}
+
 static int onecycle_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err) {
     for (int i = 9; i <= 10; i++)
         if (taas_value_number(a[i]) <= 0) {
@@ -192,7 +247,7 @@ const taas_row taas_rows_optim[] = {
     {SCHED("StepLR", STEP_P,
            "Multiplies the learning rate by gamma every step_size epochs. Without the "
            "optimizer argument: fit() attaches it to its optimizer and steps it after each "
-           "epoch.")},
+           "epoch (or each optimizer step: fit(..., scheduler_interval='step')).")},
     {SCHED("MultiStepLR", MULTISTEP_P,
            "Multiplies the learning rate by gamma at each milestone epoch; stepped after each "
            "epoch.")},
@@ -206,5 +261,15 @@ const taas_row taas_rows_optim[] = {
            "it over one cycle, stepped after every batch. Give total_steps, or leave it to "
            "fit(), which knows the epochs and the batches per epoch."),
      .check = onecycle_check},
+    {SCHED("LinearLR", LINEAR_P,
+           "Multiplies the learning rate by a factor that goes linearly from start_factor to "
+           "end_factor over total_iters steps: a warmup, usually per optimizer step "
+           "(fit(..., scheduler_interval='step')) and first in SequentialLR."),
+     .check = linear_check},
+    {SCHED("SequentialLR", SEQUENTIAL_P,
+           "Runs its schedulers one after the other, the next taking over at each milestone "
+           "(restarting from the optimizer's lr): warmup then cosine decay is "
+           "SequentialLR(schedulers=[LinearLR(...), CosineAnnealingLR(...)], milestones=[warmup])."),
+     .check = sequential_check},
 };
 const size_t taas_rows_optim_n = sizeof taas_rows_optim / sizeof *taas_rows_optim;

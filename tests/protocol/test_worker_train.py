@@ -201,6 +201,49 @@ class WorkerTrainTest(unittest.TestCase):
         steps = [l for l in lines if l["event"] == "step"]
         self.assertLessEqual(len(steps), 5 * (h[0]["time_s"] + h[1]["time_s"]) + 2)
 
+    def test_warmup_then_cosine_per_step(self):
+        # nanoGPT's schedule with PyTorch's names, stepped after every optimizer step: each
+        # epoch line's lr is that of its last step, as torch 1.13 computes the sequence
+        import torch
+        import warnings
+        S = torch.optim.lr_scheduler
+        p = torch.zeros(1, requires_grad=True)
+        opt = torch.optim.AdamW([p], lr=0.01)
+        s = S.SequentialLR(opt, [S.LinearLR(opt, 0.1, 1.0, 3), S.CosineAnnealingLR(opt, 7, 0.001)], [3])
+        lrs = []
+        with warnings.catch_warnings():  # SequentialLR's own step(0) is deprecated in 1.13
+            warnings.simplefilter("ignore")
+            for _ in range(12):
+                lrs.append(s.get_last_lr()[0])
+                opt.step()
+                s.step()
+        sched = {"type": "SequentialLR", "milestones": [3], "schedulers": [
+            {"type": "LinearLR", "start_factor": 0.1, "end_factor": 1.0, "total_iters": 3},
+            {"type": "CosineAnnealingLR", "T_max": 7, "eta_min": 0.001}]}
+        # 4 steps an epoch: 256 images in batches of 64
+        import numpy as np
+        rng = np.random.default_rng(0)
+        np.save(self.path("x.npy"), rng.integers(0, 256, (256, 28, 28), dtype=np.uint8))
+        np.save(self.path("y.npy"), rng.integers(0, 10, 256, dtype=np.int64))
+        small = {"type": "DataLoader", "batch_size": 64, "shuffle": True,
+                 "dataset": {"type": "NpyDataset", "images": self.path("x.npy"), "labels": self.path("y.npy"),
+                             "transform": {"type": "ToTensor"}}}
+        rc, lines, err = self.run_job("train", self.fit_spec(
+            train=small, units=0, epochs=3,
+            optimizer={"type": "AdamW", "lr": 0.01}, scheduler=sched, scheduler_interval="step"))
+        self.assertEqual(rc, 0, err)
+        h = lines[-1]["history"]
+        self.assertEqual([e["steps"] for e in h], [4, 4, 4], h)
+        for e in h:
+            self.assertAlmostEqual(e["lr"], lrs[4 * e["epoch"] - 1], delta=1e-15 * lrs[4 * e["epoch"] - 1])
+        # per epoch (the default for SequentialLR), the same schedule moves once an epoch
+        rc, lines, err = self.run_job("train", self.fit_spec(
+            train=small, units=0, epochs=3, optimizer={"type": "AdamW", "lr": 0.01}, scheduler=sched))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([e["lr"] for e in lines[-1]["history"]], lrs[:3])
+        rc, lines, err = self.run_job("train", self.fit_spec(scheduler=sched, scheduler_interval="batch"))
+        self.assert_error(lines, rc, r"scheduler_interval is 'batch'")
+
     def test_sigint_keeps_the_last_step(self):
         spec = self.fit_spec(units=0, epochs=20)
         p = self.path("long.json")

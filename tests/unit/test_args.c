@@ -181,7 +181,25 @@ static void test_wrong_types(void **state) {
                  "DataLoader() argument 'dataset' must be a dataset, not ToTensor", 1);
     expect_error(TUO(&err, "register", o, "$3"), &err, "TaasTypeError",
                  "register() argument 'loader' must be a DataLoader, not FashionMNIST", 1);
+    expect_error(TUO(&err, "SequentialLR", o, "[$0]", "[]"), &err, "TaasTypeError",
+                 "SequentialLR() argument 'schedulers' must be a list of schedulers, not list", 1);
     for (int i = 0; i < 4; i++) taas_unref(o[i]);
+    /* SequentialLR's own checks */
+    taas_value *s[3] = {TU(&err, "LinearLR", "start_factor=0.1"), TU(&err, "CosineAnnealingLR", "10"),
+                        TU(&err, "OneCycleLR", "0.1")};
+    expect_error(TUO(&err, "SequentialLR", s, "[$0, $1]", "[]"), &err, "TaasValueError",
+                 "SequentialLR() takes 1 to 8 schedulers and one milestone fewer, got 2 and 0", 2);
+    expect_error(TUO(&err, "SequentialLR", s, "[$0, $2]", "[5]"), &err, "TaasValueError",
+                 "SequentialLR() cannot hold OneCycleLR (scheduler 1)", 1);
+    expect_error(TUO(&err, "SequentialLR", s, "[$0, $1, $1]", "[5, 5]"), &err, "TaasValueError",
+                 "SequentialLR() milestones must increase, got 5 after 5", 2);
+    expect_error(TUO(&err, "SequentialLR", s, "[$0, $1]", "[0]"), &err, "TaasValueError",
+                 "SequentialLR() argument 'milestones' must be >= 1, got [0]", 2);
+    taas_value *ok = TUO(&err, "SequentialLR", s, "[$0, $1]", "[5]");
+    assert_non_null(ok);
+    taas_unref(ok);
+    for (int i = 0; i < 3; i++) taas_unref(s[i]);
+    expect_error(TU(&err, "LinearLR", "0"), &err, "TaasValueError", "LinearLR() start_factor must be > 0, got 0", 1);
 }
 
 static void test_ranges(void **state) {

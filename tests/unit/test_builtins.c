@@ -24,7 +24,7 @@ static const struct {
     {"LazyLinear", {"2"}}, {"Conv2d", {"1", "8", "3"}}, {"LazyConv2d", {"8", "3"}}, {"MaxPool2d", {"2"}},
     {"AvgPool2d", {"2"}}, {"BatchNorm1d", {"8"}}, {"BatchNorm2d", {"8"}}, {"StepLR", {"1"}},
     {"MultiStepLR", {"[1, 2]"}}, {"ExponentialLR", {"0.9"}}, {"CosineAnnealingLR", {"10"}},
-    {"OneCycleLR", {"0.1"}}, {"AdaptiveAvgPool2d", {"1"}}, {"BasicBlock", {"64", "64"}},
+    {"OneCycleLR", {"0.1"}}, {"LinearLR", {NULL}}, {"SequentialLR", {"[$4]", "[]"}}, {"AdaptiveAvgPool2d", {"1"}}, {"BasicBlock", {"64", "64"}},
     {"Bottleneck", {"256", "64"}}, {"Embedding", {"16", "8"}}, {"TextFile", {"'t.txt'", "8"}}, {"TokenShards", {"'t.bin'", "8"}}, {"LayerNorm", {"8"}}, {"GPT2LMHeadModel", {"$3"}}, {"ResNet", {"$2", "$2", "$2", "$2", "$2", "$2", "$2", "$2", "$2", "$2"}},
     {"requires_grad_", {"$2"}}, {"len", {"'abc'"}}, {"sleep", {"0"}}, {"register", {"$1"}}, {"unregister", {"$1"}},
 };
@@ -88,11 +88,12 @@ static void test_every_constructor_builds_and_defaults_check(void **state) {
     taas_error err;
     size_t n;
     const taas_builtin *const *all = taas_builtins_all(&n);
-    taas_value *objs[4];
+    taas_value *objs[5];
     objs[0] = TU(&err, "FashionMNIST", "train=False");
     objs[1] = TUO(&err, "DataLoader", objs, "$0");
     objs[2] = TU0(&err, "ReLU");
     objs[3] = TU0(&err, "GPT2Config");
+    objs[4] = TU(&err, "StepLR", "1");
     assert_non_null(objs[1]);
     for (size_t i = 0; i < n; i++) {
         const taas_builtin *b = all[i];
@@ -126,6 +127,7 @@ static void test_every_constructor_builds_and_defaults_check(void **state) {
     taas_unref(objs[1]);
     taas_unref(objs[2]);
     taas_unref(objs[3]);
+    taas_unref(objs[4]);
 }
 
 static void test_find_with_prefixes(void **state) {

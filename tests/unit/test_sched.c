@@ -28,18 +28,14 @@ static void close_to(double got, double want, const char *what, size_t case_i, s
     }
 }
 
-static void test_lr_sequences_match_torch(void **state) {
-    (void)state;
-    json_t *c;
-    size_t ci;
-    int seen[5] = {0};
-    json_array_foreach(REF, ci, c) {
-        const char *kind = json_string_value(json_object_get(c, "kind"));
-        taas_sched_kind k = !strcmp(kind, "step") ? TAAS_SCHED_STEP : !strcmp(kind, "multistep") ? TAAS_SCHED_MULTISTEP
-                          : !strcmp(kind, "exponential") ? TAAS_SCHED_EXPONENTIAL : !strcmp(kind, "cosine") ? TAAS_SCHED_COSINE
-                          : TAAS_SCHED_ONECYCLE;
-        seen[k] = 1;
-        taas_sched_config cfg;
+/* A case's scheduler as the fit would configure it. */
+static taas_sched_kind config_of(json_t *c, taas_sched_config *out) {
+    const char *kind = json_string_value(json_object_get(c, "kind"));
+    taas_sched_kind k = !strcmp(kind, "step") ? TAAS_SCHED_STEP : !strcmp(kind, "multistep") ? TAAS_SCHED_MULTISTEP
+                      : !strcmp(kind, "exponential") ? TAAS_SCHED_EXPONENTIAL : !strcmp(kind, "cosine") ? TAAS_SCHED_COSINE
+                      : !strcmp(kind, "linear") ? TAAS_SCHED_LINEAR : TAAS_SCHED_ONECYCLE;
+    taas_sched_config cfg;
+    {
         taas_sched_config_default(&cfg, k);
         cfg.base_lr = num(c, "lr");
         if (json_object_get(c, "gamma")) cfg.gamma = num(c, "gamma");
@@ -60,10 +56,41 @@ static void test_lr_sequences_match_torch(void **state) {
                 cfg.max_momentum = num(c, "max_momentum");
             }
         }
+        if (k == TAAS_SCHED_LINEAR) {
+            cfg.start_factor = num(c, "start_factor");
+            cfg.end_factor = num(c, "end_factor");
+            cfg.total_iters = (long)json_integer_value(json_object_get(c, "total_iters"));
+        }
+    }
+    *out = cfg;
+    return k;
+}
+
+static void test_lr_sequences_match_torch(void **state) {
+    (void)state;
+    json_t *c;
+    size_t ci;
+    int seen[7] = {0};
+    json_array_foreach(REF, ci, c) {
         taas_sched s;
         taas_error err;
         taas_error_clear(&err);
-        assert_int_equal(taas_sched_init(&s, &cfg, &err), 0);
+        json_t *parts = json_object_get(c, "parts");
+        if (parts) {  /* SequentialLR */
+            taas_sched_config cfg[TAAS_SCHED_MAX_PARTS];
+            long ms[TAAS_SCHED_MAX_PARTS];
+            size_t np = json_array_size(parts);
+            for (size_t p = 0; p < np; p++) {
+                config_of(json_array_get(parts, p), &cfg[p]);
+                if (p + 1 < np) ms[p] = (long)json_integer_value(json_array_get(json_object_get(c, "milestones"), p));
+            }
+            assert_int_equal(taas_sched_init_sequential(&s, cfg, (int)np, ms, &err), 0);
+            seen[6] = 1;
+        } else {
+            taas_sched_config cfg;
+            seen[config_of(c, &cfg)] = 1;
+            assert_int_equal(taas_sched_init(&s, &cfg, &err), 0);
+        }
         json_t *lrs = json_object_get(c, "lrs"), *moms = json_object_get(c, "momentums");
         assert_true(json_array_size(lrs) >= 20);
         for (size_t i = 0; i < json_array_size(lrs); i++) {
@@ -72,7 +99,7 @@ static void test_lr_sequences_match_torch(void **state) {
             if (moms) close_to(s.momentum, json_number_value(json_array_get(moms, i)), "momentum", ci, i);
         }
     }
-    for (int k = 0; k < 5; k++) assert_true(seen[k]);
+    for (int k = 0; k < 7; k++) assert_true(seen[k]);
 }
 
 /* The warm restart: after T_max steps down, T_max steps back up to the base lr. */
@@ -124,6 +151,48 @@ static void test_bad_configs_are_refused(void **state) {
     expect_bad(&c, "pct_start must be in [0, 1] (got 1.2)", "0.3");
     c.pct_start = 0.3, c.max_lr = 0;
     expect_bad(&c, "max_lr must be > 0", "peak");
+    taas_sched_config_default(&c, TAAS_SCHED_LINEAR);
+    c.start_factor = 0;
+    expect_bad(&c, "LinearLR: start_factor must be in (0, 1] (got 0)", "start_factor=0.01");
+    c.start_factor = 0.5, c.end_factor = 1.5;
+    expect_bad(&c, "LinearLR: end_factor must be in [0, 1] (got 1.5)", "end_factor=1.0");
+    c.end_factor = 1, c.total_iters = 0;
+    expect_bad(&c, "LinearLR: total_iters must be >= 1 (got 0)", "warmup");
+}
+
+static void expect_bad_sequential(const taas_sched_config *parts, int n, const long *ms, const char *msg) {
+    taas_sched s;
+    taas_error err;
+    taas_error_clear(&err);
+    assert_int_equal(taas_sched_init_sequential(&s, parts, n, ms, &err), -1);
+    assert_string_equal(err.ename, "TaasValueError");
+    if (!strstr(err.message, msg)) {
+        fprintf(stderr, "message '%s'\n", err.message);
+        fail();
+    }
+}
+
+static void test_bad_sequential_is_refused(void **state) {
+    (void)state;
+    taas_sched_config p[3];
+    taas_sched_config_default(&p[0], TAAS_SCHED_LINEAR);
+    taas_sched_config_default(&p[1], TAAS_SCHED_COSINE);
+    taas_sched_config_default(&p[2], TAAS_SCHED_EXPONENTIAL);
+    p[0].base_lr = p[1].base_lr = p[2].base_lr = 0.1;
+    p[1].t_max = 10, p[2].gamma = 0.9;
+    long ms[2] = {5, 5};
+    expect_bad_sequential(p, 0, ms, "SequentialLR: schedulers count must be 1..8 (got 0)");
+    expect_bad_sequential(p, 3, ms, "SequentialLR: milestones must increase from 1 (milestone 1 is 5)");
+    ms[0] = 0;
+    expect_bad_sequential(p, 2, ms, "milestone 0 is 0");
+    ms[0] = 5;
+    p[1].base_lr = 0.2;
+    expect_bad_sequential(p, 2, ms, "must all start from one lr (scheduler 1: 0.2, not 0.1)");
+    taas_sched_config_default(&p[1], TAAS_SCHED_ONECYCLE);
+    p[1].base_lr = 0.1, p[1].max_lr = 0.1, p[1].total_steps = 10;
+    expect_bad_sequential(p, 2, ms, "cannot hold OneCycleLR (scheduler 1)");
+    p[1].t_max = 0, p[1].kind = TAAS_SCHED_COSINE;
+    expect_bad_sequential(p, 2, ms, "CosineAnnealingLR: T_max must be >= 1");
 }
 
 static void test_onecycle_past_total_steps(void **state) {
@@ -146,6 +215,7 @@ static void test_onecycle_past_total_steps(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lr_sequences_match_torch),
+        cmocka_unit_test(test_bad_sequential_is_refused),
         cmocka_unit_test(test_cosine_restarts_after_period),
         cmocka_unit_test(test_bad_configs_are_refused),
         cmocka_unit_test(test_onecycle_past_total_steps),

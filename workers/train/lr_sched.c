@@ -1,17 +1,21 @@
 /* The schedulers' lr as torch 1.13 computes it: chainable rules applied to the previous lr
- * (StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR) and OneCycleLR's closed form, all
- * in double as Python does. */
+ * (StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LinearLR), OneCycleLR's closed
+ * form, and SequentialLR's hand-over between them, all in double as Python does. */
 #include "lr_sched.h"
 #include "errnames.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 void taas_sched_config_default(taas_sched_config *cfg, taas_sched_kind kind) {
     *cfg = (taas_sched_config){.kind = kind, .gamma = 0.1, .pct_start = 0.3, .div_factor = 25.0,
                                .final_div_factor = 1e4, .cycle_momentum = 1,
                                .base_momentum = 0.85, .max_momentum = 0.95};
     if (kind == TAAS_SCHED_EXPONENTIAL) cfg->gamma = 0.0;
+    cfg->start_factor = 1.0 / 3;
+    cfg->end_factor = 1.0;
+    cfg->total_iters = 5;
 }
 
 static int bad(taas_error *err, const char *sched, const char *arg, const char *got,
@@ -55,6 +59,15 @@ static int check(const taas_sched_config *c, taas_error *err) {
         snprintf(got, sizeof got, "must be > 0 (got %g and %g)", c->div_factor, c->final_div_factor);
         if (!(c->div_factor > 0.0 && c->final_div_factor > 0.0)) return bad(err, "OneCycleLR", "div_factor and final_div_factor", got, "the defaults are 25 and 1e4");
         break;
+    case TAAS_SCHED_LINEAR:
+        /* torch 1.13 takes 0, then divides by it at the first step */
+        snprintf(got, sizeof got, "must be in (0, 1] (got %g)", c->start_factor);
+        if (!(c->start_factor > 0.0 && c->start_factor <= 1.0)) return bad(err, "LinearLR", "start_factor", got, "warm up from a small positive factor, e.g. start_factor=0.01");
+        snprintf(got, sizeof got, "must be in [0, 1] (got %g)", c->end_factor);
+        if (!(c->end_factor >= 0.0 && c->end_factor <= 1.0)) return bad(err, "LinearLR", "end_factor", got, "end_factor=1.0 ends at the optimizer's lr");
+        snprintf(got, sizeof got, "must be >= 1 (got %ld)", c->total_iters);
+        if (c->total_iters < 1) return bad(err, "LinearLR", "total_iters", got, "total_iters is the number of steps the change takes, e.g. the warmup's");
+        break;
     }
     return 0;
 }
@@ -64,8 +77,7 @@ static double anneal_cos(double start, double end, double pct) {
 }
 
 /* OneCycleLR.get_lr() at step t, two phases: up to max_lr, then down to min_lr. */
-static void onecycle_at(taas_sched *s, long t) {
-    const taas_sched_config *c = &s->cfg;
+static void onecycle_at(taas_sched *s, const taas_sched_config *c, long t) {
     double initial = c->max_lr / c->div_factor, min_lr = initial / c->final_div_factor;
     double end1 = c->pct_start * (double)c->total_steps - 1.0, end2 = (double)c->total_steps - 1.0;
     double pct;
@@ -81,14 +93,53 @@ static void onecycle_at(taas_sched *s, long t) {
     if (!c->cycle_momentum) s->momentum = 0.0;
 }
 
-int taas_sched_init(taas_sched *s, const taas_sched_config *cfg, taas_error *err) {
-    if (check(cfg, err) != 0) return -1;
-    s->cfg = *cfg;
-    s->last_epoch = 0;
-    s->lr = cfg->base_lr;
+/* The scheduler's first get_lr() (its initial step), on the optimizer's lr base_lr. */
+static void first_lr(taas_sched *s, const taas_sched_config *c) {
+    s->lr = c->base_lr;
     s->momentum = 0.0;
-    if (cfg->kind == TAAS_SCHED_ONECYCLE) onecycle_at(s, 0);
+    if (c->kind == TAAS_SCHED_ONECYCLE) onecycle_at(s, c, 0);
+    if (c->kind == TAAS_SCHED_LINEAR) s->lr = c->base_lr * c->start_factor;
+}
+
+/* step(0), SequentialLR's start of a later scheduler: its _get_closed_form_lr() at 0. */
+static void closed_form_at_0(taas_sched *s, const taas_sched_config *c) {
+    if (c->kind == TAAS_SCHED_COSINE)
+        s->lr = c->eta_min + (c->base_lr - c->eta_min) * (1.0 + cos(M_PI * 0.0 / (double)c->t_max)) / 2.0;
+    else if (c->kind == TAAS_SCHED_LINEAR)
+        s->lr = c->base_lr * (c->start_factor + (c->end_factor - c->start_factor) * 0.0 / (double)c->total_iters);
+    else
+        first_lr(s, c);
+}
+
+int taas_sched_init(taas_sched *s, const taas_sched_config *cfg, taas_error *err) {
+    return taas_sched_init_sequential(s, cfg, 1, NULL, err);
+}
+
+int taas_sched_init_sequential(taas_sched *s, const taas_sched_config *parts, int n, const long *milestones,
+                               taas_error *err) {
+    char got[96];
+    snprintf(got, sizeof got, "count must be 1..%d (got %d)", TAAS_SCHED_MAX_PARTS, n);
+    if (n < 1 || n > TAAS_SCHED_MAX_PARTS) return bad(err, "SequentialLR", "schedulers", got, "give a warmup and a decay, e.g. schedulers=[LinearLR(...), CosineAnnealingLR(...)]");
+    for (int i = 0; i < n; i++) {
+        if (check(&parts[i], err) != 0) return -1;
+        snprintf(got, sizeof got, "cannot hold OneCycleLR (scheduler %d)", i);
+        if (n > 1 && parts[i].kind == TAAS_SCHED_ONECYCLE) return bad(err, "SequentialLR", "schedulers", got, "OneCycleLR is a whole schedule of its own: give it to fit() alone");
+        snprintf(got, sizeof got, "must all start from one lr (scheduler %d: %g, not %g)", i, parts[i].base_lr, parts[0].base_lr);
+        if (parts[i].base_lr != parts[0].base_lr) return bad(err, "SequentialLR", "schedulers", got, "they share the optimizer's lr");
+        if (i == 0) continue;
+        snprintf(got, sizeof got, "must increase from 1 (milestone %d is %ld)", i - 1, milestones[i - 1]);
+        if (milestones[i - 1] < (i > 1 ? milestones[i - 2] + 1 : 1)) return bad(err, "SequentialLR", "milestones", got, "give the step at which each next scheduler takes over, e.g. milestones=[100]");
+    }
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < n; i++) s->part[i] = parts[i];
+    for (int i = 0; i + 1 < n; i++) s->milestones[i] = milestones[i];
+    s->nparts = n;
+    first_lr(s, &parts[0]);
     return 0;
+}
+
+int taas_sched_cycles_momentum(const taas_sched *s) {
+    return s->nparts == 1 && s->part[0].kind == TAAS_SCHED_ONECYCLE && s->part[0].cycle_momentum;
 }
 
 static long py_mod(long a, long m) {
@@ -96,9 +147,8 @@ static long py_mod(long a, long m) {
     return r < 0 ? r + m : r;
 }
 
-int taas_sched_step(taas_sched *s, taas_error *err) {
-    const taas_sched_config *c = &s->cfg;
-    long e = ++s->last_epoch;
+/* One chainable step of scheduler c to its epoch e >= 1, from the optimizer's lr s->lr. */
+static int part_step(taas_sched *s, const taas_sched_config *c, long e, taas_error *err) {
     switch (c->kind) {
     case TAAS_SCHED_STEP:
         if (e % c->step_size == 0) s->lr *= c->gamma;
@@ -119,6 +169,11 @@ int taas_sched_step(taas_sched *s, taas_error *err) {
                         (s->lr - eta) + eta;
         break;
     }
+    case TAAS_SCHED_LINEAR:
+        if (e <= c->total_iters)
+            s->lr *= 1.0 + (c->end_factor - c->start_factor) /
+                               ((double)c->total_iters * c->start_factor + (double)(e - 1) * (c->end_factor - c->start_factor));
+        break;
     case TAAS_SCHED_ONECYCLE:
         if (e > c->total_steps) {
             s->last_epoch--;
@@ -128,8 +183,20 @@ int taas_sched_step(taas_sched *s, taas_error *err) {
                                  "epochs * batches per epoch");
             return -1;
         }
-        onecycle_at(s, e);
+        onecycle_at(s, c, e);
         break;
     }
     return 0;
+}
+
+int taas_sched_step(taas_sched *s, taas_error *err) {
+    long e = ++s->last_epoch;
+    int i = 0;  /* bisect_right(milestones, e) */
+    while (i + 1 < s->nparts && s->milestones[i] <= e) i++;
+    long from = i ? s->milestones[i - 1] : 0;
+    if (i > 0 && e == from) {
+        closed_form_at_0(s, &s->part[i]);
+        return 0;
+    }
+    return part_step(s, &s->part[i], e - from, err);
 }
