@@ -19,6 +19,18 @@
 
 typedef struct taas_engine taas_engine;
 
+/* What a step does besides the model's own arithmetic, set by the fit loop on the engine it
+ * holds (a wrapping engine passes them on). Zeroed, they ask for nothing. */
+typedef struct taas_engine_extras {
+    double clip;                   /* update: clip the summed gradients' global norm to it (0: none) */
+    const taas_optim_span *spans;  /* update: step span by span with each one's weight decay (the
+                                      optimizer's parameter groups; NULL: one span, its decay) */
+    size_t nspans;
+    int keep_grads;                /* compute: add to the gradients there rather than zero them first
+                                      (a later micro-batch of an accumulated step) */
+    float grad_scale;              /* compute: the loss's gradient times this (0 = 1, the batch's mean) */
+} taas_engine_extras;
+
 /* The next step's batch, for an engine that copies it to its device while this step computes:
  * 0 and *out (NULL when there is none, or the wait was stopped), or -1 with err. It may wait
  * for the batch to arrive. The batch stays the loop's. */
@@ -32,9 +44,10 @@ typedef struct taas_engine_ops {
      * without b). */
     int (*compute)(taas_engine *e, const taas_batch *b, taas_engine_next_fn next, void *next_ctx, uint64_t step,
                    float *loss, taas_error *err);
-    /* Multiplies the gradients by w (this rank's share of the step's samples), sums them over
-     * the ranks (c; a GPU engine uses its own NCCL communicator), and takes the optimizer step
-     * (opt as the scheduler has set it; step counts from 1). */
+    /* Multiplies the gradients by w (1 for one rank's plain step; else this rank's share of the
+     * step's samples, over its micro-batches' grad_scale), sums them over the ranks (c; a GPU
+     * engine uses its own NCCL communicator), and takes the optimizer step (opt as the
+     * scheduler has set it; step counts from 1). */
     int (*update)(taas_engine *e, float w, taas_collective *c, const taas_optim_config *opt, long step,
                   taas_error *err);
     /* Eval mode: b's loss summed over its samples, and how many samples' highest output is
@@ -57,12 +70,7 @@ struct taas_engine {
     const taas_engine_ops *ops;
     char name[128];          /* "CPU, 2 threads"; "cuda:0, NVIDIA H100 80GB HBM3" */
     size_t nparams;
-    /* what update does besides the optimizer's step, set by the fit loop: clip the summed
-     * gradients' global norm to clip (0: none), and step span by span with each one's weight
-     * decay (the optimizer's parameter groups; NULL: one span, the optimizer's decay) */
-    double clip;
-    const taas_optim_span *spans;
-    size_t nspans;
+    taas_engine_extras x;
 };
 
 /* The CPU training core on model m (taken: the engine frees it) with the loss (borrowed) and

@@ -53,7 +53,7 @@ static int compute(taas_engine *e, const taas_batch *b, taas_engine_next_fn next
                    float *loss, taas_error *err) {
     (void)next, (void)next_ctx;  /* host memory already: nothing to copy ahead */
     cpu_engine *c = (cpu_engine *)e;
-    taas_model_zero_grad(c->m);
+    if (!e->x.keep_grads) taas_model_zero_grad(c->m);
     *loss = 0;
     if (!b) return 0;
     rows r;
@@ -70,6 +70,8 @@ static int compute(taas_engine *e, const taas_batch *b, taas_engine_next_fn next
         taas_train_loss_run(c->loss, out, r.y, r.n, r.k, c->dout, loss, err))
         return -1;
     if (!isfinite(*loss)) return 0;  /* every rank sees it in the step's sums and stops */
+    if (e->x.grad_scale != 0 && e->x.grad_scale != 1)
+        for (size_t i = 0; i < need; i++) c->dout[i] *= e->x.grad_scale;
     return taas_model_backward(c->m, c->dout, err);
 }
 
@@ -77,13 +79,12 @@ static int update(taas_engine *e, float w, taas_collective *coll, const taas_opt
                   taas_error *err) {
     cpu_engine *c = (cpu_engine *)e;
     float *g = c->m->grads;
-    if (coll->world > 1) {
+    if (w != 1.0f)
         for (size_t i = 0; i < c->m->ntrain; i++) g[i] *= w;
-        if (coll->sum_f32(coll, g, c->m->ntrain, err)) return -1;
-    }
-    if (e->clip > 0) taas_clip_grad_norm(g, c->m->ntrain, e->clip);
+    if (coll->world > 1 && coll->sum_f32(coll, g, c->m->ntrain, err)) return -1;
+    if (e->x.clip > 0) taas_clip_grad_norm(g, c->m->ntrain, e->x.clip);
     /* the trainable parameters only (model.h): frozen ones neither change nor have state */
-    if (e->spans) taas_optim_step_spans(opt, c->m->params, g, c->state, c->m->ntrain, step, e->spans, e->nspans);
+    if (e->x.spans) taas_optim_step_spans(opt, c->m->params, g, c->state, c->m->ntrain, step, e->x.spans, e->x.nspans);
     else taas_optim_step(opt, c->m->params, g, c->state, c->m->ntrain, step);
     return 0;
 }

@@ -90,13 +90,16 @@ static taas_engine *inner(taas_engine *e) {
     return ((cuda_door *)e)->inner;
 }
 
+/* The extras are set on the door, the engine its user holds: the plugin's must see them. */
 static int door_compute(taas_engine *e, const taas_batch *b, taas_engine_next_fn next, void *next_ctx, uint64_t step,
                         float *loss, taas_error *err) {
+    inner(e)->x = e->x;
     return inner(e)->ops->compute(inner(e), b, next, next_ctx, step, loss, err);
 }
 
 static int door_update(taas_engine *e, float w, taas_collective *c, const taas_optim_config *opt, long step,
                        taas_error *err) {
+    inner(e)->x = e->x;
     return inner(e)->ops->update(inner(e), w, c, opt, step, err);
 }
 

@@ -41,6 +41,8 @@ struct taas_fit {
     int has_sched;
     int sched_per_step;         /* stepped after each optimizer step, else after each epoch */
     double last_lr;             /* the lr of the last optimizer step */
+    long long accum;            /* batches an optimizer step (fit(accumulate=)) */
+    double window_n;            /* the samples of this optimizer step's batches so far, all ranks' */
     size_t nparams;
     uint64_t *idx;              /* room for a batch's sample indices */
     /* the next step's batch, taken while this one computes (engine.h: compute's next) */
@@ -107,6 +109,7 @@ static json_t *checkpoint_meta(const taas_fit *f, long long e, long long s, doub
     json_object_set_new(m, "epoch", json_integer(e));
     json_object_set_new(m, "step", json_integer(s));
     json_object_set_new(m, "steps", json_integer(f->steps));
+    json_object_set_new(m, "accumulate", json_integer(f->accum));
     json_object_set_new(m, "world", json_integer(f->coll->world));
     json_object_set_new(m, "kernels", json_string(taas_cpu_set_name(taas_cpu_kernels())));
     json_object_set_new(m, "seed", json_integer(f->seed));
@@ -157,6 +160,14 @@ static int resume(taas_fit *f, taas_error *err) {
     f->opt.lr = json_number_value(json_object_get(m, "lr"));
     f->opt.momentum = json_number_value(json_object_get(m, "momentum"));
     f->opt.beta1 = json_number_value(json_object_get(m, "beta1"));
+    json_int_t acc = json_is_integer(json_object_get(m, "accumulate")) ? meta_int(m, "accumulate") : 1;
+    if (acc != f->accum || f->step0 % f->accum) {
+        json_decref(m);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the checkpoint %s was made with accumulate=%lld, this fit has "
+                       "accumulate=%lld", path, (long long)acc, f->accum);
+        taas_error_hint(err, "resume with fit(..., accumulate=%lld), as the fit that made it", (long long)acc);
+        return -1;
+    }
     if (f->has_sched) {
         f->sched.last_epoch = (long)meta_int(sc, "last_epoch");
         f->sched.lr = json_number_value(json_object_get(sc, "lr"));
@@ -196,7 +207,7 @@ static int sched_setup(taas_fit *f, taas_error *err) {
     f->sched_per_step = iv ? !strcmp(iv, "step") : type && !strcmp(type, "OneCycleLR");
     long long max_steps = 0;
     if (taas_train_int(f->job, "the job spec", "max_steps", 0, 0, INT64_MAX, &max_steps, err)) return -1;
-    long epochs = (long)f->epochs, per_epoch = f->sched_per_step ? (long)f->train.steps : 1;
+    long epochs = (long)f->epochs, per_epoch = f->sched_per_step ? (long)((f->train.steps + f->accum - 1) / f->accum) : 1;
     if (f->sched_per_step && max_steps > 0) epochs = 1, per_epoch = (long)max_steps;
     if (taas_train_sched_parse(spec, f->opt.lr, epochs, per_epoch, &f->sched, &f->has_sched, err)) return -1;
     if (f->has_sched) sched_apply(f);
@@ -222,6 +233,7 @@ static int setup(taas_fit *f, taas_error *err) {
     if (taas_train_int(job, "the job spec", "epochs", 1, 1, TAAS_MAX_EPOCHS, &f->epochs, err) ||
         taas_train_int(job, "the job spec", "units", 0, 0, INT64_MAX, &f->units, err) ||
         taas_train_int(job, "the job spec", "seed", 0, 0, INT64_MAX, &f->seed, err) ||
+        taas_train_int(job, "the job spec", "accumulate", 1, 1, 1 << 20, &f->accum, err) ||
         taas_train_loss_parse(json_object_get(job, "loss"), &f->loss, err) ||
         taas_train_optim_parse(json_object_get(job, "optimizer"), &f->opt, err))
         return -1;
@@ -279,9 +291,9 @@ static int setup(taas_fit *f, taas_error *err) {
     f->engine = f->cfg.device >= 0 ? taas_engine_cuda(m, &f->loss, &f->opt, f->cfg.device, f->coll, err)
                                    : taas_engine_cpu(m, &f->loss, &f->opt, err);
     if (!f->engine) return -1;
-    f->engine->clip = json_is_number(clip) ? json_number_value(clip) : 0.0;
-    f->engine->spans = f->spans;
-    f->engine->nspans = nspans;
+    f->engine->x.clip = json_is_number(clip) ? json_number_value(clip) : 0.0;
+    f->engine->x.spans = f->spans;
+    f->engine->x.nspans = nspans;
     uint32_t b = taas_sampler_batch(f->train.sampler);
     if (f->has_val && taas_sampler_batch(f->val.sampler) > b) b = taas_sampler_batch(f->val.sampler);
     f->idx = calloc(b, sizeof *f->idx);
@@ -437,11 +449,12 @@ static int take_checkpoint(taas_fit *f, long long e, long long s, double loss_su
     return 0;
 }
 
-/* One step: this rank's item (or none), the sums of all ranks, the update. *stopped when a
- * rank asked to stop (the weights stay those of the last completed step); *loss the mean
- * loss of the step over every rank's samples; *total its samples. */
-static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped, double *loss, double *total,
-                uint64_t *checksum, taas_error *err) {
+/* One batch: this rank's item (or none), the sums of all ranks, and after the last batch of
+ * an optimizer step (micro of accum; last), the update. *stopped when a rank asked to stop
+ * (the weights stay those of the last completed step); *loss the mean loss of the batch over
+ * every rank's samples; *total its samples. */
+static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, long long micro, int last, int *stopped,
+                double *loss, double *total, uint64_t *checksum, taas_error *err) {
     taas_batch *b = NULL;
     double t = taas_now();
     int stopped_waiting = f->ahead_stopped;
@@ -468,7 +481,14 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
     }
     uint64_t words = 0;  /* of the batch as it came, before the engine touches it */
     for (uint32_t i = 0; b && i < b->n; i++) words += sample_word(b, i);
-    int rc = f->engine->ops->compute(f->engine, b, take_ahead, f, (uint64_t)f->steps, &loss1, err);
+    /* accumulated: each batch's mean gradient weighted by its samples over the batch size, so
+     * that the update's weight makes it the mean over the step's samples, a short batch too */
+    uint32_t bs = taas_sampler_batch(f->train.sampler);
+    f->engine->x.keep_grads = micro > 0;
+    f->engine->x.grad_scale = f->accum > 1 ? (float)((double)n / bs) : 1.0f;
+    /* dropout's masks: a batch's own, by its index among the fit's batches */
+    int rc = f->engine->ops->compute(f->engine, b, take_ahead, f, (uint64_t)(f->steps * f->accum + micro), &loss1,
+                                     err);
     if (rc == 0) {
         sums[0] = b ? b->n : 0;
         sums[1] = (double)loss1 * sums[0];
@@ -491,11 +511,16 @@ static int step(taas_fit *f, long long epoch, uint64_t k, size_t n, int *stopped
                         f->opt.lr);
         return -1;
     }
+    f->window_n = (micro ? f->window_n : 0) + sums[0];
+    if (!last) {
+        f->step_s += taas_now() - t_batch;
+        return 0;
+    }
     /* each rank's gradient is its batch's mean: weighted by its share of the step's samples */
     f->steps++;
     f->last_lr = f->opt.lr;
-    if (f->engine->ops->update(f->engine, (float)((double)n / sums[0]), f->coll, &f->opt, (long)f->steps, err))
-        return -1;
+    float w = f->accum > 1 ? (float)(bs / f->window_n) : (float)((double)n / sums[0]);
+    if (f->engine->ops->update(f->engine, w, f->coll, &f->opt, (long)f->steps, err)) return -1;
     f->step_s += taas_now() - t_batch;
     if (f->has_sched && f->sched_per_step) return sched_step(f, err);
     return 0;
@@ -615,7 +640,8 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
     json_object_set_new(start, "params", json_integer((json_int_t)f->nparams));
     json_object_set_new(start, "engine", json_string(f->engine->name));
     json_object_set_new(start, "ranks", json_integer((json_int_t)W));
-    json_object_set_new(start, "total_steps", json_integer((json_int_t)total_steps(f)));
+    json_object_set_new(start, "total_steps", json_integer((json_int_t)total_steps(f)));  /* batches */
+    json_object_set_new(start, "accumulate", json_integer(f->accum));
     if (f->steps > 0) {  /* resumed: where it stands */
         json_object_set_new(start, "resumed", json_pack("{s:I, s:I, s:I}", "epoch", (json_int_t)f->epoch0 + 1, "step",
                                                         (json_int_t)f->step0, "steps", (json_int_t)f->steps));
@@ -633,7 +659,10 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
         for (s = first ? (uint64_t)f->step0 : 0; s < f->train.steps; s++) {
             /* a step exists when rank 0's item has samples: items fill in k order */
             if (taas_sampler_item(f->train.sampler, (uint64_t)e, s * W, f->idx) == 0) break;
-            if (f->ckpt_due && take_checkpoint(f, e, (long long)s, loss_sum, samples, checksum, err)) return -1;
+            /* checkpoints fall between optimizer steps, at the start of one's batches */
+            long long micro = (long long)s % f->accum;
+            if (f->ckpt_due && micro == 0 && take_checkpoint(f, e, (long long)s, loss_sum, samples, checksum, err))
+                return -1;
             size_t n = taas_sampler_item(f->train.sampler, (uint64_t)e, s * W + r, f->idx);
             int stopped = 0;
             double loss = 0, n_all = 0;
@@ -643,7 +672,9 @@ int taas_fit_run(taas_fit *f, long long *step_at, taas_error *err) {
             if (s + 1 < f->train.steps && taas_sampler_item(f->train.sampler, (uint64_t)e, (s + 1) * W, f->idx) &&
                 taas_sampler_item(f->train.sampler, (uint64_t)e, (s + 1) * W + r, f->idx))
                 f->next_k = (s + 1) * W + r;
-            if (step(f, e, s * W + r, n, &stopped, &loss, &n_all, &checksum, err)) return -1;
+            int last = micro == f->accum - 1 || s + 1 == f->train.steps ||
+                       !taas_sampler_item(f->train.sampler, (uint64_t)e, (s + 1) * W, f->idx);
+            if (step(f, e, s * W + r, n, micro, last, &stopped, &loss, &n_all, &checksum, err)) return -1;
             if (stopped) {
                 f->interrupted = 1;  /* an epoch cut short gets no epoch line: its loss covers part of it */
                 return sum_times(f, err);

@@ -24,6 +24,8 @@ struct taas_trainview {
     long long epoch, step;          /* the current epoch (1-based) and its step */
     long long steps_before;         /* steps of the epochs before it */
     long long counted;              /* steps rank 0 counted done (taas_trainview_steps) */
+    long long accumulate;           /* batches an optimizer step (the start line's; 1 when absent) */
+    long long optimizer_steps;      /* the most taas_trainview_steps said: optimizer steps */
     double loss, samples_per_s, tokens_per_s;  /* tokens: a token model's (0 for another) */
     json_t *rows;                   /* finished epochs */
     char status[256];
@@ -76,6 +78,7 @@ void taas_trainview_start(taas_trainview *v, const json_t *m) {
     v->epochs = integer(m, "epochs");
     v->steps_per_epoch = integer(m, "steps_per_epoch");
     v->total_steps = integer(m, "total_steps");
+    v->accumulate = json_is_integer(json_object_get(m, "accumulate")) ? integer(m, "accumulate") : 1;
     if (v->total_steps <= 0) v->total_steps = sat_mul(v->epochs, v->steps_per_epoch);
     /* a fit resumed from a checkpoint: its epochs so far, whatever was shown before */
     const json_t *hist = json_object_get(m, "history"), *at = json_object_get(m, "resumed");
@@ -117,7 +120,8 @@ void taas_trainview_epoch(taas_trainview *v, const json_t *m) {
 }
 
 void taas_trainview_steps(taas_trainview *v, long long steps) {
-    if (steps > v->counted) v->counted = steps;
+    if (steps > v->optimizer_steps) v->optimizer_steps = steps;
+    if (v->accumulate <= 1 && steps > v->counted) v->counted = steps;  /* a step is a batch */
 }
 
 void taas_trainview_status(taas_trainview *v, const char *text) {
@@ -424,7 +428,13 @@ static void summary(const taas_trainview *v, taas_buf *t) {
     taas_buf_duration(t, secs, 1);
     taas_buf_printf(t, ": %zu epoch%s, ", json_array_size(v->rows), json_array_size(v->rows) == 1 ? "" : "s");
     taas_buf_thousands(t, done_steps(v));
-    taas_buf_printf(t, " step%s", done_steps(v) == 1 ? "" : "s");
+    if (v->accumulate > 1) {  /* gradient accumulation: the view's steps are batches */
+        taas_buf_printf(t, " batch%s in ", done_steps(v) == 1 ? "" : "es");
+        taas_buf_thousands(t, v->optimizer_steps);
+        taas_buf_printf(t, " optimizer step%s", v->optimizer_steps == 1 ? "" : "s");
+    } else {
+        taas_buf_printf(t, " step%s", done_steps(v) == 1 ? "" : "s");
+    }
     if (samples > 0 && train_s > 0) {  /* while training: validation and the start are not in it */
         taas_buf_puts(t, ", ");
         taas_buf_thousands(t, to_ll(samples / train_s));

@@ -180,11 +180,12 @@ static json_t *resume_from(taas_call_ctx *cx, taas_value **a, const char *path, 
     return p;
 }
 
-/* max_steps: the epochs it takes and the samples of exactly that many steps, for the job's
- * "epochs" and "units" (a step is a batch on every rank; an epoch's last may be partial). 0,
- * or -1 with err. */
-static int steps_to_units(taas_call_ctx *cx, const taas_value *loader, long long max_steps, long long *epochs,
-                          long long *units) {
+/* max_steps: the epochs it takes and the samples of exactly that many optimizer steps, for
+ * the job's "epochs" and "units" (a step is accum batches on every rank, an epoch's last step
+ * fewer when they do not divide its batches; an epoch's last batch may be partial). 0, or -1
+ * with err. */
+static int steps_to_units(taas_call_ctx *cx, const taas_value *loader, long long max_steps, long long accum,
+                          long long *epochs, long long *units) {
     const json_t *info;
     const taas_value *ds = taas_data_dataset_of(loader);
     if (taas_data_probe(cx->interp, ds, &info, cx->err)) return -1;
@@ -201,6 +202,8 @@ static int steps_to_units(taas_call_ctx *cx, const taas_value *loader, long long
         return -1;
     }
     long long per_epoch = drop ? steps * per_step : size;
+    long long batches = steps;
+    steps = (batches + accum - 1) / accum;  /* optimizer steps an epoch */
     *epochs = (max_steps + steps - 1) / steps;
     if (*epochs > 1000000) {
         taas_error_set(cx->err, TAAS_ERR_VALUE, cx->pos, "fit() max_steps=%lld takes %lld epochs of %lld steps, more "
@@ -208,13 +211,14 @@ static int steps_to_units(taas_call_ctx *cx, const taas_value *loader, long long
         taas_error_hint(cx->err, "ask for fewer steps");
         return -1;
     }
-    /* the whole epochs, then the first steps of the next: full batches, an epoch's partial one being its last */
-    *units = max_steps / steps * per_epoch + max_steps % steps * per_step;
+    /* the whole epochs, then the first steps of the next: full batches (fewer steps than an
+     * epoch's never reach its last, partial batch) */
+    *units = max_steps / steps * per_epoch + max_steps % steps * accum * per_step;
     return 0;
 }
 
 /* fit(model, loader, epochs, loss, optimizer, scheduler, validate, seed, units, checkpoint_every,
- * resume, max_restarts, clip_grad_norm, max_steps, scheduler_interval) */
+ * resume, max_restarts, clip_grad_norm, max_steps, scheduler_interval, accumulate) */
 int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_need_session(cx, "fit") || check_model(cx, a[0], a[1], a[3], NULL) ||
         (a[6]->type != TAAS_V_NONE && check_model(cx, a[0], a[6], a[3], "validate")))
@@ -223,7 +227,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_t *from = a[10]->type == TAAS_V_NONE ? NULL : resume_from(cx, a, a[10]->u.str.s, &rs);
     if (a[10]->type != TAAS_V_NONE && !from) return -1;
     long long epochs = a[2]->u.i, units = 0;
-    if (a[13]->type == TAAS_V_INT && steps_to_units(cx, a[1], a[13]->u.i, &epochs, &units)) return -1;
+    if (a[13]->type == TAAS_V_INT && steps_to_units(cx, a[1], a[13]->u.i, a[15]->u.i, &epochs, &units)) return -1;
     size_t mark = taas_json_mark();
     json_t *job = job_spec("fit", a[0], a[1], a[8]);
     if (a[13]->type == TAAS_V_INT) {  /* max_steps: its samples, unless units asks for fewer */
@@ -244,6 +248,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "scheduler", spec_or_null(a[5]));
     json_object_set_new(job, "scheduler_interval", spec_or_null(a[14]));
     json_object_set_new(job, "max_steps", spec_or_null(a[13]));
+    json_object_set_new(job, "accumulate", json_integer(a[15]->u.i));
     json_object_set_new(job, "validate", spec_or_null(a[6]));
     json_object_set_new(job, "seed", json_integer(a[7]->u.i));
     json_object_set_new(job, "clip_grad_norm", a[12]->type == TAAS_V_NONE ? json_null()

@@ -275,6 +275,8 @@ static const taas_param FIT_P[] = {
      "optimizer steps to train, as many epochs as they take (epochs is then ignored, as Hugging Face's Trainer does); None: epochs decide"},
     {"scheduler_interval", TAAS_P_STR, "None", TAAS_PF_NONE_OK | TAAS_PX(TAAS_PX_INTERVAL), TAAS_NO_RANGE,
      "'step': the scheduler steps after every optimizer step; 'epoch': after every epoch; None: 'step' for OneCycleLR, else 'epoch'"},
+    {"accumulate", TAAS_P_INT, "1", 0, TAAS_BETWEEN(1, 1 << 20),
+     "batches whose gradients add up to one optimizer step (gradient accumulation): the step's batch is accumulate x batch_size x ranks"},
     END,
 };
 

@@ -174,6 +174,24 @@ class TextInTheNotebook(taastest.KernelCase):
         h = taastest.text(taastest.only(msgs, "execute_result")[0]["content"]["data"]["text/plain"])
         self.assertTrue(h.startswith("History (2 epochs)"), h)
 
+    def test_4c_recipe(self):
+        """The language models' recipe from a cell: two batches a step (43 batches an epoch are 22
+        steps), warmup then cosine stepped per optimizer step, counted in steps."""
+        fresh = "transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=256, n_positions=64, n_embd=32, " \
+                "n_layer=1, n_head=2))"
+        msgs = self.ok("s = SequentialLR(schedulers=[LinearLR(start_factor=0.1, total_iters=5), "
+                       "CosineAnnealingLR(T_max=25, eta_min=1e-5)], milestones=[5])\n"
+                       "fit(%s, train, max_steps=30, accumulate=2, optimizer=AdamW(lr=1e-3, param_groups='nanogpt'), "
+                       "scheduler=s, scheduler_interval='step', clip_grad_norm=1.0, loss=CrossEntropyLoss())"
+                       % fresh, timeout=120)
+        view = taastest.last_display(msgs)["text/plain"]
+        self.assertRegex(view, r"done after [0-9.]+ s: 2 epochs, 59 batches in 30 optimizer steps")
+        err = self.error("fit(%s, train, accumulate=0, optimizer=AdamW(), loss=CrossEntropyLoss())" % fresh)
+        self.assertIn("accumulate", err["evalue"])
+        err = self.error("fit(%s, train, scheduler_interval='batch', optimizer=AdamW(), loss=CrossEntropyLoss())"
+                         % fresh)
+        self.assertIn("'epoch' or 'step'", err["evalue"])
+
     def test_4b_show(self):
         """show() of a TextFile lists its windows as text, one a line, and draws them as strips."""
         msgs = self.ok("show(TextFile('%s', block_size=32), n=2)" % FORTUNES, timeout=60)

@@ -244,6 +244,46 @@ class WorkerTrainTest(unittest.TestCase):
         rc, lines, err = self.run_job("train", self.fit_spec(scheduler=sched, scheduler_interval="batch"))
         self.assert_error(lines, rc, r"scheduler_interval is 'batch'")
 
+    def small_loader(self, n, batch, shuffle=True):
+        import numpy as np
+        rng = np.random.default_rng(0)
+        np.save(self.path("x.npy"), rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        np.save(self.path("y.npy"), rng.integers(0, 10, n, dtype=np.int64))
+        return {"type": "DataLoader", "batch_size": batch, "shuffle": shuffle,
+                "dataset": {"type": "NpyDataset", "images": self.path("x.npy"), "labels": self.path("y.npy"),
+                            "transform": {"type": "ToTensor"}}}
+
+    def weights(self, path):
+        import numpy as np
+        header, data = read_safetensors(path)
+        return {k: np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], dtype=np.float32)
+                for k, v in header.items() if k != "__metadata__"}
+
+    def test_accumulate_is_a_bigger_batch(self):
+        # two batches of 32 a step are one batch of 64, the short last one (250 = 3 x 64 + 58)
+        # included: the same weights after two epochs, to float rounding
+        import numpy as np
+        got = {}
+        for batch, acc in ((64, 1), (32, 2)):
+            rc, lines, err = self.run_job("train", self.fit_spec(
+                train=self.small_loader(250, batch), units=0, epochs=2, accumulate=acc,
+                optimizer={"type": "SGD", "lr": 0.1, "momentum": 0.9},
+                out=self.path("w%d.safetensors" % acc)))
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(lines[-1]["steps"], 8, lines[-1])  # optimizer steps
+            self.assertEqual([e["steps"] for e in lines[-1]["history"]], [4 * acc, 4 * acc])
+            got[acc] = self.weights(self.path("w%d.safetensors" % acc))
+        moved = 0
+        for k in got[1]:
+            np.testing.assert_allclose(got[2][k], got[1][k], rtol=1e-4, atol=1e-6, err_msg=k)
+            moved += np.abs(got[1][k]).sum()
+        self.assertGreater(moved, 0)
+        # three a step: the epoch's 8 batches make steps of 3, 3 and 2
+        rc, lines, err = self.run_job("train", self.fit_spec(
+            train=self.small_loader(250, 32), units=0, epochs=2, accumulate=3))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(lines[-1]["steps"], 6)
+
     def test_sigint_keeps_the_last_step(self):
         spec = self.fit_spec(units=0, epochs=20)
         p = self.path("long.json")

@@ -292,6 +292,58 @@ static void against_cpu(const char *spec, int c, int h, int w, int classes, taas
     free(state), free(d.x), free(d.y);
 }
 
+/* Gradient accumulation (engine.h's extras): a step of two batches of 4 and 2 windows, the
+ * second added to the first's gradients, each scaled by its share of a batch of 4, and the
+ * update weighted by 4/6 — three steps against the CPU core doing the same by hand. */
+static void test_accumulated_against_cpu(void **state) {
+    (void)state;
+    const char *spec = "{\"type\":\"GPT2LMHeadModel\",\"config\":{\"vocab_size\":40,\"n_positions\":16,"
+                       "\"n_embd\":16,\"n_layer\":1,\"n_head\":2}}";
+    enum { N = 6, T = 12, B = 4 };
+    taas_model *cpu = from_text(spec, T, 0, 0), *gpu = from_text(spec, T, 0, 0);
+    float win[N * (T + 1)], x[N * T];
+    int64_t y[N * T], none[N] = {0};
+    for (int j = 0; j < N * (T + 1); j++) win[j] = (float)((j * 104729 + 7) % 40);
+    TU_OK(taas_model_split_windows(cpu, win, T + 1, N, x, y, &E), &E);
+    taas_batch b[2] = {{0}, {0}};
+    int n[2] = {B, N - B};
+    for (int h = 0; h < 2; h++) {
+        b[h].n = (uint32_t)n[h], b[h].c = T + 1, b[h].h = b[h].w = 1;
+        b[h].images = win + (size_t)h * B * (T + 1), b[h].labels = none;
+    }
+    taas_optim_config opt = optim(TAAS_OPTIM_ADAMW, 1e-3);
+    float *st = calloc(taas_optim_state_floats(&opt, cpu->nparams) + 1, sizeof *st);
+    float *dout = malloc((size_t)N * T * 40 * sizeof *dout), *probs = malloc((size_t)N * T * 40 * sizeof *probs);
+    taas_engine *e = engine(gpu, TAAS_JOB_CROSS_ENTROPY, 0.0f, &opt);
+    for (uint64_t s = 0; s < 3; s++) {
+        taas_model_zero_grad(cpu);
+        for (int h = 0; h < 2; h++) {
+            const float *out;
+            float want, got;
+            size_t at = (size_t)h * B * T;
+            TU_OK(taas_model_forward(cpu, x + at, n[h], 1, 2 * s + (uint64_t)h, &out, &E), &E);
+            TU_OK(taas_cross_entropy_forward(&want, probs, out, y + at, n[h] * T, 40, 0.0f, &E), &E);
+            taas_cross_entropy_backward(dout, probs, y + at, n[h] * T, 40, 0.0f, (float)n[h] / B);
+            TU_OK(taas_model_backward(cpu, dout, &E), &E);
+            e->x.keep_grads = h > 0;
+            e->x.grad_scale = (float)n[h] / B;
+            TU_OK(e->ops->compute(e, &b[h], NULL, NULL, 2 * s + (uint64_t)h, &got, &E), &E);
+            if (!(fabs(got - want) <= 1e-4 * fmax(1.0, fabs(want))))
+                fail_msg("step %d batch %d: loss %.8g, CPU %.8g", (int)s, h, got, want);
+        }
+        for (size_t i = 0; i < cpu->ntrain; i++) cpu->grads[i] *= (float)B / N;
+        taas_optim_step(&opt, cpu->params, cpu->grads, st, cpu->ntrain, (long)s + 1);
+        TU_OK(e->ops->update(e, (float)B / N, &SOLO, &opt, (long)s + 1, &E), &E);
+    }
+    TU_OK(taas_cu_model_download(taas_cu_engine_model(e), &E), &E);
+    for (size_t i = 0; i < cpu->nparams; i++)
+        if (!(fabs(gpu->params[i] - cpu->params[i]) <= 1e-4 * fmax(1.0, fabs(cpu->params[i]))))
+            fail_msg("parameter %zu after 3 accumulated steps: %.8g, CPU %.8g", i, gpu->params[i], cpu->params[i]);
+    e->ops->free(e);
+    taas_model_free(cpu), taas_model_free(gpu);
+    free(st), free(dout), free(probs);
+}
+
 /* A token model (a small GPT2LMHeadModel, every dropout on) on windows of T + 1 ids: the GPU
  * cuts them as the CPU does (model.h), and four steps of AdamW with nanoGPT's parameter
  * groups and clip_grad_norm agree with the CPU core's. */
@@ -315,9 +367,9 @@ static void test_gpt2_windows_against_cpu(void **state) {
     taas_optim_span *spans;
     size_t nspans;
     assert_int_equal(taas_model_decay_spans(cpu, 0.1, &spans, &nspans), 0);
-    e->clip = 0.5;
-    e->spans = spans;
-    e->nspans = nspans;
+    e->x.clip = 0.5;
+    e->x.spans = spans;
+    e->x.nspans = nspans;
     for (uint64_t s = 0; s < 4; s++) {
         const float *out;
         float want, got;
@@ -488,6 +540,7 @@ int main(void) {
         cmocka_unit_test(test_adam_steps),
         cmocka_unit_test(test_every_layer_against_cpu),
         cmocka_unit_test(test_gpt2_windows_against_cpu),
+        cmocka_unit_test(test_accumulated_against_cpu),
         cmocka_unit_test(test_section1_against_cpu),
         cmocka_unit_test(test_batches_taken_ahead),
         cmocka_unit_test(test_eval_matches_cpu),

@@ -162,7 +162,7 @@ static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn n
     cu_engine *e = (cu_engine *)base;
     *loss = 0;
     if (b && (check_batch(e, b, err) || reserve(e, rows_of(e, b), err))) return -1;
-    if (taas_cu_model_zero_grad(&e->dm, err)) return -1;
+    if (!base->x.keep_grads && taas_cu_model_zero_grad(&e->dm, err)) return -1;
     if (b) {
         int slot = stage(e, b, err), n = (int)b->n, r = rows_of(e, b);
         const float *out;
@@ -170,6 +170,8 @@ static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn n
         if (slot < 0 || taas_cu_check(cudaEventRecord(e->start, e->cu.stream), "timing a step", err) ||
             taas_cu_model_forward(&e->dm, e->st.slot[slot].x, n, 1, step, nrun, &out, err) ||
             queue_loss(e, out, e->st.slot[slot].y, r, e->dout, err) ||
+            (base->x.grad_scale != 0 && base->x.grad_scale != 1 &&
+             taas_cu_scale(&e->cu, e->dout, (size_t)r * e->k, base->x.grad_scale, err)) ||
             taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)r * sizeof(double), cudaMemcpyDeviceToHost,
                                           e->cu.stream),
                           "copying the loss back", err) ||
@@ -210,18 +212,18 @@ static int update(taas_engine *base, float w, taas_collective *coll, const taas_
                   taas_error *err) {
     cu_engine *e = (cu_engine *)base;
     size_t n = e->m->ntrain;  /* the trainable parameters (model.h) */
-    /* one rank: a plain optimizer step, no weighting (as engine_cpu.c) */
-    if (coll->world > 1 && (taas_cu_scale(&e->cu, e->dm.grads, n, w, err) ||
-                            taas_cu_comm_sum(&e->comm, &e->cu, e->dm.grads, n, err)))
+    /* one rank's plain step: no weighting (as engine_cpu.c) */
+    if ((w != 1.0f && taas_cu_scale(&e->cu, e->dm.grads, n, w, err)) ||
+        (coll->world > 1 && taas_cu_comm_sum(&e->comm, &e->cu, e->dm.grads, n, err)))
         return -1;
-    if (base->clip > 0) {
+    if (base->x.clip > 0) {
         if (!e->clip_scratch && taas_cu_alloc(&e->clip_scratch, taas_cu_clip_scratch_bytes(n), "clipping's sums", err))
             return -1;
-        if (taas_cu_clip_grad_norm(&e->cu, e->dm.grads, n, base->clip, e->clip_scratch, err)) return -1;
+        if (taas_cu_clip_grad_norm(&e->cu, e->dm.grads, n, base->x.clip, e->clip_scratch, err)) return -1;
     }
-    if (base->spans)
-        return taas_cu_optim_step_spans(&e->cu, opt, e->dm.params, e->dm.grads, e->state, n, step, base->spans,
-                                        base->nspans, err);
+    if (base->x.spans)
+        return taas_cu_optim_step_spans(&e->cu, opt, e->dm.params, e->dm.grads, e->state, n, step, base->x.spans,
+                                        base->x.nspans, err);
     return taas_cu_optim_step(&e->cu, opt, e->dm.params, e->dm.grads, e->state, n, step, err);
 }
 
