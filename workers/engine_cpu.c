@@ -89,7 +89,9 @@ static int update(taas_engine *e, float w, taas_collective *coll, const taas_opt
 }
 
 /* A token model's loss and hits are per token, counted per sample (a window's mean), so that
- * the loop's sums over samples give the token means. */
+ * the loop's sums over samples give the token means. Rows with the loss's ignore_index count
+ * in neither mean (the loss's is over the others already); a batch of only those gives nan,
+ * torch's mean of nothing. */
 static int eval(taas_engine *e, const taas_batch *b, double *loss_sum, double *right, taas_error *err) {
     cpu_engine *c = (cpu_engine *)e;
     rows r;
@@ -100,14 +102,17 @@ static int eval(taas_engine *e, const taas_batch *b, double *loss_sum, double *r
         return -1;
     *loss_sum = (double)v * b->n;
     double hits = 0;
+    int counted = 0;
     for (int i = 0; i < r.n; i++) {
+        if (r.y[i] == c->loss->ignore_index) continue;
         const float *row = out + (size_t)i * r.k;
         int best = 0;
         for (int q = 1; q < r.k; q++)
             if (row[q] > row[best]) best = q;
         hits += best == r.y[i];
+        counted++;
     }
-    *right = hits * b->n / r.n;
+    *right = counted ? hits * b->n / counted : NAN;
     return 0;
 }
 
