@@ -67,9 +67,9 @@ static int run_step(taas_model *m, const float *x, const int64_t *y, int n, int 
     float loss;
     taas_model_zero_grad(m);
     if (taas_model_forward(m, x, n, 1, (uint64_t)step, &out, e) ||
-        taas_nll_loss_forward(&loss, out, y, n, k, e))
+        taas_nll_loss_forward(&loss, out, y, n, k, -100, e))
         return -1;
-    taas_nll_loss_backward(dlogp, y, n, k, 1.0f);
+    taas_nll_loss_backward(dlogp, y, n, k, -100, 1.0f);
     if (taas_model_backward(m, dlogp, e)) return -1;
     taas_optim_step(opt, m->params, m->grads, state, m->ntrain, step);
     return 0;
@@ -84,9 +84,9 @@ static int lm_step(taas_model *m, const float *ids, const int64_t *y, int n, flo
     float loss;
     taas_model_zero_grad(m);
     if (taas_model_forward(m, ids, n, 1, (uint64_t)step, &out, e) ||
-        taas_cross_entropy_forward(&loss, probs, out, y, rows, v, 0.0f, e))
+        taas_cross_entropy_forward(&loss, probs, out, y, rows, v, 0.0f, -100, e))
         return -1;
-    taas_cross_entropy_backward(dlogits, probs, y, rows, v, 0.0f, 1.0f);
+    taas_cross_entropy_backward(dlogits, probs, y, rows, v, 0.0f, -100, 1.0f);
     if (taas_model_backward(m, dlogits, e)) return -1;
     taas_optim_step(opt, m->params, m->grads, state, m->ntrain, step);
     return 0;

@@ -7,7 +7,10 @@ Writes tests/data/optim/{loss,optim,sched}.json. Run it with Debian's python3-to
 
 The fixtures are committed; the C tests do not need torch.
 - loss.json: NLLLoss, CrossEntropyLoss (label_smoothing) and MSELoss, mean reduction:
-  inputs, targets, the loss and the gradient w.r.t. the input.
+  inputs, targets, the loss and the gradient w.r.t. the input; the NLLLoss and
+  CrossEntropyLoss cases with an "ignore_index" (absent: torch's -100, which no target
+  there is) have targets equal to it, some out of [0, C); where every target is ignored,
+  torch's loss is nan, written as null (JSON has no nan).
 - optim.json: each optimizer configuration runs 20 steps on a linear least-squares model
   loss = mean((X @ w + b - y)^2) with fixed X, y (parameters [w..., b] in one buffer);
   the loss before each step and the final parameters are recorded.
@@ -44,6 +47,30 @@ def gen_loss():
         cases.append({"kind": "cross_entropy", "n": N, "c": C, "label_smoothing": ls,
                       "input": fl(x), "target": target.tolist(), "loss": float(loss),
                       "grad": fl(x.grad)})
+    # ignore_index: class 1 (two of the targets), with and without smoothing; -1 (a target
+    # out of range that is not checked); every target ignored (loss nan, gradient 0)
+    ignored = torch.tensor([1, 3, 1, 2, 0])
+    for kind, ii, tgt, ls in (("nll", 1, ignored, 0.0), ("cross_entropy", 1, ignored, 0.0),
+                              ("cross_entropy", 1, ignored, 0.1),
+                              ("nll", -1, torch.tensor([0, -1, 1, -1, 3]), 0.0),
+                              ("cross_entropy", -1, torch.tensor([-1, 2, 3, 0, -1]), 0.35),
+                              ("nll", 2, torch.full((N,), 2), 0.0),
+                              ("cross_entropy", 2, torch.full((N,), 2), 0.1)):
+        if kind == "nll":
+            x = torch.log_softmax(logits, 1).detach().requires_grad_(True)
+            loss = torch.nn.NLLLoss(ignore_index=ii)(x, tgt)
+        else:
+            x = logits.clone().requires_grad_(True)
+            loss = torch.nn.CrossEntropyLoss(ignore_index=ii, label_smoothing=ls)(x, tgt)
+        loss.backward()
+        case = {"kind": kind, "n": N, "c": C, "ignore_index": ii}
+        if kind == "cross_entropy":
+            case["label_smoothing"] = ls
+        value = float(loss)
+        assert (value != value) == bool((tgt == ii).all())  # nan exactly when all are ignored
+        case.update({"input": fl(x), "target": tgt.tolist(), "loss": None if value != value else value,
+                     "grad": fl(x.grad)})
+        cases.append(case)
     a = torch.randn(3, 7, generator=g).requires_grad_(True)
     b = torch.randn(3, 7, generator=g)
     loss = torch.nn.MSELoss()(a, b)

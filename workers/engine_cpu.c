@@ -67,11 +67,10 @@ static int compute(taas_engine *e, const taas_batch *b, taas_engine_next_fn next
     }
     const float *out;
     if (taas_model_forward(c->m, r.x, (int)b->n, 1, step, &out, err) ||
-        taas_train_loss_run(c->loss, out, r.y, r.n, r.k, c->dout, loss, err))
+        taas_train_loss_run(c->loss, out, r.y, r.n, r.k, e->x.grad_scale != 0 ? e->x.grad_scale : 1.0f, c->dout,
+                            loss, err))
         return -1;
     if (!isfinite(*loss)) return 0;  /* every rank sees it in the step's sums and stops */
-    if (e->x.grad_scale != 0 && e->x.grad_scale != 1)
-        for (size_t i = 0; i < need; i++) c->dout[i] *= e->x.grad_scale;
     return taas_model_backward(c->m, c->dout, err);
 }
 
@@ -90,25 +89,30 @@ static int update(taas_engine *e, float w, taas_collective *coll, const taas_opt
 }
 
 /* A token model's loss and hits are per token, counted per sample (a window's mean), so that
- * the loop's sums over samples give the token means. */
+ * the loop's sums over samples give the token means. Rows with the loss's ignore_index count
+ * in neither mean (the loss's is over the others already); a batch of only those gives nan,
+ * torch's mean of nothing. */
 static int eval(taas_engine *e, const taas_batch *b, double *loss_sum, double *right, taas_error *err) {
     cpu_engine *c = (cpu_engine *)e;
     rows r;
     const float *out;
     float v;
     if (batch_rows(c, b, &r, err) || taas_model_forward(c->m, r.x, (int)b->n, 0, 0, &out, err) ||
-        taas_train_loss_run(c->loss, out, r.y, r.n, r.k, NULL, &v, err))
+        taas_train_loss_run(c->loss, out, r.y, r.n, r.k, 1.0f, NULL, &v, err))
         return -1;
     *loss_sum = (double)v * b->n;
     double hits = 0;
+    int counted = 0;
     for (int i = 0; i < r.n; i++) {
+        if (r.y[i] == c->loss->ignore_index) continue;
         const float *row = out + (size_t)i * r.k;
         int best = 0;
         for (int q = 1; q < r.k; q++)
             if (row[q] > row[best]) best = q;
         hits += best == r.y[i];
+        counted++;
     }
-    *right = hits * b->n / r.n;
+    *right = counted ? hits * b->n / counted : NAN;
     return 0;
 }
 

@@ -28,16 +28,17 @@ typedef enum taas_train_loss_kind { TAAS_JOB_NLL, TAAS_JOB_CROSS_ENTROPY } taas_
 typedef struct taas_train_loss {
     taas_train_loss_kind kind;
     float label_smoothing;
+    int64_t ignore_index; /* torch's: samples with this target count nowhere (-100 by default) */
     float *probs;      /* CrossEntropyLoss: softmax for the backward, grown as needed */
     size_t probs_cap;
 } taas_train_loss;
 
-/* The spec's "loss"; MSELoss, ignore_index and reductions other than mean are refused. */
+/* The spec's "loss"; MSELoss and reductions other than mean are refused. */
 int taas_train_loss_parse(const json_t *spec, taas_train_loss *out, taas_error *err);
 void taas_train_loss_free(taas_train_loss *l);
-/* Loss of out (n, c) against labels; with dout, also its gradient (n, c). */
-int taas_train_loss_run(taas_train_loss *l, const float *out, const int64_t *labels, int n, int c,
-                      float *dout, float *loss, taas_error *err);
+/* Loss of out (n, c) against labels; with dout, also its gradient (n, c) times dloss. */
+int taas_train_loss_run(taas_train_loss *l, const float *out, const int64_t *labels, int n, int c, float dloss,
+                        float *dout, float *loss, taas_error *err);
 
 /* The spec's "optimizer" (torch's defaults for what it leaves out), checked. */
 int taas_train_optim_parse(const json_t *spec, taas_optim_config *cfg, taas_error *err);

@@ -127,11 +127,14 @@ int taas_train_loss_parse(const json_t *spec, taas_train_loss *out, taas_error *
         return -1;
     }
     const json_t *ii = json_object_get(spec, "ignore_index");
-    if (json_is_integer(ii) && json_integer_value(ii) != -100) {
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s(ignore_index=%lld) is not supported", t,
-                       (long long)json_integer_value(ii));
-        taas_error_hint(err, "leave ignore_index out");
-        return -1;
+    out->ignore_index = -100;
+    if (ii && !json_is_null(ii)) {
+        if (!json_is_integer(ii)) {
+            taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: \"ignore_index\" must be an integer", t);
+            taas_error_hint(err, "give %s(ignore_index=...) a class index, or leave it at -100", t);
+            return -1;
+        }
+        out->ignore_index = json_integer_value(ii);
     }
     double s = 0;
     if (num(spec, t, "label_smoothing", &s, err)) return -1;
@@ -145,11 +148,11 @@ void taas_train_loss_free(taas_train_loss *l) {
     l->probs_cap = 0;
 }
 
-int taas_train_loss_run(taas_train_loss *l, const float *out, const int64_t *labels, int n, int c,
-                      float *dout, float *loss, taas_error *err) {
+int taas_train_loss_run(taas_train_loss *l, const float *out, const int64_t *labels, int n, int c, float dloss,
+                        float *dout, float *loss, taas_error *err) {
     if (l->kind == TAAS_JOB_NLL) {
-        if (taas_nll_loss_forward(loss, out, labels, n, c, err)) return -1;
-        if (dout) taas_nll_loss_backward(dout, labels, n, c, 1.0f);
+        if (taas_nll_loss_forward(loss, out, labels, n, c, l->ignore_index, err)) return -1;
+        if (dout) taas_nll_loss_backward(dout, labels, n, c, l->ignore_index, dloss);
         return 0;
     }
     size_t need = (size_t)n * (size_t)c;
@@ -159,8 +162,9 @@ int taas_train_loss_run(taas_train_loss *l, const float *out, const int64_t *lab
         l->probs = p;
         l->probs_cap = need;
     }
-    if (taas_cross_entropy_forward(loss, l->probs, out, labels, n, c, l->label_smoothing, err)) return -1;
-    if (dout) taas_cross_entropy_backward(dout, l->probs, labels, n, c, l->label_smoothing, 1.0f);
+    if (taas_cross_entropy_forward(loss, l->probs, out, labels, n, c, l->label_smoothing, l->ignore_index, err))
+        return -1;
+    if (dout) taas_cross_entropy_backward(dout, l->probs, labels, n, c, l->label_smoothing, l->ignore_index, dloss);
     return 0;
 }
 

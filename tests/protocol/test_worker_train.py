@@ -4,6 +4,7 @@ limit of a few thousand samples: the loss goes down, the weights file reads back
 evaluates well above chance, SIGINT stops the job with its weights written, a NaN loss
 names its step, and bad specs give one clear error line and exit status 1."""
 
+import gzip
 import json
 import os
 import re
@@ -107,7 +108,7 @@ class WorkerTrainTest(unittest.TestCase):
         start, first, done = lines[0], lines[1], lines[-1]
         self.assertEqual(start, {"event": "start", "epochs": 1, "steps_per_epoch": 938,
                                  "samples": 4000, "params": 784 * 64 + 64 + 64 * 10 + 10, "ranks": 1,
-                                 "engine": start["engine"], "total_steps": 63, "val_samples": 10000})
+                                 "engine": start["engine"], "total_steps": 63, "val_samples": 10000, "accumulate": 1})
         # a GPU where there is one, as a rank would (docs/cuda.md), else the CPU core
         cpu = r"CPU, 2 threads, (avx512|avx2|generic) kernels \(OpenBLAS \w+\)"
         self.assertRegex(start["engine"], r"^(%s|cuda:0, .+)$" % cpu if taastest.gpus() else r"^%s$" % cpu)
@@ -310,6 +311,36 @@ class WorkerTrainTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(lines[0]["samples"], 500)
 
+    def test_ignore_index(self):
+        """NLLLoss(ignore_index=k) trains, and evaluates over the samples of the other classes
+        only: over one batch, leaving out each class in turn counts every sample's loss and
+        hit nine times."""
+        rc, lines, err = self.run_job("train", self.fit_spec(units=640, loss={"type": "NLLLoss", "ignore_index": 0}))
+        self.assertEqual(rc, 0, err)
+        weights = lines[-1]["weights"]
+        n = 250
+        with gzip.open(os.path.join(FMNIST, "t10k-labels-idx1-ubyte.gz")) as f:
+            labels = list(f.read()[8:8 + n])
+
+        def evaluate(loss):
+            rc, lines, err = self.run_job("evaluate", {
+                "version": 1, "job": "evaluate", "model": MLP, "weights": weights,
+                "validate": loader(False, batch=n), "units": n, "loss": loss, "seed": 0, "threads": 2})
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(lines[0]["samples"], n)
+            return lines[0]["loss"], lines[0]["accuracy"]
+
+        loss, acc = evaluate({"type": "NLLLoss"})
+        loss_sum = acc_sum = 0.0
+        for k in range(10):
+            counted = n - labels.count(k)
+            self.assertLess(counted, n)
+            lk, ak = evaluate({"type": "NLLLoss", "ignore_index": k})
+            loss_sum += lk * counted
+            acc_sum += ak * counted
+        self.assertAlmostEqual(loss_sum / (9 * n), loss, delta=1e-4 * loss)
+        self.assertAlmostEqual(acc_sum / (9 * n), acc, delta=1e-6)
+
     def test_nan_loss_names_its_step(self):
         rc, lines, _ = self.run_job("train", self.fit_spec(optimizer={"type": "SGD", "lr": 1e30}))
         self.assertEqual(rc, 1)
@@ -394,6 +425,8 @@ class WorkerTrainTest(unittest.TestCase):
         self.assert_error(lines, rc, r'"epochs" must be an integer from 1')
         rc, lines, _ = self.run_job("train", self.fit_spec(loss={"type": "MSELoss"}))
         self.assert_error(lines, rc, r"MSELoss cannot train on class labels")
+        rc, lines, _ = self.run_job("train", self.fit_spec(loss={"type": "NLLLoss", "ignore_index": 0.5}))
+        self.assert_error(lines, rc, r'^NLLLoss: "ignore_index" must be an integer$')
         rc, lines, _ = self.run_job("train", self.fit_spec(train={"type": "FashionMNIST"}))
         self.assert_error(lines, rc, r'"train" is not a DataLoader spec')
         rc, lines, _ = self.run_job("train", self.fit_spec(scheduler={"type": "CyclicLR"}))

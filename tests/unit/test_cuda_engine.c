@@ -86,12 +86,17 @@ static taas_batch batch_of(const data *d, uint64_t k) {
     return b;
 }
 
-static taas_engine *engine(taas_model *m, taas_train_loss_kind kind, float smoothing, const taas_optim_config *opt) {
-    taas_train_loss loss = {kind, smoothing, NULL, 0};
+static taas_engine *engine_ignoring(taas_model *m, taas_train_loss_kind kind, float smoothing, int64_t ignore_index,
+                                    const taas_optim_config *opt) {
+    taas_train_loss loss = {.kind = kind, .label_smoothing = smoothing, .ignore_index = ignore_index};
     taas_error_clear(&E);
     taas_engine *e = taas_cuda_engine_new(m, &loss, opt, 0, &SOLO, &E);
     if (!e) fail_msg("%s (%s)", E.message, E.hint);
     return e;
+}
+
+static taas_engine *engine(taas_model *m, taas_train_loss_kind kind, float smoothing, const taas_optim_config *opt) {
+    return engine_ignoring(m, kind, smoothing, -100, opt);
 }
 
 static taas_optim_config optim(taas_optim_kind kind, double lr) {
@@ -242,7 +247,7 @@ static data random_data(uint32_t n, uint32_t c, uint32_t h, uint32_t w, int clas
 }
 
 /* The CPU core's step (engine_cpu.c's compute and update for one rank), on m. */
-static float cpu_step(taas_model *m, const data *d, taas_train_loss_kind kind, float smoothing,
+static float cpu_step(taas_model *m, const data *d, taas_train_loss_kind kind, float smoothing, int64_t ignore,
                       const taas_optim_config *opt, float *state, uint64_t step) {
     int k = (int)taas_model_out_numel(m), n = (int)d->n;
     float *dout = malloc((size_t)n * k * sizeof *dout), *probs = malloc((size_t)n * k * sizeof *probs), loss;
@@ -250,11 +255,11 @@ static float cpu_step(taas_model *m, const data *d, taas_train_loss_kind kind, f
     taas_model_zero_grad(m);
     TU_OK(taas_model_forward(m, d->x, n, 1, step, &out, &E), &E);
     if (kind == TAAS_JOB_NLL) {
-        TU_OK(taas_nll_loss_forward(&loss, out, d->y, n, k, &E), &E);
-        taas_nll_loss_backward(dout, d->y, n, k, 1.0f);
+        TU_OK(taas_nll_loss_forward(&loss, out, d->y, n, k, ignore, &E), &E);
+        taas_nll_loss_backward(dout, d->y, n, k, ignore, 1.0f);
     } else {
-        TU_OK(taas_cross_entropy_forward(&loss, probs, out, d->y, n, k, smoothing, &E), &E);
-        taas_cross_entropy_backward(dout, probs, d->y, n, k, smoothing, 1.0f);
+        TU_OK(taas_cross_entropy_forward(&loss, probs, out, d->y, n, k, smoothing, ignore, &E), &E);
+        taas_cross_entropy_backward(dout, probs, d->y, n, k, smoothing, ignore, 1.0f);
     }
     TU_OK(taas_model_backward(m, dout, &E), &E);
     taas_optim_step(opt, m->params, m->grads, state, m->ntrain, (long)step + 1);
@@ -263,17 +268,18 @@ static float cpu_step(taas_model *m, const data *d, taas_train_loss_kind kind, f
 }
 
 /* Four steps on the GPU and on the CPU from the same weights and batch: the losses and the
- * weights after them agree within the layers' tolerance. */
+ * weights after them agree within the layers' tolerance. With ignore in [0, classes), the
+ * batch's samples of that class count in neither. */
 static void against_cpu(const char *spec, int c, int h, int w, int classes, taas_train_loss_kind kind, float smoothing,
-                        taas_optim_config opt) {
+                        int64_t ignore, taas_optim_config opt) {
     taas_model *cpu = from_text(spec, c, h, w), *gpu = from_text(spec, c, h, w);
     assert_int_equal((int)taas_model_out_numel(cpu), classes);
     data d = random_data(12, (uint32_t)c, (uint32_t)h, (uint32_t)w, classes, 5);
     float *state = calloc(taas_optim_state_floats(&opt, cpu->nparams) + 1, sizeof *state);
-    taas_engine *e = engine(gpu, kind, smoothing, &opt);
+    taas_engine *e = engine_ignoring(gpu, kind, smoothing, ignore, &opt);
     taas_batch b = batch_of(&d, 0);
     for (uint64_t s = 0; s < 4; s++) {
-        float want = cpu_step(cpu, &d, kind, smoothing, &opt, state, s), got;
+        float want = cpu_step(cpu, &d, kind, smoothing, ignore, &opt, state, s), got;
         TU_OK(e->ops->compute(e, &b, NULL, NULL, s, &got, &E), &E);
         TU_OK(e->ops->update(e, 1.0f, &SOLO, &opt, (long)s + 1, &E), &E);
         if (!(fabs(got - want) <= 1e-4 * fmax(1.0, fabs(want)))) fail_msg("step %d: loss %.8g, CPU %.8g", (int)s, got, want);
@@ -322,8 +328,8 @@ static void test_accumulated_against_cpu(void **state) {
             float want, got;
             size_t at = (size_t)h * B * T;
             TU_OK(taas_model_forward(cpu, x + at, n[h], 1, 2 * s + (uint64_t)h, &out, &E), &E);
-            TU_OK(taas_cross_entropy_forward(&want, probs, out, y + at, n[h] * T, 40, 0.0f, &E), &E);
-            taas_cross_entropy_backward(dout, probs, y + at, n[h] * T, 40, 0.0f, (float)n[h] / B);
+            TU_OK(taas_cross_entropy_forward(&want, probs, out, y + at, n[h] * T, 40, 0.0f, -100, &E), &E);
+            taas_cross_entropy_backward(dout, probs, y + at, n[h] * T, 40, 0.0f, -100, (float)n[h] / B);
             TU_OK(taas_model_backward(cpu, dout, &E), &E);
             e->x.keep_grads = h > 0;
             e->x.grad_scale = (float)n[h] / B;
@@ -375,8 +381,8 @@ static void test_gpt2_windows_against_cpu(void **state) {
         float want, got;
         taas_model_zero_grad(cpu);
         TU_OK(taas_model_forward(cpu, x, N, 1, s, &out, &E), &E);
-        TU_OK(taas_cross_entropy_forward(&want, probs, out, y, N * T, 40, 0.0f, &E), &E);
-        taas_cross_entropy_backward(dout, probs, y, N * T, 40, 0.0f, 1.0f);
+        TU_OK(taas_cross_entropy_forward(&want, probs, out, y, N * T, 40, 0.0f, -100, &E), &E);
+        taas_cross_entropy_backward(dout, probs, y, N * T, 40, 0.0f, -100, 1.0f);
         TU_OK(taas_model_backward(cpu, dout, &E), &E);
         taas_clip_grad_norm(cpu->grads, cpu->ntrain, 0.5);
         taas_optim_step_spans(&opt, cpu->params, cpu->grads, st, cpu->ntrain, (long)s + 1, spans, nspans);
@@ -399,14 +405,18 @@ static void test_gpt2_windows_against_cpu(void **state) {
 
 static void test_every_layer_against_cpu(void **state) {
     (void)state;
-    against_cpu(EVERY_LAYER, 2, 10, 10, 4, TAAS_JOB_CROSS_ENTROPY, 0.1f, optim(TAAS_OPTIM_SGD, 0.05));
-    against_cpu(EVERY_LAYER, 2, 10, 10, 4, TAAS_JOB_CROSS_ENTROPY, 0.0f, optim(TAAS_OPTIM_ADADELTA, 1.0));
+    against_cpu(EVERY_LAYER, 2, 10, 10, 4, TAAS_JOB_CROSS_ENTROPY, 0.1f, -100, optim(TAAS_OPTIM_SGD, 0.05));
+    against_cpu(EVERY_LAYER, 2, 10, 10, 4, TAAS_JOB_CROSS_ENTROPY, 0.0f, -100, optim(TAAS_OPTIM_ADADELTA, 1.0));
+    /* 3 of the 12 samples ignored: the mean and the gradient over the other 9 */
+    against_cpu(EVERY_LAYER, 2, 10, 10, 4, TAAS_JOB_CROSS_ENTROPY, 0.1f, 2, optim(TAAS_OPTIM_SGD, 0.05));
 }
 
 static void test_section1_against_cpu(void **state) {
     (void)state;
-    against_cpu(SECTION1, 1, 20, 20, 10, TAAS_JOB_NLL, 0, optim(TAAS_OPTIM_ADADELTA, 1.0));
-    against_cpu(SECTION1, 1, 20, 20, 10, TAAS_JOB_CROSS_ENTROPY, 0.2f, optim(TAAS_OPTIM_SGD, 0.05));
+    against_cpu(SECTION1, 1, 20, 20, 10, TAAS_JOB_NLL, 0, -100, optim(TAAS_OPTIM_ADADELTA, 1.0));
+    against_cpu(SECTION1, 1, 20, 20, 10, TAAS_JOB_CROSS_ENTROPY, 0.2f, -100, optim(TAAS_OPTIM_SGD, 0.05));
+    /* NLLLoss after LogSoftmax, fused into cross-entropy on the GPU, with 2 samples ignored */
+    against_cpu(SECTION1, 1, 20, 20, 10, TAAS_JOB_NLL, 0, 5, optim(TAAS_OPTIM_SGD, 0.05));
 }
 
 /* ---- batches taken ahead ---- */
@@ -466,31 +476,67 @@ static void test_batches_taken_ahead(void **state) {
 
 /* ---- evaluation and errors ---- */
 
-static void test_eval_matches_cpu(void **state) {
-    (void)state;
-    data d = ref_data();
+/* eval against the CPU's loss and argmax, ignoring the samples whose label is ignore (none
+ * with -100): the means over the others, counted per sample as engine_cpu.c's. */
+static void eval_against_cpu(const data *d, int64_t ignore) {
     taas_optim_config opt = optim(TAAS_OPTIM_SGD, 0.05);
     taas_model *cpu = ref_model(), *gpu = ref_model();
-    taas_engine *e = engine(gpu, TAAS_JOB_NLL, 0, &opt);
-    taas_batch b = batch_of(&d, 0);
+    taas_engine *e = engine_ignoring(gpu, TAAS_JOB_NLL, 0, ignore, &opt);
+    taas_batch b = batch_of(d, 0);
     double loss_sum, right;
     TU_OK(e->ops->eval(e, &b, &loss_sum, &right, &E), &E);
     const float *out;
     float v;
-    int k = (int)taas_model_out_numel(cpu);
-    TU_OK(taas_model_forward(cpu, d.x, (int)d.n, 0, 0, &out, &E), &E);
-    TU_OK(taas_nll_loss_forward(&v, out, d.y, (int)d.n, k, &E), &E);
-    int want = 0;
-    for (uint32_t i = 0; i < d.n; i++) {
+    int k = (int)taas_model_out_numel(cpu), hits = 0, counted = 0;
+    TU_OK(taas_model_forward(cpu, d->x, (int)d->n, 0, 0, &out, &E), &E);
+    TU_OK(taas_nll_loss_forward(&v, out, d->y, (int)d->n, k, ignore, &E), &E);
+    for (uint32_t i = 0; i < d->n; i++) {
+        if (d->y[i] == ignore) continue;
         int best = 0;
         for (int q = 1; q < k; q++)
             if (out[(size_t)i * k + q] > out[(size_t)i * k + best]) best = q;
-        want += best == d.y[i];
+        hits += best == d->y[i];
+        counted++;
     }
-    assert_true(fabs(loss_sum - (double)v * d.n) <= 1e-4 * fmax(1.0, fabs((double)v * d.n)));
-    assert_true(right == want);
+    double want = (double)hits * d->n / counted;
+    assert_true(fabs(loss_sum - (double)v * d->n) <= 1e-4 * fmax(1.0, fabs((double)v * d->n)));
+    assert_true(fabs(right - want) <= 1e-9 * fmax(1.0, want));
     e->ops->free(e);
     taas_model_free(cpu), taas_model_free(gpu);
+}
+
+static void test_eval_matches_cpu(void **state) {
+    (void)state;
+    data d = ref_data();
+    assert_true(d.n >= 4);
+    eval_against_cpu(&d, -100);
+    /* ignored labels may be out of range */
+    d.y[1] = d.y[3] = -1;
+    eval_against_cpu(&d, -1);
+    free(d.x), free(d.y);
+}
+
+/* Every sample ignored: torch's nan loss and zero gradient, and nan means in eval. */
+static void test_all_ignored(void **state) {
+    (void)state;
+    data d = ref_data();
+    for (uint32_t i = 0; i < d.n; i++) d.y[i] = 7;
+    taas_optim_config opt = optim(TAAS_OPTIM_SGD, 0.05);
+    taas_model *m = ref_model();
+    taas_engine *e = engine_ignoring(m, TAAS_JOB_NLL, 0, 7, &opt);
+    taas_batch b = batch_of(&d, 0);
+    float loss = 0;
+    TU_OK(e->ops->compute(e, &b, NULL, NULL, 0, &loss, &E), &E);
+    assert_true(isnan(loss));
+    float *g = grads_of(e);
+    for (size_t i = 0; i < m->ntrain; i++)
+        if (g[i] != 0.0f) fail_msg("gradient %zu is %g with every sample ignored", i, (double)g[i]);
+    free(g);
+    double loss_sum, right;
+    TU_OK(e->ops->eval(e, &b, &loss_sum, &right, &E), &E);
+    assert_true(isnan(loss_sum) && isnan(right));
+    e->ops->free(e);
+    taas_model_free(m);
     free(d.x), free(d.y);
 }
 
@@ -508,7 +554,7 @@ static void test_errors_in_the_cpus_words(void **state) {
     taas_error want;
     taas_error_clear(&want);
     taas_error_clear(&E);
-    assert_int_equal(taas_nll_loss_forward(&loss, zeros, d.y, (int)d.n, k, &want), -1);
+    assert_int_equal(taas_nll_loss_forward(&loss, zeros, d.y, (int)d.n, k, -100, &want), -1);
     assert_int_equal(e->ops->compute(e, &b, NULL, NULL, 0, &loss, &E), -1);
     assert_string_equal(E.message, want.message);
     assert_string_equal(E.hint, want.hint);
@@ -544,6 +590,7 @@ int main(void) {
         cmocka_unit_test(test_section1_against_cpu),
         cmocka_unit_test(test_batches_taken_ahead),
         cmocka_unit_test(test_eval_matches_cpu),
+        cmocka_unit_test(test_all_ignored),
         cmocka_unit_test(test_errors_in_the_cpus_words),
     };
     return cmocka_run_group_tests(tests, load_ref, free_ref);

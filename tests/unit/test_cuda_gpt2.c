@@ -48,8 +48,8 @@ static void test_step(void **state) {
     float *logits = tu_host(&CU, dout, k);
     int bad = rt_check(logits, k, json_object_get(ref, "logits"), TOL_OUT, "logits");
     float loss, *probs = malloc(k * sizeof *probs), *dl = malloc(k * sizeof *dl);
-    TU_OK(taas_cross_entropy_forward(&loss, probs, logits, y, (int)rows, v, 0.0f, &E), &E);
-    taas_cross_entropy_backward(dl, probs, y, (int)rows, v, 0.0f, 1.0f);
+    TU_OK(taas_cross_entropy_forward(&loss, probs, logits, y, (int)rows, v, 0.0f, -100, &E), &E);
+    taas_cross_entropy_backward(dl, probs, y, (int)rows, v, 0.0f, -100, 1.0f);
     float *ddl = tu_dev(dl, k, 0);
     TU_OK(taas_cu_model_zero_grad(&dm, &E), &E);
     TU_OK(taas_cu_model_backward(&dm, ddl, &E), &E);

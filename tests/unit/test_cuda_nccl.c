@@ -72,7 +72,7 @@ static int run(void) {
     taas_optim_config opt;
     taas_optim_config_default(&opt, TAAS_OPTIM_SGD);
     opt.lr = 0.05, opt.momentum = 0.9;
-    taas_train_loss loss = {TAAS_JOB_NLL, 0, NULL, 0};
+    taas_train_loss loss = {.kind = TAAS_JOB_NLL, .ignore_index = -100};
     taas_engine *e = taas_cuda_engine_new(gpu, &loss, &opt, C.rank, &C, &E);
     CHECK(e != NULL, "%s (%s)", E.message, E.hint);
     /* unequal shares: 12 and 7 samples */
@@ -95,8 +95,8 @@ static int run(void) {
         const float *out;
         taas_model_zero_grad(cpu);
         OK(taas_model_forward(cpu, x, (int)n, 1, (uint64_t)s, &out, &E));
-        OK(taas_nll_loss_forward(&cl, out, y, (int)n, 10, &E));
-        taas_nll_loss_backward(dout, y, (int)n, 10, 1.0f);
+        OK(taas_nll_loss_forward(&cl, out, y, (int)n, 10, -100, &E));
+        taas_nll_loss_backward(dout, y, (int)n, 10, -100, 1.0f);
         OK(taas_model_backward(cpu, dout, &E));
         for (size_t i = 0; i < cpu->ntrain; i++) cpu->grads[i] *= w;
         OK(C.sum_f32(&C, cpu->grads, cpu->ntrain, &E));

@@ -59,8 +59,8 @@ static void one_step(const char *file, int train, int head_only) {
         if (fabs(logits[i] - v) > lerr + TOL_OUT * fmax(1.0, fabs(v))) fail_msg("logit %d: %.8g, torch %.8g", i, logits[i], v);
     }
     float loss, *probs = malloc((size_t)(n * k) * sizeof *probs), *dl = malloc((size_t)(n * k) * sizeof *dl);
-    TU_OK(taas_cross_entropy_forward(&loss, probs, logits, y, n, k, 0.0f, &E), &E);
-    taas_cross_entropy_backward(dl, probs, y, n, k, 0.0f, 1.0f);
+    TU_OK(taas_cross_entropy_forward(&loss, probs, logits, y, n, k, 0.0f, -100, &E), &E);
+    taas_cross_entropy_backward(dl, probs, y, n, k, 0.0f, -100, 1.0f);
     float *ddl = tu_dev(dl, (size_t)(n * k), 0);
     TU_OK(taas_cu_model_zero_grad(&dm, &E), &E);
     TU_OK(taas_cu_model_backward(&dm, ddl, &E), &E);

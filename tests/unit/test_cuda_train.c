@@ -14,6 +14,7 @@
 #include "cu_loss.h"
 #include "cu_optim.h"
 #include "fixture_testutil.h"
+#include "loss.h"
 #include "optim.h"
 #include "optim_testutil.h"
 #include "test_cuda_util.h"
@@ -26,40 +27,51 @@ static void close_to(double got, double want, double rel, const char *what, size
 
 /* ---- losses ---- */
 
-static json_t *find_case(json_t *ref, const char *kind, double ls) {
+/* The case of that kind, label_smoothing and ignore_index (absent in the file: -100). */
+static json_t *find_case(json_t *ref, const char *kind, double ls, json_int_t ignore_index) {
     size_t i;
     json_t *c;
     json_array_foreach(ref, i, c) {
         if (strcmp(json_string_value(json_object_get(c, "kind")), kind) != 0) continue;
-        json_t *s = json_object_get(c, "label_smoothing");
+        json_t *s = json_object_get(c, "label_smoothing"), *ii = json_object_get(c, "ignore_index");
+        if ((ii ? json_integer_value(ii) : -100) != ignore_index) continue;
         if (!s || fabs(json_number_value(s) - ls) < 1e-12) return c;
     }
     return NULL;
 }
 
-/* One loss case on the GPU: the mean of the rows against "loss", the gradient against "grad". */
+/* One loss case on the GPU: the mean of the counted rows against "loss" (null: torch's nan,
+ * every row ignored), the gradient against "grad"; the host counts the rows, as cu_engine.c. */
 static void loss_case(json_t *c, int ce, float smoothing) {
     int n = (int)json_integer_value(json_object_get(c, "n")), k = (int)json_integer_value(json_object_get(c, "c"));
+    json_t *ii = json_object_get(c, "ignore_index"), *want_loss = json_object_get(c, "loss");
+    int64_t ignore = ii ? json_integer_value(ii) : -100;
     size_t cnt;
     float *x = tu_floats(c, "input", &cnt), *want = tu_floats(c, "grad", NULL);
     int64_t t[64];
     assert_true(n <= 64);
     for (int i = 0; i < n; i++) t[i] = json_integer_value(json_array_get(json_object_get(c, "target"), (size_t)i));
+    int counted = taas_loss_counted(t, n, ignore);
+    float scale = counted ? 1.0f / (float)counted : 0.0f;
     float *dx = tu_dev(x, cnt, 0), *dd = tu_dev(NULL, cnt, 7);
     int64_t *dt = tu_dev_bytes(t, (size_t)n * sizeof *t);
     double *rows = tu_dev_bytes(NULL, (size_t)n * sizeof(double)), hrows[64];
-    if (ce) TU_OK(taas_cu_cross_entropy_rows(&CU, rows, dd, dx, dt, n, k, smoothing, &E), &E);
-    else TU_OK(taas_cu_nll_rows(&CU, rows, dd, dx, dt, n, k, &E), &E);
+    if (ce) TU_OK(taas_cu_cross_entropy_rows(&CU, rows, dd, dx, dt, n, k, smoothing, ignore, scale, &E), &E);
+    else TU_OK(taas_cu_nll_rows(&CU, rows, dd, dx, dt, n, k, ignore, scale, &E), &E);
     float *grad = tu_host(&CU, dd, cnt);
     tu_get(&CU, hrows, rows, (size_t)n * sizeof(double));
     double sum = 0;
-    for (int i = 0; i < n; i++) sum += hrows[i];
-    close_to((float)(sum / n), json_number_value(json_object_get(c, "loss")), 1e-5, ce ? "ce loss" : "nll loss", 0);
+    for (int i = 0; i < n; i++) {
+        if (t[i] == ignore && hrows[i] != 0.0) fail_msg("ignored row %d: loss %g, not 0", i, hrows[i]);
+        sum += hrows[i];
+    }
+    if (json_is_null(want_loss)) assert_int_equal(counted, 0);
+    else close_to((float)(sum / counted), json_number_value(want_loss), 1e-5, ce ? "ce loss" : "nll loss", 0);
     for (size_t i = 0; i < cnt; i++) close_to(grad[i], want[i], 1e-4, ce ? "ce grad" : "nll grad", i);
     /* without a gradient buffer: the same losses */
     double again[64];
-    if (ce) TU_OK(taas_cu_cross_entropy_rows(&CU, rows, NULL, dx, dt, n, k, smoothing, &E), &E);
-    else TU_OK(taas_cu_nll_rows(&CU, rows, NULL, dx, dt, n, k, &E), &E);
+    if (ce) TU_OK(taas_cu_cross_entropy_rows(&CU, rows, NULL, dx, dt, n, k, smoothing, ignore, scale, &E), &E);
+    else TU_OK(taas_cu_nll_rows(&CU, rows, NULL, dx, dt, n, k, ignore, scale, &E), &E);
     tu_get(&CU, again, rows, (size_t)n * sizeof(double));
     assert_memory_equal(again, hrows, (size_t)n * sizeof(double));
     free(x), free(want), free(grad);
@@ -70,31 +82,44 @@ static void test_losses_match_torch(void **state) {
     (void)state;
     json_t *ref = tu_fixture_load("optim/loss.json");
     assert_non_null(ref);
-    json_t *nll = find_case(ref, "nll", 0);
+    json_t *nll = find_case(ref, "nll", 0, -100);
     assert_non_null(nll);
     loss_case(nll, 0, 0);
     const double smoothing[] = {0.0, 0.1, 0.35};
     for (int s = 0; s < 3; s++) {
-        json_t *c = find_case(ref, "cross_entropy", smoothing[s]);
+        json_t *c = find_case(ref, "cross_entropy", smoothing[s], -100);
         assert_non_null(c);
         loss_case(c, 1, (float)smoothing[s]);
+    }
+    /* ignore_index: some targets (out of range for -1), and all of them (2) */
+    const struct { int ce; double ls; json_int_t ignore; } ignoring[] = {
+        {0, 0, 1}, {1, 0.0, 1}, {1, 0.1, 1}, {0, 0, -1}, {1, 0.35, -1}, {0, 0, 2}, {1, 0.1, 2},
+    };
+    for (size_t i = 0; i < sizeof ignoring / sizeof *ignoring; i++) {
+        json_t *c = find_case(ref, ignoring[i].ce ? "cross_entropy" : "nll", ignoring[i].ls, ignoring[i].ignore);
+        assert_non_null(c);
+        loss_case(c, ignoring[i].ce, (float)ignoring[i].ls);
     }
     json_decref(ref);
 }
 
 /* The first highest value wins, as the CPU's loop (engine_cpu.c) picks it: a tie goes to the
- * first, and a NaN in the first place stays the highest (nothing is greater than it). */
+ * first, and a NaN in the first place stays the highest (nothing is greater than it). A row
+ * whose target is ignore_index is never right. */
 static void test_argmax_right(void **state) {
     (void)state;
     const float out[5 * 3] = {0.1f, 0.9f, 0.9f, 2, 1, 0, NAN, 1, 0, -1, -1, -2, 0, 0, 1};
     const int64_t t[5] = {1, 0, 0, 0, 0};
-    const int want[5] = {1, 1, 1, 1, 0};
+    const int want[5] = {1, 1, 1, 1, 0}, ignoring0[5] = {1, 0, 0, 0, 0};
     float *d = tu_dev(out, 15, 0);
     int64_t *dt = tu_dev_bytes(t, sizeof t);
     int *r = tu_dev_bytes(NULL, sizeof want), got[5];
-    TU_OK(taas_cu_argmax_right(&CU, r, d, dt, 5, 3, &E), &E);
+    TU_OK(taas_cu_argmax_right(&CU, r, d, dt, 5, 3, -100, &E), &E);
     tu_get(&CU, got, r, sizeof got);
     assert_memory_equal(got, want, sizeof want);
+    TU_OK(taas_cu_argmax_right(&CU, r, d, dt, 5, 3, 0, &E), &E);
+    tu_get(&CU, got, r, sizeof got);
+    assert_memory_equal(got, ignoring0, sizeof ignoring0);
     cudaFree(d), cudaFree(dt), cudaFree(r);
 }
 

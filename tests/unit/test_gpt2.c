@@ -61,11 +61,11 @@ static void test_step(void **state) {
     assert_int_equal(taas_model_forward(m, ids, n, 1, 0, &out, &e), 0);
     int bad = rt_check(out, rows * (size_t)v, json_object_get(ref, "logits"), TOL_OUT, "logits");
     /* nanoGPT's F.cross_entropy(logits.view(-1, V), y.view(-1)) */
-    assert_int_equal(taas_cross_entropy_forward(&loss, probs, out, y, (int)rows, v, 0.0f, &e), 0);
+    assert_int_equal(taas_cross_entropy_forward(&loss, probs, out, y, (int)rows, v, 0.0f, -100, &e), 0);
     double want = json_number_value(json_object_get(ref, "loss"));
     if (fabs(loss - want) > RT_TIMES * json_number_value(json_object_get(ref, "loss_err")) + TOL_OUT * fmax(1.0, want))
         fail_msg("loss %.8g, torch %.8g", loss, want);
-    taas_cross_entropy_backward(dlogits, probs, y, (int)rows, v, 0.0f, 1.0f);
+    taas_cross_entropy_backward(dlogits, probs, y, (int)rows, v, 0.0f, -100, 1.0f);
     assert_int_equal(taas_model_backward(m, dlogits, &e), 0);
     for (size_t i = 0; i < m->ntable; i++) {
         const taas_param_entry *p = &m->table[i];
@@ -444,8 +444,8 @@ static void test_two_epochs_on_fortunes(void **state) {
             OK(taas_model_split_windows(m, win, (size_t)block + 1, n, x, y, &e));
             taas_model_zero_grad(m);
             OK(taas_model_forward(m, x, n, 1, (uint64_t)k, &out, &e));
-            OK(taas_cross_entropy_forward(&loss, probs, out, y, n * block, 256, 0.0f, &e));
-            taas_cross_entropy_backward(dl, probs, y, n * block, 256, 0.0f, 1.0f);
+            OK(taas_cross_entropy_forward(&loss, probs, out, y, n * block, 256, 0.0f, -100, &e));
+            taas_cross_entropy_backward(dl, probs, y, n * block, 256, 0.0f, -100, 1.0f);
             OK(taas_model_backward(m, dl, &e));
             taas_clip_grad_norm(m->grads, m->ntrain, 1.0);
             taas_optim_step_spans(&cfg, m->params, m->grads, st, m->ntrain, ++k, spans, nspans);
@@ -456,7 +456,7 @@ static void test_two_epochs_on_fortunes(void **state) {
     float val;
     OK(taas_model_split_windows(m, win, (size_t)block + 1, (int)nval, x, y, &e));
     OK(taas_model_forward(m, x, (int)nval, 0, 0, &out, &e));
-    OK(taas_cross_entropy_forward(&val, probs, out, y, (int)nval * block, 256, 0.0f, &e));
+    OK(taas_cross_entropy_forward(&val, probs, out, y, (int)nval * block, 256, 0.0f, -100, &e));
     double want = json_number_value(json_object_get(ref, "val_loss"));
     fprintf(stderr, "validation loss after two epochs: %.6f, PyTorch's %.6f\n", val, want);
     if (fabs(val - want) > 0.02 * want) fail_msg("validation loss after two epochs %.6f, PyTorch's %.6f", val, want);

@@ -60,11 +60,11 @@ static void one_step(const char *file, int train) {
         if (fabs(out[i] - want) > lerr + TOL_OUT * fmax(1.0, fabs(want)))
             fail_msg("logit %d: %.8g, torch %.8g", i, out[i], want);
     }
-    assert_int_equal(taas_cross_entropy_forward(&loss, probs, out, y, n, k, 0.0f, &e), 0);
+    assert_int_equal(taas_cross_entropy_forward(&loss, probs, out, y, n, k, 0.0f, -100, &e), 0);
     double want = json_number_value(json_object_get(r, "loss"));
     if (fabs(loss - want) > RT_TIMES * json_number_value(json_object_get(r, "loss_err")) + TOL_OUT * fmax(1.0, want))
         fail_msg("loss %.8g, torch %.8g", loss, want);
-    taas_cross_entropy_backward(dlogits, probs, y, n, k, 0.0f, 1.0f);
+    taas_cross_entropy_backward(dlogits, probs, y, n, k, 0.0f, -100, 1.0f);
     assert_int_equal(taas_model_backward(m, dlogits, &e), 0);
     int bad = 0;
     for (size_t i = 0; i < m->ntable; i++) {
@@ -133,8 +133,8 @@ static void test_frozen_backbone(void **s) {
     for (int i = 0; i < 2; i++) {
         taas_model_zero_grad(ms[i]);
         assert_int_equal(taas_model_forward(ms[i], x, n, 1, 0, &out, &e), 0);
-        assert_int_equal(taas_cross_entropy_forward(&loss, probs, out, y, n, k, 0.0f, &e), 0);
-        taas_cross_entropy_backward(dl, probs, y, n, k, 0.0f, 1.0f);
+        assert_int_equal(taas_cross_entropy_forward(&loss, probs, out, y, n, k, 0.0f, -100, &e), 0);
+        taas_cross_entropy_backward(dl, probs, y, n, k, 0.0f, -100, 1.0f);
         assert_int_equal(taas_model_backward(ms[i], dl, &e), 0);
     }
     const taas_param_entry *fullw = taas_model_find(full, "7.weight");

@@ -1,6 +1,7 @@
 /* The CUDA engine (cu_engine.h): engine_cpu.c's steps on a GPU. */
 #include "cu_engine.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ typedef struct cu_engine {
     taas_cu_comm comm;
     taas_train_loss_kind loss_kind;
     float smoothing;
+    int64_t ignore_index;       /* the loss's: rows with this target count nowhere */
     int fused;                  /* NLLLoss after a final LogSoftmax: cross-entropy on its input */
     size_t k;                   /* outputs per row: a sample's, or a token model's vocabulary */
     int tokens;                 /* a token model's T (model.h), rows being tokens; else 0 */
@@ -38,6 +40,7 @@ typedef struct cu_engine {
     int *right, *right_host;    /* eval: each sample's hit */
     int cap;                    /* samples the four buffers above hold */
     int last_slot;              /* the stage's slot of the last batch computed */
+    int counted[2];             /* each slot's rows whose target is not ignore_index */
     cudaEvent_t start, done;    /* around a step's kernels */
     /* TAAS_CUDA_STATS */
     int stats;
@@ -75,7 +78,7 @@ static int check_batch(const cu_engine *e, const taas_batch *b, taas_error *err)
     }
     const char *what = e->loss_kind == TAAS_JOB_NLL ? "NLLLoss" : "CrossEntropyLoss";
     for (uint32_t i = 0; i < b->n; i++) {
-        if (b->labels[i] < 0 || (uint64_t)b->labels[i] >= e->k) {
+        if (b->labels[i] != e->ignore_index && (b->labels[i] < 0 || (uint64_t)b->labels[i] >= e->k)) {
             taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "%s: target %lld of sample %u is out of range for %zu classes",
                            what, (long long)b->labels[i], i, e->k);
             taas_error_hint(err, "class labels must be integers in [0, %zu); check the dataset's labels or the size "
@@ -121,9 +124,13 @@ static int rows_of(const cu_engine *e, const taas_batch *b) {
 }
 
 /* b into slot i: as it is, or a token model's inputs and targets cut from its windows on
- * the host (the cut checks them: model.h) */
+ * the host (the cut checks them: model.h). The slot's counted rows are taken from the host's
+ * targets now, for the loss's mean and gradient scale. */
 static int put(cu_engine *e, int i, const taas_batch *b, taas_error *err) {
-    if (!e->tokens) return taas_cu_stage_put(&e->st, i, b, (size_t)b->c * b->h * b->w, err);
+    if (!e->tokens) {
+        e->counted[i] = taas_loss_counted(b->labels, (int)b->n, e->ignore_index);
+        return taas_cu_stage_put(&e->st, i, b, (size_t)b->c * b->h * b->w, err);
+    }
     size_t rows = (size_t)rows_of(e, b);
     if (rows > e->tcap) {
         float *x = realloc(e->tx, rows * sizeof *x);
@@ -134,6 +141,7 @@ static int put(cu_engine *e, int i, const taas_batch *b, taas_error *err) {
         e->tcap = rows;
     }
     if (taas_model_split_windows(e->m, b->images, (size_t)b->c * b->h * b->w, (int)b->n, e->tx, e->ty, err)) return -1;
+    e->counted[i] = taas_loss_counted(e->ty, (int)rows, e->ignore_index);
     return taas_cu_stage_put_xy(&e->st, i, b, e->tx, rows, e->ty, rows, err);
 }
 
@@ -149,12 +157,17 @@ static int stage(cu_engine *e, const taas_batch *b, taas_error *err) {
     return slot;
 }
 
-/* Queues the loss of out (rows, and with d its gradient) for b's labels in slot's copy. */
-static int queue_loss(cu_engine *e, const float *out, const int64_t *y, int n, float *d, taas_error *err) {
+/* Queues the loss of out (n rows, and with d its gradient) for the labels y of a slot with
+ * counted rows not ignored: the gradient is the mean's over those (none: zero, as torch's),
+ * times the extras' grad_scale (engine.h). */
+static int queue_loss(cu_engine *e, const float *out, const int64_t *y, int n, int counted, float *d,
+                      taas_error *err) {
+    float g = e->base.x.grad_scale != 0 ? e->base.x.grad_scale : 1.0f;
+    float scale = counted ? g / (float)counted : 0.0f;
     if (e->fused || e->loss_kind == TAAS_JOB_CROSS_ENTROPY)
         return taas_cu_cross_entropy_rows(&e->cu, e->rows, d, out, y, n, (int)e->k, e->fused ? 0.0f : e->smoothing,
-                                          err);
-    return taas_cu_nll_rows(&e->cu, e->rows, d, out, y, n, (int)e->k, err);
+                                          e->ignore_index, scale, err);
+    return taas_cu_nll_rows(&e->cu, e->rows, d, out, y, n, (int)e->k, e->ignore_index, scale, err);
 }
 
 static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn next, void *next_ctx, uint64_t step,
@@ -163,15 +176,15 @@ static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn n
     *loss = 0;
     if (b && (check_batch(e, b, err) || reserve(e, rows_of(e, b), err))) return -1;
     if (!base->x.keep_grads && taas_cu_model_zero_grad(&e->dm, err)) return -1;
+    int counted = 0;  /* b's rows not ignored, for the mean below */
     if (b) {
         int slot = stage(e, b, err), n = (int)b->n, r = rows_of(e, b);
         const float *out;
+        if (slot >= 0) counted = e->counted[slot];
         int nrun = e->fused ? e->m->nlayers - 1 : e->m->nlayers;
         if (slot < 0 || taas_cu_check(cudaEventRecord(e->start, e->cu.stream), "timing a step", err) ||
             taas_cu_model_forward(&e->dm, e->st.slot[slot].x, n, 1, step, nrun, &out, err) ||
-            queue_loss(e, out, e->st.slot[slot].y, r, e->dout, err) ||
-            (base->x.grad_scale != 0 && base->x.grad_scale != 1 &&
-             taas_cu_scale(&e->cu, e->dout, (size_t)r * e->k, base->x.grad_scale, err)) ||
+            queue_loss(e, out, e->st.slot[slot].y, r, counted, e->dout, err) ||
             taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)r * sizeof(double), cudaMemcpyDeviceToHost,
                                           e->cu.stream),
                           "copying the loss back", err) ||
@@ -203,8 +216,8 @@ static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn n
     }
     double sum = 0;
     int r = rows_of(e, b);
-    for (int i = 0; i < r; i++) sum += e->rows_host[i];
-    *loss = (float)(sum / r);
+    for (int i = 0; i < r; i++) sum += e->rows_host[i];  /* an ignored row's is 0 */
+    *loss = counted ? (float)(sum / counted) : NAN;      /* torch's mean of nothing */
     return 0;
 }
 
@@ -237,9 +250,10 @@ static int eval(taas_engine *base, const taas_batch *b, double *loss_sum, double
     /* the loss on the model's output, as the CPU computes it (no fusion: eval has no backward) */
     int fused = e->fused;
     e->fused = 0;
-    int rc = queue_loss(e, out, e->st.slot[slot].y, r, NULL, err);
+    int counted = e->counted[slot];
+    int rc = queue_loss(e, out, e->st.slot[slot].y, r, counted, NULL, err);
     e->fused = fused;
-    if (rc || taas_cu_argmax_right(&e->cu, e->right, out, e->st.slot[slot].y, r, (int)e->k, err) ||
+    if (rc || taas_cu_argmax_right(&e->cu, e->right, out, e->st.slot[slot].y, r, (int)e->k, e->ignore_index, err) ||
         taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)r * sizeof(double), cudaMemcpyDeviceToHost,
                                       e->cu.stream),
                       "copying the losses back", err) ||
@@ -254,9 +268,10 @@ static int eval(taas_engine *base, const taas_batch *b, double *loss_sum, double
         *loss_sum += e->rows_host[i];
         *right += e->right_host[i];
     }
-    /* a token model's per token, counted per sample as engine_cpu.c's */
-    *loss_sum *= (double)n / r;
-    *right *= (double)n / r;
+    /* the means over the rows not ignored (a token model's per token), counted per sample as
+     * engine_cpu.c's; nan when every row is ignored */
+    *loss_sum = counted ? *loss_sum * n / counted : NAN;
+    *right = counted ? *right * n / counted : NAN;
     return 0;
 }
 
@@ -372,6 +387,7 @@ __attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_mo
     e->m = m;
     e->loss_kind = loss->kind;
     e->smoothing = loss->label_smoothing;
+    e->ignore_index = loss->ignore_index;
     e->opt = *opt;
     const taas_model_layer *last = &m->layers[m->nlayers - 1];
     e->tokens = taas_model_tokens(m);
