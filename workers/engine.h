@@ -63,6 +63,10 @@ typedef struct taas_engine_ops {
     /* Takes the weights, statistics and optimizer state of the checkpoint at path (all or
      * nothing); *meta: its fit state (a new reference). */
     int (*restore)(taas_engine *e, const char *path, json_t **meta, taas_error *err);
+    /* The model with its weights and statistics as they are now, on the host (a GPU engine
+     * copies them back first), borrowed: a forward in eval mode on it (the fit's text sample)
+     * leaves training as it was. NULL with err. */
+    taas_model *(*host_model)(taas_engine *e, taas_error *err);
     void (*free)(taas_engine *e);
 } taas_engine_ops;
 

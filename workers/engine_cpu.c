@@ -156,7 +156,13 @@ static void cpu_free(taas_engine *e) {
     free(c);
 }
 
-static const taas_engine_ops CPU_OPS = {compute, update, eval, share_stats, save, checkpoint, restore, cpu_free};
+static taas_model *host_model(taas_engine *e, taas_error *err) {
+    (void)err;
+    return ((cpu_engine *)e)->m;
+}
+
+static const taas_engine_ops CPU_OPS = {compute, update, eval, share_stats, save, checkpoint, restore, host_model,
+                                        cpu_free};
 
 taas_engine *taas_engine_cpu(taas_model *m, taas_train_loss *loss, const taas_optim_config *opt, taas_error *err) {
     if (taas_cpu_check(err)) {  /* TAAS_CPU names no set, or one this CPU lacks */

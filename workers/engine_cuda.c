@@ -123,6 +123,10 @@ static int door_restore(taas_engine *e, const char *path, json_t **meta, taas_er
     return inner(e)->ops->restore(inner(e), path, meta, err);
 }
 
+static taas_model *door_host_model(taas_engine *e, taas_error *err) {
+    return inner(e)->ops->host_model(inner(e), err);
+}
+
 static void door_free(taas_engine *e) {
     if (!e) return;
     cuda_door *d = (cuda_door *)e;
@@ -131,8 +135,8 @@ static void door_free(taas_engine *e) {
     free(d);
 }
 
-static const taas_engine_ops DOOR_OPS = {door_compute, door_update,     door_eval,     door_share_stats,
-                                         door_save,    door_checkpoint, door_restore, door_free};
+static const taas_engine_ops DOOR_OPS = {door_compute, door_update,  door_eval,       door_share_stats, door_save,
+                                         door_checkpoint, door_restore, door_host_model, door_free};
 
 taas_engine *taas_engine_cuda(taas_model *m, const taas_train_loss *loss, const taas_optim_config *opt, int device,
                               taas_collective *c, taas_error *err) {

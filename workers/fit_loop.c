@@ -16,7 +16,9 @@
 #include "engine.h"
 #include "errnames.h"
 #include "role.h"
+#include "sample.h"
 #include "train_job.h"
+#include "utf8.h"
 
 /* By time: the first checkpoint after this much training, the next after at least as much
  * and 99 times what the last one took (≤ 1 % of the time). */
@@ -41,6 +43,7 @@ struct taas_fit {
     int has_sched;
     int sched_per_step;         /* stepped after each optimizer step, else after each epoch */
     double last_lr;             /* the lr of the last optimizer step */
+    int text_sample;            /* rank 0 of a model of a TextFile: a sample of text after each epoch */
     long long accum;            /* batches an optimizer step (fit(accumulate=)) */
     double window_n;            /* the samples of this optimizer step's batches so far, all ranks' */
     size_t nparams;
@@ -272,6 +275,8 @@ static int setup(taas_fit *f, taas_error *err) {
     }
     f->nparams = m->nparams;
     f->tokens = taas_model_tokens(m);
+    const char *dtype = json_string_value(json_object_get(json_object_get(tr, "dataset"), "type"));
+    f->text_sample = f->tokens && f->coll->rank == 0 && dtype && !strcmp(dtype, "TextFile");
     /* the update's extras (engine.h): clip_grad_norm, and the optimizer's parameter groups */
     const json_t *clip = json_object_get(job, "clip_grad_norm"), *opt = json_object_get(job, "optimizer");
     const char *groups = json_string_value(json_object_get(opt, "param_groups"));
@@ -562,6 +567,28 @@ static int validate(taas_fit *f, long long epoch, double *loss, double *acc, taa
     return 0;
 }
 
+/* Text from the model as it is after epoch e, nanoGPT's sample at each evaluation: 200 bytes
+ * after a newline at temperature 0.8 among the 200 likeliest, seeded by (seed, epoch). NULL
+ * when it cannot be made: a log line says why, and training goes on. */
+static char *text_sample(taas_fit *f, long long e) {
+    enum { NEW = 200 };
+    int64_t seq[1 + NEW] = {'\n'};
+    size_t len = 1;
+    taas_error err;
+    taas_error_clear(&err);
+    taas_model *m = f->engine->ops->host_model(f->engine, &err);
+    if (m && taas_sample_tokens(m, seq, &len, NEW, 0.8, 200, (uint64_t)f->seed * 1000003u + (uint64_t)e, &err) == 0) {
+        char bytes[NEW];
+        for (size_t i = 1; i < len; i++) bytes[i - 1] = (char)(seq[i] < 256 ? seq[i] : '?');
+        return taas_utf8_sanitize(bytes, len - 1, NULL);
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string("log"));
+    json_object_set_new(j, "text", json_sprintf("no text sample after epoch %lld: %s", e + 1, err.message));
+    emit(f, j);
+    return NULL;
+}
+
 /* The end of epoch e (0-based): validation, the epoch line, the checksum, the scheduler.
  * samples: the epoch's; trained: of which this run's, in secs. */
 static int end_epoch(taas_fit *f, long long e, uint64_t steps, double loss_sum, double samples, double trained,
@@ -589,6 +616,9 @@ static int end_epoch(taas_fit *f, long long e, uint64_t steps, double loss_sum, 
     }
     json_object_set_new(j, "steps", json_integer((json_int_t)steps));  /* fewer than an epoch's when units cut it */
     json_object_set_new(j, "lr", json_real(f->last_lr));  /* of its last step, as the scheduler set it */
+    char *text = f->text_sample ? text_sample(f, e) : NULL;
+    if (text) json_object_set_new(j, "sample", json_string(text));
+    free(text);
     json_array_append(f->history, j);
     emit(f, j);
     if (f->has_sched && !f->sched_per_step) return sched_step(f, err);

@@ -1,48 +1,15 @@
 /* taas-worker generate: text (tokens) from a model of tokens, for generate() in a notebook
- * (kernel/lang/action_generate.c), nanoGPT's sampling loop: the context's last block_size
- * tokens in, the next token drawn from the softmax of the last position's logits over
- * temperature, among the top_k when given; the draw k from the counter generator at
- * (seed, k), so a seed gives the same text. The model is planned for block_size tokens once:
- * a shorter context sits at the start of the window, zeros after it, which a causal model's
- * positions up to the context's last never see. Prints {"tokens": [...]} (the new ones). */
+ * (kernel/lang/action_generate.c), by nanoGPT's sampling loop (workers/train/sample.h) on a
+ * model planned for block_size tokens. Prints {"tokens": [...]} (the new ones). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctr_rng.h"
 #include "errnames.h"
 #include "role.h"
+#include "sample.h"
 #include "train_job.h"
-
-/* The next token from logits (v of them): softmax(logits / temperature) over the top_k
- * largest (0: all), drawn with u in [0, 1). */
-static int64_t draw(const float *logits, int v, double temperature, int top_k, float u, double *p) {
-    double cut = -INFINITY;
-    if (top_k > 0 && top_k < v) {  /* the k-th largest: torch.topk's threshold */
-        for (int i = 0; i < v; i++) p[i] = logits[i];
-        for (int k = 0; k < top_k; k++) {
-            int best = -1;
-            for (int i = 0; i < v; i++)
-                if (p[i] > -INFINITY && (best < 0 || p[i] > p[best])) best = i;
-            cut = p[best];
-            p[best] = -INFINITY;
-        }
-    }
-    double mx = -INFINITY, sum = 0;
-    for (int i = 0; i < v; i++)
-        if (logits[i] >= cut && logits[i] / temperature > mx) mx = logits[i] / temperature;
-    for (int i = 0; i < v; i++) sum += p[i] = logits[i] >= cut ? exp(logits[i] / temperature - mx) : 0.0;
-    double r = (double)u * sum, acc = 0;
-    int last = 0;
-    for (int i = 0; i < v; i++) {
-        if (p[i] == 0.0) continue;
-        acc += p[i];
-        last = i;
-        if (r < acc) return i;
-    }
-    return last;
-}
 
 static json_t *generate(const json_t *spec, taas_error *err) {
     long long block, max_new, top_k, seed;
@@ -67,8 +34,6 @@ static json_t *generate(const json_t *spec, taas_error *err) {
     int t = taas_model_tokens(m), v = t ? m->layers[m->nlayers - 1].out.d[1] : 0;
     size_t n0 = json_array_size(prompt), len = n0;
     int64_t *seq = malloc((n0 + (size_t)max_new) * sizeof *seq);
-    float *x = calloc((size_t)(t ? t : 1), sizeof *x);
-    double *p = malloc((size_t)(v ? v : 1) * sizeof *p);
     json_t *out = NULL;
     if (!t) {
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "generate needs a model of tokens (an Embedding first, an "
@@ -76,7 +41,7 @@ static json_t *generate(const json_t *spec, taas_error *err) {
         taas_error_hint(err, "generate(net, prompt) with net = transformers.GPT2LMHeadModel(...)");
         goto done;
     }
-    if (!seq || !x || !p) {
+    if (!seq) {
         taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for %lld new tokens", max_new);
         goto done;
     }
@@ -90,20 +55,13 @@ static json_t *generate(const json_t *spec, taas_error *err) {
         }
         seq[i] = json_integer_value(id);
     }
-    for (long long k = 0; k < max_new; k++) {
-        size_t ctx = len < (size_t)t ? len : (size_t)t, from = len - ctx;
-        for (size_t i = 0; i < (size_t)t; i++) x[i] = i < ctx ? (float)seq[from + i] : 0.0f;
-        const float *logits;
-        if (taas_model_forward(m, x, 1, 0, 0, &logits, err)) goto done;
-        seq[len++] = draw(logits + (ctx - 1) * (size_t)v, v, temperature, (int)top_k,
-                          taas_ctr_uniform((uint64_t)seed, (uint64_t)k), p);
-    }
+    if (taas_sample_tokens(m, seq, &len, max_new, temperature, (int)top_k, (uint64_t)seed, err)) goto done;
     out = json_object();
     json_t *ids = json_array();
     for (size_t i = n0; i < len; i++) json_array_append_new(ids, json_integer(seq[i]));
     json_object_set_new(out, "tokens", ids);
 done:
-    free(seq), free(x), free(p);
+    free(seq);
     taas_model_free(m);
     return out;
 }

@@ -451,6 +451,21 @@ static int share(long long done, long long total, int scale) {
     return (int)(done <= LLONG_MAX / scale ? scale * done / total : done / (total / scale));
 }
 
+/* A model of text's latest sample (an epoch line's "sample": the worker's, after validation),
+ * under the table as nanoGPT prints one at each evaluation. */
+static void sample(const taas_trainview *v, taas_buf *text, taas_buf *html) {
+    const json_t *row = NULL, *r;
+    size_t i;
+    json_array_foreach(v->rows, i, r)
+        if (json_is_string(json_object_get(r, "sample"))) row = r;
+    if (!row) return;
+    const char *s = json_string_value(json_object_get(row, "sample"));
+    taas_buf_printf(text, "\nsample after epoch %lld:\n%s", integer(row, "epoch"), s);
+    taas_buf_printf(html, "<div class=\"taas-sample\">sample after epoch %lld:<pre>", integer(row, "epoch"));
+    taas_buf_html(html, s);
+    taas_buf_puts(html, "</pre></div>\n");
+}
+
 void taas_trainview_show(taas_trainview *v, const taas_io *io, int now) {
     double t = taas_now();
     if (!io || !io->display) return;
@@ -480,6 +495,7 @@ void taas_trainview_show(taas_trainview *v, const taas_io *io, int now) {
         chart_img(v, &html);
         taas_buf_puts(&html, "</div>\n");
     }
+    sample(v, &text, &html);
     if (v->state[0]) {
         taas_buf s = TAAS_BUF_INIT;
         summary(v, &s);

@@ -49,8 +49,15 @@ class TextInTheNotebook(taastest.KernelCase):
         self.assertIn("Dataset TextFile", text)
         self.assertIn("Block size: 32 (windows of 33 bytes, a vocabulary of 256)", text)
         self.assertIn("Number of datapoints: %d" % ((int(size * 0.9) - 1) // 32), text)
-        h = self.result("h = fit(net, train, epochs=3, optimizer=AdamW(lr=3e-3), loss=CrossEntropyLoss(), "
-                        "validate=val)\nh", timeout=300)["text/plain"]
+        msgs = self.ok("h = fit(net, train, epochs=3, optimizer=AdamW(lr=3e-3), loss=CrossEntropyLoss(), "
+                       "validate=val)\nh", timeout=300)
+        h = taastest.text(taastest.only(msgs, "execute_result")[0]["content"]["data"]["text/plain"])
+        # after each validation the display shows text from the model, as nanoGPT prints it
+        view = taastest.last_display(msgs)
+        sample = view["text/plain"].split("\nsample after epoch 3:\n", 1)[1].split("\ndone after", 1)[0]
+        self.assertGreaterEqual(len(sample), 150, view["text/plain"])
+        self.assertGreater(sum(c.isalpha() or c == " " for c in sample), 0.6 * len(sample), sample)
+        self.assertIn("<div class=\"taas-sample\">sample after epoch 3:<pre>", view["text/html"])
         # a language model's History: perplexity, and tokens rather than samples a second
         self.assertRegex(h, r"epoch +train loss +val loss +val perplexity +val accuracy +time +tokens/s\n")
         rows = re.findall(r"^ +(\d+) +([0-9.]+) +([0-9.]+) +([0-9.]+) ", h, re.M)

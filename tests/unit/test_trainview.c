@@ -214,9 +214,38 @@ static void test_a_stop_says_the_steps_rank_0_counted(void **state) {
     json_decref(c.shown);
 }
 
+/* A model of text's sample: the latest under the table, escaped in HTML; and with gradient
+ * accumulation the summary counts batches and optimizer steps apart. */
+static void test_text_sample_and_accumulation(void **state) {
+    (void)state;
+    capture c = {0};
+    taas_io io = {.ctx = &c, .display = keep_display};
+    taas_trainview *v = taas_trainview_new("job-1");
+    json_t *start = json_pack("{s:i,s:i,s:i,s:i}", "epochs", 2, "steps_per_epoch", 5, "total_steps", 10, "accumulate", 2);
+    taas_trainview_start(v, start);
+    json_decref(start);
+    for (int e = 1; e <= 2; e++) {
+        json_t *m = json_pack("{s:s,s:i,s:f,s:f,s:f,s:i,s:s}", "event", "epoch", "epoch", e, "train_loss", 2.0,
+                              "time_s", 1.0, "samples_per_s", 10.0, "steps", 5, "sample",
+                              e == 1 ? "first" : "Q: <why>?\nA: & because");
+        taas_trainview_epoch(v, m);
+        json_decref(m);
+    }
+    taas_trainview_steps(v, 6);
+    taas_trainview_end(v, "done", "net");
+    taas_trainview_show(v, &io, 1);
+    assert_non_null(strstr(text(&c), "\nsample after epoch 2:\nQ: <why>?\nA: & because\n"));
+    assert_null(strstr(text(&c), "first"));
+    assert_non_null(strstr(html(&c), "<div class=\"taas-sample\">sample after epoch 2:<pre>Q: &lt;why&gt;?\nA: &amp; because</pre>"));
+    assert_non_null(strstr(text(&c), ": 2 epochs, 10 batches in 6 optimizer steps"));
+    json_decref(c.shown);
+    taas_trainview_free(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accuracy_axis_follows_the_values),
+        cmocka_unit_test(test_text_sample_and_accumulation),
         cmocka_unit_test(test_accuracy_axis_edges),
         cmocka_unit_test(test_hostile_numbers),
         cmocka_unit_test(test_a_stop_says_the_steps_rank_0_counted),

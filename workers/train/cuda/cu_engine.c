@@ -356,7 +356,13 @@ static void engine_free(taas_engine *base) {
     free(e);
 }
 
-static const taas_engine_ops CUDA_OPS = {compute, update, eval, share_stats, save, checkpoint, restore, engine_free};
+static taas_model *host_model(taas_engine *base, taas_error *err) {
+    cu_engine *e = (cu_engine *)base;
+    return taas_cu_model_download(&e->dm, err) ? NULL : e->m;
+}
+
+static const taas_engine_ops CUDA_OPS = {compute, update, eval, share_stats, save, checkpoint, restore, host_model,
+                                         engine_free};
 
 /* The parts that can fail, in order; engine_free undoes whatever was made. */
 static int setup(cu_engine *e, const taas_optim_config *opt, int device, taas_collective *c, taas_error *err) {
