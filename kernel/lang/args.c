@@ -528,7 +528,7 @@ done:
 
 taas_value *taas_construct(const char *name, const taas_karg *a, size_t n, taas_error *err) {
     const taas_builtin *b = taas_builtin_find(name);
-    taas_arg args[16];
+    taas_arg args[24];
     taas_value *out = NULL;
     int ok = b && n <= sizeof args / sizeof *args;
     for (size_t i = 0; i < n; i++) {

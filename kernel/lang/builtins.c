@@ -78,6 +78,7 @@ static const struct {
     {"models", {"models.", "torchvision.models.", NULL}},
     {"models.resnet", {"models.resnet.", "torchvision.models.resnet.", NULL}},
     {"transformers", {"transformers.", NULL}},
+    {"transformers.GPT2LMHeadModel", {"transformers.GPT2LMHeadModel.", "GPT2LMHeadModel.", NULL}},
     {"taas", {"taas.", NULL}},
 };
 #define N_ALIASES (sizeof ALIASES / sizeof *ALIASES)

@@ -1,5 +1,5 @@
-/* fit(), evaluate(), save() and load(): the actions on a model's weights (action_fit.c,
- * action_weights.c). Private to the builtin table. */
+/* fit(), evaluate(), save(), load() and from_pretrained(): the actions on a model's weights
+ * (action_fit.c, action_weights.c, action_pretrained.c). Private to the builtin table. */
 #ifndef TAAS_FIT_H
 #define TAAS_FIT_H
 
@@ -12,6 +12,10 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
 int taas_evaluate_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
 int taas_save_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
 int taas_load_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
+int taas_from_pretrained_action(taas_call_ctx *cx, taas_value **a, taas_value **out);
+/* A GPT2Config from the text of a Hugging Face config.json (where: its name, for errors): its
+ * GPT2Config keys, passing over those that change nothing of the model's training. */
+int taas_gpt2_config_from_json(const char *text, size_t n, const char *where, taas_value **out, taas_error *err);
 
 /* The model argument (index 0; load: 1) is a Sequential. */
 int taas_fit_check(const taas_row *r, taas_value **a, const taas_srcpos *w, taas_error *err);

@@ -288,6 +288,12 @@ static const taas_param EVALUATE_P[] = {
     END,
 };
 
+static const taas_param FROM_PRETRAINED_P[] = {
+    {"pretrained_model_name_or_path", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE,
+     "a folder of config.json and model.safetensors, or a hub name found in Hugging Face's cache"},
+    END,
+};
+
 static const taas_param SAVE_P[] = {
     {"model", TAAS_P_LAYER, NULL, TAAS_PX(TAAS_PX_MODEL), TAAS_NO_RANGE, "a model with weights"},
     {"path", TAAS_P_STR, NULL, 0, TAAS_NO_RANGE, "the file to write, relative to the kernel's working directory"},
@@ -502,6 +508,15 @@ const taas_row taas_rows_actions[] = {
             "parameters that train. requires_grad_(net, False) is the same call.",
             requires_grad_action, 0),
      .b.method = 1},
+    {.b = {.name = "from_pretrained", .module = "transformers.GPT2LMHeadModel", .kind = TAAS_K_ACTION,
+           .params = FROM_PRETRAINED_P, .action = taas_from_pretrained_action,
+           .doc = "transformers.GPT2LMHeadModel.from_pretrained(name_or_path): GPT-2 with the weights of a "
+                  "folder that Hugging Face's save_pretrained() wrote (config.json, model.safetensors), "
+                  "or of Hugging Face's local cache by the hub's name ('gpt2', 'distilgpt2'; "
+                  "$HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub, the snapshot refs/main "
+                  "names). Nothing is downloaded: a model that is not at hand is a TaasIOError saying "
+                  "where it was looked for. config.json's keys that change nothing for training "
+                  "(architectures, task_specific_params, ...) are passed over."}},
     {ACTION("load", LOAD_P,
             "Gives the model the weights of a safetensors file (from save(), or a PyTorch "
             "state_dict saved with safetensors), as torch's load_state_dict: every tensor name, "

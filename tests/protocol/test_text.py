@@ -37,10 +37,28 @@ def mean_abs(path, key):
     return sum(abs(v) for v in vals) / len(vals)
 
 
+def kernel_env(cwd):
+    """The job folders' TMPDIR, and a Hugging Face cache of the test's own."""
+    env = taastest.job_tmp(cwd)
+    env["HF_HUB_CACHE"] = os.path.join(cwd, "hub")
+    return env
+
+
+# config.json as Hugging Face writes GPT-2's, at the test model's sizes
+HF_CONFIG = {
+    "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+    "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
+    "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 64, "n_embd": 64, "n_head": 4, "n_layer": 2,
+    "n_positions": 64, "resid_pdrop": 0.1, "summary_activation": None, "summary_first_dropout": 0.1,
+    "summary_proj_to_labels": True, "summary_type": "cls_index", "summary_use_proj": True,
+    "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}}, "vocab_size": 256,
+}
+
+
 @unittest.skipUnless(os.path.isfile(FORTUNES), "Debian's fortunes is not installed")
 class TextInTheNotebook(taastest.KernelCase):
     tmp_prefix = "taas-text-"
-    kernel_env = staticmethod(taastest.job_tmp)
+    kernel_env = staticmethod(kernel_env)
     setup_code = SETUP
 
     def test_1_train_evaluate_save(self):
@@ -110,6 +128,44 @@ class TextInTheNotebook(taastest.KernelCase):
         # decoupled decay p *= 1 - lr * weight_decay = 0 leaves a decayed table one Adam step
         # (about lr) from zero; the spared one walks on by about lr a step
         self.assertLess(norms["None"], 0.35 * norms["'nanogpt'"], norms)
+
+    def test_5_from_pretrained(self):
+        """GPT2LMHeadModel.from_pretrained finds a model in Hugging Face's cache by its hub name
+        (refs/main's snapshot) or in a folder, with the trained weights (evaluate() scores it as
+        the model test_1 trained), and it fine-tunes; a model not at hand and a config.json of
+        another model are clear errors, and nothing is downloaded."""
+        repo = os.path.join(self.tmp.name, "hub", "models--taas-test--tiny")
+        snap = os.path.join(repo, "snapshots", "0123abcd")
+        os.makedirs(snap)
+        os.makedirs(os.path.join(repo, "refs"))
+        with open(os.path.join(repo, "refs", "main"), "w") as f:
+            f.write("0123abcd\n")
+        with open(os.path.join(snap, "config.json"), "w") as f:
+            json.dump(HF_CONFIG, f)
+        self.ok("save(net, '%s')" % os.path.join(snap, "model.safetensors"))
+        want = self.result("evaluate(net, val)", timeout=120)["text/plain"]
+        got = self.result("ft = transformers.GPT2LMHeadModel.from_pretrained('taas-test/tiny')\nevaluate(ft, val)",
+                          timeout=120)["text/plain"]
+        self.assertEqual(got, want)
+        self.assertIn("GPT2Block", self.result("ft")["text/plain"])
+        msgs = self.ok("fit(ft, train, max_steps=3, optimizer=AdamW(lr=1e-4), loss=CrossEntropyLoss())", timeout=120)
+        self.assertRegex(taastest.last_display(msgs)["text/plain"], r"done after [0-9.]+ s: 1 epoch, 3 steps")
+        self.ok("GPT2LMHeadModel.from_pretrained('%s')" % snap, timeout=60)
+        err = self.error("transformers.GPT2LMHeadModel.from_pretrained('taas-test/absent')", "TaasIOError")
+        self.assertIn("no GPT-2 'taas-test/absent' at hand", err["evalue"])
+        self.assertIn(os.path.join(self.tmp.name, "hub"), err["evalue"])
+        self.assertIn("downloads nothing", err["evalue"])
+        for change, words in (({"model_type": "bert"}, "is the config of a bert model, not of GPT-2"),
+                              ({"rotary_dim": 64}, "has \"rotary_dim\", which taas's GPT2Config does not take"),
+                              ({"n_head": 5}, "n_embd (64) must be a multiple of n_head (5)")):
+            bad = os.path.join(self.tmp.name, "bad%d" % len(words))
+            os.makedirs(bad)
+            with open(os.path.join(bad, "config.json"), "w") as f:
+                json.dump(dict(HF_CONFIG, **change), f)
+            os.link(os.path.join(snap, "model.safetensors"), os.path.join(bad, "model.safetensors"))
+            err = self.error("GPT2LMHeadModel.from_pretrained('%s')" % bad)
+            self.assertIn(words, err["evalue"])
+            self.assertIn(os.path.join(bad, "config.json"), err["evalue"])
 
     def test_2a_generate(self):
         """generate() on the model test_1 trained: text after the prompt, the same for a seed and
