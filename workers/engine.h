@@ -19,6 +19,11 @@
 
 typedef struct taas_engine taas_engine;
 
+/* A fit's arithmetic (fit(precision=)): FP32, or the matrix products (Linear, Conv1D,
+ * Conv2d) in BF16 on a GPU's tensor cores, summing in FP32, every value and the master
+ * weights FP32 in memory. The CPU engine computes in FP32 either way. */
+typedef enum taas_precision { TAAS_PRECISION_FP32, TAAS_PRECISION_BF16 } taas_precision;
+
 /* What a step does besides the model's own arithmetic, set by the fit loop on the engine it
  * holds (a wrapping engine passes them on). Zeroed, they ask for nothing. */
 typedef struct taas_engine_extras {
@@ -84,8 +89,9 @@ taas_engine *taas_engine_cpu(taas_model *m, taas_train_loss *loss, const taas_op
 /* engine_cuda.c: GPUs this process can use (0 without the CUDA plugin, a driver or a GPU). */
 int taas_engine_cuda_devices(void);
 /* The model on GPU `device` (m: the host model with its initial weights, taken), the loss
- * kind of `loss`; c: the ranks, whose GPUs' NCCL communicator it sets up. NULL with err. */
+ * kind of `loss`, the matrix products in `precision`; c: the ranks, whose GPUs' NCCL
+ * communicator it sets up. NULL with err. */
 taas_engine *taas_engine_cuda(taas_model *m, const taas_train_loss *loss, const taas_optim_config *opt, int device,
-                              taas_collective *c, taas_error *err);
+                              taas_precision precision, taas_collective *c, taas_error *err);
 
 #endif

@@ -139,7 +139,7 @@ static const taas_engine_ops DOOR_OPS = {door_compute, door_update,  door_eval, 
                                          door_checkpoint, door_restore, door_host_model, door_free};
 
 taas_engine *taas_engine_cuda(taas_model *m, const taas_train_loss *loss, const taas_optim_config *opt, int device,
-                              taas_collective *c, taas_error *err) {
+                              taas_precision precision, taas_collective *c, taas_error *err) {
     const char *why;
     taas_cuda_engine_new_fn f = (taas_cuda_engine_new_fn)taas_cuda_plugin_sym("taas_cuda_engine_new", &why);
     cuda_door *d = f ? calloc(1, sizeof *d) : NULL;
@@ -149,7 +149,7 @@ taas_engine *taas_engine_cuda(taas_model *m, const taas_train_loss *loss, const 
                              "libtaas_cuda.so beside taas-worker, or set TAAS_CUDA_PLUGIN to its path");
     } else if (!d) {
         taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the CUDA engine");
-    } else if ((d->inner = f(m, loss, opt, device, c, err))) {
+    } else if ((d->inner = f(m, loss, opt, device, precision, c, err))) {
         d->base = *d->inner;  /* its name and size */
         d->base.ops = &DOOR_OPS;
         d->m = m;

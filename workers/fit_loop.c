@@ -186,6 +186,11 @@ static int resume(taas_fit *f, taas_error *err) {
     return rc;
 }
 
+static void emit(taas_fit *f, json_t *line) {
+    if (f->coll->rank == 0 && f->cfg.emit) f->cfg.emit(f->cfg.emit_ctx, line);
+    else json_decref(line);
+}
+
 /* The optimizer's lr (and momentum) as the scheduler has them now. */
 static void sched_apply(taas_fit *f) {
     f->opt.lr = f->sched.lr;
@@ -293,9 +298,24 @@ static int setup(taas_fit *f, taas_error *err) {
         taas_model_free(m);
         return taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the optimizer's parameter groups");
     }
-    f->engine = f->cfg.device >= 0 ? taas_engine_cuda(m, &f->loss, &f->opt, f->cfg.device, f->coll, err)
+    const char *precision = json_string_value(json_object_get(job, "precision"));
+    int bf16 = precision && !strcmp(precision, "bf16");
+    if (precision && !bf16 && strcmp(precision, "fp32")) {
+        taas_model_free(m);
+        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec's precision is '%s'", precision);
+        taas_error_hint(err, "give 'fp32' or 'bf16'");
+        return -1;
+    }
+    f->engine = f->cfg.device >= 0 ? taas_engine_cuda(m, &f->loss, &f->opt, f->cfg.device,
+                                                      bf16 ? TAAS_PRECISION_BF16 : TAAS_PRECISION_FP32, f->coll, err)
                                    : taas_engine_cpu(m, &f->loss, &f->opt, err);
     if (!f->engine) return -1;
+    if (bf16 && f->cfg.device < 0) {  /* a notebook runs where there is no GPU too: said, not refused */
+        json_t *j = json_object();
+        json_object_set_new(j, "event", json_string("log"));
+        json_object_set_new(j, "text", json_string("precision='bf16' is for GPUs: this rank computes in FP32 on the CPU"));
+        emit(f, j);
+    }
     f->engine->x.clip = json_is_number(clip) ? json_number_value(clip) : 0.0;
     f->engine->x.spans = f->spans;
     f->engine->x.nspans = nspans;
@@ -352,11 +372,6 @@ void taas_fit_free(taas_fit *f) {
 void taas_fit_set_source(taas_fit *f, const char *which, taas_fit_source src) {
     if (!strcmp(which, "train")) f->src_train = src;
     else f->src_val = src;
-}
-
-static void emit(taas_fit *f, json_t *line) {
-    if (f->coll->rank == 0 && f->cfg.emit) f->cfg.emit(f->cfg.emit_ctx, line);
-    else json_decref(line);
 }
 
 static int sched_step(taas_fit *f, taas_error *err) {

@@ -218,7 +218,7 @@ static int steps_to_units(taas_call_ctx *cx, const taas_value *loader, long long
 }
 
 /* fit(model, loader, epochs, loss, optimizer, scheduler, validate, seed, units, checkpoint_every,
- * resume, max_restarts, clip_grad_norm, max_steps, scheduler_interval, accumulate) */
+ * resume, max_restarts, clip_grad_norm, max_steps, scheduler_interval, accumulate, precision) */
 int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     if (taas_need_session(cx, "fit") || check_model(cx, a[0], a[1], a[3], NULL) ||
         (a[6]->type != TAAS_V_NONE && check_model(cx, a[0], a[6], a[3], "validate")))
@@ -249,6 +249,7 @@ int taas_fit_action(taas_call_ctx *cx, taas_value **a, taas_value **out) {
     json_object_set_new(job, "scheduler_interval", spec_or_null(a[14]));
     json_object_set_new(job, "max_steps", spec_or_null(a[13]));
     json_object_set_new(job, "accumulate", json_integer(a[15]->u.i));
+    json_object_set_new(job, "precision", json_string(a[16]->u.str.s));
     json_object_set_new(job, "validate", spec_or_null(a[6]));
     json_object_set_new(job, "seed", json_integer(a[7]->u.i));
     json_object_set_new(job, "clip_grad_norm", a[12]->type == TAAS_V_NONE ? json_null()

@@ -26,6 +26,7 @@ static const char *const CH_GPT2_ACT[] = {"gelu_new", "gelu_pytorch_tanh", "gelu
 static const char *const CH_SPLIT[] = {"train", "val", NULL};
 static const char *const CH_PARAM_GROUPS[] = {"nanogpt", NULL};
 static const char *const CH_INTERVAL[] = {"epoch", "step", NULL};
+static const char *const CH_PRECISION[] = {"fp32", "bf16", NULL};
 
 /* The refinements: what they accept in words (NULL: the choices say it) and the strings
  * allowed. Indexed by taas_subtype. */
@@ -51,6 +52,7 @@ static const struct {
     [TAAS_PX_SPLIT] = {NULL, CH_SPLIT},
     [TAAS_PX_PARAM_GROUPS] = {NULL, CH_PARAM_GROUPS},
     [TAAS_PX_INTERVAL] = {NULL, CH_INTERVAL},
+    [TAAS_PX_PRECISION] = {NULL, CH_PRECISION},
 };
 
 static const char *const BASE_TEXT[] = {

@@ -46,6 +46,7 @@ typedef enum taas_subtype {
     TAAS_PX_SPLIT,          /* 'train', 'val' */
     TAAS_PX_PARAM_GROUPS,   /* 'nanogpt' */
     TAAS_PX_INTERVAL,       /* 'epoch', 'step' */
+    TAAS_PX_PRECISION,      /* 'fp32', 'bf16' */
     TAAS_PX_COUNT
 } taas_subtype;
 

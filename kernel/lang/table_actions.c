@@ -277,6 +277,8 @@ static const taas_param FIT_P[] = {
      "'step': the scheduler steps after every optimizer step; 'epoch': after every epoch; None: 'step' for OneCycleLR, else 'epoch'"},
     {"accumulate", TAAS_P_INT, "1", 0, TAAS_BETWEEN(1, 1 << 20),
      "batches whose gradients add up to one optimizer step (gradient accumulation): the step's batch is accumulate x batch_size x ranks"},
+    {"precision", TAAS_P_STR, "'fp32'", TAAS_PX(TAAS_PX_PRECISION), TAAS_NO_RANGE,
+     "'bf16': a GPU's matrix products in bfloat16 on its tensor cores, summing in FP32, the weights and values FP32 in memory; the CPU computes in FP32"},
     END,
 };
 

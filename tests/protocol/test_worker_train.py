@@ -285,6 +285,20 @@ class WorkerTrainTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(lines[-1]["steps"], 6)
 
+    def test_precision(self):
+        # bf16 is a GPU's arithmetic: a CPU rank says so and trains in FP32, the same weights
+        rc, lines, err = self.run_job("train", self.fit_spec(precision="bf16", out=self.path("b.safetensors")))
+        self.assertEqual(rc, 0, err)
+        logs = [l["text"] for l in lines if l["event"] == "log"]
+        if not lines[0].get("engine", "").startswith("cuda"):
+            self.assertIn("precision='bf16' is for GPUs: this rank computes in FP32 on the CPU", logs)
+            rc, lines, err = self.run_job("train", self.fit_spec(precision="fp32", out=self.path("f.safetensors")))
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(self.weights(self.path("b.safetensors"))["1.weight"].tobytes(),
+                             self.weights(self.path("f.safetensors"))["1.weight"].tobytes())
+        rc, lines, err = self.run_job("train", self.fit_spec(precision="fp16"))
+        self.assert_error(lines, rc, r"precision is 'fp16'")
+
     def test_sigint_keeps_the_last_step(self):
         spec = self.fit_spec(units=0, epochs=20)
         p = self.path("long.json")

@@ -90,7 +90,7 @@ static taas_engine *engine_ignoring(taas_model *m, taas_train_loss_kind kind, fl
                                     const taas_optim_config *opt) {
     taas_train_loss loss = {.kind = kind, .label_smoothing = smoothing, .ignore_index = ignore_index};
     taas_error_clear(&E);
-    taas_engine *e = taas_cuda_engine_new(m, &loss, opt, 0, &SOLO, &E);
+    taas_engine *e = taas_cuda_engine_new(m, &loss, opt, 0, TAAS_PRECISION_FP32, &SOLO, &E);
     if (!e) fail_msg("%s (%s)", E.message, E.hint);
     return e;
 }
@@ -350,6 +350,40 @@ static void test_accumulated_against_cpu(void **state) {
     free(st), free(dout), free(probs);
 }
 
+/* fit(precision='bf16'): the matrix products in BF16 (cuBLAS's FAST_16BF), the rest FP32;
+ * the engine says so in its name, and four SGD steps of the section 1 model stay within 5e-2
+ * of the CPU core's loss. */
+static void test_bf16_steps(void **state) {
+    (void)state;
+    taas_model *cpu = from_text(SECTION1, 1, 20, 20), *gpu = from_text(SECTION1, 1, 20, 20);
+    taas_optim_config opt = optim(TAAS_OPTIM_SGD, 0.05);
+    taas_train_loss loss = {.kind = TAAS_JOB_NLL, .ignore_index = -100};
+    taas_error_clear(&E);
+    taas_engine *e = taas_cuda_engine_new(gpu, &loss, &opt, 0, TAAS_PRECISION_BF16, &SOLO, &E);
+    if (!e) fail_msg("%s (%s)", E.message, E.hint);
+    assert_non_null(strstr(e->name, ", BF16"));
+    data d = random_data(8, 1, 20, 20, 10, 3);
+    taas_batch b = batch_of(&d, 0);
+    float *state_cpu = calloc(taas_optim_state_floats(&opt, cpu->nparams) + 1, sizeof(float));
+    float *dout = malloc(8 * 10 * sizeof *dout);
+    for (uint64_t s = 0; s < 4; s++) {
+        const float *out;
+        float want, got;
+        taas_model_zero_grad(cpu);
+        TU_OK(taas_model_forward(cpu, d.x, 8, 1, s, &out, &E), &E);
+        TU_OK(taas_nll_loss_forward(&want, out, d.y, 8, 10, -100, &E), &E);
+        taas_nll_loss_backward(dout, d.y, 8, 10, -100, 1.0f);
+        TU_OK(taas_model_backward(cpu, dout, &E), &E);
+        taas_optim_step(&opt, cpu->params, cpu->grads, state_cpu, cpu->ntrain, (long)s + 1);
+        TU_OK(e->ops->compute(e, &b, NULL, NULL, s, &got, &E), &E);
+        TU_OK(e->ops->update(e, 1.0f, &SOLO, &opt, (long)s + 1, &E), &E);
+        if (!(fabs(got - want) <= 5e-2 * fmax(1.0, fabs(want)))) fail_msg("step %d: BF16 loss %.6g, CPU %.6g", (int)s, got, want);
+    }
+    e->ops->free(e);
+    taas_model_free(cpu), taas_model_free(gpu);
+    free(state_cpu), free(dout), free(d.x), free(d.y);
+}
+
 /* A token model (a small GPT2LMHeadModel, every dropout on) on windows of T + 1 ids: the GPU
  * cuts them as the CPU does (model.h), and four steps of AdamW with nanoGPT's parameter
  * groups and clip_grad_norm agree with the CPU core's. */
@@ -587,6 +621,7 @@ int main(void) {
         cmocka_unit_test(test_every_layer_against_cpu),
         cmocka_unit_test(test_gpt2_windows_against_cpu),
         cmocka_unit_test(test_accumulated_against_cpu),
+        cmocka_unit_test(test_bf16_steps),
         cmocka_unit_test(test_section1_against_cpu),
         cmocka_unit_test(test_batches_taken_ahead),
         cmocka_unit_test(test_eval_matches_cpu),

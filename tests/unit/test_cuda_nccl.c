@@ -73,7 +73,7 @@ static int run(void) {
     taas_optim_config_default(&opt, TAAS_OPTIM_SGD);
     opt.lr = 0.05, opt.momentum = 0.9;
     taas_train_loss loss = {.kind = TAAS_JOB_NLL, .ignore_index = -100};
-    taas_engine *e = taas_cuda_engine_new(gpu, &loss, &opt, C.rank, &C, &E);
+    taas_engine *e = taas_cuda_engine_new(gpu, &loss, &opt, C.rank, TAAS_PRECISION_FP32, &C, &E);
     CHECK(e != NULL, "%s (%s)", E.message, E.hint);
     /* unequal shares: 12 and 7 samples */
     uint32_t n = C.rank == 0 ? 12 : 7;

@@ -168,7 +168,7 @@ extern "C" int taas_cu_conv2d_forward(taas_cu *cu, float *y, const float *x, con
                 scratch, x + s0 * c.in_per + g * c.in_g, c.a, m);
             if (TAAS_CU_LAUNCHED("Conv2d's im2col", err)) return -1;
             // per sample j, column-major: y_jg^T (P, OC/G) = col_j^T (P, K; rows j*P.. of ld m*P) w_g^T (K, OC/G)
-            if (taas_cu_check_blas(cublasSgemmStridedBatched(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)c.d.p, c.d.ocg,
+            if (taas_cu_check_blas(taas_cu_gemm_strided(cu, CUBLAS_OP_N, CUBLAS_OP_N, (int)c.d.p, c.d.ocg,
                                                              (int)c.d.k, &one, scratch, (int)(m * c.d.p),
                                                              (long long)c.d.p, w + g * c.w_g, (int)c.d.k, 0, &zero,
                                                              y + s0 * c.out_per + g * c.out_g, (int)c.d.p,
@@ -206,14 +206,14 @@ extern "C" int taas_cu_conv2d_backward(taas_cu *cu, float *dx, float *dw, float 
                     col, x + s0 * c.in_per + g * c.in_g, c.a, m);
                 if (TAAS_CU_LAUNCHED("Conv2d's im2col", err)) return -1;
                 // column-major dw_g^T (K, OC/G) += (col-view (cols, K))^T T_g-view (cols, OC/G)
-                if (taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, c.d.ocg, cols, &one, col,
+                if (taas_cu_check_blas(taas_cu_gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, k, c.d.ocg, cols, &one, col,
                                                    cols, tg, cols, &one, dw + g * c.w_g, k),
                                        "Conv2d's weight gradient", err))
                     return -1;
             }
             if (!dx) continue;
             // dcol (K, cols) = w_g^T T_g: column-major dcol^T (cols, K) = T_g-view (cols, OC/G) (w_g-view (K, OC/G))^T
-            if (taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_T, cols, k, c.d.ocg, &one, tg, cols,
+            if (taas_cu_check_blas(taas_cu_gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, cols, k, c.d.ocg, &one, tg, cols,
                                                wg, k, &zero, col, cols),
                                    "Conv2d's input gradient", err))
                 return -1;

@@ -30,13 +30,33 @@ __attribute__((visibility("default"))) int taas_cuda_device_info(int index, char
     return 0;
 }
 
-int taas_cu_set_tf32(taas_cu *cu, int on, taas_error *err) {
-    /* CUBLAS_DEFAULT_MATH is FP32 for sgemm: TF32 is used only in CUBLAS_TF32_TENSOR_OP_MATH */
-    if (taas_cu_check_blas(cublasSetMathMode(cu->blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-                           "choosing cuBLAS's arithmetic", err))
-        return -1;
-    cu->tf32 = on;
-    return 0;
+void taas_cu_set_math(taas_cu *cu, taas_cu_math math) {
+    cu->math = math;
+}
+
+const char *taas_cu_math_name(const taas_cu *cu) {
+    return cu->math == TAAS_CU_TF32 ? ", TF32" : cu->math == TAAS_CU_BF16 ? ", BF16" : "";
+}
+
+static cublasComputeType_t compute_type(const taas_cu *cu) {
+    return cu->math == TAAS_CU_TF32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+           : cu->math == TAAS_CU_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                      : CUBLAS_COMPUTE_32F;
+}
+
+cublasStatus_t taas_cu_gemm(taas_cu *cu, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const float *alpha, const float *a, int lda, const float *b, int ldb, const float *beta,
+                            float *c, int ldc) {
+    return cublasGemmEx(cu->blas, ta, tb, m, n, k, alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, beta, c, CUDA_R_32F,
+                        ldc, compute_type(cu), CUBLAS_GEMM_DEFAULT);
+}
+
+cublasStatus_t taas_cu_gemm_strided(taas_cu *cu, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                    const float *alpha, const float *a, int lda, long long sa, const float *b,
+                                    int ldb, long long sb, const float *beta, float *c, int ldc, long long sc,
+                                    int batches) {
+    return cublasGemmStridedBatchedEx(cu->blas, ta, tb, m, n, k, alpha, a, CUDA_R_32F, lda, sa, b, CUDA_R_32F, ldb, sb,
+                                      beta, c, CUDA_R_32F, ldc, sc, batches, compute_type(cu), CUBLAS_GEMM_DEFAULT);
 }
 
 int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
@@ -59,11 +79,11 @@ int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
         return -1;
     }
     const char *tf32 = getenv("TAAS_CUDA_TF32");
-    if (taas_cu_check_blas(cublasSetStream(cu->blas, cu->stream), "putting cuBLAS on the stream", err) ||
-        taas_cu_set_tf32(cu, tf32 && !strcmp(tf32, "1"), err)) {
+    if (taas_cu_check_blas(cublasSetStream(cu->blas, cu->stream), "putting cuBLAS on the stream", err)) {
         taas_cu_free(cu);
         return -1;
     }
+    taas_cu_set_math(cu, tf32 && !strcmp(tf32, "1") ? TAAS_CU_TF32 : TAAS_CU_FP32);
     return 0;
 }
 

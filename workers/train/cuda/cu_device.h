@@ -1,7 +1,8 @@
 /* One GPU as the training core uses it: the device, the stream every kernel and cuBLAS call
  * of a rank is queued on (in order: no work needs another's event), and cuBLAS's handle on
- * that stream. FP32 throughout; TF32 tensor cores only when asked for (TAAS_CUDA_TF32=1,
- * docs/cuda.md): they round the matrices' inputs to 10 bits of mantissa. */
+ * that stream. FP32 throughout; the matrix products (Linear, Conv1D, Conv2d) on tensor cores
+ * only when asked for: TF32 (TAAS_CUDA_TF32=1) rounds their inputs to 10 bits of mantissa,
+ * BF16 (fit(precision='bf16')) to 7, both summing in FP32 (docs/cuda.md). */
 #ifndef TAAS_CU_DEVICE_H
 #define TAAS_CU_DEVICE_H
 
@@ -14,11 +15,18 @@
 extern "C" {
 #endif
 
+/* The matrix products' arithmetic: cuBLAS's compute type for FP32 matrices. */
+typedef enum taas_cu_math {
+    TAAS_CU_FP32,  /* CUBLAS_COMPUTE_32F */
+    TAAS_CU_TF32,  /* CUBLAS_COMPUTE_32F_FAST_TF32 */
+    TAAS_CU_BF16,  /* CUBLAS_COMPUTE_32F_FAST_16BF: bf16 inputs, FP32 sums, FP32 in memory */
+} taas_cu_math;
+
 typedef struct taas_cu {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
-    int tf32;
+    taas_cu_math math;
     char name[96];          /* the device's name, "NVIDIA H100 80GB HBM3" */
 } taas_cu;
 
@@ -28,8 +36,20 @@ int taas_cu_init(taas_cu *cu, int device, taas_error *err);
 /* 0 when the plugin's kernels can run on cu's device, else -1 with err naming its compute
  * capability (cu_act.cu). */
 int taas_cu_check_code(taas_cu *cu, taas_error *err);
-/* Changes the matrix products' arithmetic: TF32 (on) or FP32 (off). */
-int taas_cu_set_tf32(taas_cu *cu, int on, taas_error *err);
+/* The matrix products' arithmetic from now on. */
+void taas_cu_set_math(taas_cu *cu, taas_cu_math math);
+/* " TF32", " BF16" or "" (FP32), for the engine's name. */
+const char *taas_cu_math_name(const taas_cu *cu);
+/* Column-major C = alpha op(A) op(B) + beta C on FP32 matrices in cu's arithmetic
+ * (cublasGemmEx), and its strided batches (cublasGemmStridedBatchedEx): every matrix product
+ * of the plugin goes through these two. */
+cublasStatus_t taas_cu_gemm(taas_cu *cu, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const float *alpha, const float *a, int lda, const float *b, int ldb, const float *beta,
+                            float *c, int ldc);
+cublasStatus_t taas_cu_gemm_strided(taas_cu *cu, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                    const float *alpha, const float *a, int lda, long long sa, const float *b,
+                                    int ldb, long long sb, const float *beta, float *c, int ldc, long long sc,
+                                    int batches);
 /* Waits for everything queued on the stream; its errors are err's. */
 int taas_cu_sync(taas_cu *cu, const char *what, taas_error *err);
 void taas_cu_free(taas_cu *cu);

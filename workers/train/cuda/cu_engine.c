@@ -382,7 +382,8 @@ static int setup(cu_engine *e, const taas_optim_config *opt, int device, taas_co
 
 __attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_model *m, const taas_train_loss *loss,
                                                                          const taas_optim_config *opt, int device,
-                                                                         taas_collective *c, taas_error *err) {
+                                                                         taas_precision precision, taas_collective *c,
+                                                                         taas_error *err) {
     cu_engine *e = calloc(1, sizeof *e);
     if (!e) {
         taas_error_set(err, TAAS_ERR_MEMORY, TAAS_NOPOS, "out of memory for the CUDA engine");
@@ -407,6 +408,7 @@ __attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_mo
         engine_free(&e->base);
         return NULL;
     }
-    snprintf(e->base.name, sizeof e->base.name, "cuda:%d, %s%s", device, e->cu.name, e->cu.tf32 ? ", TF32" : "");
+    if (precision == TAAS_PRECISION_BF16) taas_cu_set_math(&e->cu, TAAS_CU_BF16);
+    snprintf(e->base.name, sizeof e->base.name, "cuda:%d, %s%s", device, e->cu.name, taas_cu_math_name(&e->cu));
     return &e->base;
 }

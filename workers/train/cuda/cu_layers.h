@@ -3,7 +3,7 @@
  * NULL skips one), on device pointers, queued on cu's stream. Each returns 0, or -1 with err
  * when a launch or a cuBLAS call is refused; errors while a kernel runs show at the next
  * taas_cu_sync. Implemented by cu_conv.cu, cu_linear.cu, cu_pool.cu, cu_act.cu, cu_norm.cu,
- * cu_softmax.cu and cu_seq.cu. Matrix products are cuBLAS sgemm (FP32 unless cu->tf32). */
+ * cu_softmax.cu and cu_seq.cu. Matrix products are cuBLAS's (taas_cu_gemm: FP32 unless cu->math says TF32 or BF16). */
 #ifndef TAAS_CU_LAYERS_H
 #define TAAS_CU_LAYERS_H
 

@@ -33,7 +33,7 @@ extern "C" int taas_cu_linear_forward(taas_cu *cu, float *y, const float *x, con
     const float one = 1.0f, zero = 0.0f;
     // row-major y (N, OUT) = x (N, IN) w^T is column-major y^T (OUT, N) = w^T... as cuBLAS sees
     // the same memory: op(A) = A^T with A = w (IN x OUT, ld IN), B = x (IN x N, ld IN)
-    if (taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, in, x, in, &zero, y,
+    if (taas_cu_check_blas(taas_cu_gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, in, x, in, &zero, y,
                                        out),
                            "Linear's forward product", err))
         return -1;
@@ -48,7 +48,7 @@ extern "C" int taas_cu_linear_forward(taas_cu *cu, float *y, const float *x, con
 extern "C" int taas_cu_conv1d_forward(taas_cu *cu, float *y, const float *x, const float *w, const float *b,
                                       size_t rows, int in, int out, taas_error *err) {
     const float one = 1.0f, zero = 0.0f;
-    if (taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, out, (int)rows, in, &one, w, out, x, in,
+    if (taas_cu_check_blas(taas_cu_gemm(cu, CUBLAS_OP_N, CUBLAS_OP_N, out, (int)rows, in, &one, w, out, x, in,
                                        &zero, y, out),
                            "Conv1D's forward product", err))
         return -1;
@@ -62,12 +62,12 @@ extern "C" int taas_cu_conv1d_backward(taas_cu *cu, float *dx, float *dw, float 
                                        const float *w, size_t rows, int in, int out, taas_error *err) {
     const float one = 1.0f, zero = 0.0f;
     // dx (R, IN) = dy w^T: column-major dx^T (IN, R) = (w as (OUT, IN))^T dy^T (OUT, R)
-    if (dx && taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, in, (int)rows, out, &one, w, out, dy,
+    if (dx && taas_cu_check_blas(taas_cu_gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, in, (int)rows, out, &one, w, out, dy,
                                              out, &zero, dx, in),
                                  "Conv1D's input gradient", err))
         return -1;
     // dw (IN, OUT) += x^T dy: column-major dw^T (OUT, IN) += dy^T (OUT, R) (x^T (IN, R))^T
-    if (dw && taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_T, out, in, (int)rows, &one, dy, out, x,
+    if (dw && taas_cu_check_blas(taas_cu_gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, out, in, (int)rows, &one, dy, out, x,
                                              in, &one, dw, out),
                                  "Conv1D's weight gradient", err))
         return -1;
@@ -78,12 +78,12 @@ extern "C" int taas_cu_linear_backward(taas_cu *cu, float *dx, float *dw, float 
                                        const float *x, const float *w, int n, int in, int out, taas_error *err) {
     const float one = 1.0f, zero = 0.0f;
     // dx (N, IN) = dy (N, OUT) w (OUT, IN): column-major dx^T (IN, N) = w^T-view (IN, OUT) dy^T-view (OUT, N)
-    if (dx && taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in, dy, out,
+    if (dx && taas_cu_check_blas(taas_cu_gemm(cu, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in, dy, out,
                                              &zero, dx, in),
                                  "Linear's input gradient", err))
         return -1;
     // dw (OUT, IN) += dy^T x: column-major dw^T (IN, OUT) += x-view (IN, N) (dy-view (OUT, N))^T
-    if (dw && taas_cu_check_blas(cublasSgemm(cu->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out,
+    if (dw && taas_cu_check_blas(taas_cu_gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out,
                                              &one, dw, in),
                                  "Linear's weight gradient", err))
         return -1;

@@ -22,13 +22,13 @@ int taas_cuda_device_info(int index, char *name, size_t cap, size_t *memory_byte
  * engine). m is borrowed, so that the plugin links none of the CPU core's arithmetic (it
  * would bring OpenBLAS and OpenMP): it must outlive the engine. */
 taas_engine *taas_cuda_engine_new(taas_model *m, const taas_train_loss *loss, const taas_optim_config *opt,
-                                  int device, taas_collective *c, taas_error *err);
+                                  int device, taas_precision precision, taas_collective *c, taas_error *err);
 
 typedef int (*taas_cuda_devices_fn)(void);
 typedef int (*taas_cuda_device_info_fn)(int index, char *name, size_t cap, size_t *memory_bytes);
 typedef taas_engine *(*taas_cuda_engine_new_fn)(taas_model *m, const taas_train_loss *loss,
-                                                const taas_optim_config *opt, int device, taas_collective *c,
-                                                taas_error *err);
+                                                const taas_optim_config *opt, int device, taas_precision precision,
+                                                taas_collective *c, taas_error *err);
 
 /* engine_cuda.c: the plugin's symbol `name`, loading the plugin on first use from
  * $TAAS_CUDA_PLUGIN, else beside the executable (the build tree: build/kernel/), else
