@@ -582,17 +582,21 @@ static int validate(taas_fit *f, long long epoch, double *loss, double *acc, taa
     return 0;
 }
 
-/* Text from the model as it is after epoch e, nanoGPT's sample at each evaluation: 200 bytes
- * after a newline at temperature 0.8 among the 200 likeliest, seeded by (seed, epoch). NULL
- * when it cannot be made: a log line says why, and training goes on. */
+/* Text from the model as it is after epoch e, nanoGPT's sample at each evaluation: up to 200
+ * bytes after a newline at temperature 0.8 among the 200 likeliest, seeded by (seed, epoch),
+ * on the host, within taas_sample_budget (seconds on a few cores; none for GPT-2 small at
+ * block 1024). NULL when there is none: a log line says why, and training goes on. */
 static char *text_sample(taas_fit *f, long long e) {
     enum { NEW = 200 };
+    long long n = taas_sample_budget(f->tokens, f->nparams, NEW);
     int64_t seq[1 + NEW] = {'\n'};
     size_t len = 1;
     taas_error err;
     taas_error_clear(&err);
-    taas_model *m = f->engine->ops->host_model(f->engine, &err);
-    if (m && taas_sample_tokens(m, seq, &len, NEW, 0.8, 200, (uint64_t)f->seed * 1000003u + (uint64_t)e, &err) == 0) {
+    taas_model *m = n < 20 ? NULL : f->engine->ops->host_model(f->engine, &err);
+    if (n < 20) snprintf(err.message, sizeof err.message, "the model is too large to sample on the host each epoch "
+                         "(generate() samples it)");
+    if (m && taas_sample_tokens(m, seq, &len, n, 0.8, 200, (uint64_t)f->seed * 1000003u + (uint64_t)e, &err) == 0) {
         char bytes[NEW];
         for (size_t i = 1; i < len; i++) bytes[i - 1] = (char)(seq[i] < 256 ? seq[i] : '?');
         return taas_utf8_sanitize(bytes, len - 1, NULL);
@@ -601,6 +605,7 @@ static char *text_sample(taas_fit *f, long long e) {
     json_object_set_new(j, "event", json_string("log"));
     json_object_set_new(j, "text", json_sprintf("no text sample after epoch %lld: %s", e + 1, err.message));
     emit(f, j);
+    f->text_sample = n >= 20;  /* said once when it is the model's size */
     return NULL;
 }
 

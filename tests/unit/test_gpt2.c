@@ -24,6 +24,7 @@
 #include "optim.h"
 #include "resnet_testutil.h"
 #include "safetensors.h"
+#include "sample.h"
 #include "simd.h"
 
 /* Beyond RT_TIMES torch's own float32 error: the logits and loss to 1e-4, gradients to 1e-3
@@ -244,6 +245,31 @@ static taas_model *gpt2_model(const char *config, int t, uint64_t seed) {
 #define TINY "\"vocab_size\":10,\"n_positions\":8,\"n_embd\":8,\"n_layer\":1,\"n_head\":2"
 
 /* A token outside the vocabulary is the step's error, naming where it is. */
+/* nanoGPT's sampling (sample.c): a seed gives the same tokens, another seed others, top_k=1
+ * the same greedy ones whatever the seed; a context longer than the window keeps its last T;
+ * the fit's sample stays within its budget of multiply-adds. */
+static void test_sample(void **state) {
+    (void)state;
+    taas_error e;
+    taas_model *m = gpt2_model(TINY, 4, 1);
+    int64_t a[32] = {3}, b[32] = {3}, c[32] = {3}, g[32] = {3}, h[32] = {3};
+    size_t la = 1, lb = 1, lc = 1, lg = 1, lh = 1;
+    assert_int_equal(taas_sample_tokens(m, a, &la, 20, 1.0, 0, 7, &e), 0);
+    assert_int_equal(taas_sample_tokens(m, b, &lb, 20, 1.0, 0, 7, &e), 0);
+    assert_int_equal(taas_sample_tokens(m, c, &lc, 20, 1.0, 0, 8, &e), 0);
+    assert_int_equal(taas_sample_tokens(m, g, &lg, 20, 1.0, 1, 7, &e), 0);
+    assert_int_equal(taas_sample_tokens(m, h, &lh, 20, 1.0, 1, 8, &e), 0);
+    assert_int_equal(la, 21);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_not_equal(a, c, sizeof a);
+    assert_memory_equal(g, h, sizeof g);
+    for (size_t i = 0; i < la; i++) assert_true(a[i] >= 0 && a[i] < 10);
+    assert_int_equal(taas_sample_budget(64, 800000, 200), 200);       /* a character model: all */
+    assert_int_equal(taas_sample_budget(512, 50000000, 200), 39);     /* cut */
+    assert_int_equal(taas_sample_budget(1024, 124439808, 200), 0);    /* GPT-2 small: none */
+    taas_model_free(m);
+}
+
 static void test_token_out_of_vocab(void **state) {
     (void)state;
     taas_error e;
@@ -469,7 +495,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step), cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_dropout),
         cmocka_unit_test(test_gpt2_small_plan), cmocka_unit_test(test_token_out_of_vocab), cmocka_unit_test(test_init),
-        cmocka_unit_test(test_tied_weights_files), cmocka_unit_test(test_fast_exp_and_tanh),
+        cmocka_unit_test(test_tied_weights_files), cmocka_unit_test(test_fast_exp_and_tanh), cmocka_unit_test(test_sample),
         cmocka_unit_test(test_hf_gpt2model_checkpoint), cmocka_unit_test(test_two_epochs_on_fortunes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,6 +36,12 @@ static int64_t draw(const float *logits, int v, double temperature, int top_k, f
     return last;
 }
 
+long long taas_sample_budget(int t, size_t nparams, long long want) {
+    double per_token = (double)t * (double)nparams;
+    long long n = per_token * (double)want > 1e12 ? (long long)(1e12 / per_token) : want;
+    return n < 20 ? 0 : n;
+}
+
 int taas_sample_tokens(taas_model *m, int64_t *seq, size_t *len, long long max_new, double temperature, int top_k,
                        uint64_t seed, taas_error *err) {
     int t = taas_model_tokens(m), v = t ? m->layers[m->nlayers - 1].out.d[1] : 0;

@@ -18,4 +18,9 @@
 int taas_sample_tokens(taas_model *m, int64_t *seq, size_t *len, long long max_new, double temperature, int top_k,
                        uint64_t seed, taas_error *err);
 
+/* How many of `want` new tokens a sample of a model of T tokens and nparams parameters may
+ * draw within about 1e12 multiply-adds (each token is a forward over the whole window, there
+ * being no key/value cache): want, fewer, or 0 below 20 (too large to sample in passing). */
+long long taas_sample_budget(int t, size_t nparams, long long want);
+
 #endif
