@@ -144,7 +144,7 @@ static int resume(taas_fit *f, taas_error *err) {
     const char *path = json_string_value(json_object_get(f->job, "weights"));
     if (!path) return taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the job spec resumes but names no checkpoint");
     const taas_checkpoint_fit fit = {taas_optim_name(f->opt.kind), f->has_sched, f->coll->world, f->seed, f->epochs,
-                                     taas_sampler_batch(f->train.sampler), (long long)f->train.steps};
+                                     taas_sampler_batch(f->train.sampler), (long long)f->train.steps, f->accum};
     json_t *m = taas_checkpoint_meta(path, err);
     int rc = !m || taas_checkpoint_check(m, &fit, path, err) ? -1 : 0;
     json_decref(m);
@@ -163,14 +163,6 @@ static int resume(taas_fit *f, taas_error *err) {
     f->opt.lr = json_number_value(json_object_get(m, "lr"));
     f->opt.momentum = json_number_value(json_object_get(m, "momentum"));
     f->opt.beta1 = json_number_value(json_object_get(m, "beta1"));
-    json_int_t acc = json_is_integer(json_object_get(m, "accumulate")) ? meta_int(m, "accumulate") : 1;
-    if (acc != f->accum || f->step0 % f->accum) {
-        json_decref(m);
-        taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "the checkpoint %s was made with accumulate=%lld, this fit has "
-                       "accumulate=%lld", path, (long long)acc, f->accum);
-        taas_error_hint(err, "resume with fit(..., accumulate=%lld), as the fit that made it", (long long)acc);
-        return -1;
-    }
     if (f->has_sched) {
         f->sched.last_epoch = (long)meta_int(sc, "last_epoch");
         f->sched.lr = json_number_value(json_object_get(sc, "lr"));

@@ -153,7 +153,7 @@ static json_t *resume_from(taas_call_ctx *cx, taas_value **a, const char *path, 
     }
     json_t *opt = taas_value_spec(a[4]);
     const taas_checkpoint_fit fit = {json_string_value(json_object_get(opt, "type")), a[5]->type != TAAS_V_NONE, -1,
-                                     a[7]->u.i, a[2]->u.i, -1, -1};
+                                     a[7]->u.i, a[2]->u.i, -1, -1, a[15]->u.i};
     json_t *meta = taas_checkpoint_meta(path, cx->err);
     if (meta && taas_checkpoint_check(meta, &fit, path, cx->err)) {
         json_decref(meta);

@@ -380,6 +380,22 @@ static void test_every_field_is_checked_by_name(void **state) {
     json_decref(m);
 }
 
+/* Gradient accumulation: a record without "accumulate" is of 1; its K must be this fit's,
+ * and its step a multiple of K (a checkpoint falls between optimizer steps). */
+static void test_accumulate(void **state) {
+    (void)state;
+    taas_checkpoint_fit three = FIT;
+    three.accumulate = 3;
+    refused("accumulate", NULL, NULL, &three, "the checkpoint was made with accumulate 1; this fit has 3");
+    refused("accumulate", NULL, "2", &FIT, "\"step\" is 3; it must be a multiple of accumulate");
+    refused("accumulate", NULL, "0", &FIT, "\"accumulate\" is 0");
+    refused("accumulate", NULL, "\"3\"", &FIT, "\"accumulate\"");
+    json_t *m = record_with("accumulate", NULL, "3");
+    taas_error err;
+    assert_int_equal(taas_checkpoint_check(m, &three, "c", &err), 0);
+    json_decref(m);
+}
+
 /* A fit with fewer epochs than the checkpoint has done has nothing to train: refused, where
  * it returned an empty History. */
 static void test_a_fit_with_nothing_left_is_refused(void **state) {
@@ -398,6 +414,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_frozen_parameters_have_no_state, setup, teardown),
         cmocka_unit_test(test_a_record_as_the_fit_writes_it_passes),
+        cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_every_field_is_checked_by_name),
         cmocka_unit_test(test_a_fit_with_nothing_left_is_refused),
     };

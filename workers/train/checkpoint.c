@@ -125,7 +125,7 @@ int taas_checkpoint_read(const char *path, const taas_checkpoint_bufs *b, const 
 static const char *const FIELDS[] = {"version", "epochs", "epoch", "steps_per_epoch", "step", "steps", "world",
                                      "kernels", "seed", "units", "batch_size", "optimizer", "lr", "momentum",
                                      "beta1", "scheduler", "epoch_loss_sum", "epoch_samples", "epoch_checksum",
-                                     "history", "checksums"};
+                                     "history", "checksums", "accumulate"};
 
 typedef struct rec_check {
     const char *name;   /* the file, as the user named it */
@@ -289,6 +289,12 @@ int taas_checkpoint_check(const json_t *m, const taas_checkpoint_fit *fit, const
         rec_int(c, m, "units", "units", 0, INT64_MAX, &units) ||
         rec_int(c, m, "batch_size", "batch_size", 1, INT32_MAX, &batch))
         return -1;
+    /* gradient accumulation: absent before it was, 1; checkpoints fall between optimizer steps */
+    long long acc = 1;
+    if (json_object_get(m, "accumulate") && rec_int(c, m, "accumulate", "accumulate", 1, 1 << 20, &acc)) return -1;
+    if (step % acc)
+        return refuse(c, "step", json_object_get(m, "step"), "a multiple of accumulate: a checkpoint falls between "
+                                                            "optimizer steps");
     const json_t *kv = json_object_get(m, "kernels");
     if (taas_cpu_parse(json_string_value(kv)) < 0)
         return refuse(c, "kernels", kv, "the kernel set the fit ran: \"avx512\", \"avx2\" or \"generic\"");
@@ -328,6 +334,7 @@ int taas_checkpoint_check(const json_t *m, const taas_checkpoint_fit *fit, const
     /* the fit that resumes it: the same batches, in the same order, with the same update */
     if (fit->world >= 0 && world != fit->world) return differs(c, "ranks (--gpus)", world, fit->world);
     if (fit->seed >= 0 && seed != fit->seed) return differs(c, "seed", seed, fit->seed);
+    if (fit->accumulate > 0 && acc != fit->accumulate) return differs(c, "accumulate", acc, fit->accumulate);
     if (fit->batch_size >= 0 && batch != fit->batch_size) return differs(c, "batch_size", batch, fit->batch_size);
     if (fit->steps_per_epoch >= 0 && spe != fit->steps_per_epoch)
         return differs(c, "steps per epoch", spe, fit->steps_per_epoch);

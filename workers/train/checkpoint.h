@@ -43,6 +43,7 @@ typedef struct taas_checkpoint_fit {
     const char *optimizer;      /* taas_optim_name of the fit's */
     int scheduler;              /* the fit has one (1) or none (0) */
     long long world, seed, epochs, batch_size, steps_per_epoch;
+    long long accumulate;       /* batches an optimizer step; 0: not known */
 } taas_checkpoint_fit;
 
 /* Checks every field of a checkpoint's record (docs/jobspec.md) for its type and range and
