@@ -3,7 +3,8 @@
 Hugging Face's transformers.GPT2LMHeadModel on the same GPU, and the strict load of taas's
 weights into that model.
 
-1. Training tokens/s, FP32, GPT2Config(n_layer=--layers, ...) (GPT-2 small by default), block
+1. Training tokens/s, FP32 (then BF16: taas's precision='bf16', eager under
+   torch.autocast(bfloat16)), GPT2Config(n_layer=--layers, ...) (GPT-2 small by default), block
    --block (1024), batch --batch (4), dropout 0 on both sides:
    taas: `taas-worker train --spec FILE` on llm.c token shards of uniform random ids written
      here (TokenShards), CrossEntropyLoss over every position, AdamW(lr=6e-4, betas=(0.9,
@@ -37,6 +38,9 @@ sys.path.insert(0, HERE)
 from gpu_bench import SKIP, refuse_without_gpu, versions  # noqa: E402
 
 VOCAB = 50257
+# FP32 first (the strict load reads taas's FP32 weights), then BF16: taas's precision='bf16'
+# (its matrix products in BF16, FP32 in memory) against eager under torch.autocast(bfloat16)
+SIDES = ("taas", "eager", "compile", "taas bf16", "eager bf16")
 
 
 def config(layers):
@@ -53,8 +57,8 @@ def write_shard(path, tokens, seed):
         f.write(ids.tobytes())
 
 
-def taas_run(worker, a, shard, out):
-    spec = {"version": 1, "job": "fit", "weights": None, "epochs": 2, "units": 0, "seed": 1, "threads": 1, "out": out,
+def taas_run(worker, a, shard, out, bf16=False):
+    spec = {"precision": "bf16" if bf16 else "fp32","version": 1, "job": "fit", "weights": None, "epochs": 2, "units": 0, "seed": 1, "threads": 1, "out": out,
             "model": {"type": "GPT2LMHeadModel", "config": config(a.layers)},
             "train": {"type": "DataLoader", "batch_size": a.batch, "shuffle": False, "drop_last": True,
                       "prefetch_factor": None,
@@ -78,7 +82,7 @@ def taas_run(worker, a, shard, out):
     return {"tokens_s": second[0]["tokens_per_s"], "engine": engine}
 
 
-def torch_rate(a, compiled):
+def torch_rate(a, compiled, bf16=False):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(1)
@@ -95,8 +99,9 @@ def torch_rate(a, compiled):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = run(x).logits
-        loss = torch.nn.functional.cross_entropy(logits.view(-1, VOCAB), y.view(-1))
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            logits = run(x).logits
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, VOCAB).float(), y.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
@@ -158,10 +163,10 @@ def main():
     res = {"versions": v, "config": config(a.layers), "batch": a.batch, "block": a.block}
 
     def save():
-        rows = ["GPT-2 (%d layers) on %s, block %d, batch %d, FP32, tokens/s" % (a.layers, v["gpu"], a.block, a.batch),
-                "", "| side | tokens/s | ratio to eager | note |", "|---|---:|---:|---|"]
+        rows = ["GPT-2 (%d layers) on %s, block %d, batch %d, tokens/s" % (a.layers, v["gpu"], a.block, a.batch),
+                "", "| side | tokens/s | ratio to eager (FP32) | note |", "|---|---:|---:|---|"]
         eager = res.get("eager", {}).get("tokens_s")
-        for side in ("taas", "eager", "compile"):
+        for side in SIDES:
             r = res.get(side)
             if not r:
                 continue
@@ -185,11 +190,15 @@ def main():
         shard = os.path.join(tmp, "shard_000001.bin")
         write_shard(shard, a.steps * a.batch * a.block + 1, 7)
         weights = os.path.join(tmp, "gpt2.safetensors")
-        for side in ("taas", "eager", "compile"):
-            if side == "compile" and (a.no_compile or time.time() - t_start > a.budget - 120):
+        for side in SIDES:
+            if "compile" in side and (a.no_compile or time.time() - t_start > a.budget - 120):
                 continue
+            if "bf16" in side and time.time() - t_start > a.budget - 60:
+                continue
+            bf16 = side.endswith("bf16")
             try:
-                res[side] = taas_run(a.worker, a, shard, weights) if side == "taas" else torch_rate(a, side == "compile")
+                res[side] = (taas_run(a.worker, a, shard, weights if not bf16 else weights + ".bf16", bf16)
+                             if side.startswith("taas") else torch_rate(a, "compile" in side, bf16))
             except Exception as e:  # noqa: BLE001 (a side that fails is a row that says why)
                 res[side] = {"error": "%s: %s" % (type(e).__name__, e)}
             save()
