@@ -142,6 +142,9 @@ static void test_find_with_prefixes(void **state) {
         {"transforms.ToTensor", "ToTensor"}, {"torchvision.transforms.Compose", "Compose"},
         {"torch.utils.data.DataLoader", "DataLoader"}, {"DataLoader", "DataLoader"}, {"taas.print", "print"},
         {"print", "print"}, {"taas.register", "register"}, {"nn.CrossEntropyLoss", "CrossEntropyLoss"},
+        {"transformers.GPT2LMHeadModel", "GPT2LMHeadModel"}, {"transformers.GPT2Config", "GPT2Config"},
+        {"transformers.GPT2LMHeadModel.from_pretrained", "from_pretrained"},
+        {"GPT2LMHeadModel.from_pretrained", "from_pretrained"},
     };
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         const taas_builtin *b = taas_builtin_find(ok[i].dotted);
@@ -150,7 +153,8 @@ static void test_find_with_prefixes(void **state) {
         assert_string_equal(b->name, ok[i].name);
     }
     const char *missing[] = {"nn.Adam", "optim.Conv2d", "Conv3d", "foo.Conv2d", "torch.Conv2d", "nn.",
-                             "", "conv2d", "taas.Conv2d", "nn.nn.Conv2d", NULL};
+                             "", "conv2d", "taas.Conv2d", "nn.nn.Conv2d", "nn.from_pretrained",
+                             "transformers.from_pretrained", "GPT2LMHeadModel.GPT2Config", NULL};
     for (size_t i = 0; missing[i]; i++) assert_null(taas_builtin_find(missing[i]));
     assert_null(taas_builtin_find(NULL));
 }
