@@ -288,14 +288,15 @@ static void test_conv2d_sample_products(void **state) {
 
 /* Winograd's F(2x2, 3x3) and F(4x4, 3x3) against im2col + sgemm a sample at a time, all
  * three of the forward, the input gradient and the weight gradient (with db): padding 0, 1
- * and 2, odd and even planes, more tiles than a product takes, the fused ReLU's mask, 1 to 3
- * threads. Within 2e-5 of the largest value for F(2x2) and 6e-5 for F(4x4) (the products are
- * summed in another order, of transformed values, and F(4x4)'s transforms round more: its
- * RMS error against float64 is 4-6 times the direct sum's, bench/RESULTS.md), the same bits
- * for the same threads twice, and the same dw when neither dx nor db is asked for (a
- * bias-free convolution at a network's input). */
-static void winograd_case(taas_conv2d_shape s, int nthreads, int relu) {
-    assert_true(taas_conv_winograd_usable(&s));  /* the case takes the path it tests */
+ * and 2, odd and even planes, more tiles than a product or a chunk takes, the fused ReLU's
+ * mask, 1 to 3 threads; in products of a few samples a thread and grouped (conv_winograd.h),
+ * in one group and in groups of 2 samples. Within 2e-5 of the largest value for F(2x2) and
+ * 6e-5 for F(4x4) (the products are summed in another order, of transformed values, and
+ * F(4x4)'s transforms round more: its RMS error against float64 is 4-6 times the direct
+ * sum's, bench/RESULTS.md), the same bits for the same threads twice, and the same dw when
+ * neither dx nor db is asked for (a bias-free convolution at a network's input). Grouped, the
+ * bits are those of one thread for any threads (`alone`: its results with one, or NULL). */
+static void winograd_way(taas_conv2d_shape s, int nthreads, int relu, int grouping, float *got[4][6]) {
     int oh = taas_conv2d_out_h(&s), ow = taas_conv2d_out_w(&s);
     size_t nx = (size_t)s.n * s.c * s.h * s.w, ny = (size_t)s.n * s.oc * oh * ow, nw = (size_t)s.oc * s.c * 9;
     float *x = filled(nx, 0), *w = filled(nw, 0), *b = filled(s.oc, 0), *dy = filled(ny, 0);
@@ -303,7 +304,7 @@ static void winograd_case(taas_conv2d_shape s, int nthreads, int relu) {
     for (size_t i = 0; i < nw; i++) w[i] = (float)((i * 53) % 97) / 480.0f - 0.1f;
     for (int i = 0; i < s.oc; i++) b[i] = (float)i / 40.0f - 0.05f;
     for (size_t i = 0; i < ny; i++) dy[i] = (float)((i * 29) % 89) / 44.0f - 1.0f;
-    float *got[4][6];
+    taas_conv_winograd_grouping(grouping);
     for (int way = 0; way < 4; way++) {  /* Winograd, Winograd again, im2col, Winograd's dw alone */
         taas_conv2d_winograd(way != 2);
         taas_conv2d_sample_products(0);
@@ -319,29 +320,49 @@ static void winograd_case(taas_conv2d_shape s, int nthreads, int relu) {
     taas_conv2d_winograd(1);
     taas_conv2d_sample_products(1);
     taas_conv_direct_enable(1);
-    size_t len[4] = {ny, nx, nw, (size_t)s.oc};
-    const char *names[4] = {"y", "dx", "dw", "db"};
-    for (int a = 0; a < 4; a++) {
-        assert_memory_equal(got[0][a], got[1][a], len[a] * sizeof(float));
-        expect_close(got[0][a], got[2][a], len[a], taas_conv_winograd_tile_side(&s) == 4 ? 6e-5f : 2e-5f, names[a]);
-    }
-    assert_memory_equal(got[0][2], got[3][2], nw * sizeof(float));
-    for (int way = 0; way < 4; way++)
-        for (int a = 0; a < 5; a++) free(got[way][a]);
+    taas_conv_winograd_grouping(-1);
     free(x), free(w), free(b), free(dy);
+}
+
+static void winograd_case(taas_conv2d_shape s, int nthreads, int relu) {
+    assert_true(taas_conv_winograd_usable(&s));  /* the case takes the path it tests */
+    int oh = taas_conv2d_out_h(&s), ow = taas_conv2d_out_w(&s);
+    size_t len[4] = {(size_t)s.n * s.oc * oh * ow, (size_t)s.n * s.c * s.h * s.w, (size_t)s.oc * s.c * 9, (size_t)s.oc};
+    const char *names[4] = {"y", "dx", "dw", "db"};
+    for (int way = 0; way < 3; way++) {
+        int grouping = (int[]){0, 1 << 20, 2}[way];  /* never, in one group, in groups of 2 samples */
+        float *got[4][6], *alone[4][6];
+        winograd_way(s, nthreads, relu, grouping, got);
+        if (grouping && nthreads > 1) winograd_way(s, 1, relu, grouping, alone);
+        for (int a = 0; a < 4; a++) {
+            assert_memory_equal(got[0][a], got[1][a], len[a] * sizeof(float));
+            expect_close(got[0][a], got[2][a], len[a], taas_conv_winograd_tile_side(&s) == 4 ? 6e-5f : 2e-5f, names[a]);
+            if (grouping && nthreads > 1) assert_memory_equal(got[0][a], alone[0][a], len[a] * sizeof(float));
+        }
+        assert_memory_equal(got[0][2], got[3][2], len[2] * sizeof(float));
+        for (int w = 0; w < 4; w++)
+            for (int a = 0; a < 5; a++) {
+                free(got[w][a]);
+                if (grouping && nthreads > 1) free(alone[w][a]);
+            }
+    }
 }
 
 static void test_conv2d_winograd(void **state) {
     (void)state;
     taas_conv2d_shape f2 = {3, 65, 9, 11, 64, 3, 3, 1, 1, 1, 1, 1}, f4 = {5, 64, 8, 8, 72, 3, 3, 1, 1, 1, 1, 1};
+    taas_conv2d_shape small = {64, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1, 1}, big = {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1};
     assert_int_equal(taas_conv_winograd_tile_side(&f2), 2);  /* both tile sizes are among the cases */
     assert_int_equal(taas_conv_winograd_tile_side(&f4), 4);
+    assert_true(taas_conv_winograd_grouped(&small));  /* the rule: a CIFAR ResNet's layer4 grouped, */
+    assert_false(taas_conv_winograd_grouped(&big));   /* its layer1 not */
     for (int t = 1; t <= 3; t++) {
         winograd_case((taas_conv2d_shape){5, 64, 8, 8, 72, 3, 3, 1, 1, 1, 1, 1}, t, 0);    /* F(4x4): 8x8 */
         winograd_case((taas_conv2d_shape){3, 65, 9, 11, 64, 3, 3, 1, 1, 1, 1, 1}, t, 1);  /* odd planes */
         winograd_case((taas_conv2d_shape){4, 64, 12, 10, 67, 3, 3, 1, 1, 0, 0, 1}, t, 0); /* no padding */
         winograd_case((taas_conv2d_shape){2, 66, 7, 9, 64, 3, 3, 1, 1, 2, 1, 1}, t, 1);   /* padding 2 and 1 */
-        winograd_case((taas_conv2d_shape){3, 64, 40, 38, 64, 3, 3, 1, 1, 1, 1, 1}, t, 0); /* F(4x4), partial tiles */
+        winograd_case((taas_conv2d_shape){12, 64, 13, 13, 64, 3, 3, 1, 1, 1, 1, 1}, t, 1); /* F(2x2), 2 chunks */
+        winograd_case((taas_conv2d_shape){7, 64, 40, 38, 64, 3, 3, 1, 1, 1, 1, 1}, t, 0); /* F(4x4), partial tiles, 2 chunks */
         winograd_case((taas_conv2d_shape){2, 64, 27, 29, 66, 3, 3, 1, 1, 0, 0, 1}, t, 1); /* F(4x4), no padding */
         winograd_case((taas_conv2d_shape){3, 65, 25, 26, 64, 3, 3, 1, 1, 2, 1, 1}, t, 1); /* F(4x4), padding 2 and 1 */
         winograd_case((taas_conv2d_shape){3, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1, 1}, t, 1);  /* a CIFAR layer4's */

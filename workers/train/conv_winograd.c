@@ -21,6 +21,7 @@
  * g, so it is the gradient of the convolution itself, not of an approximation. */
 #include "conv_winograd.h"
 
+#include <omp.h>
 #include <string.h>
 
 #include "blas.h"
@@ -84,11 +85,12 @@ int taas_conv_winograd_samples(const taas_conv2d_shape *s) {
     return k < 1 ? 1 : k > s->n ? (s->n > 1 ? s->n : 1) : k;
 }
 
-/* F(4x4)'s transforms run over a block of channels at once, about FLAT tiles, as flat vector
- * loops (a plane's own tiles are too few: 4 at 8x8, 1 at 4x4) */
+/* F(4x4)'s transforms, and the grouped products' (a channel's planes of several samples),
+ * run over a block of planes at once, about FLAT tiles, as flat vector loops (a plane's own
+ * tiles are too few: 4 at 8x8, 1 at 4x4) */
 enum { FLAT = 512 };
 
-static int flat_channels(const wshape *g) { return g->t >= FLAT ? 1 : FLAT / g->t; }
+static int flat_planes(const wshape *g) { return g->t >= FLAT ? 1 : FLAT / g->t; }
 
 /* A thread's rows. F(2x2): the input's 4 padded rows and their column transform's 4, the
  * output's or the gradient's 2. F(4x4): 108 planes of a block's tiles (the input's 36
@@ -96,7 +98,7 @@ static int flat_channels(const wshape *g) { return g->t >= FLAT ? 1 : FLAT / g->
  * the output and the gradient), a padded row and its 4 phases. */
 static size_t rows_floats(const wshape *g) {
     if (g->m == 2) return (size_t)8 * g->wp;
-    size_t zl = (size_t)flat_channels(g) * g->t;
+    size_t zl = (size_t)flat_planes(g) * g->t;
     return 108 * zl + g->wp + 2 + (size_t)4 * (g->tx + 1);
 }
 
@@ -319,6 +321,69 @@ TAAS_VEC static void finish_row2(float *dw, const float *du, size_t plane, size_
     }
 }
 
+/* (o0, o1, o2, o3) = B^T (d0, d1, d2, d3), element by element: one pass of F(2x2)'s B^T d B */
+TAAS_VEC static void bt_pass2(float *o0, float *o1, float *o2, float *o3, const float *d0, const float *d1,
+                              const float *d2, const float *d3, int len) {
+#pragma omp simd
+    for (int z = 0; z < len; z++) {
+        o0[z] = d0[z] - d2[z];
+        o1[z] = d1[z] + d2[z];
+        o2[z] = d2[z] - d1[z];
+        o3[z] = d1[z] - d3[z];
+    }
+}
+
+/* F(2x2): v[xi * vstride + z] = (B^T d B)[xi], z < len, through e: down k, then along l */
+static void bt_rows2(float *v, size_t vstride, const float *d, float *e, size_t zl, int len) {
+    for (int l = 0; l < 4; l++)
+        bt_pass2(e + l * zl, e + (4 + l) * zl, e + (8 + l) * zl, e + (12 + l) * zl, d + l * zl, d + (4 + l) * zl,
+                 d + (8 + l) * zl, d + (12 + l) * zl, len);
+    for (int i = 0; i < 4; i++) {
+        const float *e0 = e + (size_t)(4 * i) * zl;
+        float *v0 = v + (size_t)(4 * i) * vstride;
+        bt_pass2(v0, v0 + vstride, v0 + 2 * vstride, v0 + 3 * vstride, e0, e0 + zl, e0 + 2 * zl, e0 + 3 * zl, len);
+    }
+}
+
+/* F(2x2): y[2a + b][z] = (A^T m A)[a][b] from m's 16 rows mm[xi * mstride + z], z < len */
+TAAS_VEC static void at_rows2(float *y, size_t zl, const float *mm, size_t mstride, float *t, int len) {
+    (void)t;
+    const float *m[16];
+    for (int xi = 0; xi < 16; xi++) m[xi] = mm + (size_t)xi * mstride;
+    float *y0 = y, *y1 = y + zl, *y2 = y + 2 * zl, *y3 = y + 3 * zl;
+#pragma omp simd
+    for (int z = 0; z < len; z++) {
+        float t0[4], t1[4];
+        for (int k = 0; k < 4; k++) {
+            t0[k] = m[k][z] + m[4 + k][z] + m[8 + k][z];
+            t1[k] = m[4 + k][z] - m[8 + k][z] - m[12 + k][z];
+        }
+        y0[z] = t0[0] + t0[1] + t0[2];
+        y1[z] = t0[1] - t0[2] - t0[3];
+        y2[z] = t1[0] + t1[1] + t1[2];
+        y3[z] = t1[1] - t1[2] - t1[3];
+    }
+}
+
+/* F(2x2): p[xi * pstride + z] = (A dY A^T)[xi] from dY's 4 rows y[2a + b][z] */
+TAAS_VEC static void a_rows2(float *p, size_t pstride, const float *y, size_t zl, float *t, int len) {
+    (void)t;
+    const float *y0 = y, *y1 = y + zl, *y2 = y + 2 * zl, *y3 = y + 3 * zl;
+    float *d[16];
+    for (int xi = 0; xi < 16; xi++) d[xi] = p + (size_t)xi * pstride;
+#pragma omp simd
+    for (int z = 0; z < len; z++) {
+        float a = y0[z], b = y1[z], c = y2[z], e = y3[z];
+        float row[4][2] = {{a, b}, {a + c, b + e}, {a - c, b - e}, {-c, -e}};
+        for (int i = 0; i < 4; i++) {
+            d[4 * i][z] = row[i][0];
+            d[4 * i + 1][z] = row[i][0] + row[i][1];
+            d[4 * i + 2][z] = row[i][0] - row[i][1];
+            d[4 * i + 3][z] = -row[i][1];
+        }
+    }
+}
+
 /* F(2x2)'s transforms a channel at a time, as the table's sample-wide calls */
 static void input_sample2(float *v, size_t vstride, size_t colstride, size_t base, const float *in,
                           const float *mask, const wshape *g, float *rows) {
@@ -436,13 +501,74 @@ TAAS_VEC static void split_row(float *ph, float *row, const wshape *g) {
         o5 = (y3);                                                       \
     } while (0)
 
+/* v[xi * vstride + z] = (B^T d B)[xi] for z < len, d's 36 rows zl apart, through e */
+TAAS_VEC static void bt_rows4(float *v, size_t vstride, const float *d, float *e, size_t zl, int len) {
+    for (int l = 0; l < A; l++) {
+        const float *d0 = d + (size_t)l * zl;
+        float *e0 = e + (size_t)l * zl;
+#pragma omp simd
+        for (int z = 0; z < len; z++)
+            BT6(d0[z], d0[6 * zl + z], d0[12 * zl + z], d0[18 * zl + z], d0[24 * zl + z], d0[30 * zl + z], e0[z],
+                e0[6 * zl + z], e0[12 * zl + z], e0[18 * zl + z], e0[24 * zl + z], e0[30 * zl + z]);
+    }
+    for (int i = 0; i < A; i++) {
+        const float *e0 = e + (size_t)(A * i) * zl;
+        float *w0 = v + (size_t)(A * i) * vstride;
+#pragma omp simd
+        for (int z = 0; z < len; z++)
+            BT6(e0[z], e0[zl + z], e0[2 * zl + z], e0[3 * zl + z], e0[4 * zl + z], e0[5 * zl + z], w0[z],
+                w0[vstride + z], w0[2 * vstride + z], w0[3 * vstride + z], w0[4 * vstride + z], w0[5 * vstride + z]);
+    }
+}
+
+/* y[4a + b][z] = (A^T m A)[a][b] from m's 36 rows mm[xi * mstride + z], z < len, through t
+ * (24 rows) */
+TAAS_VEC static void at_rows4(float *y, size_t zl, const float *mm, size_t mstride, float *t, int len) {
+    for (int j = 0; j < A; j++) {
+        const float *w0 = mm + (size_t)j * mstride;
+        float *q = t + (size_t)j * zl;
+#pragma omp simd
+        for (int z = 0; z < len; z++)
+            AT6(w0[z], w0[6 * mstride + z], w0[12 * mstride + z], w0[18 * mstride + z], w0[24 * mstride + z],
+                w0[30 * mstride + z], q[z], q[6 * zl + z], q[12 * zl + z], q[18 * zl + z]);
+    }
+    for (int a = 0; a < M; a++) {
+        const float *q = t + (size_t)(A * a) * zl;
+        float *r = y + (size_t)(M * a) * zl;
+#pragma omp simd
+        for (int z = 0; z < len; z++)
+            AT6(q[z], q[zl + z], q[2 * zl + z], q[3 * zl + z], q[4 * zl + z], q[5 * zl + z], r[z], r[zl + z],
+                r[2 * zl + z], r[3 * zl + z]);
+    }
+}
+
+/* p[xi * pstride + z] = (A dY A^T)[xi] from dY's 16 rows y[4a + b][z], through t (24 rows) */
+TAAS_VEC static void a_rows4(float *p, size_t pstride, const float *y, size_t zl, float *t, int len) {
+    for (int c = 0; c < M; c++) {  /* t[i][c] = A down a */
+        const float *y0 = y + (size_t)c * zl;
+        float *q = t + (size_t)c * zl;
+#pragma omp simd
+        for (int z = 0; z < len; z++)
+            A4(y0[z], y0[4 * zl + z], y0[8 * zl + z], y0[12 * zl + z], q[z], q[4 * zl + z], q[8 * zl + z],
+               q[12 * zl + z], q[16 * zl + z], q[20 * zl + z]);
+    }
+    for (int i = 0; i < A; i++) {  /* p[i][j] = A along c */
+        const float *q = t + (size_t)(M * i) * zl;
+        float *r = p + (size_t)(A * i) * pstride;
+#pragma omp simd
+        for (int z = 0; z < len; z++)
+            A4(q[z], q[zl + z], q[2 * zl + z], q[3 * zl + z], r[z], r[pstride + z], r[2 * pstride + z],
+               r[3 * pstride + z], r[4 * pstride + z], r[5 * pstride + z]);
+    }
+}
+
 /* V's columns for every channel of one sample (in: its planes), a block of channels at a time:
  * D[k][l][c T + t] = the padded input at (4 ti + k, 4 tj + l) of tile t, E = B^T down k,
  * W = B along l, then W's rows to V (element (xi, c, t) at v + xi vstride + c colstride +
  * base + t). Every transform is one flat vector loop over the block's tiles. */
 TAAS_VEC static void input_sample4(float *v, size_t vstride, size_t colstride, size_t base, const float *in,
                                    const float *mask, const wshape *g, float *rows) {
-    int T = g->t, tx = g->tx, n = tx + 1, cb = flat_channels(g);
+    int T = g->t, tx = g->tx, n = tx + 1, cb = flat_planes(g);
     size_t zl = (size_t)cb * T, inp = (size_t)g->h * g->w;
     float *d = rows, *e = d + 36 * zl, *wv = e + 36 * zl, *row = wv + 36 * zl, *ph = row + g->wp + 2;
     for (int c0 = 0; c0 < g->cin; c0 += cb) {
@@ -462,22 +588,7 @@ TAAS_VEC static void input_sample4(float *v, size_t vstride, size_t colstride, s
                     }
                 }
         }
-        for (int l = 0; l < A; l++) {
-            const float *d0 = d + (size_t)l * zl;
-            float *e0 = e + (size_t)l * zl;
-#pragma omp simd
-            for (int z = 0; z < len; z++)
-                BT6(d0[z], d0[6 * zl + z], d0[12 * zl + z], d0[18 * zl + z], d0[24 * zl + z], d0[30 * zl + z], e0[z],
-                    e0[6 * zl + z], e0[12 * zl + z], e0[18 * zl + z], e0[24 * zl + z], e0[30 * zl + z]);
-        }
-        for (int i = 0; i < A; i++) {
-            const float *e0 = e + (size_t)(A * i) * zl;
-            float *w0 = wv + (size_t)(A * i) * zl;
-#pragma omp simd
-            for (int z = 0; z < len; z++)
-                BT6(e0[z], e0[zl + z], e0[2 * zl + z], e0[3 * zl + z], e0[4 * zl + z], e0[5 * zl + z], w0[z],
-                    w0[zl + z], w0[2 * zl + z], w0[3 * zl + z], w0[4 * zl + z], w0[5 * zl + z]);
-        }
+        bt_rows4(wv, zl, d, e, zl, len);
         for (int xi = 0; xi < 36; xi++)
             for (int c = 0; c < nb; c++)
                 memcpy(v + (size_t)xi * vstride + (size_t)(c0 + c) * colstride + base, wv + (size_t)xi * zl + (size_t)c * T,
@@ -490,7 +601,7 @@ TAAS_VEC static void input_sample4(float *v, size_t vstride, size_t colstride, s
  * j into 16 phases (a, b) of the block's tiles, then each output row from its 4 phases. */
 TAAS_VEC static void output_sample4(float *out, const float *mm, size_t mstride, size_t colstride, size_t base,
                                     const float *b, int relu, const wshape *g, float *rows) {
-    int T = g->t, tx = g->tx, cb = flat_channels(g);
+    int T = g->t, tx = g->tx, cb = flat_planes(g);
     size_t zl = (size_t)cb * T, outp = (size_t)g->oh * g->ow;
     float *wv = rows, *t4 = wv + 36 * zl, *o16 = t4 + 24 * zl, *row = o16 + 16 * zl;
     for (int o0 = 0; o0 < g->cout; o0 += cb) {
@@ -500,22 +611,7 @@ TAAS_VEC static void output_sample4(float *out, const float *mm, size_t mstride,
             for (int o = 0; o < nb; o++)
                 memcpy(wv + (size_t)xi * zl + (size_t)o * T, mm + (size_t)xi * mstride + (size_t)(o0 + o) * colstride + base,
                        sizeof(float) * T);
-        for (int j = 0; j < A; j++) {  /* t4[a][j] */
-            const float *w0 = wv + (size_t)j * zl;
-            float *q = t4 + (size_t)j * zl;
-#pragma omp simd
-            for (int z = 0; z < len; z++)
-                AT6(w0[z], w0[6 * zl + z], w0[12 * zl + z], w0[18 * zl + z], w0[24 * zl + z], w0[30 * zl + z], q[z],
-                    q[6 * zl + z], q[12 * zl + z], q[18 * zl + z]);
-        }
-        for (int a = 0; a < M; a++) {  /* o16[a][b] */
-            const float *q = t4 + (size_t)(A * a) * zl;
-            float *r = o16 + (size_t)(M * a) * zl;
-#pragma omp simd
-            for (int z = 0; z < len; z++)
-                AT6(q[z], q[zl + z], q[2 * zl + z], q[3 * zl + z], q[4 * zl + z], q[5 * zl + z], r[z], r[zl + z],
-                    r[2 * zl + z], r[3 * zl + z]);
-        }
+        at_rows4(o16, zl, wv, zl, t4, len);
         for (int o = 0; o < nb; o++) {
             float bias = b ? b[o0 + o] : 0.0f, *plane = out + (size_t)(o0 + o) * outp;
             for (int ti = 0; ti < g->ty; ti++)
@@ -542,7 +638,7 @@ TAAS_VEC static void output_sample4(float *out, const float *mm, size_t mstride,
  * edge), A down a, A along b, then to P. */
 TAAS_VEC static void grad_sample4(float *p, size_t pstride, size_t colstride, size_t base, const float *dy,
                                   const float *mask, float *db, const wshape *g, float *rows) {
-    int T = g->t, tx = g->tx, n = tx + 1, cb = flat_channels(g);
+    int T = g->t, tx = g->tx, n = tx + 1, cb = flat_planes(g);
     size_t zl = (size_t)cb * T, outp = (size_t)g->oh * g->ow;
     float *y16 = rows, *t6 = y16 + 16 * zl, *p36 = t6 + 24 * zl, *row = p36 + 36 * zl, *ph = row + g->wp + 2;
     for (int o0 = 0; o0 < g->cout; o0 += cb) {
@@ -572,22 +668,7 @@ TAAS_VEC static void grad_sample4(float *p, size_t pstride, size_t colstride, si
                 }
             if (db) db[o0 + o] += sum;
         }
-        for (int c = 0; c < M; c++) {  /* t6[i][c] = A down a */
-            const float *y0 = y16 + (size_t)c * zl;
-            float *q = t6 + (size_t)c * zl;
-#pragma omp simd
-            for (int z = 0; z < len; z++)
-                A4(y0[z], y0[4 * zl + z], y0[8 * zl + z], y0[12 * zl + z], q[z], q[4 * zl + z], q[8 * zl + z],
-                   q[12 * zl + z], q[16 * zl + z], q[20 * zl + z]);
-        }
-        for (int i = 0; i < A; i++) {  /* p36[i][j] = A along c */
-            const float *q = t6 + (size_t)(M * i) * zl;
-            float *r = p36 + (size_t)(A * i) * zl;
-#pragma omp simd
-            for (int z = 0; z < len; z++)
-                A4(q[z], q[zl + z], q[2 * zl + z], q[3 * zl + z], r[z], r[zl + z], r[2 * zl + z], r[3 * zl + z],
-                   r[4 * zl + z], r[5 * zl + z]);
-        }
+        a_rows4(p36, zl, y16, zl, t6, len);
         for (int xi = 0; xi < 36; xi++)
             for (int o = 0; o < nb; o++)
                 memcpy(p + (size_t)xi * pstride + (size_t)(o0 + o) * colstride + base, p36 + (size_t)xi * zl + (size_t)o * T,
@@ -630,6 +711,7 @@ TAAS_VEC static void finish_row4(float *dw, const float *du, size_t plane, size_
     }
 }
 
+
 /* ---- the table ---- */
 
 /* A tile size's transforms, each over one sample: V, M and P hold element (xi, channel, t)
@@ -643,10 +725,16 @@ typedef struct wino_tiles {
     void (*grad_sample)(float *p, size_t pstride, size_t colstride, size_t base, const float *dy, const float *mask,
                         float *db, const wshape *g, float *rows);
     void (*finish_row)(float *dw, const float *du, size_t plane, size_t stride, int slices, int cin);
+    /* the flat passes over rows of tiles, for the channel-major transforms */
+    void (*bt_rows)(float *v, size_t vstride, const float *d, float *e, size_t zl, int len);
+    void (*at_rows)(float *y, size_t zl, const float *mm, size_t mstride, float *t, int len);
+    void (*a_rows)(float *p, size_t pstride, const float *y, size_t zl, float *t, int len);
 } wino_tiles;
 
-static const wino_tiles F2 = {weights_row2, input_sample2, output_sample2, grad_sample2, finish_row2};
-static const wino_tiles F4 = {weights_row4, input_sample4, output_sample4, grad_sample4, finish_row4};
+static const wino_tiles F2 = {weights_row2, input_sample2, output_sample2, grad_sample2, finish_row2,
+                              bt_rows2,     at_rows2,      a_rows2};
+static const wino_tiles F4 = {weights_row4, input_sample4, output_sample4, grad_sample4, finish_row4,
+                              bt_rows4,     at_rows4,      a_rows4};
 
 static const wino_tiles *tiles_of(const wshape *g) { return g->m == 4 ? &F4 : &F2; }
 
@@ -721,4 +809,242 @@ void taas_conv_winograd_input_grad(float *dx, const float *dy, const float *relu
                                    const taas_conv2d_shape *s, float *mine, int n0, int m) {
     wshape g = backward_shape(s);
     run(dx, dy, relu_y, u, NULL, &g, mine, n0, m, 0);
+}
+
+/* ---- channel-major transforms, for the grouped products ---- */
+/* A group's V, M and P hold element (xi, channel, z) at xi * stride + channel * mt + z, z = j T
+ * + t over the group's m samples' tiles: one channel's tiles of the whole group are one
+ * contiguous row, so these transforms take a channel at a time, a chunk of its samples' tiles
+ * at once, and read or write the rows in place. A chunk: about FLAT tiles. */
+
+
+static size_t channel_rows_floats(const wshape *g) {
+    size_t zl = (size_t)flat_planes(g) * g->t;
+    return (size_t)2 * g->xi * zl + (size_t)(g->m * g->ty + 2) * g->wp;
+}
+
+/* P ((m ty + 2) rows of wp) = the plane, masked where mask is not NULL, at (r - ph, q - pw),
+ * zeros outside */
+static void pad_plane(float *P, const float *plane, const float *mask, const wshape *g) {
+    for (int r = 0; r < g->m * g->ty + 2; r++) padded_row(P + (size_t)r * g->wp, plane, mask, g, r - g->ph);
+}
+
+/* d[k (m + 2) + l][z0 + ti tx + tj] = P at (m ti + k, m tj + l): each tile's input block */
+TAAS_VEC static void gather_tiles(float *d, size_t zl, size_t z0, const float *P, const wshape *g) {
+    int a = g->m + 2;
+    for (int k = 0; k < a; k++)
+        for (int l = 0; l < a; l++) {
+            float *dst = d + (size_t)(a * k + l) * zl + z0;
+            for (int ti = 0; ti < g->ty; ti++) {
+                const float *src = P + (size_t)(g->m * ti + k) * g->wp + l;
+                for (int tj = 0; tj < g->tx; tj++) dst[ti * g->tx + tj] = src[g->m * tj];
+            }
+        }
+}
+
+/* V's row of one channel for m samples (in: the channel's plane in the first, sstride floats
+ * from one sample's to the next; v: the row in xi 0) */
+static void input_channel(float *v, size_t vstride, const float *in, const float *mask, size_t sstride, int m,
+                          const wshape *g, float *rows) {
+    int cs = flat_planes(g);
+    size_t zl = (size_t)cs * g->t;
+    float *d = rows, *e = d + (size_t)g->xi * zl, *P = e + (size_t)g->xi * zl;
+    for (int j0 = 0; j0 < m; j0 += cs) {
+        int nb = m - j0 < cs ? m - j0 : cs;
+        for (int j = 0; j < nb; j++) {
+            size_t at = (size_t)(j0 + j) * sstride;
+            pad_plane(P, in + at, mask ? mask + at : NULL, g);
+            gather_tiles(d, zl, (size_t)j * g->t, P, g);
+        }
+        tiles_of(g)->bt_rows(v + (size_t)j0 * g->t, vstride, d, e, zl, nb * g->t);
+    }
+}
+
+/* One output channel's planes of m samples (out: the plane in the first) from its row of M,
+ * + bias, ReLU if asked */
+TAAS_VEC static void output_channel(float *out, size_t sstride, const float *mm, size_t mstride, int m, float bias,
+                                    int relu, const wshape *g, float *rows) {
+    int cs = flat_planes(g), n = g->m;
+    size_t zl = (size_t)cs * g->t;
+    float *y = rows, *t = y + (size_t)n * n * zl;
+    for (int j0 = 0; j0 < m; j0 += cs) {
+        int nb = m - j0 < cs ? m - j0 : cs;
+        tiles_of(g)->at_rows(y, zl, mm + (size_t)j0 * g->t, mstride, t, nb * g->t);
+        for (int j = 0; j < nb; j++) {
+            float *plane = out + (size_t)(j0 + j) * sstride;
+            for (int r = 0; r < g->oh; r++) {
+                const float *yr = y + (size_t)(r % n) * n * zl + (size_t)j * g->t + (size_t)(r / n) * g->tx;
+                float *to = plane + (size_t)r * g->ow;
+                for (int x = 0; x < g->ow; x++) {
+                    float val = yr[(size_t)(x % n) * zl + x / n] + bias;
+                    to[x] = relu && !(val > 0.0f) ? 0.0f : val;
+                }
+            }
+        }
+    }
+}
+
+/* P's row of one output channel for m samples (dy: the channel's plane in the first), dy
+ * counting where mask > 0 when mask is not NULL; returns the planes' sum */
+TAAS_VEC static float grad_channel(float *p, size_t pstride, const float *dy, const float *mask, size_t sstride,
+                                   int m, const wshape *g, float *rows) {
+    int cs = flat_planes(g), n = g->m;
+    size_t zl = (size_t)cs * g->t;
+    float *y = rows, *t = y + (size_t)n * n * zl, sum = 0.0f;
+    for (int j0 = 0; j0 < m; j0 += cs) {
+        int nb = m - j0 < cs ? m - j0 : cs;
+        for (int j = 0; j < nb; j++) {
+            size_t at = (size_t)(j0 + j) * sstride;
+            const float *plane = dy + at, *mk = mask ? mask + at : NULL;
+            for (int r = 0; r < n * g->ty; r++) {
+                float *yr = y + (size_t)(r % n) * n * zl + (size_t)j * g->t + (size_t)(r / n) * g->tx;
+                int inside = r < g->oh;
+                const float *in = inside ? plane + (size_t)r * g->ow : NULL;
+                const float *mr = inside && mk ? mk + (size_t)r * g->ow : NULL;
+                float part = 0.0f;
+                for (int x = 0; x < n * g->tx; x++) {
+                    float val = inside && x < g->ow && !(mr && !(mr[x] > 0.0f)) ? in[x] : 0.0f;
+                    yr[(size_t)(x % n) * zl + x / n] = val;
+                    part += val;
+                }
+                sum += part;
+            }
+        }
+        tiles_of(g)->a_rows(p + (size_t)j0 * g->t, pstride, y, zl, t, nb * g->t);
+    }
+    return sum;
+}
+
+/* ---- groups of samples, every thread on each phase ---- */
+
+/* A group's V and M within about 32 MiB */
+enum { GROUP_FLOATS = 1 << 23 };
+
+static int grouping = -1;
+
+void taas_conv_winograd_grouping(int mode) { grouping = mode; }
+
+/* Where a product of a few samples holds fewer tiles than the channels: each of its sgemms
+ * then packs an OC x C matrix of transformed weights for fewer columns than it has rows.
+ * Measured, one layer forward and backward (bench/RESULTS.md), grouped against not:
+ * 512 channels at 4x4 375 against 235 GFLOP/s, 256 at 8x8 473 against 281, 128 at 16x16
+ * 409 against 389, 512 at 7x7 371 against 233; but 64 at 32x32 275 against 352, and 64 at
+ * 56x56 271 against 363, where a product's tiles outnumber the channels. */
+int taas_conv_winograd_grouped(const taas_conv2d_shape *s) {
+    if (grouping >= 0) return grouping > 0;
+    wshape g = forward_shape(s);
+    int least = s->c < s->oc ? s->c : s->oc;
+    return (long)taas_conv_winograd_samples(s) * g.t < least;
+}
+
+int taas_conv_winograd_group(const taas_conv2d_shape *s) {
+    wshape g = forward_shape(s);
+    size_t one = (size_t)g.xi * g.t * (g.cin + g.cout);
+    int cap = one >= GROUP_FLOATS ? 1 : (int)(GROUP_FLOATS / one);
+    if (grouping > 0 && cap > grouping) cap = grouping;
+    int groups = (s->n + cap - 1) / cap;
+    return (s->n + groups - 1) / groups;
+}
+
+/* A thread's rows, either direction's */
+static size_t group_thread_floats(const taas_conv2d_shape *s) {
+    wshape f = forward_shape(s), b = backward_shape(s);
+    size_t r = channel_rows_floats(&f) > channel_rows_floats(&b) ? channel_rows_floats(&f) : channel_rows_floats(&b);
+    return (r + 15) / 16 * 16;
+}
+
+/* V and M of m samples, either direction's (their tiles differ where the padding is not 1) */
+static size_t group_vm_floats(const taas_conv2d_shape *s, int m) {
+    wshape f = forward_shape(s), b = backward_shape(s);
+    size_t t = f.t > b.t ? f.t : b.t;
+    return ((size_t)f.xi * m * t * (f.cin + f.cout) + 15) / 16 * 16;
+}
+
+size_t taas_conv_winograd_group_floats(const taas_conv2d_shape *s, int nthreads) {
+    return group_vm_floats(s, taas_conv_winograd_group(s)) + (size_t)(nthreads > 1 ? nthreads : 1) * group_thread_floats(s);
+}
+
+/* Samples [n0, n0 + m): V a channel at a time, then each tile position's product, then the
+ * output a channel at a time, each phase shared out among the threads */
+static void run_group(float *out, const float *in, const float *mask, const float *u, const float *b,
+                      const wshape *g, float *work, float *rows0, size_t per, int n0, int m, int relu, int nthreads) {
+    size_t mt = (size_t)m * g->t, inp = (size_t)g->h * g->w, outp = (size_t)g->oh * g->ow;
+    size_t sin = (size_t)g->cin * inp, sout = (size_t)g->cout * outp;
+    float *v = work, *mm = v + (size_t)g->xi * g->cin * mt;
+    in += (size_t)n0 * sin, mask = mask ? mask + (size_t)n0 * sin : NULL, out += (size_t)n0 * sout;
+#pragma omp parallel num_threads(nthreads > 1 ? nthreads : 1)
+    {
+        float *rows = rows0 + (size_t)omp_get_thread_num() * per;
+#pragma omp for schedule(static)
+        for (int c = 0; c < g->cin; c++)
+            input_channel(v + (size_t)c * mt, (size_t)g->cin * mt, in + (size_t)c * inp,
+                          mask ? mask + (size_t)c * inp : NULL, sin, m, g, rows);
+#pragma omp for schedule(static)
+        for (int xi = 0; xi < g->xi; xi++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cout, (int)mt, g->cin, 1.0f,
+                        u + (size_t)xi * g->cout * g->cin, g->cin, v + (size_t)xi * g->cin * mt, (int)mt, 0.0f,
+                        mm + (size_t)xi * g->cout * mt, (int)mt);
+#pragma omp for schedule(static)
+        for (int o = 0; o < g->cout; o++)
+            output_channel(out + (size_t)o * outp, sout, mm + (size_t)o * mt, (size_t)g->cout * mt, m, b ? b[o] : 0.0f,
+                           relu, g, rows);
+    }
+}
+
+static void run_groups(float *out, const float *in, const float *mask, const float *u, const float *b,
+                       const wshape *g, const taas_conv2d_shape *s, float *work, int relu, int nthreads) {
+    int G = taas_conv_winograd_group(s);
+    float *rows0 = work + group_vm_floats(s, G);
+    for (int n0 = 0; n0 < s->n; n0 += G)
+        run_group(out, in, mask, u, b, g, work, rows0, group_thread_floats(s), n0, s->n - n0 < G ? s->n - n0 : G, relu,
+                  nthreads);
+}
+
+void taas_conv_winograd_forward_grouped(float *y, const float *x, const float *u, const float *b,
+                                        const taas_conv2d_shape *s, float *work, int relu, int nthreads) {
+    wshape g = forward_shape(s);
+    run_groups(y, x, NULL, u, b, &g, s, work, relu, nthreads);
+}
+
+void taas_conv_winograd_input_grad_grouped(float *dx, const float *dy, const float *relu_y, const float *u,
+                                           const taas_conv2d_shape *s, float *work, int nthreads) {
+    wshape g = backward_shape(s);
+    run_groups(dx, dy, relu_y, u, NULL, &g, s, work, 0, nthreads);
+}
+
+void taas_conv_winograd_weight_grad_grouped(float *dw, float *db, const float *dy, const float *relu_y,
+                                            const float *x, const taas_conv2d_shape *s, float *du, float *work,
+                                            int nthreads) {
+    wshape g = forward_shape(s);
+    int G = taas_conv_winograd_group(s), nt = nthreads > 1 ? nthreads : 1;
+    size_t per = group_thread_floats(s), inp = (size_t)g.h * g.w, outp = (size_t)g.oh * g.ow;
+    size_t sin = (size_t)g.cin * inp, sout = (size_t)g.cout * outp;
+    float *rows0 = work + group_vm_floats(s, G);
+    for (int n0 = 0; n0 < s->n; n0 += G) {
+        int m = s->n - n0 < G ? s->n - n0 : G;
+        size_t mt = (size_t)m * g.t;
+        float *v = work, *p = v + (size_t)g.xi * g.cin * mt;
+        const float *xg = x + (size_t)n0 * sin, *dyg = dy + (size_t)n0 * sout;
+        const float *mg = relu_y ? relu_y + (size_t)n0 * sout : NULL;
+#pragma omp parallel num_threads(nt)
+        {
+            float *rows = rows0 + (size_t)omp_get_thread_num() * per;
+#pragma omp for schedule(static)
+            for (int c = 0; c < g.cin; c++)
+                input_channel(v + (size_t)c * mt, (size_t)g.cin * mt, xg + (size_t)c * inp, NULL, sin, m, &g, rows);
+#pragma omp for schedule(static)
+            for (int o = 0; o < g.cout; o++) {
+                float sum = grad_channel(p + (size_t)o * mt, (size_t)g.cout * mt, dyg + (size_t)o * outp,
+                                         mg ? mg + (size_t)o * outp : NULL, sout, m, &g, rows);
+                if (db) db[o] += sum;
+            }
+            /* dU[xi] (OC, C) (+)= P[xi] (OC, T) * V[xi]^T (T, C) */
+#pragma omp for schedule(static)
+            for (int xi = 0; xi < g.xi; xi++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.cout, g.cin, (int)mt, 1.0f,
+                            p + (size_t)xi * g.cout * mt, (int)mt, v + (size_t)xi * g.cin * mt, (int)mt,
+                            n0 ? 1.0f : 0.0f, du + (size_t)xi * g.cout * g.cin, g.cin);
+        }
+    }
+    taas_conv_winograd_weight_grad_finish(dw, du, 0, 1, s, nthreads);
 }

@@ -9,7 +9,8 @@
  * swapped. The weight gradient is the forward's adjoint: sgemms (OC, tiles) x (tiles, C) of
  * the transformed output gradient and input, summed over the batch, then transformed back
  * once (G^T dU G). layer_conv.c uses all three where they apply, in products of a few
- * samples (taas_conv_winograd_samples).
+ * samples a thread (taas_conv_winograd_samples), or grouped on small planes of many channels
+ * (taas_conv_winograd_grouped).
  *
  * Every step is additions and multiplications by constants in a fixed order, and the sgemms
  * are OpenBLAS's single-threaded ones of the kernel set's core: the same shape, threads and
@@ -72,4 +73,26 @@ void taas_conv_winograd_weight_grad(float *du, float *db, const float *dy, const
 void taas_conv_winograd_weight_grad_finish(float *dw, const float *du, size_t stride, int slices,
                                            const taas_conv2d_shape *s, int nthreads);
 
+/* Grouped: the batch in groups of taas_conv_winograd_group samples (their V and M within
+ * about 32 MiB), all threads on each of a group's phases: the input's transform a channel at a
+ * time over the group's tiles, each tile position's one sgemm over the whole group, the
+ * output's transform a channel at a time. Each matrix of transformed weights is then packed
+ * once a group rather than once a few samples a thread, and no sum depends on the threads.
+ * 1 where a product of taas_conv_winograd_samples samples holds fewer tiles than the
+ * channels (small planes of many channels), where it was measured faster. work holds
+ * taas_conv_winograd_group_floats. */
+int taas_conv_winograd_grouped(const taas_conv2d_shape *s);
+/* For tests: -1 (the default) groups where taas_conv_winograd_grouped's rule says, 0 never,
+ * k > 0 always, in groups of at most k samples */
+void taas_conv_winograd_grouping(int mode);
+int taas_conv_winograd_group(const taas_conv2d_shape *s);
+size_t taas_conv_winograd_group_floats(const taas_conv2d_shape *s, int nthreads);
+void taas_conv_winograd_forward_grouped(float *y, const float *x, const float *u, const float *b,
+                                        const taas_conv2d_shape *s, float *work, int relu, int nthreads);
+void taas_conv_winograd_input_grad_grouped(float *dx, const float *dy, const float *relu_y, const float *u,
+                                           const taas_conv2d_shape *s, float *work, int nthreads);
+/* dw += G^T dU G with du (taas_conv_winograd_weight_floats) the whole batch's dU, db += dy's sums */
+void taas_conv_winograd_weight_grad_grouped(float *dw, float *db, const float *dy, const float *relu_y,
+                                            const float *x, const taas_conv2d_shape *s, float *du, float *work,
+                                            int nthreads);
 #endif

@@ -61,13 +61,16 @@ void taas_conv2d_winograd(int on) { winograd = on; }
 
 static int use_winograd(const taas_conv2d_shape *s) { return winograd && taas_conv_winograd_usable(s); }
 
+/* Winograd in groups of samples, every thread on each phase (conv_winograd.h) */
+static int use_grouped(const taas_conv2d_shape *s) { return use_winograd(s) && taas_conv_winograd_grouped(s); }
+
 /* Work memory of either path: im2col's matrix and the output (or masked output gradient) of
  * the samples a product takes, or the direct kernels' buffers. */
 static size_t work_floats(const taas_conv2d_shape *s) {
     size_t im2col = (col_floats(s) + (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s)) *
                     (size_t)samples_per_product(s);
     size_t direct = use_direct(s) ? taas_conv_direct_thread_floats(s) : 0;
-    size_t wino = use_winograd(s) ? taas_conv_winograd_thread_floats(s, taas_conv_winograd_samples(s)) : 0;
+    size_t wino = use_winograd(s) && !use_grouped(s) ? taas_conv_winograd_thread_floats(s, taas_conv_winograd_samples(s)) : 0;
     if (wino > im2col) im2col = wino;
     return im2col > direct ? im2col : direct;
 }
@@ -80,7 +83,7 @@ static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 static size_t dw_floats(const taas_conv2d_shape *s) {
     size_t plain = (size_t)s->oc * (s->c / taas_conv2d_groups(s)) * s->kh * s->kw;
     size_t direct = use_direct(s) ? taas_conv_direct_dw_floats(s) : 0;
-    size_t wino = use_winograd(s) ? taas_conv_winograd_weight_floats(s) : 0;
+    size_t wino = use_winograd(s) && !use_grouped(s) ? taas_conv_winograd_weight_floats(s) : 0;
     if (wino > plain) plain = wino;
     return plain > direct ? plain : direct;
 }
@@ -98,7 +101,8 @@ static size_t shared_floats(const taas_conv2d_shape *s) {
 
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads) {
     if (nthreads < 1) nthreads = 1;
-    return shared_floats(s) + (size_t)nthreads * per_thread(s);
+    size_t slices = (size_t)nthreads * per_thread(s), group = use_grouped(s) ? taas_conv_winograd_group_floats(s, nthreads) : 0;
+    return shared_floats(s) + (slices > group ? slices : group);
 }
 
 /* Output columns [*j0, *j1) whose input column j*sw - pw + kj falls inside the image. */
@@ -283,6 +287,10 @@ static void forward(float *y, const float *x, const float *w, const float *b,
     float *packed = scratch, *slices = scratch + shared_floats(s);
     if (use_winograd(s)) {
         taas_conv_winograd_weights(packed, w, s, 0, nthreads);
+        if (use_grouped(s)) {
+            taas_conv_winograd_forward_grouped(y, x, packed, b, s, slices, relu, nthreads);
+            return;
+        }
         products((product){PRODUCT_WINOGRAD, y, x, packed, b, NULL, s, relu, 0}, taas_conv_winograd_samples(s), slices,
                  per, nthreads);
         return;
@@ -360,10 +368,16 @@ static void backward(float *dx, float *dw, float *db, const float *dy, const flo
     taas_blas_setup();
     if (use_winograd(s) && (dx || dw)) {
         float *slices = scratch + shared_floats(s);
-        if (dw) winograd_weight_grad(dw, db, dy, relu_y, x, s, slices, nthreads);
+        int grouped = use_grouped(s);
+        if (dw && grouped) taas_conv_winograd_weight_grad_grouped(dw, db, dy, relu_y, x, s, scratch, slices, nthreads);
+        else if (dw) winograd_weight_grad(dw, db, dy, relu_y, x, s, slices, nthreads);
         else if (db) backward(NULL, NULL, db, dy, relu_y, x, w, s, scratch, nthreads);
         if (!dx) return;
         taas_conv_winograd_weights(scratch, w, s, 1, nthreads);
+        if (grouped) {
+            taas_conv_winograd_input_grad_grouped(dx, dy, relu_y, scratch, s, slices, nthreads);
+            return;
+        }
         products((product){PRODUCT_WINOGRAD_DX, dx, dy, scratch, NULL, relu_y, s, 0, 0},
                  taas_conv_winograd_samples(s), slices, per_thread(s), nthreads);
         return;
