@@ -17,11 +17,13 @@ def add_step_args(ap):
 
 
 def env_for(isa):
-    """Both sides at the CPU's best, or both at AVX2: TAAS_CPU for taas, ATEN_CPU_CAPABILITY for
-    PyTorch, and OpenBLAS's core to Haswell."""
+    """Both sides at the CPU's best, or both at AVX2: TAAS_CPU for taas; for PyTorch
+    ATEN_CPU_CAPABILITY (its own kernels) and ONEDNN_MAX_CPU_ISA (its convolutions, oneDNN's,
+    which ATEN_CPU_CAPABILITY does not reach); OpenBLAS's core to Haswell for both."""
     env = dict(os.environ)
     if isa == "avx2":
-        env.update(TAAS_CPU="avx2", ATEN_CPU_CAPABILITY="avx2", OPENBLAS_CORETYPE="Haswell")
+        env.update(TAAS_CPU="avx2", ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2", DNNL_MAX_CPU_ISA="AVX2",
+                   OPENBLAS_CORETYPE="Haswell")
     return env
 
 

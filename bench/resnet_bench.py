@@ -17,8 +17,9 @@ Memory: each side's peak resident set during the steps minus its resident set ju
 the first step (the weights and the libraries are in both before), in MiB; taas also prints
 its planned arena (model_memory.h).
 
-Instruction sets: --isa best leaves both at the CPU's best; --isa avx2 sets TAAS_CPU=avx2 and
-ATEN_CPU_CAPABILITY=avx2 (and OpenBLAS's core to Haswell) for both.
+Instruction sets: --isa best leaves both at the CPU's best; --isa avx2 sets TAAS_CPU=avx2 for
+taas, ATEN_CPU_CAPABILITY=avx2 and ONEDNN_MAX_CPU_ISA=AVX2 for PyTorch (its convolutions are
+oneDNN's, which the first does not reach), and OpenBLAS's core to Haswell for both.
 
     /usr/bin/python3 bench/resnet_bench.py --driver build/bench/taas-train-bench [--isa avx2]
 """
