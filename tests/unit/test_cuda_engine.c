@@ -508,6 +508,57 @@ static void test_batches_taken_ahead(void **state) {
     free(p0), free(p1), free(p2);
 }
 
+/* ---- CUDA Graphs ---- */
+
+/* Nine steps of the §1 network (Dropout, whose masks change every step, and BatchNorm, whose
+ * counters the host keeps) with CUDA Graphs on or off: two batches of 16 alternating, each
+ * handed over ahead, then a short one of 9. Returns the weights after; the losses, the
+ * BatchNorm counter and the replays through *losses, *counter, *replays. */
+static float *graph_steps(int on, float losses[9], size_t *np, int64_t *counter, long *replays) {
+    setenv("TAAS_CUDA_GRAPHS", on ? "1" : "0", 1);
+    taas_model *m = from_text(SECTION1, 1, 20, 20);
+    taas_optim_config opt = optim(TAAS_OPTIM_SGD, 0.05);
+    taas_engine *e = engine(m, TAAS_JOB_NLL, 0, &opt);
+    unsetenv("TAAS_CUDA_GRAPHS");
+    data d[3] = {random_data(16, 1, 20, 20, 10, 1), random_data(16, 1, 20, 20, 10, 2), random_data(9, 1, 20, 20, 10, 3)};
+    taas_batch b[3] = {batch_of(&d[0], 0), batch_of(&d[1], 1), batch_of(&d[2], 2)};
+    for (int s = 0; s < 9; s++) {
+        ahead a = {s < 7 ? &b[(s + 1) % 2] : s == 7 ? &b[2] : NULL, 0};
+        TU_OK(e->ops->compute(e, s < 8 ? &b[s % 2] : &b[2], next_batch, &a, (uint64_t)s, &losses[s], &E), &E);
+        TU_OK(e->ops->update(e, 1.0f, &SOLO, &opt, s + 1, &E), &E);
+    }
+    taas_cu_model *dm = taas_cu_engine_model(e);
+    float *params = tu_host(dm->cu, dm->params, m->nparams);
+    *np = m->nparams;
+    assert_int_equal(m->ncounters, 1);
+    *counter = m->counters[0];
+    *replays = taas_cu_engine_replays(e);
+    e->ops->free(e);
+    taas_model_free(m);
+    for (int i = 0; i < 3; i++) free(d[i].x), free(d[i].y);
+    return params;
+}
+
+/* A replayed step is the step run kernel by kernel: the same losses and weights to the bit
+ * (each replay's own dropout masks, drawn from its step), the same BatchNorm counter; and
+ * steps did replay (each slot's first step runs eagerly, its second is captured). */
+static void test_graphs_replay_the_steps(void **state) {
+    (void)state;
+    float off[9], on[9];
+    size_t n0, n1;
+    int64_t c0, c1;
+    long r0, r1;
+    float *p0 = graph_steps(0, off, &n0, &c0, &r0), *p1 = graph_steps(1, on, &n1, &c1, &r1);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(on, off, sizeof off);
+    assert_memory_equal(p1, p0, n0 * sizeof(float));
+    assert_int_equal(c0, 9);
+    assert_int_equal(c1, 9);
+    assert_int_equal(r0, 0);
+    assert_true(r1 >= 4);
+    free(p0), free(p1);
+}
+
 /* ---- evaluation and errors ---- */
 
 /* eval against the CPU's loss and argmax, ignoring the samples whose label is ignore (none
@@ -624,6 +675,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_steps),
         cmocka_unit_test(test_section1_against_cpu),
         cmocka_unit_test(test_batches_taken_ahead),
+        cmocka_unit_test(test_graphs_replay_the_steps),
         cmocka_unit_test(test_eval_matches_cpu),
         cmocka_unit_test(test_all_ignored),
         cmocka_unit_test(test_errors_in_the_cpus_words),

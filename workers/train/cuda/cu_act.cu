@@ -54,9 +54,15 @@ __device__ static inline float keep_scale(float p) {
     return p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
 }
 
+// the counter offset of a kernel given `offset`: plus the step's part (cu_device.h)
+__device__ static inline uint64_t step_offset(uint64_t offset, const uint64_t *step, uint64_t stride) {
+    return step ? offset + *step * stride : offset;
+}
+
 __global__ static void dropout_fwd(float *y, float *mask, const float *x, size_t n, float p, uint64_t seed,
-                                   uint64_t offset) {
+                                   uint64_t offset, const uint64_t *step, uint64_t stride) {
     float scale = keep_scale(p);
+    offset = step_offset(offset, step, stride);
     TAAS_CU_LOOP(i, n) {
         float m = taas_ctr_uniform(seed, offset + i) >= p ? scale : 0.0f;
         mask[i] = m;
@@ -64,8 +70,10 @@ __global__ static void dropout_fwd(float *y, float *mask, const float *x, size_t
     }
 }
 
-__global__ static void channel_mask(float *mask, size_t planes, float p, uint64_t seed, uint64_t offset) {
+__global__ static void channel_mask(float *mask, size_t planes, float p, uint64_t seed, uint64_t offset,
+                                    const uint64_t *step, uint64_t stride) {
     float scale = keep_scale(p);
+    offset = step_offset(offset, step, stride);
     TAAS_CU_LOOP(ch, planes) mask[ch] = taas_ctr_uniform(seed, offset + ch) >= p ? scale : 0.0f;
 }
 
@@ -116,7 +124,8 @@ extern "C" int taas_cu_act_backward(taas_cu *cu, taas_cu_act kind, float *dx, co
 extern "C" int taas_cu_dropout_forward(taas_cu *cu, float *y, float *mask, const float *x, size_t n, float p,
                                        uint64_t seed, uint64_t offset, taas_error *err) {
     if (n == 0) return 0;
-    dropout_fwd<<<taas_cu_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(y, mask, x, n, p, seed, offset);
+    dropout_fwd<<<taas_cu_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(y, mask, x, n, p, seed, offset, cu->step,
+                                                                     cu->step_stride);
     return TAAS_CU_LAUNCHED("Dropout's forward", err);
 }
 
@@ -124,7 +133,8 @@ extern "C" int taas_cu_dropout2d_forward(taas_cu *cu, float *y, float *mask, con
                                          float p, uint64_t seed, uint64_t offset, taas_error *err) {
     size_t planes = (size_t)n * c;
     if (planes == 0) return 0;
-    channel_mask<<<taas_cu_blocks(planes), TAAS_CU_THREADS, 0, cu->stream>>>(mask, planes, p, seed, offset);
+    channel_mask<<<taas_cu_blocks(planes), TAAS_CU_THREADS, 0, cu->stream>>>(mask, planes, p, seed, offset, cu->step,
+                                                                            cu->step_stride);
     if (TAAS_CU_LAUNCHED("Dropout2d's mask", err)) return -1;
     return taas_cu_dropout2d_backward(cu, y, x, mask, n, c, hw, err);  // the same product: y = x * plane mask
 }

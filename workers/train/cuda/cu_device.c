@@ -59,6 +59,9 @@ cublasStatus_t taas_cu_gemm_strided(taas_cu *cu, cublasOperation_t ta, cublasOpe
                                       beta, c, CUDA_R_32F, ldc, sc, batches, compute_type(cu), CUBLAS_GEMM_DEFAULT);
 }
 
+/* cuBLAS's own default on Hopper; it allocates nothing more while a CUDA Graph is captured */
+enum { BLAS_WORKSPACE = 32 << 20 };
+
 int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
     memset(cu, 0, sizeof *cu);
     cu->device = device;
@@ -79,7 +82,10 @@ int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
         return -1;
     }
     const char *tf32 = getenv("TAAS_CUDA_TF32");
-    if (taas_cu_check_blas(cublasSetStream(cu->blas, cu->stream), "putting cuBLAS on the stream", err)) {
+    if (taas_cu_check_blas(cublasSetStream(cu->blas, cu->stream), "putting cuBLAS on the stream", err) ||
+        taas_cu_alloc(&cu->blas_ws, BLAS_WORKSPACE, "cuBLAS's workspace", err) ||
+        taas_cu_check_blas(cublasSetWorkspace(cu->blas, cu->blas_ws, BLAS_WORKSPACE), "giving cuBLAS its workspace",
+                           err)) {
         taas_cu_free(cu);
         return -1;
     }
@@ -93,6 +99,8 @@ int taas_cu_sync(taas_cu *cu, const char *what, taas_error *err) {
 
 void taas_cu_free(taas_cu *cu) {
     if (cu->blas) cublasDestroy(cu->blas);
+    if (cu->blas_ws) cudaFree(cu->blas_ws);
+    cu->blas_ws = NULL;
     if (cu->stream) cudaStreamDestroy(cu->stream);
     cu->blas = NULL;
     cu->stream = NULL;

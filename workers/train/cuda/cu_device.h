@@ -26,8 +26,14 @@ typedef struct taas_cu {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
+    void *blas_ws;          /* cuBLAS's workspace, ours: a captured CUDA Graph allocates nothing */
     taas_cu_math math;
     char name[96];          /* the device's name, "NVIDIA H100 80GB HBM3" */
+    /* The step part of the dropout counters, read on the device so that a replayed CUDA Graph
+     * draws the step's own masks (cu_model.c): a kernel's counter offset is the one it is
+     * given plus *step * step_stride, when step (device memory) is set. */
+    const uint64_t *step;
+    uint64_t step_stride;
 } taas_cu;
 
 /* Makes device `device` this thread's and sets up the stream and cuBLAS (TF32 from

@@ -16,6 +16,21 @@
 #include "errnames.h"
 #include "safetensors.h"
 
+/* What a captured step's kernels depend on besides the numbers in device memory: a replay is
+ * this step's only when all of it is the same (the buffers too: one reallocated since would
+ * leave the graph writing freed memory). */
+typedef struct step_key {
+    int valid, n, nrun, counted, keep_grads;
+    float grad_scale;
+    const void *work, *dout, *rows, *rows_host, *x, *y;
+} step_key;
+
+/* A stage slot's captured step (CUDA Graphs, docs/cuda.md) and the last step's key there */
+typedef struct step_graph {
+    cudaGraphExec_t exec;
+    step_key key;
+} step_graph;
+
 typedef struct cu_engine {
     taas_engine base;
     taas_model *m;              /* borrowed: the plan, the counters, and the weights when saving */
@@ -42,6 +57,9 @@ typedef struct cu_engine {
     int last_slot;              /* the stage's slot of the last batch computed */
     int counted[2];             /* each slot's rows whose target is not ignore_index */
     cudaEvent_t start, done;    /* around a step's kernels */
+    int graphs;                 /* CUDA Graphs on: TAAS_CUDA_GRAPHS=0 turns them off, as a failed capture does */
+    step_graph g[2];            /* a stage slot's each */
+    long replays;
     /* TAAS_CUDA_STATS */
     int stats;
     long steps;
@@ -170,26 +188,105 @@ static int queue_loss(cu_engine *e, const float *out, const int64_t *y, int n, i
     return taas_cu_nll_rows(&e->cu, e->rows, d, out, y, n, (int)e->k, e->ignore_index, scale, err);
 }
 
+/* A training step's kernels on slot's batch (n samples, r loss rows, counted of them not
+ * ignored): zero_grad unless the gradients are kept, forward, loss, the losses' copy back,
+ * backward. A loss that is not finite has its backward run too; the loop stops before an
+ * update. */
+static int queue_step(cu_engine *e, int slot, int n, int r, int counted, uint64_t step, taas_error *err) {
+    const float *out;
+    int nrun = e->fused ? e->m->nlayers - 1 : e->m->nlayers;
+    return (!e->base.x.keep_grads && taas_cu_model_zero_grad(&e->dm, err)) ||
+                   taas_cu_model_forward(&e->dm, e->st.slot[slot].x, n, 1, step, nrun, &out, err) ||
+                   queue_loss(e, out, e->st.slot[slot].y, r, counted, e->dout, err) ||
+                   taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)r * sizeof(double),
+                                                 cudaMemcpyDeviceToHost, e->cu.stream),
+                                 "copying the loss back", err) ||
+                   taas_cu_model_backward(&e->dm, e->dout, err)
+               ? -1
+               : 0;
+}
+
+static step_key key_of(const cu_engine *e, int slot, int n, int counted) {
+    step_key k;
+    memset(&k, 0, sizeof k);  /* the padding too: keys are compared as bytes */
+    k.valid = 1, k.n = n, k.nrun = e->fused ? e->m->nlayers - 1 : e->m->nlayers, k.counted = counted;
+    k.keep_grads = e->base.x.keep_grads, k.grad_scale = e->base.x.grad_scale;
+    k.work = e->dm.work, k.dout = e->dout, k.rows = e->rows, k.rows_host = e->rows_host;
+    k.x = e->st.slot[slot].x, k.y = e->st.slot[slot].y;
+    return k;
+}
+
+static void drop_graph(step_graph *g) {
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    g->exec = NULL;
+}
+
+/* Captures the step into g and launches it; on any failure, CUDA Graphs go off for this
+ * engine and the step is queued as it is without them, the host's BatchNorm counters (which
+ * the captured forward counted) put back first. */
+static int capture(cu_engine *e, step_graph *g, int slot, int n, int r, int counted, uint64_t step,
+                   taas_error *err) {
+    taas_model *m = e->m;
+    int64_t saved[64];
+    int nc = m->ncounters < 64 ? m->ncounters : 64;
+    if (m->ncounters > 64) return queue_step(e, slot, n, r, counted, step, err);  /* too many to put back */
+    memcpy(saved, m->counters, (size_t)nc * sizeof *saved);
+    cudaStream_t st = e->cu.stream;
+    cudaGraph_t graph = NULL;
+    taas_error why;
+    taas_error_clear(&why);
+    cudaError_t rc = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+    if (rc == cudaSuccess) {
+        int queued = queue_step(e, slot, n, r, counted, step, &why);
+        cudaError_t end = cudaStreamEndCapture(st, &graph);
+        rc = queued ? cudaErrorStreamCaptureInvalidated : end;
+        if (rc == cudaSuccess) rc = cudaGraphInstantiate(&g->exec, graph, 0);
+        if (graph) cudaGraphDestroy(graph);
+        if (rc == cudaSuccess) return taas_cu_check(cudaGraphLaunch(g->exec, st), "replaying a training step", err);
+    }
+    g->exec = NULL;
+    e->graphs = 0;
+    (void)cudaGetLastError();  /* a capture's errors are not the step's */
+    fprintf(stderr, "taas: CUDA Graphs off: capturing a training step failed (%s)\n",
+            why.message[0] ? why.message : cudaGetErrorString(rc));
+    memcpy(m->counters, saved, (size_t)nc * sizeof *saved);
+    return queue_step(e, slot, n, r, counted, step, err);
+}
+
+/* The step on slot: replayed where this slot's last captured step had the same key, captured
+ * where its last step had (and the model's memory is planned for this shape), else queued
+ * kernel by kernel. */
+static int run_step(cu_engine *e, int slot, int n, int r, int counted, uint64_t step, taas_error *err) {
+    if (!e->graphs) return queue_step(e, slot, n, r, counted, step, err);
+    step_graph *g = &e->g[slot];
+    step_key k = key_of(e, slot, n, counted);
+    int same = !memcmp(&k, &g->key, sizeof k), planned = e->dm.act && e->dm.mem.n == n && e->dm.mem.nrun == k.nrun;
+    if (!same) {
+        drop_graph(g);
+        g->key = k;
+    }
+    if (!same || !planned) return queue_step(e, slot, n, r, counted, step, err);
+    if (!g->exec) return capture(e, g, slot, n, r, counted, step, err);
+    taas_cu_model_replayed(&e->dm, n, step, k.nrun);
+    e->replays++;
+    return taas_cu_check(cudaGraphLaunch(g->exec, e->cu.stream), "replaying a training step", err);
+}
+
+long taas_cu_engine_replays(taas_engine *base) { return ((cu_engine *)base)->replays; }
+
 static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn next, void *next_ctx, uint64_t step,
                    float *loss, taas_error *err) {
     cu_engine *e = (cu_engine *)base;
     *loss = 0;
     if (b && (check_batch(e, b, err) || reserve(e, rows_of(e, b), err))) return -1;
-    if (!base->x.keep_grads && taas_cu_model_zero_grad(&e->dm, err)) return -1;
+    if (!b && !base->x.keep_grads && taas_cu_model_zero_grad(&e->dm, err)) return -1;
     int counted = 0;  /* b's rows not ignored, for the mean below */
     if (b) {
         int slot = stage(e, b, err), n = (int)b->n, r = rows_of(e, b);
-        const float *out;
-        if (slot >= 0) counted = e->counted[slot];
-        int nrun = e->fused ? e->m->nlayers - 1 : e->m->nlayers;
-        if (slot < 0 || taas_cu_check(cudaEventRecord(e->start, e->cu.stream), "timing a step", err) ||
-            taas_cu_model_forward(&e->dm, e->st.slot[slot].x, n, 1, step, nrun, &out, err) ||
-            queue_loss(e, out, e->st.slot[slot].y, r, counted, e->dout, err) ||
-            taas_cu_check(cudaMemcpyAsync(e->rows_host, e->rows, (size_t)r * sizeof(double), cudaMemcpyDeviceToHost,
-                                          e->cu.stream),
-                          "copying the loss back", err) ||
-            /* a loss that is not finite has its backward run too; the loop stops before an update */
-            taas_cu_model_backward(&e->dm, e->dout, err) || taas_cu_stage_done(&e->st, slot, err))
+        if (slot < 0) return -1;
+        counted = e->counted[slot];
+        if (taas_cu_check(cudaEventRecord(e->start, e->cu.stream), "timing a step", err) ||
+            run_step(e, slot, n, r, counted, step, err) || taas_cu_stage_done(&e->st, slot, err))
             return -1;
     }
     if (taas_cu_check(cudaEventRecord(e->done, e->cu.stream), "timing a step", err)) return -1;
@@ -342,6 +439,8 @@ static void engine_free(taas_engine *base) {
     if (e->stats && e->steps)
         fprintf(stderr, "{\"event\": \"cuda_stats\", \"device\": %d, \"steps\": %ld, \"gpu_busy_s\": %.6f, "
                         "\"data_wait_s\": %.6f}\n", e->cu.device, e->steps, e->busy_s, e->wait_s);
+    drop_graph(&e->g[0]);
+    drop_graph(&e->g[1]);
     taas_cu_comm_free(&e->comm);
     taas_cu_stage_free(&e->st);
     taas_cu_model_release(&e->dm);
@@ -401,8 +500,9 @@ __attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_mo
     e->k = 1;
     for (int i = e->tokens ? 1 : 0; i < last->out.rank; i++) e->k *= (size_t)last->out.d[i];
     e->fused = loss->kind == TAAS_JOB_NLL && taas_layers_fold_into_nll(m->layers, m->nlayers);
-    const char *stats = getenv("TAAS_CUDA_STATS");
+    const char *stats = getenv("TAAS_CUDA_STATS"), *graphs = getenv("TAAS_CUDA_GRAPHS");
     e->stats = stats && !strcmp(stats, "1");
+    e->graphs = !(graphs && !strcmp(graphs, "0"));
     atomic_init(&e->done_ns, 0);
     if (setup(e, opt, device, c, err)) {
         engine_free(&e->base);

@@ -21,6 +21,8 @@ extern "C" {
 
 /* For the tests: the engine's model on the device (its gradients after compute). */
 taas_cu_model *taas_cu_engine_model(taas_engine *e);
+/* The training steps that replayed a captured CUDA Graph so far (docs/cuda.md), for tests. */
+long taas_cu_engine_replays(taas_engine *e);
 
 #ifdef __cplusplus
 }

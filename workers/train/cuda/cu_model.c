@@ -28,6 +28,10 @@ int taas_cu_model_init(taas_cu_model *dm, taas_model *m, taas_cu *cu, taas_error
         taas_cu_alloc((void **)&dm->stats, ns, "the BatchNorm statistics", err) ||
         taas_cu_upload(cu, dm->params, m->params, np, "uploading the parameters", err) ||
         taas_cu_upload(cu, dm->stats, m->stats, ns, "uploading the BatchNorm statistics", err) ||
+        taas_cu_alloc((void **)&dm->step_dev, sizeof(uint64_t), "the step's counter", err) ||
+        taas_cu_check(cudaMallocHost((void **)&dm->step_host, sizeof(uint64_t)), "allocating pinned memory", err) ||
+        taas_cu_check(cudaEventCreateWithFlags(&dm->step_copied, cudaEventDisableTiming), "creating a CUDA event",
+                      err) ||
         taas_cu_model_zero_grad(dm, err)) {
         taas_cu_model_release(dm);
         return -1;
@@ -56,7 +60,12 @@ void taas_cu_model_release(taas_cu_model *dm) {
     if (dm->params) cudaFree(dm->params);
     if (dm->grads) cudaFree(dm->grads);
     if (dm->stats) cudaFree(dm->stats);
+    if (dm->step_dev) cudaFree(dm->step_dev);
+    if (dm->step_host) cudaFreeHost(dm->step_host);
+    if (dm->step_copied) cudaEventDestroy(dm->step_copied);
     dm->params = dm->grads = dm->stats = NULL;
+    dm->step_dev = dm->step_host = NULL;
+    dm->step_copied = NULL;
 }
 
 int taas_cu_model_zero_grad(taas_cu_model *dm, taas_error *err) {
@@ -130,6 +139,29 @@ static int reserve(taas_cu_model *dm, int n, int nrun, taas_error *err) {
     return 0;
 }
 
+/* step into step_dev for a training forward: written on the host once the last copy from
+ * step_host is done, copied on the stream (while a CUDA Graph is being captured, the copy is
+ * recorded, not run: the engine writes step_host before each replay, taas_cu_model_replayed) */
+static int put_step(taas_cu_model *dm, uint64_t step, taas_error *err) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaStream_t st = dm->cu->stream;
+    if (taas_cu_check(cudaStreamIsCapturing(st, &cs), "a training step", err)) return -1;
+    int live = cs == cudaStreamCaptureStatusNone;
+    if (live && taas_cu_check(cudaEventSynchronize(dm->step_copied), "a training step", err)) return -1;
+    *dm->step_host = step;
+    return taas_cu_check(cudaMemcpyAsync(dm->step_dev, dm->step_host, sizeof(uint64_t), cudaMemcpyHostToDevice, st),
+                         "copying the step's counter", err) ||
+                   (live && taas_cu_check(cudaEventRecord(dm->step_copied, st), "a training step", err))
+               ? -1
+               : 0;
+}
+
+/* The dropout kernels read the step's part of their counters from step_dev (cu_device.h) */
+static void steps_on(taas_cu_model *dm, int train) {
+    dm->cu->step = train ? dm->step_dev : NULL;
+    dm->cu->step_stride = (uint64_t)dm->m->nlayers << 32;
+}
+
 static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t step, taas_error *err) {
     taas_model *m = dm->m;
     taas_cu *cu = dm->cu;
@@ -138,8 +170,10 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
     float *y = dm->act[i + 1];
     const float *b = L->has_b ? p + L->b_off : NULL;
     size_t cnt = numel(&L->in) * (size_t)n;
-    /* Dropout counters: a disjoint 2^32 range per (step, layer), as model_run.c */
-    uint64_t off = (step * (uint64_t)m->nlayers + (uint64_t)i) << 32;
+    /* Dropout counters: a disjoint 2^32 range per (step, layer), as model_run.c: the layer's
+     * part here, the step's (step * nlayers << 32) read on the device (cu->step) */
+    (void)step;
+    uint64_t off = (uint64_t)i << 32;
     if (L->in_place) return 0;  /* its output is its input already (model_plan.h) */
     switch (L->kind) {
     case TAAS_L_LINEAR:
@@ -227,10 +261,25 @@ int taas_cu_model_forward(taas_cu_model *dm, const float *x, int n, int train, u
     dm->nrun = nrun;
     dm->last_train = train;
     dm->last_step = step;
-    for (int i = 0; i < nrun; i++)
-        if (forward_layer(dm, i, n, train, step, err)) return -1;
+    if (train && put_step(dm, step, err)) return -1;
+    steps_on(dm, train);
+    int rc = 0;
+    for (int i = 0; i < nrun && !rc; i++) rc = forward_layer(dm, i, n, train, step, err);
+    dm->cu->step = NULL;
     *out = dm->act[nrun];
-    return 0;
+    return rc;
+}
+
+void taas_cu_model_replayed(taas_cu_model *dm, int n, uint64_t step, int nrun) {
+    taas_model *m = dm->m;
+    *dm->step_host = step;
+    dm->n = n;
+    dm->nrun = nrun;
+    dm->last_train = 1;
+    dm->last_step = step;
+    for (int i = 0; i < nrun; i++)
+        if (!m->layers[i].in_place && (m->layers[i].kind == TAAS_L_BATCHNORM1D || m->layers[i].kind == TAAS_L_BATCHNORM2D))
+            m->counters[m->layers[i].counter]++;
 }
 
 /* dxo: the input gradient, or NULL where Linear and Conv2d may skip it; dx: where the others
@@ -261,7 +310,7 @@ static int backward_layer(taas_cu_model *dm, int i, float *dxo, float *dx, const
     }
     case TAAS_L_ATTENTION: {
         taas_attention_shape as = taas_layer_attention_shape(L, n, dm->last_train);
-        uint64_t off = (dm->last_step * (uint64_t)m->nlayers + (uint64_t)i) << 32;
+        uint64_t off = (uint64_t)i << 32;  /* and the step's part, on the device (forward_layer) */
         return taas_cu_attention_backward(cu, dx, dy, x, y, dm->aux[i], &as, dm->scratch, dm->room, m->seed, off, err);
     }
     case TAAS_L_CONV2D: {
@@ -320,6 +369,8 @@ static float *input_grad(const taas_cu_model *dm, int i) {
     return g && dm->mem.acc[2 * i] ? dm->tmp[i] : g ? g : dm->tmp[i];
 }
 
+static int backward_layers(taas_cu_model *dm, taas_error *err);
+
 int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err) {
     if (!dm->n) {
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "model backward before any forward");
@@ -331,6 +382,15 @@ int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err
     size_t n = (size_t)dm->n, on = n;  /* on: the output gradient's floats; counts below are per sample times n */
     for (int k = 0; k < os.rank; k++) on *= (size_t)os.d[k];
     if (dm->grad[dm->nrun] && taas_cu_copy(dm->cu, dm->grad[dm->nrun], dout, on, err)) return -1;
+    steps_on(dm, dm->last_train);
+    int rc = backward_layers(dm, err);
+    dm->cu->step = NULL;
+    return rc;
+}
+
+static int backward_layers(taas_cu_model *dm, taas_error *err) {
+    const taas_model *m = dm->m;
+    size_t n = (size_t)dm->n;
     for (int i = dm->nrun - 1; i >= 0; i--) {
         const taas_model_layer *L = &m->layers[i];
         /* the gradient passes through in place: Flatten, Identity, the ReLU its Conv2d masks for */

@@ -35,6 +35,12 @@ typedef struct taas_cu_model {
     size_t room;
     int n, nrun, last_train;        /* the last forward: samples, ops run, mode */
     uint64_t last_step;             /* and its step: an attention's backward redraws its dropout */
+    /* The last training forward's step, on the device for the dropout counters (cu_device.h),
+     * copied there from pinned memory by the forward: a CUDA Graph that replays the forward
+     * replays the copy, so the step written into step_host before a replay is the one its
+     * masks are drawn for. step_copied: that copy is done (step_host may be written again). */
+    uint64_t *step_dev, *step_host;
+    cudaEvent_t step_copied;
 } taas_cu_model;
 
 /* Uploads m's parameters and statistics to cu's device. 0, or -1 with err (nothing held). */
@@ -50,6 +56,10 @@ int taas_cu_model_zero_grad(taas_cu_model *dm, taas_error *err);
  * until the next forward. */
 int taas_cu_model_forward(taas_cu_model *dm, const float *x, int n, int train, uint64_t step, int nrun,
                           const float **out, taas_error *err);
+/* What a training forward of n samples through ops [0, nrun) does on the host, for a replayed
+ * CUDA Graph of one (cu_engine.c): step into step_host for the replay's copy, the BatchNorm
+ * counters, the last forward's record. The GPU must be done with the last replay. */
+void taas_cu_model_replayed(taas_cu_model *dm, int n, uint64_t step, int nrun);
 /* Gradients ACCUMULATE into dm->grads from dout, the gradient of the last forward's output
  * (device memory). */
 int taas_cu_model_backward(taas_cu_model *dm, const float *dout, taas_error *err);

@@ -153,14 +153,17 @@ struct att {
     int n, t, c, h, d;
     float p, ks, scale;
     uint64_t seed, offset;
+    const uint64_t *step;  // the counters' step part (cu_device.h), or NULL
+    uint64_t stride;
 };
 
-static att att_of(const taas_attention_shape *s, uint64_t seed, uint64_t offset) {
+static att att_of(const taas_cu *cu, const taas_attention_shape *s, uint64_t seed, uint64_t offset) {
     att a;
     a.n = s->n, a.t = s->t, a.c = s->c, a.h = s->heads, a.d = s->c / s->heads;
     a.p = s->p, a.ks = s->p >= 1.0f ? 0.0f : 1.0f / (1.0f - s->p);
     a.scale = 1.0f / sqrtf((float)a.d);
     a.seed = seed, a.offset = offset;
+    a.step = cu->step, a.stride = cu->step_stride;
     return a;
 }
 
@@ -183,7 +186,8 @@ __device__ static place place_of(const att &a, size_t i, const float *qkv) {
 // the dropout factor of probability (row, key) of unit u: layer_attention.c's counter
 __device__ static float keep(const att &a, size_t u, int row, int key) {
     if (a.p <= 0.0f) return 1.0f;
-    uint64_t ctr = a.offset + ((uint64_t)u * (uint64_t)a.t + (uint64_t)row) * (uint64_t)a.t + (uint64_t)key;
+    uint64_t base = a.step ? a.offset + *a.step * a.stride : a.offset;
+    uint64_t ctr = base + ((uint64_t)u * (uint64_t)a.t + (uint64_t)row) * (uint64_t)a.t + (uint64_t)key;
     return taas_ctr_uniform(a.seed, ctr) < a.p ? 0.0f : a.ks;
 }
 
@@ -286,7 +290,7 @@ extern "C" int taas_cu_attention_forward(taas_cu *cu, float *y, float *lse, cons
                                          const taas_attention_shape *s, uint64_t seed, uint64_t offset,
                                          taas_error *err) {
     size_t rows = (size_t)s->n * s->heads * s->t;
-    att_fwd<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(y, lse, qkv, att_of(s, seed, offset));
+    att_fwd<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(y, lse, qkv, att_of(cu, s, seed, offset));
     return TAAS_CU_LAUNCHED("the attention's forward", err);
 }
 
@@ -294,7 +298,7 @@ extern "C" int taas_cu_attention_backward(taas_cu *cu, float *dqkv, const float 
                                           const float *lse, const taas_attention_shape *s, float *scratch,
                                           size_t room, uint64_t seed, uint64_t offset, taas_error *err) {
     size_t rows = (size_t)s->n * s->heads * s->t;
-    att a = att_of(s, seed, offset);
+    att a = att_of(cu, s, seed, offset);
     if (room < rows) {
         taas_srcpos nowhere = {0, 0};
         taas_error_set(err, TAAS_ERR_INTERNAL, nowhere, "the attention's backward needs %zu floats of scratch, has %zu",
