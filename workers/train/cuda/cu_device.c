@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cu_lt.h"
 #include "cuda_plugin.h"
 #include "errnames.h"
 
@@ -38,6 +39,9 @@ const char *taas_cu_math_name(const taas_cu *cu) {
     return cu->math == TAAS_CU_TF32 ? ", TF32" : cu->math == TAAS_CU_BF16 ? ", BF16" : "";
 }
 
+/* cuBLAS's own default on Hopper; it allocates nothing more while a CUDA Graph is captured */
+enum { BLAS_WORKSPACE = 32 << 20 };
+
 static cublasComputeType_t compute_type(const taas_cu *cu) {
     return cu->math == TAAS_CU_TF32   ? CUBLAS_COMPUTE_32F_FAST_TF32
            : cu->math == TAAS_CU_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF
@@ -47,6 +51,11 @@ static cublasComputeType_t compute_type(const taas_cu *cu) {
 cublasStatus_t taas_cu_gemm(taas_cu *cu, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const float *alpha, const float *a, int lda, const float *b, int ldb, const float *beta,
                             float *c, int ldc) {
+    if (cu->lt) {
+        cublasStatus_t rc = taas_cu_lt_gemm(cu->lt, cu->stream, cu->blas_ws, BLAS_WORKSPACE, compute_type(cu), ta, tb, m,
+                                            n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+        if (rc != CUBLAS_STATUS_NOT_SUPPORTED) return rc;
+    }
     return cublasGemmEx(cu->blas, ta, tb, m, n, k, alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, beta, c, CUDA_R_32F,
                         ldc, compute_type(cu), CUBLAS_GEMM_DEFAULT);
 }
@@ -55,12 +64,14 @@ cublasStatus_t taas_cu_gemm_strided(taas_cu *cu, cublasOperation_t ta, cublasOpe
                                     const float *alpha, const float *a, int lda, long long sa, const float *b,
                                     int ldb, long long sb, const float *beta, float *c, int ldc, long long sc,
                                     int batches) {
+    if (cu->lt) {
+        cublasStatus_t rc = taas_cu_lt_gemm(cu->lt, cu->stream, cu->blas_ws, BLAS_WORKSPACE, compute_type(cu), ta, tb, m,
+                                            n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batches);
+        if (rc != CUBLAS_STATUS_NOT_SUPPORTED) return rc;
+    }
     return cublasGemmStridedBatchedEx(cu->blas, ta, tb, m, n, k, alpha, a, CUDA_R_32F, lda, sa, b, CUDA_R_32F, ldb, sb,
                                       beta, c, CUDA_R_32F, ldc, sc, batches, compute_type(cu), CUBLAS_GEMM_DEFAULT);
 }
-
-/* cuBLAS's own default on Hopper; it allocates nothing more while a CUDA Graph is captured */
-enum { BLAS_WORKSPACE = 32 << 20 };
 
 int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
     memset(cu, 0, sizeof *cu);
@@ -90,6 +101,13 @@ int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
         return -1;
     }
     taas_cu_set_math(cu, tf32 && !strcmp(tf32, "1") ? TAAS_CU_TF32 : TAAS_CU_FP32);
+    const char *lt = getenv("TAAS_CUDA_LT");
+    if (lt && !strcmp(lt, "1") && !(cu->lt = taas_cu_lt_new())) {
+        taas_error_set(err, TAAS_ERR_DEVICE, TAAS_NOPOS, "TAAS_CUDA_LT=1, but cuBLASLt did not start");
+        taas_error_hint(err, "unset TAAS_CUDA_LT to use cuBLAS's own products");
+        taas_cu_free(cu);
+        return -1;
+    }
     return 0;
 }
 
@@ -98,6 +116,8 @@ int taas_cu_sync(taas_cu *cu, const char *what, taas_error *err) {
 }
 
 void taas_cu_free(taas_cu *cu) {
+    taas_cu_lt_free(cu->lt);
+    cu->lt = NULL;
     if (cu->blas) cublasDestroy(cu->blas);
     if (cu->blas_ws) cudaFree(cu->blas_ws);
     cu->blas_ws = NULL;

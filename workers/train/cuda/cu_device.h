@@ -27,6 +27,7 @@ typedef struct taas_cu {
     cudaStream_t stream;
     cublasHandle_t blas;
     void *blas_ws;          /* cuBLAS's workspace, ours: a captured CUDA Graph allocates nothing */
+    struct taas_cu_lt *lt;  /* the products through cuBLASLt (TAAS_CUDA_LT=1, cu_lt.h), or NULL */
     taas_cu_math math;
     char name[96];          /* the device's name, "NVIDIA H100 80GB HBM3" */
     /* The step part of the dropout counters, read on the device so that a replayed CUDA Graph
@@ -48,7 +49,8 @@ void taas_cu_set_math(taas_cu *cu, taas_cu_math math);
 const char *taas_cu_math_name(const taas_cu *cu);
 /* Column-major C = alpha op(A) op(B) + beta C on FP32 matrices in cu's arithmetic
  * (cublasGemmEx), and its strided batches (cublasGemmStridedBatchedEx): every matrix product
- * of the plugin goes through these two. */
+ * of the plugin goes through these two. With TAAS_CUDA_LT=1, through cuBLASLt instead
+ * (cu_lt.h), cublasGemmEx where cuBLASLt has no algorithm for a shape. */
 cublasStatus_t taas_cu_gemm(taas_cu *cu, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const float *alpha, const float *a, int lda, const float *b, int ldb, const float *beta,
                             float *c, int ldc);
