@@ -961,7 +961,8 @@ static size_t group_vm_floats(const taas_conv2d_shape *s, int m) {
 }
 
 size_t taas_conv_winograd_group_floats(const taas_conv2d_shape *s, int nthreads) {
-    return group_vm_floats(s, taas_conv_winograd_group(s)) + (size_t)(nthreads > 1 ? nthreads : 1) * group_thread_floats(s);
+    size_t nt = (size_t)(nthreads > 1 ? nthreads : 1);
+    return group_vm_floats(s, taas_conv_winograd_group(s)) + nt * group_thread_floats(s);
 }
 
 /* Samples [n0, n0 + m): V a channel at a time, then each tile position's product, then the

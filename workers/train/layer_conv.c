@@ -70,7 +70,9 @@ static size_t work_floats(const taas_conv2d_shape *s) {
     size_t im2col = (col_floats(s) + (size_t)s->oc * taas_conv2d_out_h(s) * taas_conv2d_out_w(s)) *
                     (size_t)samples_per_product(s);
     size_t direct = use_direct(s) ? taas_conv_direct_thread_floats(s) : 0;
-    size_t wino = use_winograd(s) && !use_grouped(s) ? taas_conv_winograd_thread_floats(s, taas_conv_winograd_samples(s)) : 0;
+    size_t wino = use_winograd(s) && !use_grouped(s)
+                      ? taas_conv_winograd_thread_floats(s, taas_conv_winograd_samples(s))
+                      : 0;
     if (wino > im2col) im2col = wino;
     return im2col > direct ? im2col : direct;
 }
@@ -101,7 +103,8 @@ static size_t shared_floats(const taas_conv2d_shape *s) {
 
 size_t taas_conv2d_scratch_floats(const taas_conv2d_shape *s, int nthreads) {
     if (nthreads < 1) nthreads = 1;
-    size_t slices = (size_t)nthreads * per_thread(s), group = use_grouped(s) ? taas_conv_winograd_group_floats(s, nthreads) : 0;
+    size_t slices = (size_t)nthreads * per_thread(s);
+    size_t group = use_grouped(s) ? taas_conv_winograd_group_floats(s, nthreads) : 0;
     return shared_floats(s) + (slices > group ? slices : group);
 }
 
