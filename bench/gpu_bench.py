@@ -18,7 +18,9 @@ Fashion-MNIST training split, Normalize((0.2860,), (0.3530,)).
      then the same number of epochs minus one, timed with torch.cuda.synchronize(). Its
      defaults stand (cuDNN convolutions, which may use TF32; matmul in FP32);
      --torch-fp32 turns TF32 off for cuDNN too. taas runs FP32 (TAAS_CUDA_TF32 unset);
-     --tf32 adds rows for taas with TAAS_CUDA_TF32=1.
+     --tf32 adds rows for taas with TAAS_CUDA_TF32=1; --variants rows for taas's FP32 with every
+     matrix product through cuBLASLt (TAAS_CUDA_LT=1) and without CUDA Graphs (TAAS_CUDA_GRAPHS=0),
+     measured once a batch size, right after the FP32 pairs.
    torch.compile: the same, with the model torch.compile(mode="max-autotune") (Inductor,
      autotuned Triton kernels, CUDA graphs); its compilation and autotuning happen in the
      untimed warm-up steps (their time is reported apart). Left out with --no-compile.
@@ -273,15 +275,21 @@ def job_spec(out, batch, epochs, workers, bf16=False):
     return spec
 
 
-def taas_run(worker, batch, epochs, workers, tf32, tmp, memory=None, bf16=False):
+# taas's FP32 variants (--variants): the environment each runs with
+VARIANTS = {"lt": {"TAAS_CUDA_LT": "1"}, "nographs": {"TAAS_CUDA_GRAPHS": "0"}}
+
+
+def taas_run(worker, batch, epochs, workers, tf32, tmp, memory=None, bf16=False, variant=None):
     """{img_s, wait_share, busy_share, engine[, peak_bytes, memory_how]} of one taas-worker train run."""
     path = os.path.join(tmp, "spec.json")
     with open(path, "w") as f:
         json.dump(job_spec(os.path.join(tmp, "w.safetensors"), batch, epochs, workers, bf16), f)
     env = dict(os.environ, TAAS_CUDA_STATS="1")
-    env.pop("TAAS_CUDA_TF32", None)
+    for v in ["TAAS_CUDA_TF32"] + [k for e in VARIANTS.values() for k in e]:
+        env.pop(v, None)
     if tf32:
         env["TAAS_CUDA_TF32"] = "1"
+    env.update(VARIANTS.get(variant, {}))
     p = subprocess.Popen([worker, "train", "--spec", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=env)
     # the worker may be a script that execs it: the pid stays the same
@@ -366,7 +374,8 @@ def torch_rate(data, batch, warmup, epochs, compiled=False, bf16=False):
 # ---- the run -----------------------------------------------------------------------------
 
 IMPLS = {"taas": "taas", "eager": "PyTorch eager", "compile": "torch.compile max-autotune"}
-PRECISIONS = {"fp32": "FP32", "bf16": "BF16", "tf32": "TF32"}
+PRECISIONS = {"fp32": "FP32", "bf16": "BF16", "tf32": "TF32", "lt": "FP32, cuBLASLt",
+              "nographs": "FP32, no CUDA Graphs"}
 
 
 def fmt(v):
@@ -438,6 +447,8 @@ class Bench:
                 ("compile", "bf16")]
         if a.tf32:
             rows.insert(1, ("taas", "tf32"))
+        if a.variants:
+            rows[1:1] = [("taas", v) for v in VARIANTS]
         for impl, prec in rows:
             if impl == "compile" and a.no_compile:
                 continue
@@ -544,6 +555,8 @@ def main():
     ap.add_argument("--compile-repeat", type=int, default=1, help="measurements of torch.compile (1)")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--tf32", action="store_true", help="also measure taas with TAAS_CUDA_TF32=1")
+    ap.add_argument("--variants", action="store_true",
+                    help="also measure taas with cuBLASLt (TAAS_CUDA_LT=1) and without CUDA Graphs, once a batch size")
     ap.add_argument("--torch-fp32", action="store_true", help="turn off TF32 in PyTorch's cuDNN convolutions")
     ap.add_argument("--budget", type=float, help="seconds: no measurement starts after them (torch.compile's: 90 s before)")
     ap.add_argument("--model", choices=["section1", "resnet18"], default="section1",
@@ -581,6 +594,8 @@ def main():
                 bench.measure("eager", "fp32", b, lambda: torch_rate(data, b, args.warmup, ep - 1))
                 if args.tf32:
                     bench.measure("taas", "tf32", b, lambda: taas_run(args.worker, b, ep, w, True, tmp))
+            for v in VARIANTS if args.variants else ():
+                bench.measure("taas", v, b, lambda: taas_run(args.worker, b, ep, w, False, tmp, variant=v))
         # BF16
         for b in BATCHES:
             for _ in range(args.repeat):

@@ -512,11 +512,11 @@ do_bench() {
     py=$(torch_python) || { say "no python3 with PyTorch here: gpu_bench.py skipped"; return 77; }
     say "gpu_bench.py with $py, a budget of $budget s (the last 150 for resnet18)"
     PYTHONUNBUFFERED=1 "$py" "$SRC/bench/gpu_bench.py" --worker "$BIN/taas-worker" --budget "$((budget - 150))" \
-        --json "$OUT/gpu_bench.json" --markdown "$OUT/gpu_bench.md"
+        --variants --json "$OUT/gpu_bench.json" --markdown "$OUT/gpu_bench.md"
     local rc=$?
     # the ResNet against PyTorch on the same GPU: resnet18 with a one-channel CIFAR stem
     PYTHONUNBUFFERED=1 "$py" "$SRC/bench/gpu_bench.py" --worker "$BIN/taas-worker" --budget 120 --model resnet18 \
-        --no-compile --repeat 2 --json "$OUT/gpu_resnet_bench.json" --markdown "$OUT/gpu_resnet_bench.md" || rc=$?
+        --no-compile --repeat 2 --variants --json "$OUT/gpu_resnet_bench.json" --markdown "$OUT/gpu_resnet_bench.md" || rc=$?
     return $rc
 }
 
