@@ -295,8 +295,10 @@ static void test_conv2d_sample_products(void **state) {
  * F(4x4)'s transforms round more: its RMS error against float64 is 4-6 times the direct
  * sum's, bench/RESULTS.md), the same bits for the same threads twice, and the same dw when
  * neither dx nor db is asked for (a bias-free convolution at a network's input). Grouped, the
- * bits are those of one thread for any threads (`alone`: its results with one, or NULL). */
-static void winograd_way(taas_conv2d_shape s, int nthreads, int relu, int grouping, float *got[4][6]) {
+ * bits are those of one thread on three too (`alone`: the results with one). */
+/* got[way][0..4]: y, dx, dw, db and the scratch of each way; way 2 (im2col, which grouping does
+ * not touch) only with `im2col`, else NULLs */
+static void winograd_way(taas_conv2d_shape s, int nthreads, int relu, int grouping, int im2col, float *got[4][6]) {
     int oh = taas_conv2d_out_h(&s), ow = taas_conv2d_out_w(&s);
     size_t nx = (size_t)s.n * s.c * s.h * s.w, ny = (size_t)s.n * s.oc * oh * ow, nw = (size_t)s.oc * s.c * 9;
     float *x = filled(nx, 0), *w = filled(nw, 0), *b = filled(s.oc, 0), *dy = filled(ny, 0);
@@ -306,6 +308,10 @@ static void winograd_way(taas_conv2d_shape s, int nthreads, int relu, int groupi
     for (size_t i = 0; i < ny; i++) dy[i] = (float)((i * 29) % 89) / 44.0f - 1.0f;
     taas_conv_winograd_grouping(grouping);
     for (int way = 0; way < 4; way++) {  /* Winograd, Winograd again, im2col, Winograd's dw alone */
+        if (way == 2 && !im2col) {
+            for (int a = 0; a < 5; a++) got[way][a] = NULL;
+            continue;
+        }
         taas_conv2d_winograd(way != 2);
         taas_conv2d_sample_products(0);
         taas_conv_direct_enable(0);
@@ -329,23 +335,27 @@ static void winograd_case(taas_conv2d_shape s, int nthreads, int relu) {
     int oh = taas_conv2d_out_h(&s), ow = taas_conv2d_out_w(&s);
     size_t len[4] = {(size_t)s.n * s.oc * oh * ow, (size_t)s.n * s.c * s.h * s.w, (size_t)s.oc * s.c * 9, (size_t)s.oc};
     const char *names[4] = {"y", "dx", "dw", "db"};
+    float *ref[5] = {NULL};  /* im2col's, from the first way */
     for (int way = 0; way < 3; way++) {
         int grouping = (int[]){0, 1 << 20, 2}[way];  /* never, in one group, in groups of 2 samples */
         float *got[4][6], *alone[4][6];
-        winograd_way(s, nthreads, relu, grouping, got);
-        if (grouping && nthreads > 1) winograd_way(s, 1, relu, grouping, alone);
+        winograd_way(s, nthreads, relu, grouping, way == 0, got);
+        if (way == 0)
+            for (int a = 0; a < 5; a++) ref[a] = got[2][a], got[2][a] = NULL;
+        if (grouping && nthreads == 3) winograd_way(s, 1, relu, grouping, 0, alone);
         for (int a = 0; a < 4; a++) {
             assert_memory_equal(got[0][a], got[1][a], len[a] * sizeof(float));
-            expect_close(got[0][a], got[2][a], len[a], taas_conv_winograd_tile_side(&s) == 4 ? 6e-5f : 2e-5f, names[a]);
-            if (grouping && nthreads > 1) assert_memory_equal(got[0][a], alone[0][a], len[a] * sizeof(float));
+            expect_close(got[0][a], ref[a], len[a], taas_conv_winograd_tile_side(&s) == 4 ? 6e-5f : 2e-5f, names[a]);
+            if (grouping && nthreads == 3) assert_memory_equal(got[0][a], alone[0][a], len[a] * sizeof(float));
         }
         assert_memory_equal(got[0][2], got[3][2], len[2] * sizeof(float));
         for (int w = 0; w < 4; w++)
             for (int a = 0; a < 5; a++) {
                 free(got[w][a]);
-                if (grouping && nthreads > 1) free(alone[w][a]);
+                if (grouping && nthreads == 3) free(alone[w][a]);
             }
     }
+    for (int a = 0; a < 5; a++) free(ref[a]);
 }
 
 static void test_conv2d_winograd(void **state) {
