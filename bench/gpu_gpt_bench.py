@@ -17,6 +17,12 @@ weights into that model.
 2. The strict load: taas's saved weights (safetensors) into a fresh transformers
    GPT2LMHeadModel with load_state_dict(strict=True), and the logits of both on one batch
    compared (float32; the largest difference is reported).
+0. First, the causal attention alone, forward and backward at GPT-2 small's shape (batch
+   --batch, 12 heads of 64, T = --block): taas's tiled and plain kernels
+   (taas-cuda-attention-bench, --attention-driver) against PyTorch's
+   scaled_dot_product_attention(is_causal=True) in FP32 (the backend PyTorch picks), and in
+   BF16 through its flash and cuDNN backends (cuDNN 9's fused attention, which takes FP16/BF16
+   only), each where this PyTorch has it. Milliseconds a step, CUDA events.
 
 Records the GPU, the driver, CUDA, PyTorch and transformers versions. Prints a markdown
 table; --json and --markdown write the figures to files. Without a GPU, PyTorch or transformers
@@ -121,6 +127,60 @@ def torch_rate(a, compiled, bf16=False):
             "peak_bytes": torch.cuda.max_memory_allocated()}
 
 
+def sdpa_rows(a):
+    """PyTorch's SDPA forward and backward at the benchmark's shape: {name: ms a step}."""
+    import torch
+    import torch.nn.functional as F
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        backends = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                    "cudnn": getattr(SDPBackend, "CUDNN_ATTENTION", None)}
+    except ImportError:
+        sdpa_kernel, backends = None, {}
+    import contextlib
+    out = {}
+    cases = [("PyTorch SDPA FP32", torch.float32, None), ("PyTorch SDPA BF16 flash", torch.bfloat16, "flash"),
+             ("PyTorch SDPA BF16 cuDNN", torch.bfloat16, "cudnn")]
+    for name, dtype, backend in cases:
+        try:
+            if backend and (not sdpa_kernel or backends.get(backend) is None):
+                out[name] = {"error": "not in PyTorch %s" % torch.__version__}
+                continue
+            ctx = sdpa_kernel([backends[backend]]) if backend else contextlib.nullcontext()
+            g = torch.Generator(device="cuda").manual_seed(7)
+            q, k, v, dy = (torch.rand(a.batch, 12, a.block, 64, device="cuda", generator=g, dtype=torch.float32)
+                           .mul(2).sub(1).to(dtype) for _ in range(4))
+            for x in (q, k, v):
+                x.requires_grad_(True)
+            ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+            with ctx:
+                for i in range(a.warmup + 20):
+                    if i == a.warmup:
+                        ev[0].record()
+                    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    y.backward(dy)
+                ev[1].record()
+            torch.cuda.synchronize()
+            out[name] = {"ms_per_step": ev[0].elapsed_time(ev[1]) / 20}
+        except Exception as e:  # noqa: BLE001 (a row that says why)
+            out[name] = {"error": "%s: %s" % (type(e).__name__, str(e)[:300])}
+    return out
+
+
+def attention_rows(a):
+    """taas's two kernel sets (the C driver) and PyTorch's SDPA: {name: {"ms_per_step": ...}}."""
+    out = {}
+    p = subprocess.run([a.attention_driver, "--batch", str(a.batch), "--t", str(a.block), "--heads", "12", "--d", "64",
+                        "--steps", "20", "--warmup", str(a.warmup)], capture_output=True, text=True, timeout=120)
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    if p.returncode != 0 or len(lines) != 2:
+        out["taas"] = {"error": "taas-cuda-attention-bench failed (%d): %s" % (p.returncode, p.stderr[-500:])}
+    for x in lines:
+        out["taas FP32 %s" % x["kernels"]] = x
+    out.update(sdpa_rows(a))
+    return out
+
+
 def strict_load(a, weights):
     """taas's file into transformers' model with strict=True, and both models' logits on one batch."""
     import torch
@@ -141,6 +201,8 @@ def strict_load(a, weights):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", default=os.path.join(os.path.dirname(HERE), "build", "kernel", "taas-worker"))
+    ap.add_argument("--attention-driver", default=os.path.join(os.path.dirname(HERE), "build", "bench",
+                                                               "taas-cuda-attention-bench"))
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--block", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=4)
@@ -175,6 +237,17 @@ def main():
                 continue
             ratio = r["tokens_s"] / eager if eager else float("nan")
             rows.append("| %s | %.0f | %.2f | %s |" % (side, r["tokens_s"], ratio, r.get("engine", "")))
+        if "attention" in res:
+            rows += ["", "The causal attention alone, forward and backward, batch %d, 12 heads of 64, T %d:" % (
+                a.batch, a.block), "", "| side | ms a step | ratio to taas tiled |", "|---|---:|---:|"]
+            att = res["attention"]
+            tiled = att.get("taas FP32 tiled", {}).get("ms_per_step")
+            for name, r in att.items():
+                if "error" in r:
+                    rows.append("| %s | — | %s |" % (name, r["error"][:200]))
+                else:
+                    rows.append("| %s | %.3f | %s |" % (name, r["ms_per_step"], "%.2f" % (r["ms_per_step"] / tiled)
+                                                          if tiled else "—"))
         if "load" in res:
             rows += ["", "strict load into transformers.GPT2LMHeadModel: %s" % json.dumps(res["load"])[:2000]]
         text = "\n".join(rows)
@@ -186,6 +259,11 @@ def main():
                 json.dump(res, f, indent=1)
         return text
 
+    try:
+        res["attention"] = attention_rows(a)
+    except Exception as e:  # noqa: BLE001
+        res["attention"] = {"taas": {"error": "%s: %s" % (type(e).__name__, e)}}
+    save()
     with tempfile.TemporaryDirectory(prefix="taas-gpt-bench-") as tmp:
         shard = os.path.join(tmp, "shard_000001.bin")
         write_shard(shard, a.steps * a.batch * a.block + 1, 7)

@@ -73,6 +73,8 @@ exec "\$@"
 EOF
     printf '#!/bin/sh\nexec %s %s "$@"\n' "$BIN/debenv" "$DEB/usr/bin/python3.11" >"$BIN/python3"
     printf '#!/bin/sh\nexec %s %s "$@"\n' "$BIN/debenv" "$BUILD/kernel/taas-worker" >"$BIN/taas-worker"
+    printf '#!/bin/sh\nexec %s %s "$@"\n' "$BIN/debenv" "$BUILD/bench/taas-cuda-attention-bench" \
+        >"$BIN/taas-cuda-attention-bench"
     printf '#!/bin/sh\nexec %s %s "$@"\n' "$BIN/debenv" "$DEB/usr/bin/mpirun.openmpi" >"$BIN/mpirun"
     printf '#!/bin/sh\nexec %s %s "$@"\n' "$BIN/debenv" "$DEB/usr/bin/mpiexec.openmpi" >"$BIN/mpiexec"
     chmod 755 "$BIN"/*
@@ -110,7 +112,7 @@ locate_cuda() {
 # everything carried (the interpreter and its modules, Open MPI and its plugins, the libraries).
 audit_files() {
     ls "$BUILD/kernel/taas-kernel" "$BUILD/kernel/taas-worker" "$BUILD/kernel/libtaas_cuda.so" \
-       "$BUILD"/tests/test_cuda_* "$BIN/mpi-hello" 2>/dev/null
+       "$BUILD"/tests/test_cuda_* "$BUILD/bench/taas-cuda-attention-bench" "$BIN/mpi-hello" 2>/dev/null
     find "$DEB" -type f \( -name '*.so' -o -name '*.so.*' -o -path '*/bin/*' -o -path '*/sbin/*' \) 2>/dev/null
 }
 
@@ -284,6 +286,7 @@ pack() {
         { tail -30 "$G/configure.log"; die "configuring failed ($G/configure.log)"; }
     # shellcheck disable=SC2046
     cmake --build "$BUILD" -j"$(nproc)" --target taas-kernel taas-worker taas_cuda taas-test-forward \
+          taas-cuda-attention-bench \
           $(cd "$SRC/tests/unit" && ls test_cuda_*.c | sed 's/\.c$//') >"$G/build.log" 2>&1 ||
         { grep -E -B2 -A8 'error|Error' "$G/build.log" | head -60; die "the build failed ($G/build.log)"; }
     local n
@@ -340,7 +343,7 @@ archive() {
     (cd "$G" && { find build -name CTestTestfile.cmake
                   echo build/CMakeCache.txt
                   echo build/kernel/taas-kernel build/kernel/taas-worker build/kernel/libtaas_cuda.so
-                  echo build/tests/taas-test-forward
+                  echo build/tests/taas-test-forward build/bench/taas-cuda-attention-bench
                   ls build/tests/test_cuda_*; } | tr ' ' '\n' >"$d/files")
     (cd "$G" && tar --owner=0 --group=0 -cf - MANIFEST packages.versions src deb bin -T "$d/files") |
         xz -T0 -9e >"$d/taas-gpu.tar.xz" || die "compressing failed"
@@ -526,6 +529,7 @@ do_gpt_bench() {
     local py budget=$1
     py=$(torch_python) || { say "no python3 with PyTorch here: gpu_gpt_bench.py skipped"; return 77; }
     PYTHONUNBUFFERED=1 "$py" "$SRC/bench/gpu_gpt_bench.py" --worker "$BIN/taas-worker" --budget "$budget" \
+        --attention-driver "$BIN/taas-cuda-attention-bench" \
         --json "$OUT/gpu_gpt_bench.json" --markdown "$OUT/gpu_gpt_bench.md"
 }
 

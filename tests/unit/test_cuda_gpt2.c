@@ -1,7 +1,9 @@
-/* GPT-2 on a GPU (cuda/cu_model.c with cu_seq.cu's layers over the same graph) against the
- * same fixtures as the CPU's test_gpt2.c: one training step's logits and every gradient, the
- * fused attention against SDPA's math at T = 1, 7, 64, 256, and attention dropout against
- * the CPU's (the same counters, so the same mask). Exits 77 (skipped) where there is no GPU. */
+/* GPT-2 on a GPU (cuda/cu_model.c with cu_seq.cu's and cu_attention.cu's layers over the same
+ * graph) against the same fixtures as the CPU's test_gpt2.c: one training step's logits and
+ * every gradient, the fused attention against SDPA's math at T = 1, 7, 64, 256, and against
+ * the CPU's attention at wider heads, longer sequences and with dropout (the same counters,
+ * so the same mask); both kernel sets, tiled and plain. Exits 77 (skipped) where there is no
+ * GPU. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,29 +95,84 @@ static void gpu_attention_fixture(float *y, float *dqkv, const float *qkv, const
     gpu_attention(y, dqkv, qkv, dy, s, 1, 0);
 }
 
+/* Both kernel sets on the fixture: the tiled ones (the default) and the plain ones. */
 static void test_attention(void **state) {
     (void)state;
-    assert_int_equal(gt_attention_fixture(gpu_attention_fixture, TOL_OUT, TOL_GRAD), 0);
+    for (int plain = 0; plain <= 1; plain++) {
+        CU.attention_plain = plain;
+        int bad = gt_attention_fixture(gpu_attention_fixture, TOL_OUT, TOL_GRAD);
+        CU.attention_plain = 0;
+        if (bad) fail_msg("the %s kernels differ from the fixture", plain ? "plain" : "tiled");
+    }
+}
+
+/* The GPU's attention of shape s against the CPU's, with the kernel set `plain` says, seed
+ * and counter offset: 0, or 1 after printing the first difference. */
+static int against_cpu(const taas_attention_shape *s, int plain, uint64_t seed, uint64_t offset, double tol) {
+    size_t cnt = (size_t)s->n * s->t * s->c;
+    float *qkv = malloc(3 * cnt * sizeof *qkv), *dy = malloc(cnt * sizeof *dy), *y = malloc(cnt * sizeof *y);
+    float *dq = malloc(3 * cnt * sizeof *dq), *cy = malloc(cnt * sizeof *cy), *cdq = malloc(3 * cnt * sizeof *cdq);
+    float *lse = malloc((size_t)s->n * s->heads * s->t * sizeof *lse);
+    float *scratch = malloc(taas_attention_scratch_floats(s, 1) * sizeof *scratch);
+    if (!qkv || !dy || !y || !dq || !cy || !cdq || !lse || !scratch) abort();
+    gt_fill(qkv, 3 * cnt, 7);
+    gt_fill(dy, cnt, 8);
+    taas_attention_forward(cy, lse, qkv, s, scratch, 1, seed, offset);
+    taas_attention_backward(cdq, dy, qkv, cy, lse, s, scratch, 1, seed, offset);
+    CU.attention_plain = plain;
+    gpu_attention(y, dq, qkv, dy, s, seed, offset);
+    CU.attention_plain = 0;
+    int bad = 0;
+    for (size_t j = 0; j < cnt && !bad; j++)
+        if (!(fabs(y[j] - cy[j]) <= tol * (1 + fabs(cy[j])))) {
+            printf("# %s, T %d, C %d, heads %d, p %g: y[%zu] %.8g, CPU %.8g\n", plain ? "plain" : "tiled", s->t, s->c,
+                   s->heads, s->p, j, y[j], cy[j]);
+            bad = 1;
+        }
+    for (size_t j = 0; j < 3 * cnt && !bad; j++)
+        if (!(fabs(dq[j] - cdq[j]) <= 10 * tol * (1 + fabs(cdq[j])))) {
+            printf("# %s, T %d, C %d, heads %d, p %g: dqkv[%zu] %.8g, CPU %.8g\n", plain ? "plain" : "tiled", s->t,
+                   s->c, s->heads, s->p, j, dq[j], cdq[j]);
+            bad = 1;
+        }
+    free(qkv), free(dy), free(y), free(dq), free(cy), free(cdq), free(lse), free(scratch);
+    return bad;
 }
 
 /* With dropout the GPU draws the CPU's mask: both sides' outputs and gradients agree. */
 static void test_attention_dropout(void **state) {
     (void)state;
-    enum { N = 2, H = 2, T = 70, D = 8, C = H * D };
-    taas_attention_shape s = {N, T, C, H, 0.3f};
-    static float qkv[N * T * 3 * C], dy[N * T * C], y[N * T * C], dq[N * T * 3 * C], cy[N * T * C],
-        cdq[N * T * 3 * C], lse[N * H * T];
-    gt_fill(qkv, sizeof qkv / sizeof qkv[0], 7);
-    gt_fill(dy, sizeof dy / sizeof dy[0], 8);
-    float *scratch = malloc(taas_attention_scratch_floats(&s, 1) * sizeof *scratch);
-    taas_attention_forward(cy, lse, qkv, &s, scratch, 1, 11, 5ull << 32);
-    taas_attention_backward(cdq, dy, qkv, cy, lse, &s, scratch, 1, 11, 5ull << 32);
-    gpu_attention(y, dq, qkv, dy, &s, 11, 5ull << 32);
-    for (size_t j = 0; j < sizeof y / sizeof y[0]; j++)
-        if (fabs(y[j] - cy[j]) > 1e-5 * (1 + fabs(cy[j]))) fail_msg("y[%zu] %.8g, CPU %.8g", j, y[j], cy[j]);
-    for (size_t j = 0; j < sizeof dq / sizeof dq[0]; j++)
-        if (fabs(dq[j] - cdq[j]) > 1e-5 * (1 + fabs(cdq[j]))) fail_msg("dqkv[%zu] %.8g, CPU %.8g", j, dq[j], cdq[j]);
-    free(scratch);
+    taas_attention_shape s = {2, 70, 16, 2, 0.3f};
+    for (int plain = 0; plain <= 1; plain++) assert_int_equal(against_cpu(&s, plain, 11, 5ull << 32, 1e-5), 0);
+}
+
+/* The tiled kernels' shapes: heads of 64 (GPT-2's), 40 and 24 (padded to 64 and 32), a
+ * sequence of several row blocks and key tiles that ends inside one, dropout; a head of 80,
+ * past the tiled kernels, takes the plain ones either way. */
+static void test_attention_shapes(void **state) {
+    (void)state;
+    const taas_attention_shape shapes[] = {
+        {1, 200, 128, 2, 0.0f}, {2, 130, 80, 2, 0.1f}, {1, 97, 96, 4, 0.0f}, {1, 70, 80, 1, 0.0f}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int plain = 0; plain <= 1; plain++)
+            assert_int_equal(against_cpu(&shapes[i], plain, 3, 9, 1e-4), 0);
+}
+
+/* The tiled kernels repeat to the last bit. */
+static void test_attention_repeats(void **state) {
+    (void)state;
+    taas_attention_shape s = {2, 150, 128, 2, 0.1f};
+    size_t cnt = (size_t)s.n * s.t * s.c;
+    float *qkv = malloc(3 * cnt * sizeof *qkv), *dy = malloc(cnt * sizeof *dy);
+    float *y[2] = {malloc(cnt * sizeof(float)), malloc(cnt * sizeof(float))};
+    float *dq[2] = {malloc(3 * cnt * sizeof(float)), malloc(3 * cnt * sizeof(float))};
+    if (!qkv || !dy || !y[0] || !y[1] || !dq[0] || !dq[1]) abort();
+    gt_fill(qkv, 3 * cnt, 5);
+    gt_fill(dy, cnt, 6);
+    for (int k = 0; k < 2; k++) gpu_attention(y[k], dq[k], qkv, dy, &s, 21, 0);
+    assert_memory_equal(y[0], y[1], cnt * sizeof(float));
+    assert_memory_equal(dq[0], dq[1], 3 * cnt * sizeof(float));
+    free(qkv), free(dy), free(y[0]), free(y[1]), free(dq[0]), free(dq[1]);
 }
 
 int main(void) {
@@ -124,6 +181,8 @@ int main(void) {
         cmocka_unit_test(test_step),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_dropout),
+        cmocka_unit_test(test_attention_shapes),
+        cmocka_unit_test(test_attention_repeats),
     };
     return cmocka_run_group_tests(tests, tu_cuda_setup, tu_cuda_teardown);
 }

@@ -29,6 +29,7 @@ typedef struct taas_cu {
     void *blas_ws;          /* cuBLAS's workspace, ours: a captured CUDA Graph allocates nothing */
     struct taas_cu_lt *lt;  /* the products through cuBLASLt (TAAS_CUDA_LT=1, cu_lt.h), or NULL */
     taas_cu_math math;
+    int attention_plain;    /* the attention's plain kernels, not the tiled ones (TAAS_CUDA_ATTENTION=plain) */
     char name[96];          /* the device's name, "NVIDIA H100 80GB HBM3" */
     /* The step part of the dropout counters, read on the device so that a replayed CUDA Graph
      * draws the step's own masks (cu_model.c): a kernel's counter offset is the one it is
@@ -38,7 +39,8 @@ typedef struct taas_cu {
 } taas_cu;
 
 /* Makes device `device` this thread's and sets up the stream and cuBLAS (TF32 from
- * $TAAS_CUDA_TF32, "1" turns it on). 0, or -1 with err (nothing is left to free). */
+ * $TAAS_CUDA_TF32, "1" turns it on; cuBLASLt from $TAAS_CUDA_LT, "1"; the attention's plain
+ * kernels from $TAAS_CUDA_ATTENTION, "plain"). 0, or -1 with err (nothing is left to free). */
 int taas_cu_init(taas_cu *cu, int device, taas_error *err);
 /* 0 when the plugin's kernels can run on cu's device, else -1 with err naming its compute
  * capability (cu_act.cu). */

@@ -1,0 +1,408 @@
+// The fused causal attention on the GPU (layers.h's), with the CPU's formulas and the CPU's
+// dropout counters, so that a mask is the CPU's bit for bit. Two sets of kernels:
+//
+// - tiled (head width d <= 64, the default): flash attention's way. A block holds 64 query rows
+//   of one (sample, head), a thread per row with its q and its output in registers; the keys
+//   and values come through shared memory 32 at a time, and the softmax runs online, one
+//   rescale per tile. The backward is two kernels, neither with atomics: one per block of 64
+//   query rows for dq (walking the key tiles), one per block of 64 key rows for dk and dv
+//   (walking the query tiles), each recomputing the probabilities from the forward's
+//   log-sum-exp.
+// - plain (any d, and TAAS_CUDA_ATTENTION=plain): a thread per query row reading keys and
+//   values from global memory, a thread per key row for dk and dv. Kept as the reference
+//   the tiled kernels are measured against, and for heads wider than 64.
+//
+// Every sum is one thread's loop in a fixed order: a run repeats to the last bit.
+#include <math.h>
+
+#include "ctr_rng.h"
+#include "cu_kern.cuh"
+#include "cu_layers.h"
+#include "errnames.h"
+
+// The shape as the kernels use it; a unit is a (sample, head).
+struct att {
+    int n, t, c, h, d;
+    float p, ks, scale;
+    uint64_t seed, offset;
+    const uint64_t *step;  // the counters' step part (cu_device.h), or NULL
+    uint64_t stride;
+};
+
+static att att_of(const taas_cu *cu, const taas_attention_shape *s, uint64_t seed, uint64_t offset) {
+    att a;
+    a.n = s->n, a.t = s->t, a.c = s->c, a.h = s->heads, a.d = s->c / s->heads;
+    a.p = s->p, a.ks = s->p >= 1.0f ? 0.0f : 1.0f / (1.0f - s->p);
+    a.scale = 1.0f / sqrtf((float)a.d);
+    a.seed = seed, a.offset = offset;
+    a.step = cu->step, a.stride = cu->step_stride;
+    return a;
+}
+
+// the dropout factor of probability (row, key) of unit u: layer_attention.c's counter
+__device__ static float keep(const att &a, size_t u, int row, int key) {
+    if (a.p <= 0.0f) return 1.0f;
+    uint64_t base = a.step ? a.offset + *a.step * a.stride : a.offset;
+    uint64_t ctr = base + ((uint64_t)u * (uint64_t)a.t + (uint64_t)row) * (uint64_t)a.t + (uint64_t)key;
+    return taas_ctr_uniform(a.seed, ctr) < a.p ? 0.0f : a.ks;
+}
+
+// D_r = dO_r . O_r, a thread per (unit, row), into dr (N*H*T): both kernel sets' first step
+__global__ static void att_rowdot(float *dr, const float *dy, const float *y, att a) {
+    TAAS_CU_LOOP(i, (size_t)a.n * a.h * a.t) {
+        size_t u = i / a.t;
+        int row = (int)(i % a.t), s = (int)(u / a.h), hd = (int)(u % a.h);
+        size_t at = ((size_t)s * a.t + row) * a.c + (size_t)hd * a.d;
+        double acc = 0.0;
+        for (int x = 0; x < a.d; x++) acc += (double)dy[at + x] * y[at + x];
+        dr[i] = (float)acc;
+    }
+}
+
+// ---- plain ----
+
+// thread i's place: unit u = (sample s, head hd) and row; base: the unit's q at row 0 in qkv
+// (its k and v C and 2C further), when qkv is given
+struct place {
+    size_t u;
+    int row, s, hd;
+    const float *base;
+};
+
+__device__ static place place_of(const att &a, size_t i, const float *qkv) {
+    place w;
+    w.u = i / a.t;
+    w.row = (int)(i % a.t), w.s = (int)(w.u / a.h), w.hd = (int)(w.u % a.h);
+    w.base = qkv ? qkv + (size_t)w.s * a.t * 3 * a.c + (size_t)w.hd * a.d : NULL;
+    return w;
+}
+
+__device__ static float score(const att &a, const float *q, const float *k) {
+    float s = 0.0f;
+    for (int x = 0; x < a.d; x++) s += q[x] * k[x];
+    return s * a.scale;
+}
+
+// a thread per (unit, row): q at qkv's row, head columns; keys 0..row
+__global__ static void att_fwd(float *y, float *lse, const float *qkv, att a) {
+    size_t ld = 3 * (size_t)a.c;
+    TAAS_CU_LOOP(i, (size_t)a.n * a.h * a.t) {
+        place w = place_of(a, i, qkv);
+        size_t u = w.u;
+        int row = w.row;
+        const float *base = w.base, *q = base + (size_t)row * ld;
+        float *o = y + ((size_t)w.s * a.t + row) * a.c + (size_t)w.hd * a.d;
+        float m = -INFINITY, l = 0.0f;
+        for (int j = 0; j <= row; j++) m = fmaxf(m, score(a, q, base + (size_t)j * ld + a.c));
+        for (int x = 0; x < a.d; x++) o[x] = 0.0f;
+        for (int j = 0; j <= row; j++) {
+            float e = expf(score(a, q, base + (size_t)j * ld + a.c) - m), pd = e * keep(a, u, row, j);
+            l += e;
+            const float *v = base + (size_t)j * ld + 2 * (size_t)a.c;
+            for (int x = 0; x < a.d; x++) o[x] += pd * v[x];
+        }
+        for (int x = 0; x < a.d; x++) o[x] /= l;
+        lse[i] = m + logf(l);
+    }
+}
+
+// dS_rj = P_rj (dP_rj * keep - D_r), dP_rj = dO_r . v_j
+__device__ static float dscore(const att &a, size_t u, const float *base, const float *dor, float lse_r, float d_r,
+                               int row, int j, float *pd) {
+    size_t ld = 3 * (size_t)a.c;
+    float p = expf(score(a, base + (size_t)row * ld, base + (size_t)j * ld + a.c) - lse_r), kp = keep(a, u, row, j);
+    const float *v = base + (size_t)j * ld + 2 * (size_t)a.c;
+    float dp = 0.0f;
+    for (int x = 0; x < a.d; x++) dp += dor[x] * v[x];
+    *pd = p * kp;
+    return p * (dp * kp - d_r);
+}
+
+// a thread per (unit, row): dq_r = scale sum_j dS_rj k_j
+__global__ static void att_bwd_q(float *dqkv, const float *dy, const float *qkv, const float *lse, const float *dr,
+                                 att a) {
+    size_t ld = 3 * (size_t)a.c;
+    TAAS_CU_LOOP(i, (size_t)a.n * a.h * a.t) {
+        place w = place_of(a, i, qkv);
+        const float *dor = dy + ((size_t)w.s * a.t + w.row) * a.c + (size_t)w.hd * a.d;
+        float *dq = dqkv + (w.base - qkv) + (size_t)w.row * ld, pd;
+        for (int x = 0; x < a.d; x++) dq[x] = 0.0f;
+        for (int j = 0; j <= w.row; j++) {
+            float ds = dscore(a, w.u, w.base, dor, lse[i], dr[i], w.row, j, &pd) * a.scale;
+            const float *k = w.base + (size_t)j * ld + a.c;
+            for (int x = 0; x < a.d; x++) dq[x] += ds * k[x];
+        }
+    }
+}
+
+// a thread per (unit, key j): dk_j = scale sum_{r >= j} dS_rj q_r, dv_j = sum_{r >= j} P'_rj dO_r
+__global__ static void att_bwd_kv(float *dqkv, const float *dy, const float *qkv, const float *lse, const float *dr,
+                                  att a) {
+    size_t ld = 3 * (size_t)a.c;
+    TAAS_CU_LOOP(i, (size_t)a.n * a.h * a.t) {
+        place w = place_of(a, i, qkv);
+        int j = w.row;
+        float *dk = dqkv + (w.base - qkv) + (size_t)j * ld + a.c, *dv = dk + a.c, pd;
+        for (int x = 0; x < a.d; x++) dk[x] = dv[x] = 0.0f;
+        for (int row = j; row < a.t; row++) {
+            size_t ri = w.u * a.t + row;
+            const float *dor = dy + ((size_t)w.s * a.t + row) * a.c + (size_t)w.hd * a.d;
+            float ds = dscore(a, w.u, w.base, dor, lse[ri], dr[ri], row, j, &pd) * a.scale;
+            const float *q = w.base + (size_t)row * ld;
+            for (int x = 0; x < a.d; x++) {
+                dk[x] += ds * q[x];
+                dv[x] += pd * dor[x];
+            }
+        }
+    }
+}
+
+// ---- tiled ----
+
+// BR rows a block (a thread each), BC keys or queries a tile in shared memory; DM >= d is
+// the width the registers and tiles are sized for, the columns past d held at zero (a zero
+// product adds nothing to a score or a dot).
+enum { BR = 64, BC = 32 };
+
+// The block's unit and first row: blocks run over (unit, tile of BR rows).
+struct tile_place {
+    size_t u;
+    int r0, s, hd;
+    const float *base;  // the unit's q at row 0 in qkv
+    size_t ld;
+};
+
+__device__ static tile_place tile_of(const att &a, const float *qkv) {
+    tile_place w;
+    int tiles = (a.t + BR - 1) / BR;
+    w.u = blockIdx.x / tiles;
+    w.r0 = (int)(blockIdx.x % tiles) * BR;
+    w.s = (int)(w.u / a.h), w.hd = (int)(w.u % a.h);
+    w.ld = 3 * (size_t)a.c;
+    w.base = qkv + (size_t)w.s * a.t * w.ld + (size_t)w.hd * a.d;
+    return w;
+}
+
+// x (DM floats) = the d floats at src (0 past d, and all 0 when !live)
+template <int DM> __device__ static void load_row(float *x, const float *src, int d, bool live) {
+#pragma unroll
+    for (int c = 0; c < DM; c++) x[c] = live && c < d ? src[c] : 0.0f;
+}
+
+template <int DM> __device__ static float dot(const float *x, const float *y) {
+    float s = 0.0f;
+#pragma unroll
+    for (int c = 0; c < DM; c++) s += x[c] * y[c];
+    return s;
+}
+
+// Shared memory is read again after this rather than kept in registers from the dot products
+// before it: the registers go to the thread's sums (a tile row kept would spill them).
+__device__ static inline void reload(void) { asm volatile("" ::: "memory"); }
+
+// rows first..first+ROWS-1 of the unit at `from` (stride ld, d wide) into tile (ROWS x DM),
+// zeros past t and past d; all the block's threads take part
+template <int DM, int ROWS>
+__device__ static void load_tile(float (*tile)[DM], const float *from, size_t ld, int first, int t, int d) {
+    for (int e = threadIdx.x; e < ROWS * DM; e += BR) {
+        int j = e / DM, c = e % DM, r = first + j;
+        tile[j][c] = r < t && c < d ? from[(size_t)r * ld + c] : 0.0f;
+    }
+}
+
+// keys and values k0..k0+BC-1 of the block's unit into ks and vs, once every thread is done
+// with the tile before
+template <int DM>
+__device__ static void next_kv(float (*ks)[DM], float (*vs)[DM], const tile_place &w, const att &a, int k0) {
+    __syncthreads();
+    load_tile<DM, BC>(ks, w.base + a.c, w.ld, k0, a.t, a.d);
+    load_tile<DM, BC>(vs, w.base + 2 * (size_t)a.c, w.ld, k0, a.t, a.d);
+    __syncthreads();
+}
+
+template <int DM>
+static __global__ void __launch_bounds__(BR) att_fwd_tiled(float *y, float *lse, const float *qkv, att a) {
+    __shared__ float ks[BC][DM], vs[BC][DM], ss[BR][BC + 1];
+    tile_place w = tile_of(a, qkv);
+    int row = w.r0 + (int)threadIdx.x, last = min(a.t, w.r0 + BR) - 1;
+    bool live = row < a.t;
+    float q[DM], o[DM], m = -INFINITY, l = 0.0f;
+    load_row<DM>(q, w.base + (size_t)row * w.ld, a.d, live);
+#pragma unroll
+    for (int c = 0; c < DM; c++) o[c] = 0.0f;
+    for (int k0 = 0; k0 <= last; k0 += BC) {
+        next_kv<DM>(ks, vs, w, a, k0);
+        int keys = live ? min(BC, row - k0 + 1) : 0;  // keys k0..row of this tile
+        if (keys <= 0) continue;
+        float mt = -INFINITY;
+#pragma unroll 1
+        for (int j = 0; j < keys; j++) {
+            float sc = dot<DM>(q, ks[j]) * a.scale;
+            ss[threadIdx.x][j] = sc;
+            mt = fmaxf(mt, sc);
+        }
+        float mn = fmaxf(m, mt), al = expf(m - mn);  // m = -inf at first: al = 0
+        l *= al;
+#pragma unroll
+        for (int c = 0; c < DM; c++) o[c] *= al;
+#pragma unroll 1
+        for (int j = 0; j < keys; j++) {
+            float e = expf(ss[threadIdx.x][j] - mn), pd = e * keep(a, w.u, row, k0 + j);
+            l += e;
+#pragma unroll
+            for (int c = 0; c < DM; c++) o[c] += pd * vs[j][c];
+        }
+        m = mn;
+    }
+    if (!live) return;
+    float *out = y + ((size_t)w.s * a.t + row) * a.c + (size_t)w.hd * a.d;
+#pragma unroll
+    for (int c = 0; c < DM; c++)
+        if (c < a.d) out[c] = o[c] / l;
+    lse[w.u * a.t + row] = m + logf(l);
+}
+
+// a block per (unit, BR query rows), a thread per row: dq_r = scale sum_{j <= r} dS_rj k_j.
+// The thread's dO row is in shared memory (a row each, padded so that the lanes' rows fall in
+// different banks), its q and dq in registers.
+template <int DM>
+static __global__ void __launch_bounds__(BR) att_bwd_q_tiled(float *dqkv, const float *dy, const float *qkv,
+                                                             const float *lse, const float *dr, att a) {
+    __shared__ float ks[BC][DM], vs[BC][DM], down[BR][DM + 1];
+    tile_place w = tile_of(a, qkv);
+    int row = w.r0 + (int)threadIdx.x, last = min(a.t, w.r0 + BR) - 1;
+    bool live = row < a.t;
+    size_t ri = w.u * a.t + (live ? row : 0);
+    float q[DM], dq[DM], lse_r = lse[ri], d_r = dr[ri], *dor = down[threadIdx.x];
+    load_row<DM>(q, w.base + (size_t)row * w.ld, a.d, live);
+    load_row<DM>(dor, dy + ((size_t)w.s * a.t + row) * a.c + (size_t)w.hd * a.d, a.d, live);
+#pragma unroll
+    for (int c = 0; c < DM; c++) dq[c] = 0.0f;
+    for (int k0 = 0; k0 <= last; k0 += BC) {
+        next_kv<DM>(ks, vs, w, a, k0);
+        int keys = live ? min(BC, row - k0 + 1) : 0;
+#pragma unroll 1
+        for (int j = 0; j < keys; j++) {
+            float p = expf(dot<DM>(q, ks[j]) * a.scale - lse_r), kp = keep(a, w.u, row, k0 + j);
+            float ds = p * (dot<DM>(dor, vs[j]) * kp - d_r) * a.scale;
+            reload();
+#pragma unroll
+            for (int c = 0; c < DM; c++) dq[c] += ds * ks[j][c];
+        }
+    }
+    if (!live) return;
+    float *out = dqkv + (w.base - qkv) + (size_t)row * w.ld;
+#pragma unroll
+    for (int c = 0; c < DM; c++)
+        if (c < a.d) out[c] = dq[c];
+}
+
+// a block per (unit, BR key rows), a thread per key j: dk_j = scale sum_{r >= j} dS_rj q_r,
+// dv_j = sum_{r >= j} P'_rj dO_r. The thread's k and v are in shared memory (padded rows), its
+// dk and dv in registers; the queries come BQ at a time, so that all of it fits in 48 KiB.
+enum { BQ = 16 };
+template <int DM>
+static __global__ void __launch_bounds__(BR) att_bwd_kv_tiled(float *dqkv, const float *dy, const float *qkv,
+                                                              const float *lse, const float *dr, att a) {
+    __shared__ float qs[BQ][DM], dos[BQ][DM], kown[BR][DM + 1], vown[BR][DM + 1], ls[BQ], ds_[BQ];
+    tile_place w = tile_of(a, qkv);
+    int j = w.r0 + (int)threadIdx.x;
+    bool live = j < a.t;
+    float dk[DM], dv[DM], *k = kown[threadIdx.x], *v = vown[threadIdx.x];
+    load_row<DM>(k, w.base + (size_t)j * w.ld + a.c, a.d, live);
+    load_row<DM>(v, w.base + (size_t)j * w.ld + 2 * (size_t)a.c, a.d, live);
+#pragma unroll
+    for (int c = 0; c < DM; c++) dk[c] = dv[c] = 0.0f;
+    const float *dyu = dy + (size_t)w.s * a.t * a.c + (size_t)w.hd * a.d;
+    for (int q0 = w.r0; q0 < a.t; q0 += BQ) {
+        __syncthreads();
+        load_tile<DM, BQ>(qs, w.base, w.ld, q0, a.t, a.d);
+        load_tile<DM, BQ>(dos, dyu, (size_t)a.c, q0, a.t, a.d);
+        if (threadIdx.x < BQ) {
+            int r = q0 + (int)threadIdx.x;
+            ls[threadIdx.x] = r < a.t ? lse[w.u * a.t + r] : 0.0f;
+            ds_[threadIdx.x] = r < a.t ? dr[w.u * a.t + r] : 0.0f;
+        }
+        __syncthreads();
+        if (!live) continue;
+        int from = max(0, j - q0), to = min(BQ, a.t - q0);  // queries r = q0 + i >= j, r < t
+#pragma unroll 1
+        for (int i = from; i < to; i++) {
+            float p = expf(dot<DM>(qs[i], k) * a.scale - ls[i]), kp = keep(a, w.u, q0 + i, j);
+            float ds = p * (dot<DM>(dos[i], v) * kp - ds_[i]) * a.scale, pd = p * kp;
+            reload();
+#pragma unroll
+            for (int c = 0; c < DM; c++) {
+                dk[c] += ds * qs[i][c];
+                dv[c] += pd * dos[i][c];
+            }
+        }
+    }
+    if (!live) return;
+    float *out = dqkv + (w.base - qkv) + (size_t)j * w.ld + a.c;
+#pragma unroll
+    for (int c = 0; c < DM; c++)
+        if (c < a.d) out[c] = dk[c], out[a.c + c] = dv[c];
+}
+
+// ---- the entry points ----
+
+// 32 or 64: the tiled kernels' width for a's heads; 0 for the plain kernels
+static int tiled_width(const taas_cu *cu, const att &a) {
+    if (cu->attention_plain || a.d > 64) return 0;
+    return a.d <= 32 ? 32 : 64;
+}
+
+static unsigned tile_blocks(const att &a) {
+    return (unsigned)((size_t)a.n * a.h * (size_t)((a.t + BR - 1) / BR));
+}
+
+extern "C" size_t taas_cu_attention_scratch_floats(const taas_attention_shape *s) {
+    return (size_t)s->n * s->heads * s->t;
+}
+
+extern "C" int taas_cu_attention_forward(taas_cu *cu, float *y, float *lse, const float *qkv,
+                                         const taas_attention_shape *s, uint64_t seed, uint64_t offset,
+                                         taas_error *err) {
+    att a = att_of(cu, s, seed, offset);
+    size_t rows = (size_t)s->n * s->heads * s->t;
+    switch (tiled_width(cu, a)) {
+    case 32: att_fwd_tiled<32><<<tile_blocks(a), BR, 0, cu->stream>>>(y, lse, qkv, a); break;
+    case 64: att_fwd_tiled<64><<<tile_blocks(a), BR, 0, cu->stream>>>(y, lse, qkv, a); break;
+    default: att_fwd<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(y, lse, qkv, a);
+    }
+    return TAAS_CU_LAUNCHED("the attention's forward", err);
+}
+
+extern "C" int taas_cu_attention_backward(taas_cu *cu, float *dqkv, const float *dy, const float *qkv, const float *y,
+                                          const float *lse, const taas_attention_shape *s, float *scratch,
+                                          size_t room, uint64_t seed, uint64_t offset, taas_error *err) {
+    size_t rows = (size_t)s->n * s->heads * s->t;
+    att a = att_of(cu, s, seed, offset);
+    if (room < rows) {
+        taas_srcpos nowhere = {0, 0};
+        taas_error_set(err, TAAS_ERR_INTERNAL, nowhere, "the attention's backward needs %zu floats of scratch, has %zu",
+                       rows, room);
+        taas_error_hint(err, "this is a bug in taas; please report it");
+        return -1;
+    }
+    att_rowdot<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(scratch, dy, y, a);
+    if (TAAS_CU_LAUNCHED("the attention's row sums", err)) return -1;
+    switch (tiled_width(cu, a)) {
+    case 32:
+        att_bwd_q_tiled<32><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
+        if (TAAS_CU_LAUNCHED("the attention's query gradient", err)) return -1;
+        att_bwd_kv_tiled<32><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
+        break;
+    case 64:
+        att_bwd_q_tiled<64><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
+        if (TAAS_CU_LAUNCHED("the attention's query gradient", err)) return -1;
+        att_bwd_kv_tiled<64><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
+        break;
+    default:
+        att_bwd_q<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
+        if (TAAS_CU_LAUNCHED("the attention's query gradient", err)) return -1;
+        att_bwd_kv<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
+    }
+    return TAAS_CU_LAUNCHED("the attention's key and value gradients", err);
+}
