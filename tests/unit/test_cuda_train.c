@@ -2,7 +2,8 @@
  * PyTorch fixtures of test_loss.c and test_optim.c, with their tolerances: loss values within
  * 1e-5 and gradients within 1e-4 relative; every optimizer configuration 20 steps on the
  * least-squares model, the loss at each step and the final parameters within 1e-4 relative.
- * Also: each optimizer's step gives the CPU's bits (optim.c) on a large buffer. Exits 77
+ * Also: rows far wider than a warp against the CPU's loss.c; each optimizer's step gives the
+ * CPU's bits (optim.c) on a large buffer. Exits 77
  * (skipped) where there is no GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -101,6 +102,61 @@ static void test_losses_match_torch(void **state) {
         loss_case(c, ignoring[i].ce, (float)ignoring[i].ls);
     }
     json_decref(ref);
+}
+
+/* Rows far wider than a warp (a GPT-2 head's vocabulary is 50,257), against the CPU's loss.c:
+ * the mean loss, every gradient, with and without smoothing, an ignored row, targets at both
+ * ends of a row; and the accuracy's first highest value where the ties and the NaNs fall in
+ * different lanes. */
+static void test_wide_rows(void **state) {
+    (void)state;
+    enum { N = 6, C = 5003 };
+    static float x[N * C], probs[N * C], want[N * C];
+    const int64_t t[N] = {3, C - 1, -100, 0, 2500, 17};
+    for (size_t i = 0; i < (size_t)N * C; i++) x[i] = (float)(((i * 2654435761u) % 20011) / 1000.0 - 10.0);
+    float *dx = tu_dev(x, (size_t)N * C, 0), *dd = tu_dev(NULL, (size_t)N * C, 7);
+    int64_t *dt = tu_dev_bytes(t, sizeof t);
+    double *rows = tu_dev_bytes(NULL, N * sizeof(double)), hrows[N];
+    int counted = taas_loss_counted(t, N, -100);
+    const float smoothing[] = {0.0f, 0.1f};
+    for (int k = 0; k < 2; k++) {
+        float loss;
+        TU_OK(taas_cross_entropy_forward(&loss, probs, x, t, N, C, smoothing[k], -100, &E), &E);
+        taas_cross_entropy_backward(want, probs, t, N, C, smoothing[k], -100, 1.0f);
+        TU_OK(taas_cu_cross_entropy_rows(&CU, rows, dd, dx, dt, N, C, smoothing[k], -100, 1.0f / (float)counted, &E),
+              &E);
+        float *grad = tu_host(&CU, dd, (size_t)N * C);
+        tu_get(&CU, hrows, rows, sizeof hrows);
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += hrows[i];
+        close_to((float)(sum / counted), loss, 1e-6, "wide ce loss", (size_t)k);
+        for (size_t i = 0; i < (size_t)N * C; i++) close_to(grad[i], want[i], 1e-5, "wide ce grad", i);
+        free(grad);
+    }
+    /* the highest values: row 0 at 4000 and 4001 (4000 wins), row 1 NaN first (0 wins), row 2
+     * a NaN at 5 and the highest at 37, row 3 -0.0 at 64 and +0.0 at 33 over negatives (33) */
+    for (size_t i = 0; i < (size_t)N * C; i++) x[i] = -1.0f - (float)(i % 7);
+    x[0 * C + 4000] = x[0 * C + 4001] = 5.0f;
+    x[1 * C + 0] = NAN, x[1 * C + 9] = 9.0f;
+    x[2 * C + 5] = NAN, x[2 * C + 37] = 3.0f;
+    x[3 * C + 64] = -0.0f, x[3 * C + 33] = 0.0f;
+    int64_t at[N];
+    for (int i = 0; i < N; i++) {  /* the CPU's loop (engine_cpu.c) */
+        const float *row = x + (size_t)i * C;
+        int best = 0;
+        for (int q = 1; q < C; q++)
+            if (row[q] > row[best]) best = q;
+        at[i] = best + (i == N - 1);  /* the last row's target is not its highest */
+    }
+    assert_true(at[0] == 4000 && at[1] == 0 && at[2] == 37 && at[3] == 33);
+    const int want_right[N] = {1, 1, 1, 1, 1, 0};
+    float *dx2 = tu_dev(x, (size_t)N * C, 0);
+    int64_t *dat = tu_dev_bytes(at, sizeof at);
+    int *r = tu_dev_bytes(NULL, sizeof want_right), got[N];
+    TU_OK(taas_cu_argmax_right(&CU, r, dx2, dat, N, C, -100, &E), &E);
+    tu_get(&CU, got, r, sizeof got);
+    assert_memory_equal(got, want_right, sizeof want_right);
+    cudaFree(dx), cudaFree(dd), cudaFree(dt), cudaFree(rows), cudaFree(dx2), cudaFree(dat), cudaFree(r);
 }
 
 /* The first highest value wins, as the CPU's loop (engine_cpu.c) picks it: a tie goes to the
@@ -227,6 +283,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_losses_match_torch),
         cmocka_unit_test(test_argmax_right),
+        cmocka_unit_test(test_wide_rows),
         cmocka_unit_test(test_twenty_steps_match_torch),
         cmocka_unit_test(test_steps_give_the_cpus_bits),
         cmocka_unit_test(test_scale),
