@@ -3,8 +3,7 @@
  * 1e-5 and gradients within 1e-4 relative; every optimizer configuration 20 steps on the
  * least-squares model, the loss at each step and the final parameters within 1e-4 relative.
  * Also: rows far wider than a warp against the CPU's loss.c; each optimizer's step gives the
- * CPU's bits (optim.c) on a large buffer. Exits 77
- * (skipped) where there is no GPU. */
+ * CPU's bits (optim.c) on a large buffer. Exits 77 (skipped) where there is no GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
