@@ -95,6 +95,39 @@ static void gpu_attention_fixture(float *y, float *dqkv, const float *qkv, const
     gpu_attention(y, dqkv, qkv, dy, s, 1, 0);
 }
 
+/* LayerNorm on more rows than a block's 32 row phases and a width that is not a multiple of
+ * 32, against the CPU's: the output, the input gradient and the accumulated parameter
+ * gradients. */
+static void test_layernorm_rows(void **state) {
+    (void)state;
+    enum { R = 301, C = 100 };
+    static float x[R * C], dy[R * C], g[C], b[C], y[R * C], mean[R], rstd[R], dx[R * C], dg[C], db[C];
+    gt_fill(x, R * C, 31);
+    gt_fill(dy, R * C, 32);
+    gt_fill(g, C, 33);
+    gt_fill(b, C, 34);
+    for (int k = 0; k < C; k++) dg[k] = db[k] = 0.5f;  /* gradients accumulate */
+    taas_layernorm_forward(y, mean, rstd, x, g, b, R, C, 1e-5f);
+    taas_layernorm_backward(dx, dg, db, dy, x, mean, rstd, g, R, C);
+    float *dX = tu_dev(x, R * C, 0), *dDY = tu_dev(dy, R * C, 0), *dG = tu_dev(g, C, 0), *dB = tu_dev(b, C, 0);
+    float *dY = tu_dev(NULL, R * C, 0), *dM = tu_dev(NULL, R, 0), *dS = tu_dev(NULL, R, 0);
+    float *dDX = tu_dev(NULL, R * C, 0), *dDG = tu_dev(NULL, C, 0.5f), *dDB = tu_dev(NULL, C, 0.5f);
+    TU_OK(taas_cu_layernorm_forward(&CU, dY, dM, dS, dX, dG, dB, R, C, 1e-5f, &E), &E);
+    TU_OK(taas_cu_layernorm_backward(&CU, dDX, dDG, dDB, dDY, dX, dM, dS, dG, R, C, &E), &E);
+    const float *want[] = {y, dx, dg, db};
+    float *got[] = {tu_host(&CU, dY, R * C), tu_host(&CU, dDX, R * C), tu_host(&CU, dDG, C), tu_host(&CU, dDB, C)};
+    const size_t len[] = {R * C, R * C, C, C};
+    const char *what[] = {"y", "dx", "dweight", "dbias"};
+    for (int a = 0; a < 4; a++) {
+        for (size_t j = 0; j < len[a]; j++)
+            if (!(fabs(got[a][j] - want[a][j]) <= 1e-4 * (1 + fabs(want[a][j]))))
+                fail_msg("LayerNorm %s[%zu] %.8g, CPU %.8g", what[a], j, got[a][j], want[a][j]);
+        free(got[a]);
+    }
+    cudaFree(dX), cudaFree(dDY), cudaFree(dG), cudaFree(dB), cudaFree(dY), cudaFree(dM), cudaFree(dS);
+    cudaFree(dDX), cudaFree(dDG), cudaFree(dDB);
+}
+
 /* Both kernel sets on the fixture: the tiled ones (the default) and the plain ones. */
 static void test_attention(void **state) {
     (void)state;
@@ -179,6 +212,7 @@ int main(void) {
     tu_cuda_require(1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step),
+        cmocka_unit_test(test_layernorm_rows),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_dropout),
         cmocka_unit_test(test_attention_shapes),
