@@ -161,7 +161,9 @@ __global__ static void att_bwd_kv(float *dqkv, const float *dy, const float *qkv
 
 // BR rows a block (a thread each), BC keys or queries a tile in shared memory; DM >= d is
 // the width the registers and tiles are sized for, the columns past d held at zero (a zero
-// product adds nothing to a score or a dot).
+// product adds nothing to a score or a dot). The products and sums are explicit fmaf (the
+// build contracts nothing, for the CPU's bits where a kernel repeats the CPU's order; these
+// sums are in an order of their own anyway, and the fused form is twice the arithmetic).
 enum { BR = 64, BC = 32 };
 
 // The block's unit and first row: blocks run over (unit, tile of BR rows).
@@ -189,11 +191,32 @@ template <int DM> __device__ static void load_row(float *x, const float *src, in
     for (int c = 0; c < DM; c++) x[c] = live && c < d ? src[c] : 0.0f;
 }
 
-template <int DM> __device__ static float dot(const float *x, const float *y) {
+// x . row, row a tile's (16-byte aligned: 4 floats a load, broadcast to the warp), in x's order
+template <int DM> __device__ static float dot_tile(const float *x, const float *row) {
+    const float4 *r4 = reinterpret_cast<const float4 *>(row);
     float s = 0.0f;
 #pragma unroll
-    for (int c = 0; c < DM; c++) s += x[c] * y[c];
+    for (int c = 0; c < DM / 4; c++) {
+        float4 v = r4[c];
+        s = fmaf(x[4 * c], v.x, s);
+        s = fmaf(x[4 * c + 1], v.y, s);
+        s = fmaf(x[4 * c + 2], v.z, s);
+        s = fmaf(x[4 * c + 3], v.w, s);
+    }
     return s;
+}
+
+// acc += a * row, row a tile's
+template <int DM> __device__ static void axpy_tile(float *acc, float a, const float *row) {
+    const float4 *r4 = reinterpret_cast<const float4 *>(row);
+#pragma unroll
+    for (int c = 0; c < DM / 4; c++) {
+        float4 v = r4[c];
+        acc[4 * c] = fmaf(a, v.x, acc[4 * c]);
+        acc[4 * c + 1] = fmaf(a, v.y, acc[4 * c + 1]);
+        acc[4 * c + 2] = fmaf(a, v.z, acc[4 * c + 2]);
+        acc[4 * c + 3] = fmaf(a, v.w, acc[4 * c + 3]);
+    }
 }
 
 // Shared memory is read again after this rather than kept in registers from the dot products
@@ -222,7 +245,9 @@ __device__ static void next_kv(float (*ks)[DM], float (*vs)[DM], const tile_plac
 
 template <int DM>
 static __global__ void __launch_bounds__(BR) att_fwd_tiled(float *y, float *lse, const float *qkv, att a) {
-    __shared__ float ks[BC][DM], vs[BC][DM], ss[BR][BC + 1];
+    __shared__ __align__(16) float ks[BC][DM];
+    __shared__ __align__(16) float vs[BC][DM];
+    __shared__ float ss[BR][BC + 1];
     tile_place w = tile_of(a, qkv);
     int row = w.r0 + (int)threadIdx.x, last = min(a.t, w.r0 + BR) - 1;
     bool live = row < a.t;
@@ -237,7 +262,7 @@ static __global__ void __launch_bounds__(BR) att_fwd_tiled(float *y, float *lse,
         float mt = -INFINITY;
 #pragma unroll 1
         for (int j = 0; j < keys; j++) {
-            float sc = dot<DM>(q, ks[j]) * a.scale;
+            float sc = dot_tile<DM>(q, ks[j]) * a.scale;
             ss[threadIdx.x][j] = sc;
             mt = fmaxf(mt, sc);
         }
@@ -249,8 +274,7 @@ static __global__ void __launch_bounds__(BR) att_fwd_tiled(float *y, float *lse,
         for (int j = 0; j < keys; j++) {
             float e = expf(ss[threadIdx.x][j] - mn), pd = e * keep(a, w.u, row, k0 + j);
             l += e;
-#pragma unroll
-            for (int c = 0; c < DM; c++) o[c] += pd * vs[j][c];
+            axpy_tile<DM>(o, pd, vs[j]);
         }
         m = mn;
     }
@@ -268,7 +292,9 @@ static __global__ void __launch_bounds__(BR) att_fwd_tiled(float *y, float *lse,
 template <int DM>
 static __global__ void __launch_bounds__(BR) att_bwd_q_tiled(float *dqkv, const float *dy, const float *qkv,
                                                              const float *lse, const float *dr, att a) {
-    __shared__ float ks[BC][DM], vs[BC][DM], down[BR][DM + 1];
+    __shared__ __align__(16) float ks[BC][DM];
+    __shared__ __align__(16) float vs[BC][DM];
+    __shared__ float down[BR][DM + 1];
     tile_place w = tile_of(a, qkv);
     int row = w.r0 + (int)threadIdx.x, last = min(a.t, w.r0 + BR) - 1;
     bool live = row < a.t;
@@ -283,11 +309,10 @@ static __global__ void __launch_bounds__(BR) att_bwd_q_tiled(float *dqkv, const 
         int keys = live ? min(BC, row - k0 + 1) : 0;
 #pragma unroll 1
         for (int j = 0; j < keys; j++) {
-            float p = expf(dot<DM>(q, ks[j]) * a.scale - lse_r), kp = keep(a, w.u, row, k0 + j);
-            float ds = p * (dot<DM>(dor, vs[j]) * kp - d_r) * a.scale;
+            float p = expf(dot_tile<DM>(q, ks[j]) * a.scale - lse_r), kp = keep(a, w.u, row, k0 + j);
+            float ds = p * (dot_tile<DM>(dor, vs[j]) * kp - d_r) * a.scale;
             reload();
-#pragma unroll
-            for (int c = 0; c < DM; c++) dq[c] += ds * ks[j][c];
+            axpy_tile<DM>(dq, ds, ks[j]);
         }
     }
     if (!live) return;
@@ -304,7 +329,9 @@ enum { BQ = 16 };
 template <int DM>
 static __global__ void __launch_bounds__(BR) att_bwd_kv_tiled(float *dqkv, const float *dy, const float *qkv,
                                                               const float *lse, const float *dr, att a) {
-    __shared__ float qs[BQ][DM], dos[BQ][DM], kown[BR][DM + 1], vown[BR][DM + 1], ls[BQ], ds_[BQ];
+    __shared__ __align__(16) float qs[BQ][DM];
+    __shared__ __align__(16) float dos[BQ][DM];
+    __shared__ float kown[BR][DM + 1], vown[BR][DM + 1], ls[BQ], ds_[BQ];
     tile_place w = tile_of(a, qkv);
     int j = w.r0 + (int)threadIdx.x;
     bool live = j < a.t;
@@ -328,14 +355,11 @@ static __global__ void __launch_bounds__(BR) att_bwd_kv_tiled(float *dqkv, const
         int from = max(0, j - q0), to = min(BQ, a.t - q0);  // queries r = q0 + i >= j, r < t
 #pragma unroll 1
         for (int i = from; i < to; i++) {
-            float p = expf(dot<DM>(qs[i], k) * a.scale - ls[i]), kp = keep(a, w.u, q0 + i, j);
-            float ds = p * (dot<DM>(dos[i], v) * kp - ds_[i]) * a.scale, pd = p * kp;
+            float p = expf(dot_tile<DM>(k, qs[i]) * a.scale - ls[i]), kp = keep(a, w.u, q0 + i, j);
+            float ds = p * (dot_tile<DM>(v, dos[i]) * kp - ds_[i]) * a.scale, pd = p * kp;
             reload();
-#pragma unroll
-            for (int c = 0; c < DM; c++) {
-                dk[c] += ds * qs[i][c];
-                dv[c] += pd * dos[i][c];
-            }
+            axpy_tile<DM>(dk, ds, qs[i]);
+            axpy_tile<DM>(dv, pd, dos[i]);
         }
     }
     if (!live) return;
