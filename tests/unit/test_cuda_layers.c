@@ -166,6 +166,30 @@ static void conv_all(double tol) {
         for (int samples = 0; samples <= 2; samples++) conv_case(names[i], samples, tol);
 }
 
+/* A bias gradient over many rows and channels that are not a multiple of 32 (a Linear's
+ * rows: hw 1; a convolution's planes: hw 5), accumulated onto what is there, against a sum
+ * in double. */
+static void test_channel_sum(void **state) {
+    (void)state;
+    enum { N = 301, C = 100 };
+    static float x[N * C * 5];
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    for (int hw = 1; hw <= 5; hw += 4) {
+        float *dx = tu_dev(x, (size_t)N * C * hw, 0), *dout = tu_dev(NULL, C, 0.25f);
+        TU_OK(taas_cu_channel_sum(&CU, dout, dx, N, C, hw, &E), &E);
+        float *got = tu_host(&CU, dout, C);
+        for (int ch = 0; ch < C; ch++) {
+            double want = 0.25;
+            for (int i = 0; i < N; i++)
+                for (int k = 0; k < hw; k++) want += x[((size_t)i * C + ch) * hw + k];
+            if (!(fabs(got[ch] - want) <= 1e-5 * (1 + fabs(want))))
+                fail_msg("hw %d: channel %d: %.8g, want %.8g", hw, ch, got[ch], want);
+        }
+        free(got);
+        cudaFree(dx), cudaFree(dout);
+    }
+}
+
 static void test_conv2d(void **state) {
     (void)state;
     conv_all(TOL);
@@ -459,6 +483,7 @@ int main(void) {
     tu_cuda_require(1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_fp32),
+        cmocka_unit_test(test_channel_sum),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv2d_room_too_small),
         cmocka_unit_test(test_tf32_option),

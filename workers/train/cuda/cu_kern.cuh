@@ -37,6 +37,25 @@ template <typename T> __device__ inline T taas_cu_block_sum(T v, T *sh) {
     return r;
 }
 
+/* Column sums of a row-major matrix by blocks of TAAS_CU_COLS x TAAS_CU_PHASES threads:
+ * threadIdx.x a column (a warp reads a row's 32 neighbours at once), threadIdx.y a phase that
+ * takes every 32nd row. taas_cu_phase_sum adds the phases' values of each column in a fixed
+ * tree and gives the sum to every thread of the column; sh has PHASES x COLS entries. */
+#define TAAS_CU_COLS 32
+#define TAAS_CU_PHASES 32
+template <typename T> __device__ inline T taas_cu_phase_sum(T v, T (*sh)[TAAS_CU_COLS]) {
+    unsigned col = threadIdx.x, ph = threadIdx.y;
+    sh[ph][col] = v;
+    __syncthreads();
+    for (unsigned s = TAAS_CU_PHASES / 2; s > 0; s >>= 1) {
+        if (ph < s) sh[ph][col] += sh[ph + s][col];
+        __syncthreads();
+    }
+    T r = sh[0][col];
+    __syncthreads();
+    return r;
+}
+
 /* After `kernel<<<...>>>`: 0 or -1 with err naming it. */
 #define TAAS_CU_LAUNCHED(what, err) taas_cu_check_launch(what, err)
 

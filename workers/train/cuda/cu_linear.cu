@@ -22,9 +22,26 @@ __global__ static void channel_sum(float *out, const float *x, int n, int c, int
     if (threadIdx.x == 0) out[ch] += s;
 }
 
+// hw == 1 (the rows of a Linear or a Conv1D): a block per 32 channels, its 32 phases taking
+// every 32nd row, so that a warp reads 32 neighbouring channels of a row at once (a block per
+// channel read one float of each row, c apart)
+__global__ static void column_sum(float *out, const float *x, int n, int c) {
+    __shared__ float sh[TAAS_CU_PHASES][TAAS_CU_COLS];
+    int ch = (int)(blockIdx.x * TAAS_CU_COLS + threadIdx.x);
+    float s = 0.0f;
+    if (ch < c)
+        for (size_t i = threadIdx.y; i < (size_t)n; i += TAAS_CU_PHASES) s += x[i * c + ch];
+    s = taas_cu_phase_sum(s, sh);
+    if (!threadIdx.y && ch < c) out[ch] += s;
+}
+
 extern "C" int taas_cu_channel_sum(taas_cu *cu, float *out, const float *x, int n, int c, int hw, taas_error *err) {
     if (c <= 0) return 0;
-    channel_sum<<<c, TAAS_CU_THREADS, 0, cu->stream>>>(out, x, n, c, hw);
+    if (hw == 1)
+        column_sum<<<(unsigned)((c + TAAS_CU_COLS - 1) / TAAS_CU_COLS), dim3(TAAS_CU_COLS, TAAS_CU_PHASES), 0,
+                     cu->stream>>>(out, x, n, c);
+    else
+        channel_sum<<<c, TAAS_CU_THREADS, 0, cu->stream>>>(out, x, n, c, hw);
     return TAAS_CU_LAUNCHED("a bias gradient", err);
 }
 

@@ -105,30 +105,24 @@ __global__ static void ln_bwd_dx(float *dx, const float *dy, const float *x, con
     for (int k = threadIdx.x; k < c; k += blockDim.x) dx[r * c + k] = is * (d[k] * g[k] - m1 - (p[k] - mu) * is * m2);
 }
 
-// A block per 32 columns: a thread's row of the block (ph) takes every 32nd row, and a column's
-// 32 partial sums meet in a fixed tree. (A thread per column walking all the rows left a
-// GPT-2 LayerNorm's 768 columns to 3 blocks of 4,096 steps each.)
-enum { LN_COLS = 32, LN_PHASES = 32 };
+// A block per 32 columns, its 32 phases taking every 32nd row, sums in double (a thread per
+// column walking all the rows left a GPT-2 LayerNorm's 768 columns to 3 blocks of 4,096 steps)
 __global__ static void ln_bwd_params(float *dg, float *db, const float *dy, const float *x, const float *mean,
                                      const float *rstd, size_t rows, int c) {
-    __shared__ double shg[LN_PHASES][LN_COLS], shb[LN_PHASES][LN_COLS];
-    int col = (int)threadIdx.x, ph = (int)threadIdx.y, k = (int)blockIdx.x * LN_COLS + col;
+    __shared__ double sh[TAAS_CU_PHASES][TAAS_CU_COLS];
+    int k = (int)(blockIdx.x * TAAS_CU_COLS + threadIdx.x);
     double sg = 0.0, sb = 0.0;
     if (k < c)
-        for (size_t r = (size_t)ph; r < rows; r += LN_PHASES) {
+        for (size_t r = threadIdx.y; r < rows; r += TAAS_CU_PHASES) {
             float d = dy[r * c + k];
             sg += d * ((x[r * c + k] - mean[r]) * rstd[r]);
             sb += d;
         }
-    shg[ph][col] = sg, shb[ph][col] = sb;
-    __syncthreads();
-    for (int s = LN_PHASES / 2; s > 0; s >>= 1) {
-        if (ph < s) shg[ph][col] += shg[ph + s][col], shb[ph][col] += shb[ph + s][col];
-        __syncthreads();
-    }
-    if (ph || k >= c) return;
-    if (dg) dg[k] += (float)shg[0][col];
-    if (db) db[k] += (float)shb[0][col];
+    sg = taas_cu_phase_sum(sg, sh);
+    sb = taas_cu_phase_sum(sb, sh);
+    if (threadIdx.y || k >= c) return;
+    if (dg) dg[k] += (float)sg;
+    if (db) db[k] += (float)sb;
 }
 
 extern "C" int taas_cu_layernorm_forward(taas_cu *cu, float *y, float *mean, float *rstd, const float *x,
@@ -148,7 +142,7 @@ extern "C" int taas_cu_layernorm_backward(taas_cu *cu, float *dx, float *dg, flo
         if (TAAS_CU_LAUNCHED("LayerNorm's input gradient", err)) return -1;
     }
     if (!dg && !db) return 0;
-    ln_bwd_params<<<(unsigned)((c + LN_COLS - 1) / LN_COLS), dim3(LN_COLS, LN_PHASES), 0, cu->stream>>>(
-        dg, db, dy, x, mean, rstd, rows, c);
+    ln_bwd_params<<<(unsigned)((c + TAAS_CU_COLS - 1) / TAAS_CU_COLS), dim3(TAAS_CU_COLS, TAAS_CU_PHASES), 0,
+                    cu->stream>>>(dg, db, dy, x, mean, rstd, rows, c);
     return TAAS_CU_LAUNCHED("LayerNorm's parameter gradients", err);
 }
