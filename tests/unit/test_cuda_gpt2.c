@@ -95,6 +95,27 @@ static void gpu_attention_fixture(float *y, float *dqkv, const float *qkv, const
     gpu_attention(y, dqkv, qkv, dy, s, 1, 0);
 }
 
+/* The embedding's backward adds an id's rows in the CPU's order: the CPU's bits, onto what
+ * the table's gradient held, with ids seen once, many times and never. */
+static void test_embedding_backward(void **state) {
+    (void)state;
+    enum { R = 300, V = 50, C = 70 };
+    static float ids[R], dy[R * C], dw[V * C], want[V * C];
+    for (int r = 0; r < R; r++) ids[r] = (float)(r % 7 == 3 ? 49 : (r * r) % 37);
+    gt_fill(dy, R * C, 41);
+    gt_fill(dw, V * C, 42);
+    memcpy(want, dw, sizeof want);
+    taas_embedding_backward(want, dy, ids, R, C);
+    float *dI = tu_dev(ids, R, 0), *dDY = tu_dev(dy, R * C, 0), *dDW = tu_dev(dw, V * C, 0);
+    size_t room = taas_cu_embedding_scratch_floats(R);
+    float *scratch = tu_dev(NULL, room, 0);
+    TU_OK(taas_cu_embedding_backward(&CU, dDW, dDY, dI, R, V, C, scratch, room, &E), &E);
+    float *got = tu_host(&CU, dDW, V * C);
+    assert_memory_equal(got, want, sizeof want);
+    free(got);
+    cudaFree(dI), cudaFree(dDY), cudaFree(dDW), cudaFree(scratch);
+}
+
 /* LayerNorm on more rows than a block's 32 row phases and a width that is not a multiple of
  * 32, against the CPU's: the output, the input gradient and the accumulated parameter
  * gradients. */
@@ -212,6 +233,7 @@ int main(void) {
     tu_cuda_require(1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step),
+        cmocka_unit_test(test_embedding_backward),
         cmocka_unit_test(test_layernorm_rows),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_dropout),

@@ -3,7 +3,8 @@
  * NULL skips one), on device pointers, queued on cu's stream. Each returns 0, or -1 with err
  * when a launch or a cuBLAS call is refused; errors while a kernel runs show at the next
  * taas_cu_sync. Implemented by cu_conv.cu, cu_linear.cu, cu_pool.cu, cu_act.cu, cu_norm.cu,
- * cu_softmax.cu and cu_seq.cu. Matrix products are cuBLAS's (taas_cu_gemm: FP32 unless cu->math says TF32 or BF16). */
+ * cu_softmax.cu, cu_seq.cu and cu_attention.cu. Matrix products are cuBLAS's (taas_cu_gemm:
+ * FP32 unless cu->math says TF32 or BF16). */
 #ifndef TAAS_CU_LAYERS_H
 #define TAAS_CU_LAYERS_H
 
@@ -111,14 +112,17 @@ int taas_cu_conv1d_forward(taas_cu *cu, float *y, const float *x, const float *w
 int taas_cu_conv1d_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, size_t rows, int in, int out, taas_error *err);
 
-/* ---- The sequence layers (cu_seq.cu): Embedding, GPT-2's positions, LayerNorm, the fused
- * causal attention, as layers.h's. An id outside [0, V) reads zeros (the rank refuses such a
- * batch before it uploads it). The attention's backward takes N*heads*T floats of scratch
- * (taas_cu_attention_scratch_floats). ---- */
+/* ---- The sequence layers (cu_seq.cu: Embedding, GPT-2's positions, LayerNorm; cu_attention.cu:
+ * the fused causal attention), as layers.h's. An id outside [0, V) reads zeros (the rank
+ * refuses such a batch before it uploads it). The attention's backward takes N*heads*T floats
+ * of scratch (taas_cu_attention_scratch_floats). ---- */
 int taas_cu_embedding_forward(taas_cu *cu, float *y, const float *ids, const float *w, size_t rows, int v, int c,
                               taas_error *err);
+/* dw accumulates each id's rows in row order (the CPU's bits); scratch of
+ * taas_cu_embedding_scratch_floats(rows) floats (room of them). */
+size_t taas_cu_embedding_scratch_floats(size_t rows);
 int taas_cu_embedding_backward(taas_cu *cu, float *dw, const float *dy, const float *ids, size_t rows, int v, int c,
-                               taas_error *err);
+                               void *scratch, size_t room, taas_error *err);
 int taas_cu_pos_embedding_forward(taas_cu *cu, float *y, const float *x, const float *w, int n, int t, int c,
                                   taas_error *err);
 int taas_cu_pos_embedding_backward(taas_cu *cu, float *dx, float *dw, const float *dy, int n, int t, int c,

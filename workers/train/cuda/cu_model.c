@@ -89,6 +89,8 @@ static int reserve(taas_cu_model *dm, int n, int nrun, taas_error *err) {
         if (L->kind == TAAS_L_CONV2D) {
             taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
             s = taas_cu_conv2d_scratch_floats(&cs);
+        } else if (L->kind == TAAS_L_EMBEDDING) {
+            s = taas_cu_embedding_scratch_floats(numel(&L->in) * (size_t)n);
         } else if (L->kind == TAAS_L_ATTENTION) {
             taas_attention_shape as = taas_layer_attention_shape(L, n, 0);
             s = taas_cu_attention_scratch_floats(&as);
@@ -301,7 +303,9 @@ static int backward_layer(taas_cu_model *dm, int i, float *dxo, float *dx, const
     case TAAS_L_CONV1D:
         return taas_cu_conv1d_backward(cu, dxo, dw, db, dy, x, p + L->w_off, cnt / (size_t)L->lin_in, L->lin_in,
                                        L->lin_out, err);
-    case TAAS_L_EMBEDDING: return dw ? taas_cu_embedding_backward(cu, dw, dy, x, cnt, L->lin_in, L->lin_out, err) : 0;
+    case TAAS_L_EMBEDDING:
+        return dw ? taas_cu_embedding_backward(cu, dw, dy, x, cnt, L->lin_in, L->lin_out, dm->scratch, dm->room, err)
+                  : 0;
     case TAAS_L_POS_EMBEDDING: return taas_cu_pos_embedding_backward(cu, dxo, dw, dy, n, L->in.d[0], L->in.d[1], err);
     case TAAS_L_LAYERNORM: {
         size_t rows = cnt / (size_t)L->lin_in;

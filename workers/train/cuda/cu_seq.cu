@@ -1,10 +1,12 @@
 // The sequence layers on the GPU (layers.h's Embedding, GPT-2's positions, LayerNorm), with
 // the CPU's formulas; the attention is cu_attention.cu's. No atomics: every sum is one
 // thread's loop in a fixed order or a block's fixed tree, so a run repeats to the last bit.
+#include <limits.h>
 #include <math.h>
 
 #include "cu_kern.cuh"
 #include "cu_layers.h"
+#include "errnames.h"
 
 // ---- Embedding ----
 
@@ -17,12 +19,35 @@ __global__ static void embedding_fwd(float *y, const float *ids, const float *w,
     }
 }
 
-// a thread per column, down the rows in order (the CPU's order)
-__global__ static void embedding_bwd(float *dw, const float *dy, const float *ids, size_t rows, int v, int c) {
-    TAAS_CU_LOOP(col, (size_t)c) {
-        for (size_t r = 0; r < rows; r++) {
-            float id = ids[r];
-            if (id >= 0.0f && id < (float)v) dw[(size_t)id * c + col] += dy[r * c + col];
+// The embedding's backward adds each id's rows in row order (the CPU's, so the CPU's bits),
+// a block per id: embedding_links finds, a thread per row, whether the row is its id's first
+// and the id's next row; embedding_bwd has the block of a first row walk that chain, a thread
+// per column. (A thread per column walking every row left GPT-2's 768 columns to 3 blocks
+// of a read-modify-write per row.)
+__global__ static void embedding_links(int *next, int *first, const float *ids, size_t rows) {
+    TAAS_CU_LOOP(r, rows) {
+        float id = ids[r];
+        int f = 1, nx = -1;
+        for (size_t q = 0; q < r && f; q++) f = ids[q] != id;
+        for (size_t q = r + 1; q < rows; q++)
+            if (ids[q] == id) {
+                nx = (int)q;
+                break;
+            }
+        next[r] = nx, first[r] = f;
+    }
+}
+
+__global__ static void embedding_bwd(float *dw, const float *dy, const float *ids, const int *next, const int *first,
+                                     size_t rows, int v, int c) {
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        float id = ids[r];
+        if (!first[r] || !(id >= 0.0f && id < (float)v)) continue;
+        float *w = dw + (size_t)id * c;
+        for (int col = threadIdx.x; col < c; col += blockDim.x) {
+            float s = w[col];
+            for (int q = (int)r; q >= 0; q = next[q]) s += dy[(size_t)q * c + col];
+            w[col] = s;
         }
     }
 }
@@ -34,9 +59,23 @@ extern "C" int taas_cu_embedding_forward(taas_cu *cu, float *y, const float *ids
     return TAAS_CU_LAUNCHED("Embedding's forward", err);
 }
 
+extern "C" size_t taas_cu_embedding_scratch_floats(size_t rows) { return 2 * rows; }
+
 extern "C" int taas_cu_embedding_backward(taas_cu *cu, float *dw, const float *dy, const float *ids, size_t rows,
-                                          int v, int c, taas_error *err) {
-    embedding_bwd<<<taas_cu_blocks((size_t)c), TAAS_CU_THREADS, 0, cu->stream>>>(dw, dy, ids, rows, v, c);
+                                          int v, int c, void *scratch, size_t room, taas_error *err) {
+    if (!rows) return 0;
+    if (rows > INT_MAX || room < taas_cu_embedding_scratch_floats(rows)) {
+        taas_srcpos nowhere = {0, 0};
+        taas_error_set(err, TAAS_ERR_INTERNAL, nowhere, "the embedding's backward of %zu rows has %zu floats of scratch",
+                       rows, room);
+        taas_error_hint(err, "this is a bug in taas; please report it");
+        return -1;
+    }
+    int *next = (int *)scratch, *first = next + rows;
+    embedding_links<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(next, first, ids, rows);
+    if (TAAS_CU_LAUNCHED("Embedding's backward (its rows' links)", err)) return -1;
+    unsigned blocks = (unsigned)(rows < (1u << 20) ? rows : (1u << 20));
+    embedding_bwd<<<blocks, TAAS_CU_THREADS, 0, cu->stream>>>(dw, dy, ids, next, first, rows, v, c);
     return TAAS_CU_LAUNCHED("Embedding's backward", err);
 }
 
