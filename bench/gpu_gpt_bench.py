@@ -18,8 +18,9 @@ weights into that model.
    GPT2LMHeadModel with load_state_dict(strict=True), and the logits of both on one batch
    compared (float32; the largest difference is reported).
 0. First, the causal attention alone, forward and backward at GPT-2 small's shape (batch
-   --batch, 12 heads of 64, T = --block): taas's tiled and plain kernels
-   (taas-cuda-attention-bench, --attention-driver) against PyTorch's
+   --batch, 12 heads of 64, T = --block): taas's tiled, plain and gemm kernels in FP32, and the
+   gemm kernels with BF16 products (taas-cuda-attention-bench, --attention-driver) against
+   PyTorch's
    scaled_dot_product_attention(is_causal=True) in FP32 (the backend PyTorch picks), and in
    BF16 through its flash and cuDNN backends (cuDNN 9's fused attention, which takes FP16/BF16
    only), each where this PyTorch has it. Milliseconds a step, CUDA events.
@@ -46,7 +47,10 @@ from gpu_bench import SKIP, refuse_without_gpu, versions  # noqa: E402
 VOCAB = 50257
 # FP32 first (the strict load reads taas's FP32 weights), then BF16: taas's precision='bf16'
 # (its matrix products in BF16, FP32 in memory) against eager under torch.autocast(bfloat16)
-SIDES = ("taas", "eager", "compile", "taas bf16", "eager bf16")
+# Last, budget allowing: taas with its attention through the matrix products
+# (TAAS_CUDA_ATTENTION=gemm), FP32 and BF16, against the default tiled kernels.
+SIDES = ("taas", "eager", "compile", "taas bf16", "eager bf16", "taas attention gemm", "taas attention gemm bf16")
+GEMM_SIDES = {"taas attention gemm", "taas attention gemm bf16"}
 
 
 def config(layers):
@@ -63,7 +67,7 @@ def write_shard(path, tokens, seed):
         f.write(ids.tobytes())
 
 
-def taas_run(worker, a, shard, out, bf16=False):
+def taas_run(worker, a, shard, out, bf16=False, attention=None):
     spec = {"precision": "bf16" if bf16 else "fp32","version": 1, "job": "fit", "weights": None, "epochs": 2, "units": 0, "seed": 1, "threads": 1, "out": out,
             "model": {"type": "GPT2LMHeadModel", "config": config(a.layers)},
             "train": {"type": "DataLoader", "batch_size": a.batch, "shuffle": False, "drop_last": True,
@@ -77,7 +81,8 @@ def taas_run(worker, a, shard, out, bf16=False):
     path = os.path.join(os.path.dirname(out), "spec.json")
     with open(path, "w") as f:
         json.dump(spec, f)
-    p = subprocess.run([worker, "train", "--spec", path], capture_output=True, text=True)
+    env = dict(os.environ, TAAS_CUDA_ATTENTION=attention) if attention else None
+    p = subprocess.run([worker, "train", "--spec", path], capture_output=True, text=True, env=env)
     lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     if p.returncode != 0 or not lines or lines[-1].get("event") != "done":
         raise RuntimeError("taas-worker train failed (%d): %s %s" % (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
@@ -170,13 +175,18 @@ def sdpa_rows(a):
 def attention_rows(a):
     """taas's two kernel sets (the C driver) and PyTorch's SDPA: {name: {"ms_per_step": ...}}."""
     out = {}
-    p = subprocess.run([a.attention_driver, "--batch", str(a.batch), "--t", str(a.block), "--heads", "12", "--d", "64",
-                        "--steps", "20", "--warmup", str(a.warmup)], capture_output=True, text=True, timeout=120)
-    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
-    if p.returncode != 0 or len(lines) != 2:
-        out["taas"] = {"error": "taas-cuda-attention-bench failed (%d): %s" % (p.returncode, p.stderr[-500:])}
-    for x in lines:
-        out["taas FP32 %s" % x["kernels"]] = x
+    for math in ("fp32", "bf16"):
+        p = subprocess.run([a.attention_driver, "--batch", str(a.batch), "--t", str(a.block), "--heads", "12", "--d",
+                            "64", "--steps", "20", "--warmup", str(a.warmup), "--math", math], capture_output=True,
+                           text=True, timeout=120)
+        lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+        if p.returncode != 0 or len(lines) != 3:
+            out["taas %s" % math.upper()] = {"error": "taas-cuda-attention-bench --math %s failed (%d): %s" % (
+                math, p.returncode, p.stderr[-500:])}
+        for x in lines:
+            # only the gemm set has products: its BF16 row is the one the arithmetic changes
+            if math == "fp32" or x["kernels"] == "gemm":
+                out["taas %s %s" % (math.upper(), x["kernels"])] = x
     out.update(sdpa_rows(a))
     return out
 
@@ -273,9 +283,12 @@ def main():
                 continue
             if "bf16" in side and time.time() - t_start > a.budget - 60:
                 continue
+            if side in GEMM_SIDES and time.time() - t_start > a.budget - 30:
+                continue
             bf16 = side.endswith("bf16")
+            out = weights if side == "taas" else os.path.join(tmp, side.replace(" ", "-") + ".safetensors")
             try:
-                res[side] = (taas_run(a.worker, a, shard, weights if not bf16 else weights + ".bf16", bf16)
+                res[side] = (taas_run(a.worker, a, shard, out, bf16, "gemm" if side in GEMM_SIDES else None)
                              if side.startswith("taas") else torch_rate(a, "compile" in side, bf16))
             except Exception as e:  # noqa: BLE001 (a side that fails is a row that says why)
                 res[side] = {"error": "%s: %s" % (type(e).__name__, e)}

@@ -2,8 +2,8 @@
  * graph) against the same fixtures as the CPU's test_gpt2.c: one training step's logits and
  * every gradient, the fused attention against SDPA's math at T = 1, 7, 64, 256, and against
  * the CPU's attention at wider heads, longer sequences and with dropout (the same counters,
- * so the same mask); both kernel sets, tiled and plain. Exits 77 (skipped) where there is no
- * GPU. */
+ * so the same mask); every kernel set: tiled, plain and through the products. LayerNorm and
+ * the embedding's backward against the CPU's. Exits 77 (skipped) where there is no GPU. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,9 +79,9 @@ static void gpu_attention(float *y, float *dqkv, const float *qkv, const float *
     size_t cnt = (size_t)s->n * s->t * s->c, rows = (size_t)s->n * s->heads * s->t;
     float *dqkv_in = tu_dev(qkv, 3 * cnt, 0), *ddy = tu_dev(dy, cnt, 0), *dyo = tu_dev(NULL, cnt, 0);
     float *dlse = tu_dev(NULL, rows, 0), *dd = tu_dev(NULL, 3 * cnt, 0);
-    size_t room = taas_cu_attention_scratch_floats(s);
+    size_t room = taas_cu_attention_scratch_floats(&CU, s);
     float *scratch = tu_dev(NULL, room, 0);
-    TU_OK(taas_cu_attention_forward(&CU, dyo, dlse, dqkv_in, s, seed, offset, &E), &E);
+    TU_OK(taas_cu_attention_forward(&CU, dyo, dlse, dqkv_in, s, scratch, room, seed, offset, &E), &E);
     TU_OK(taas_cu_attention_backward(&CU, dd, ddy, dqkv_in, dyo, dlse, s, scratch, room, seed, offset, &E), &E);
     float *hy = tu_host(&CU, dyo, cnt), *hd = tu_host(&CU, dd, 3 * cnt);
     memcpy(y, hy, cnt * sizeof *y);
@@ -149,20 +149,23 @@ static void test_layernorm_rows(void **state) {
     cudaFree(dDX), cudaFree(dDG), cudaFree(dDB);
 }
 
-/* Both kernel sets on the fixture: the tiled ones (the default) and the plain ones. */
+static const taas_cu_attention SETS[] = {TAAS_CU_ATT_TILED, TAAS_CU_ATT_PLAIN, TAAS_CU_ATT_GEMM};
+static const char *const SET_NAMES[] = {"tiled", "plain", "gemm"};
+
+/* Every kernel set on the fixture: tiled (the default), plain, and through the products. */
 static void test_attention(void **state) {
     (void)state;
-    for (int plain = 0; plain <= 1; plain++) {
-        CU.attention_plain = plain;
+    for (int k = 0; k < 3; k++) {
+        CU.attention = SETS[k];
         int bad = gt_attention_fixture(gpu_attention_fixture, TOL_OUT, TOL_GRAD);
-        CU.attention_plain = 0;
-        if (bad) fail_msg("the %s kernels differ from the fixture", plain ? "plain" : "tiled");
+        CU.attention = TAAS_CU_ATT_TILED;
+        if (bad) fail_msg("the %s kernels differ from the fixture", SET_NAMES[k]);
     }
 }
 
-/* The GPU's attention of shape s against the CPU's, with the kernel set `plain` says, seed
- * and counter offset: 0, or 1 after printing the first difference. */
-static int against_cpu(const taas_attention_shape *s, int plain, uint64_t seed, uint64_t offset, double tol) {
+/* The GPU's attention of shape s against the CPU's, with kernel set SETS[set], seed and
+ * counter offset: 0, or 1 after printing the first difference. */
+static int against_cpu(const taas_attention_shape *s, int set, uint64_t seed, uint64_t offset, double tol) {
     size_t cnt = (size_t)s->n * s->t * s->c;
     float *qkv = malloc(3 * cnt * sizeof *qkv), *dy = malloc(cnt * sizeof *dy), *y = malloc(cnt * sizeof *y);
     float *dq = malloc(3 * cnt * sizeof *dq), *cy = malloc(cnt * sizeof *cy), *cdq = malloc(3 * cnt * sizeof *cdq);
@@ -173,19 +176,19 @@ static int against_cpu(const taas_attention_shape *s, int plain, uint64_t seed, 
     gt_fill(dy, cnt, 8);
     taas_attention_forward(cy, lse, qkv, s, scratch, 1, seed, offset);
     taas_attention_backward(cdq, dy, qkv, cy, lse, s, scratch, 1, seed, offset);
-    CU.attention_plain = plain;
+    CU.attention = SETS[set];
     gpu_attention(y, dq, qkv, dy, s, seed, offset);
-    CU.attention_plain = 0;
+    CU.attention = TAAS_CU_ATT_TILED;
     int bad = 0;
     for (size_t j = 0; j < cnt && !bad; j++)
         if (!(fabs(y[j] - cy[j]) <= tol * (1 + fabs(cy[j])))) {
-            printf("# %s, T %d, C %d, heads %d, p %g: y[%zu] %.8g, CPU %.8g\n", plain ? "plain" : "tiled", s->t, s->c,
+            printf("# %s, T %d, C %d, heads %d, p %g: y[%zu] %.8g, CPU %.8g\n", SET_NAMES[set], s->t, s->c,
                    s->heads, s->p, j, y[j], cy[j]);
             bad = 1;
         }
     for (size_t j = 0; j < 3 * cnt && !bad; j++)
         if (!(fabs(dq[j] - cdq[j]) <= 10 * tol * (1 + fabs(cdq[j])))) {
-            printf("# %s, T %d, C %d, heads %d, p %g: dqkv[%zu] %.8g, CPU %.8g\n", plain ? "plain" : "tiled", s->t,
+            printf("# %s, T %d, C %d, heads %d, p %g: dqkv[%zu] %.8g, CPU %.8g\n", SET_NAMES[set], s->t,
                    s->c, s->heads, s->p, j, dq[j], cdq[j]);
             bad = 1;
         }
@@ -197,22 +200,21 @@ static int against_cpu(const taas_attention_shape *s, int plain, uint64_t seed, 
 static void test_attention_dropout(void **state) {
     (void)state;
     taas_attention_shape s = {2, 70, 16, 2, 0.3f};
-    for (int plain = 0; plain <= 1; plain++) assert_int_equal(against_cpu(&s, plain, 11, 5ull << 32, 1e-5), 0);
+    for (int k = 0; k < 3; k++) assert_int_equal(against_cpu(&s, k, 11, 5ull << 32, 1e-5), 0);
 }
 
 /* The tiled kernels' shapes: heads of 64 (GPT-2's), 40 and 24 (padded to 64 and 32), a
  * sequence of several row blocks and key tiles that ends inside one, dropout; a head of 80,
- * past the tiled kernels, takes the plain ones either way. */
+ * past the tiled kernels, takes the plain ones when tiled ones are asked for. */
 static void test_attention_shapes(void **state) {
     (void)state;
     const taas_attention_shape shapes[] = {
         {1, 200, 128, 2, 0.0f}, {2, 130, 80, 2, 0.1f}, {1, 97, 96, 4, 0.0f}, {1, 70, 80, 1, 0.0f}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int plain = 0; plain <= 1; plain++)
-            assert_int_equal(against_cpu(&shapes[i], plain, 3, 9, 1e-4), 0);
+        for (int k = 0; k < 3; k++) assert_int_equal(against_cpu(&shapes[i], k, 3, 9, 1e-4), 0);
 }
 
-/* The tiled kernels repeat to the last bit. */
+/* Every kernel set repeats to the last bit. */
 static void test_attention_repeats(void **state) {
     (void)state;
     taas_attention_shape s = {2, 150, 128, 2, 0.1f};
@@ -223,9 +225,13 @@ static void test_attention_repeats(void **state) {
     if (!qkv || !dy || !y[0] || !y[1] || !dq[0] || !dq[1]) abort();
     gt_fill(qkv, 3 * cnt, 5);
     gt_fill(dy, cnt, 6);
-    for (int k = 0; k < 2; k++) gpu_attention(y[k], dq[k], qkv, dy, &s, 21, 0);
-    assert_memory_equal(y[0], y[1], cnt * sizeof(float));
-    assert_memory_equal(dq[0], dq[1], 3 * cnt * sizeof(float));
+    for (int set = 0; set < 3; set++) {
+        CU.attention = SETS[set];
+        for (int k = 0; k < 2; k++) gpu_attention(y[k], dq[k], qkv, dy, &s, 21, 0);
+        CU.attention = TAAS_CU_ATT_TILED;
+        if (memcmp(y[0], y[1], cnt * sizeof(float)) || memcmp(dq[0], dq[1], 3 * cnt * sizeof(float)))
+            fail_msg("the %s kernels gave other bits the second time", SET_NAMES[set]);
+    }
     free(qkv), free(dy), free(y[0]), free(y[1]), free(dq[0]), free(dq[1]);
 }
 

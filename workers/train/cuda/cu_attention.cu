@@ -369,32 +369,163 @@ static __global__ void __launch_bounds__(BR) att_bwd_kv_tiled(float *dqkv, const
         if (c < a.d) out[c] = dk[c], out[a.c + c] = dv[c];
 }
 
+// ---- through the matrix products ----
+
+// A sample at a time, its heads a strided batch of cuBLAS products (taas_cu_gemm_strided, in
+// the rank's arithmetic: FP32, TF32 or BF16 on tensor cores), the (T x T) scores of all heads
+// in scratch (S, and dP for the backward), row-major: S[h][i][j] = q_i . k_j. The causal
+// softmax and its backward are a warp per row; the products run over the whole square, the
+// masked half zero.
+
+// S rows of sample `smp` (heads x T rows): P' = softmax(S * scale) * keep on keys 0..i, 0 past
+// i; lse
+__global__ static void gemm_softmax_fwd(float *S, float *lse, att a, int smp) {
+    int lane = (int)(threadIdx.x % TAAS_CU_WARP);
+    TAAS_CU_ROWS(r, (size_t)a.h * a.t) {
+        int i = (int)(r % a.t);
+        size_t u = (size_t)smp * a.h + r / a.t;
+        float *row = S + r * a.t, m = -INFINITY, l = 0.0f;
+        for (int j = lane; j <= i; j += TAAS_CU_WARP) m = fmaxf(m, row[j] * a.scale);
+        m = taas_cu_warp_max(m);
+        for (int j = lane; j <= i; j += TAAS_CU_WARP) l += expf(row[j] * a.scale - m);
+        l = taas_cu_warp_sum(l);
+        for (int j = lane; j < a.t; j += TAAS_CU_WARP)
+            row[j] = j <= i ? expf(row[j] * a.scale - m) / l * keep(a, u, i, j) : 0.0f;
+        if (!lane) lse[u * a.t + i] = m + logf(l);
+    }
+}
+
+// S (the scores again) -> P' = P * keep; dP -> dS = P (dP * keep - D_i) * scale; 0 past i
+__global__ static void gemm_softmax_bwd(float *S, float *dp, const float *lse, const float *dr, att a, int smp) {
+    int lane = (int)(threadIdx.x % TAAS_CU_WARP);
+    TAAS_CU_ROWS(r, (size_t)a.h * a.t) {
+        int i = (int)(r % a.t);
+        size_t u = (size_t)smp * a.h + r / a.t;
+        float *row = S + r * a.t, *drow = dp + r * a.t, l = lse[u * a.t + i], d = dr[u * a.t + i];
+        for (int j = lane; j < a.t; j += TAAS_CU_WARP) {
+            if (j > i) {
+                row[j] = drow[j] = 0.0f;
+                continue;
+            }
+            float p = expf(row[j] * a.scale - l), kp = keep(a, u, i, j);
+            row[j] = p * kp;
+            drow[j] = p * (drow[j] * kp - d) * a.scale;
+        }
+    }
+}
+
+// The heads' (T x T) squares fit the scratch this caps (per buffer, floats).
+enum { GEMM_SQUARES_MAX = 1 << 26 };
+
+static int gemm_fits(const taas_attention_shape *s) {
+    return (size_t)s->heads * s->t * s->t <= GEMM_SQUARES_MAX;
+}
+
+// C (column-major) = op(A) op(B) for each head of one sample: the strided batch the products
+// below share
+static int heads_gemm(taas_cu *cu, const att &a, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                      const float *A, int lda, const float *B, int ldb, float *C, int ldc, long long sa, long long sb,
+                      long long sc, const char *what, taas_error *err) {
+    const float one = 1.0f, zero = 0.0f;
+    return taas_cu_check_blas(taas_cu_gemm_strided(cu, ta, tb, m, n, k, &one, A, lda, sa, B, ldb, sb, &zero, C, ldc,
+                                                   sc, a.h),
+                              what, err);
+}
+
+// Row-major X (r x c, ld) is column-major X^T: so S^T = K Q^T reads K and Q as they lie.
+static int gemm_scores(taas_cu *cu, const att &a, float *S, const float *base, taas_error *err) {
+    int ld = 3 * a.c;
+    long long sq = (long long)a.t * a.t;
+    return heads_gemm(cu, a, CUBLAS_OP_T, CUBLAS_OP_N, a.t, a.t, a.d, base + a.c, ld, base, ld, S, a.t, a.d, a.d, sq,
+                      "the attention's scores", err);
+}
+
+static int attention_forward_gemm(taas_cu *cu, float *y, float *lse, const float *qkv, const att &a, float *S,
+                                  taas_error *err) {
+    int ld = 3 * a.c;
+    long long sq = (long long)a.t * a.t;
+    for (int smp = 0; smp < a.n; smp++) {
+        const float *base = qkv + (size_t)smp * a.t * ld;
+        if (gemm_scores(cu, a, S, base, err)) return -1;
+        gemm_softmax_fwd<<<taas_cu_warp_rows((size_t)a.h * a.t), TAAS_CU_THREADS, 0, cu->stream>>>(S, lse, a, smp);
+        if (TAAS_CU_LAUNCHED("the attention's softmax", err)) return -1;
+        // O^T (d x T, ld C) = V^T P'^T
+        if (heads_gemm(cu, a, CUBLAS_OP_N, CUBLAS_OP_N, a.d, a.t, a.t, base + 2 * a.c, ld, S, a.t,
+                       y + (size_t)smp * a.t * a.c, a.c, a.d, sq, a.d, "the attention's output", err))
+            return -1;
+    }
+    return 0;
+}
+
+static int attention_backward_gemm(taas_cu *cu, float *dqkv, const float *dy, const float *qkv, const float *lse,
+                                   const float *dr, const att &a, float *S, float *dP, taas_error *err) {
+    int ld = 3 * a.c;
+    long long sq = (long long)a.t * a.t;
+    for (int smp = 0; smp < a.n; smp++) {
+        const float *base = qkv + (size_t)smp * a.t * ld, *dys = dy + (size_t)smp * a.t * a.c;
+        float *dbase = dqkv + (size_t)smp * a.t * ld;
+        // dP^T = V dO^T
+        if (gemm_scores(cu, a, S, base, err) ||
+            heads_gemm(cu, a, CUBLAS_OP_T, CUBLAS_OP_N, a.t, a.t, a.d, base + 2 * a.c, ld, dys, a.c, dP, a.t, a.d,
+                       a.d, sq, "the attention's probability gradient", err))
+            return -1;
+        gemm_softmax_bwd<<<taas_cu_warp_rows((size_t)a.h * a.t), TAAS_CU_THREADS, 0, cu->stream>>>(S, dP, lse, dr, a,
+                                                                                                    smp);
+        if (TAAS_CU_LAUNCHED("the attention's softmax backward", err)) return -1;
+        // dV^T = dO^T P', dQ^T = K^T dS^T, dK^T = Q^T dS: each written whole
+        if (heads_gemm(cu, a, CUBLAS_OP_N, CUBLAS_OP_T, a.d, a.t, a.t, dys, a.c, S, a.t, dbase + 2 * a.c, ld, a.d, sq,
+                       a.d, "the attention's value gradient", err) ||
+            heads_gemm(cu, a, CUBLAS_OP_N, CUBLAS_OP_N, a.d, a.t, a.t, base + a.c, ld, dP, a.t, dbase, ld, a.d, sq,
+                       a.d, "the attention's query gradient", err) ||
+            heads_gemm(cu, a, CUBLAS_OP_N, CUBLAS_OP_T, a.d, a.t, a.t, base, ld, dP, a.t, dbase + a.c, ld, a.d, sq,
+                       a.d, "the attention's key gradient", err))
+            return -1;
+    }
+    return 0;
+}
+
 // ---- the entry points ----
 
-// 32 or 64: the tiled kernels' width for a's heads; 0 for the plain kernels
-static int tiled_width(const taas_cu *cu, const att &a) {
-    if (cu->attention_plain || a.d > 64) return 0;
-    return a.d <= 32 ? 32 : 64;
+// The set a shape runs: the one cu names where it can take the shape, else tiled, else plain.
+static taas_cu_attention set_for(const taas_cu *cu, const taas_attention_shape *s) {
+    int d = s->c / s->heads;
+    if (cu->attention == TAAS_CU_ATT_GEMM && gemm_fits(s)) return TAAS_CU_ATT_GEMM;
+    if (cu->attention == TAAS_CU_ATT_PLAIN || d > 64) return TAAS_CU_ATT_PLAIN;
+    return TAAS_CU_ATT_TILED;
 }
 
 static unsigned tile_blocks(const att &a) {
     return (unsigned)((size_t)a.n * a.h * (size_t)((a.t + BR - 1) / BR));
 }
 
-extern "C" size_t taas_cu_attention_scratch_floats(const taas_attention_shape *s) {
-    return (size_t)s->n * s->heads * s->t;
+extern "C" size_t taas_cu_attention_scratch_floats(const taas_cu *cu, const taas_attention_shape *s) {
+    size_t rows = (size_t)s->n * s->heads * s->t;
+    return set_for(cu, s) == TAAS_CU_ATT_GEMM ? rows + 2 * (size_t)s->heads * s->t * s->t : rows;
+}
+
+static int scratch_short(const taas_cu *cu, const taas_attention_shape *s, size_t room, taas_error *err) {
+    size_t need = taas_cu_attention_scratch_floats(cu, s);
+    if (room >= need) return 0;
+    taas_srcpos nowhere = {0, 0};
+    taas_error_set(err, TAAS_ERR_INTERNAL, nowhere, "the attention needs %zu floats of scratch, has %zu", need, room);
+    taas_error_hint(err, "this is a bug in taas; please report it");
+    return -1;
 }
 
 extern "C" int taas_cu_attention_forward(taas_cu *cu, float *y, float *lse, const float *qkv,
-                                         const taas_attention_shape *s, uint64_t seed, uint64_t offset,
-                                         taas_error *err) {
+                                         const taas_attention_shape *s, float *scratch, size_t room, uint64_t seed,
+                                         uint64_t offset, taas_error *err) {
     att a = att_of(cu, s, seed, offset);
     size_t rows = (size_t)s->n * s->heads * s->t;
-    switch (tiled_width(cu, a)) {
-    case 32: att_fwd_tiled<32><<<tile_blocks(a), BR, 0, cu->stream>>>(y, lse, qkv, a); break;
-    case 64: att_fwd_tiled<64><<<tile_blocks(a), BR, 0, cu->stream>>>(y, lse, qkv, a); break;
-    default: att_fwd<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(y, lse, qkv, a);
-    }
+    if (scratch_short(cu, s, room, err)) return -1;
+    taas_cu_attention set = set_for(cu, s);
+    if (set == TAAS_CU_ATT_GEMM) return attention_forward_gemm(cu, y, lse, qkv, a, scratch + rows, err);
+    if (set == TAAS_CU_ATT_PLAIN)
+        att_fwd<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(y, lse, qkv, a);
+    else if (a.d <= 32)
+        att_fwd_tiled<32><<<tile_blocks(a), BR, 0, cu->stream>>>(y, lse, qkv, a);
+    else
+        att_fwd_tiled<64><<<tile_blocks(a), BR, 0, cu->stream>>>(y, lse, qkv, a);
     return TAAS_CU_LAUNCHED("the attention's forward", err);
 }
 
@@ -403,30 +534,26 @@ extern "C" int taas_cu_attention_backward(taas_cu *cu, float *dqkv, const float 
                                           size_t room, uint64_t seed, uint64_t offset, taas_error *err) {
     size_t rows = (size_t)s->n * s->heads * s->t;
     att a = att_of(cu, s, seed, offset);
-    if (room < rows) {
-        taas_srcpos nowhere = {0, 0};
-        taas_error_set(err, TAAS_ERR_INTERNAL, nowhere, "the attention's backward needs %zu floats of scratch, has %zu",
-                       rows, room);
-        taas_error_hint(err, "this is a bug in taas; please report it");
-        return -1;
-    }
+    if (scratch_short(cu, s, room, err)) return -1;
     att_rowdot<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(scratch, dy, y, a);
     if (TAAS_CU_LAUNCHED("the attention's row sums", err)) return -1;
-    switch (tiled_width(cu, a)) {
-    case 32:
-        att_bwd_q_tiled<32><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
-        if (TAAS_CU_LAUNCHED("the attention's query gradient", err)) return -1;
-        att_bwd_kv_tiled<32><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
-        break;
-    case 64:
-        att_bwd_q_tiled<64><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
-        if (TAAS_CU_LAUNCHED("the attention's query gradient", err)) return -1;
-        att_bwd_kv_tiled<64><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
-        break;
-    default:
+    taas_cu_attention set = set_for(cu, s);
+    if (set == TAAS_CU_ATT_GEMM) {
+        size_t sq = (size_t)s->heads * s->t * s->t;
+        return attention_backward_gemm(cu, dqkv, dy, qkv, lse, scratch, a, scratch + rows, scratch + rows + sq, err);
+    }
+    if (set == TAAS_CU_ATT_PLAIN) {
         att_bwd_q<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
         if (TAAS_CU_LAUNCHED("the attention's query gradient", err)) return -1;
         att_bwd_kv<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
+    } else if (a.d <= 32) {
+        att_bwd_q_tiled<32><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
+        if (TAAS_CU_LAUNCHED("the attention's query gradient", err)) return -1;
+        att_bwd_kv_tiled<32><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
+    } else {
+        att_bwd_q_tiled<64><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
+        if (TAAS_CU_LAUNCHED("the attention's query gradient", err)) return -1;
+        att_bwd_kv_tiled<64><<<tile_blocks(a), BR, 0, cu->stream>>>(dqkv, dy, qkv, lse, scratch, a);
     }
     return TAAS_CU_LAUNCHED("the attention's key and value gradients", err);
 }

@@ -77,12 +77,14 @@ int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
     memset(cu, 0, sizeof *cu);
     cu->device = device;
     const char *att = getenv("TAAS_CUDA_ATTENTION");
-    if (att && *att && strcmp(att, "plain") && strcmp(att, "tiled")) {
+    if (!att || !*att || !strcmp(att, "tiled")) cu->attention = TAAS_CU_ATT_TILED;
+    else if (!strcmp(att, "plain")) cu->attention = TAAS_CU_ATT_PLAIN;
+    else if (!strcmp(att, "gemm")) cu->attention = TAAS_CU_ATT_GEMM;
+    else {
         taas_error_set(err, TAAS_ERR_VALUE, TAAS_NOPOS, "TAAS_CUDA_ATTENTION=%.40s: not a kind of attention kernel", att);
-        taas_error_hint(err, "set it to tiled (the default) or plain, or unset it");
+        taas_error_hint(err, "set it to tiled (the default), plain or gemm, or unset it");
         return -1;
     }
-    cu->attention_plain = att && !strcmp(att, "plain");
     int n = taas_cuda_devices();
     if (device < 0 || device >= n) {
         taas_error_set(err, TAAS_ERR_DEVICE, TAAS_NOPOS, "there is no GPU %d: this process sees %d", device, n);

@@ -22,6 +22,13 @@ typedef enum taas_cu_math {
     TAAS_CU_BF16,  /* CUBLAS_COMPUTE_32F_FAST_16BF: bf16 inputs, FP32 sums, FP32 in memory */
 } taas_cu_math;
 
+/* The fused attention's kernel sets (cu_attention.cu, docs/cuda.md "The attention's kernels"). */
+typedef enum taas_cu_attention {
+    TAAS_CU_ATT_TILED,  /* flash attention's way, heads up to 64 (the default) */
+    TAAS_CU_ATT_PLAIN,  /* a thread per row, any head */
+    TAAS_CU_ATT_GEMM,   /* the (T x T) scores through the matrix products (cuBLAS), a sample at a time */
+} taas_cu_attention;
+
 typedef struct taas_cu {
     int device;
     cudaStream_t stream;
@@ -29,7 +36,7 @@ typedef struct taas_cu {
     void *blas_ws;          /* cuBLAS's workspace, ours: a captured CUDA Graph allocates nothing */
     struct taas_cu_lt *lt;  /* the products through cuBLASLt (TAAS_CUDA_LT=1, cu_lt.h), or NULL */
     taas_cu_math math;
-    int attention_plain;    /* the attention's plain kernels, not the tiled ones (TAAS_CUDA_ATTENTION=plain) */
+    taas_cu_attention attention;  /* the attention's kernels (TAAS_CUDA_ATTENTION, cu_attention.cu) */
     char name[96];          /* the device's name, "NVIDIA H100 80GB HBM3" */
     /* The step part of the dropout counters, read on the device so that a replayed CUDA Graph
      * draws the step's own masks (cu_model.c): a kernel's counter offset is the one it is
@@ -39,8 +46,8 @@ typedef struct taas_cu {
 } taas_cu;
 
 /* Makes device `device` this thread's and sets up the stream and cuBLAS (TF32 from
- * $TAAS_CUDA_TF32, "1" turns it on; cuBLASLt from $TAAS_CUDA_LT, "1"; the attention's plain
- * kernels from $TAAS_CUDA_ATTENTION, "plain"). 0, or -1 with err (nothing is left to free). */
+ * $TAAS_CUDA_TF32, "1" turns it on; cuBLASLt from $TAAS_CUDA_LT, "1"; the attention's
+ * kernels from $TAAS_CUDA_ATTENTION: "tiled", "plain" or "gemm"). 0, or -1 with err (nothing is left to free). */
 int taas_cu_init(taas_cu *cu, int device, taas_error *err);
 /* 0 when the plugin's kernels can run on cu's device, else -1 with err naming its compute
  * capability (cu_act.cu). */

@@ -114,8 +114,9 @@ int taas_cu_conv1d_backward(taas_cu *cu, float *dx, float *dw, float *db, const 
 
 /* ---- The sequence layers (cu_seq.cu: Embedding, GPT-2's positions, LayerNorm; cu_attention.cu:
  * the fused causal attention), as layers.h's. An id outside [0, V) reads zeros (the rank
- * refuses such a batch before it uploads it). The attention's backward takes N*heads*T floats
- * of scratch (taas_cu_attention_scratch_floats). ---- */
+ * refuses such a batch before it uploads it). The attention takes
+ * taas_cu_attention_scratch_floats of scratch (N*heads*T; with the "gemm" kernels, and where
+ * the heads' (T x T) squares fit, two squares of a sample's heads more). ---- */
 int taas_cu_embedding_forward(taas_cu *cu, float *y, const float *ids, const float *w, size_t rows, int v, int c,
                               taas_error *err);
 /* dw accumulates each id's rows in row order (the CPU's bits); scratch of
@@ -132,9 +133,9 @@ int taas_cu_layernorm_forward(taas_cu *cu, float *y, float *mean, float *rstd, c
 int taas_cu_layernorm_backward(taas_cu *cu, float *dx, float *dg, float *db, const float *dy, const float *x,
                                const float *mean, const float *rstd, const float *g, size_t rows, int c,
                                taas_error *err);
-size_t taas_cu_attention_scratch_floats(const taas_attention_shape *s);
+size_t taas_cu_attention_scratch_floats(const taas_cu *cu, const taas_attention_shape *s);
 int taas_cu_attention_forward(taas_cu *cu, float *y, float *lse, const float *qkv, const taas_attention_shape *s,
-                              uint64_t seed, uint64_t offset, taas_error *err);
+                              float *scratch, size_t room, uint64_t seed, uint64_t offset, taas_error *err);
 int taas_cu_attention_backward(taas_cu *cu, float *dqkv, const float *dy, const float *qkv, const float *y,
                                const float *lse, const taas_attention_shape *s, float *scratch, size_t room,
                                uint64_t seed, uint64_t offset, taas_error *err);

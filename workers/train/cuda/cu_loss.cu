@@ -5,30 +5,10 @@
 #include "cu_loss.h"
 
 // A warp per row: the lanes walk the row's columns 32 apart (coalesced), and the row's sums
-// are the lanes' partial sums added in a fixed tree, then lane 0's value given to all, so
-// that every lane uses the same number and a run repeats to the last bit. (A thread a row
-// left a GPT-2 head's 4,096 rows of 50,257 columns to 16 blocks of sequential loops.)
-#define WARP 32
+// are the lanes' partial sums added in a fixed tree (cu_kern.cuh). (A thread a row left a
+// GPT-2 head's 4,096 rows of 50,257 columns to 16 blocks of sequential loops.)
+#define WARP TAAS_CU_WARP
 #define ALL 0xffffffffu
-#define TAAS_CU_ROWS(i, n)                                                                                   \
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP; i < (size_t)(n);              \
-         i += (size_t)blockDim.x * gridDim.x / WARP)
-
-static unsigned row_blocks(int n) { return taas_cu_blocks((size_t)n * WARP); }
-
-__device__ static double warp_sum(double v) {
-    for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_down_sync(ALL, v, o);
-    return __shfl_sync(ALL, v, 0);
-}
-
-// loss.c's running maximum (a NaN after the first place is passed over, as there)
-__device__ static float warp_max(float v) {
-    for (int o = WARP / 2; o > 0; o >>= 1) {
-        float u = __shfl_down_sync(ALL, v, o);
-        v = u > v ? u : v;
-    }
-    return __shfl_sync(ALL, v, 0);
-}
 
 __global__ static void nll_rows(double *loss, float *d, const float *logp, const int64_t *target, int n, int c,
                                 int64_t ignore, float scale) {
@@ -65,10 +45,10 @@ __global__ static void ce_rows(double *loss, float *d, const float *logits, cons
         }
         float mx = x[0];
         for (int j = lane; j < c; j += WARP) mx = x[j] > mx ? x[j] : mx;
-        mx = warp_max(mx);
+        mx = taas_cu_warp_max(mx);
         double z = 0.0;
         for (int j = lane; j < c; j += WARP) z += exp((double)x[j] - mx);
-        z = warp_sum(z);
+        z = taas_cu_warp_sum(z);
         double logz = log(z) + mx, rowsum = 0.0;
         for (int j = lane; j < c; j += WARP) {
             double lp = (double)x[j] - logz;
@@ -78,7 +58,7 @@ __global__ static void ce_rows(double *loss, float *d, const float *logits, cons
             if (j == t) g -= (1.0f - smoothing) * scale;
             di[j] = g;
         }
-        rowsum = warp_sum(rowsum);
+        rowsum = taas_cu_warp_sum(rowsum);
         if (lane == 0) loss[i] = (1.0 - s) * -((double)x[t] - logz) + s / c * rowsum;
     }
 }
@@ -110,7 +90,7 @@ __global__ static void argmax_right(int *right, const float *out, const int64_t 
 extern "C" int taas_cu_nll_rows(taas_cu *cu, double *loss, float *d, const float *logp, const int64_t *target, int n,
                                 int c, int64_t ignore_index, float scale, taas_error *err) {
     if (n <= 0) return 0;
-    nll_rows<<<row_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(loss, d, logp, target, n, c, ignore_index,
+    nll_rows<<<taas_cu_warp_rows((size_t)n), TAAS_CU_THREADS, 0, cu->stream>>>(loss, d, logp, target, n, c, ignore_index,
                                                                              scale);
     return TAAS_CU_LAUNCHED("NLLLoss", err);
 }
@@ -119,7 +99,7 @@ extern "C" int taas_cu_cross_entropy_rows(taas_cu *cu, double *loss, float *d, c
                                           const int64_t *target, int n, int c, float smoothing, int64_t ignore_index,
                                           float scale, taas_error *err) {
     if (n <= 0) return 0;
-    ce_rows<<<row_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(loss, d, logits, target, n, c, smoothing,
+    ce_rows<<<taas_cu_warp_rows((size_t)n), TAAS_CU_THREADS, 0, cu->stream>>>(loss, d, logits, target, n, c, smoothing,
                                                                             ignore_index, scale);
     return TAAS_CU_LAUNCHED("CrossEntropyLoss", err);
 }
@@ -127,7 +107,7 @@ extern "C" int taas_cu_cross_entropy_rows(taas_cu *cu, double *loss, float *d, c
 extern "C" int taas_cu_argmax_right(taas_cu *cu, int *right, const float *out, const int64_t *target, int n, int c,
                                     int64_t ignore_index, taas_error *err) {
     if (n <= 0) return 0;
-    argmax_right<<<row_blocks(n), TAAS_CU_THREADS, 0, cu->stream>>>(right, out, target, n, c,
+    argmax_right<<<taas_cu_warp_rows((size_t)n), TAAS_CU_THREADS, 0, cu->stream>>>(right, out, target, n, c,
                                                                                   ignore_index);
     return TAAS_CU_LAUNCHED("the accuracy", err);
 }

@@ -93,7 +93,7 @@ static int reserve(taas_cu_model *dm, int n, int nrun, taas_error *err) {
             s = taas_cu_embedding_scratch_floats(numel(&L->in) * (size_t)n);
         } else if (L->kind == TAAS_L_ATTENTION) {
             taas_attention_shape as = taas_layer_attention_shape(L, n, 0);
-            s = taas_cu_attention_scratch_floats(&as);
+            s = taas_cu_attention_scratch_floats(dm->cu, &as);
         }
         if (s > scratch) scratch = s;
     }
@@ -193,7 +193,7 @@ static int forward_layer(taas_cu_model *dm, int i, int n, int train, uint64_t st
     }
     case TAAS_L_ATTENTION: {
         taas_attention_shape as = taas_layer_attention_shape(L, n, train);
-        return taas_cu_attention_forward(cu, y, dm->aux[i], x, &as, m->seed, off, err);
+        return taas_cu_attention_forward(cu, y, dm->aux[i], x, &as, dm->scratch, dm->room, m->seed, off, err);
     }
     case TAAS_L_CONV2D: {
         taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
