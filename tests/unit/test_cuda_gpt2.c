@@ -214,6 +214,17 @@ static void test_attention_shapes(void **state) {
         for (int k = 0; k < 3; k++) assert_int_equal(against_cpu(&shapes[i], k, 3, 9, 1e-4), 0);
 }
 
+/* The gemm set's products in BF16 (fit(precision='bf16')): within BF16's rounding of the
+ * CPU's FP32 (inputs to 8 bits, sums in FP32). */
+static void test_attention_gemm_bf16(void **state) {
+    (void)state;
+    taas_attention_shape s = {1, 200, 128, 2, 0.1f};
+    taas_cu_set_math(&CU, TAAS_CU_BF16);
+    int bad = against_cpu(&s, 2, 3, 9, 5e-3);
+    taas_cu_set_math(&CU, TAAS_CU_FP32);
+    assert_int_equal(bad, 0);
+}
+
 /* Every kernel set repeats to the last bit. */
 static void test_attention_repeats(void **state) {
     (void)state;
@@ -244,6 +255,7 @@ int main(void) {
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_dropout),
         cmocka_unit_test(test_attention_shapes),
+        cmocka_unit_test(test_attention_gemm_bf16),
         cmocka_unit_test(test_attention_repeats),
     };
     return cmocka_run_group_tests(tests, tu_cuda_setup, tu_cuda_teardown);
