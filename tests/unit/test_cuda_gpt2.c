@@ -225,6 +225,26 @@ static void test_attention_gemm_bf16(void **state) {
     assert_int_equal(bad, 0);
 }
 
+/* TAAS_CUDA_ATTENTION names a kernel set, or the GPU does not start, saying so. */
+static void test_attention_variable(void **state) {
+    (void)state;
+    taas_cu other;
+    taas_error e;
+    taas_error_clear(&e);
+    setenv("TAAS_CUDA_ATTENTION", "flash", 1);
+    int rc = taas_cu_init(&other, 0, &e);
+    unsetenv("TAAS_CUDA_ATTENTION");
+    assert_int_equal(rc, -1);
+    assert_string_equal(e.ename, "TaasValueError");
+    assert_non_null(strstr(e.message, "TAAS_CUDA_ATTENTION=flash"));
+    setenv("TAAS_CUDA_ATTENTION", "gemm", 1);
+    rc = taas_cu_init(&other, 0, &e);
+    unsetenv("TAAS_CUDA_ATTENTION");
+    assert_int_equal(rc, 0);
+    assert_int_equal(other.attention, TAAS_CU_ATT_GEMM);
+    taas_cu_free(&other);
+}
+
 /* Every kernel set repeats to the last bit. */
 static void test_attention_repeats(void **state) {
     (void)state;
@@ -257,6 +277,7 @@ int main(void) {
         cmocka_unit_test(test_attention_shapes),
         cmocka_unit_test(test_attention_gemm_bf16),
         cmocka_unit_test(test_attention_repeats),
+        cmocka_unit_test(test_attention_variable),
     };
     return cmocka_run_group_tests(tests, tu_cuda_setup, tu_cuda_teardown);
 }
