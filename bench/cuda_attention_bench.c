@@ -3,10 +3,11 @@
  * timed with CUDA events.
  *
  *   taas-cuda-attention-bench [--batch N] [--t T] [--heads H] [--d D] [--steps S] [--warmup W]
- *                             [--dropout P] [--math fp32|tf32|bf16]
+ *                             [--dropout P] [--math fp32|tf32|bf16] [--kernels tiled,plain,gemm]
  *
  * --math is the matrix products' arithmetic (only the gemm set has products): FP32 by
- * default, BF16 as fit(precision='bf16') runs them.
+ * default, BF16 as fit(precision='bf16') runs them. --kernels: the sets to time (all three by
+ * default).
  * q, k, v and the output gradient uniform in [-1, 1) (the same generator as taas-train-bench's
  * CPU attention); per step the forward, then the backward. W untimed steps, then S timed ones.
  * Prints one JSON line a kernel set:
@@ -26,7 +27,7 @@
 
 static int usage(void) {
     fprintf(stderr, "usage: taas-cuda-attention-bench [--batch N] [--t T] [--heads H] [--d D] [--steps S] "
-                    "[--warmup W] [--dropout P] [--math fp32|tf32|bf16]\n");
+                    "[--warmup W] [--dropout P] [--math fp32|tf32|bf16] [--kernels tiled,plain,gemm]\n");
     return 2;
 }
 
@@ -55,9 +56,10 @@ typedef struct bufs {
 } bufs;
 
 /* One kernel set's line; 0, or 1 after saying what failed. */
+static const char *const names[] = {"tiled", "plain", "gemm"};
+
 static int run(taas_cu *cu, const bufs *b, const taas_attention_shape *s, taas_cu_attention set, int warmup,
                int steps) {
-    static const char *const names[] = {"tiled", "plain", "gemm"};
     taas_error e;
     taas_error_clear(&e);
     cu->attention = set;
@@ -107,6 +109,7 @@ int main(int argc, char **argv) {
     int n = 4, t = 1024, heads = 12, d = 64, steps = 20, warmup = 3;
     float p = 0.0f;
     taas_cu_math math = TAAS_CU_FP32;
+    const char *kernels = "tiled,plain,gemm";
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) return usage();
         const char *k = argv[i], *v = argv[++i];
@@ -120,6 +123,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--math") && !strcmp(v, "fp32")) math = TAAS_CU_FP32;
         else if (!strcmp(k, "--math") && !strcmp(v, "tf32")) math = TAAS_CU_TF32;
         else if (!strcmp(k, "--math") && !strcmp(v, "bf16")) math = TAAS_CU_BF16;
+        else if (!strcmp(k, "--kernels")) kernels = v;
         else return usage();
     }
     if (n < 1 || t < 1 || heads < 1 || d < 1 || steps < 1 || warmup < 0 || p < 0.0f || p >= 1.0f) return usage();
@@ -153,8 +157,9 @@ int main(int argc, char **argv) {
         !(b.lse = dev(NULL, (size_t)n * heads * t)) || !(b.dqkv = dev(NULL, 3 * cnt)) ||
         !(b.scratch = dev(NULL, b.room)))
         goto out;
-    rc = run(&cu, &b, &s, TAAS_CU_ATT_TILED, warmup, steps) || run(&cu, &b, &s, TAAS_CU_ATT_PLAIN, warmup, steps) ||
-         run(&cu, &b, &s, TAAS_CU_ATT_GEMM, warmup, steps);
+    rc = 0;
+    for (int set = 0; set < 3 && !rc; set++)
+        if (strstr(kernels, names[set])) rc = run(&cu, &b, &s, (taas_cu_attention)set, warmup, steps);
 out:
     cudaFree(b.qkv), cudaFree(b.dy), cudaFree(b.y), cudaFree(b.lse), cudaFree(b.dqkv), cudaFree(b.scratch);
     free(qkv), free(dy);

@@ -175,18 +175,17 @@ def sdpa_rows(a):
 def attention_rows(a):
     """taas's two kernel sets (the C driver) and PyTorch's SDPA: {name: {"ms_per_step": ...}}."""
     out = {}
-    for math in ("fp32", "bf16"):
+    # only the gemm set has products: BF16 changes its row alone
+    for math, kernels in (("fp32", "tiled,plain,gemm"), ("bf16", "gemm")):
         p = subprocess.run([a.attention_driver, "--batch", str(a.batch), "--t", str(a.block), "--heads", "12", "--d",
-                            "64", "--steps", "20", "--warmup", str(a.warmup), "--math", math], capture_output=True,
-                           text=True, timeout=120)
+                            "64", "--steps", "20", "--warmup", str(a.warmup), "--math", math, "--kernels", kernels],
+                           capture_output=True, text=True, timeout=120)
         lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
-        if p.returncode != 0 or len(lines) != 3:
+        if p.returncode != 0 or len(lines) != len(kernels.split(",")):
             out["taas %s" % math.upper()] = {"error": "taas-cuda-attention-bench --math %s failed (%d): %s" % (
                 math, p.returncode, p.stderr[-500:])}
         for x in lines:
-            # only the gemm set has products: its BF16 row is the one the arithmetic changes
-            if math == "fp32" or x["kernels"] == "gemm":
-                out["taas %s %s" % (math.upper(), x["kernels"])] = x
+            out["taas %s %s" % (math.upper(), x["kernels"])] = x
     out.update(sdpa_rows(a))
     return out
 
