@@ -166,10 +166,12 @@ __global__ static void att_bwd_kv(float *dqkv, const float *dy, const float *qkv
 // sums are in an order of their own anyway, and the fused form is twice the arithmetic).
 enum { BR = 64, BC = 32 };
 
-// The block's unit and first row: blocks run over (unit, tile of BR rows).
+// The block's unit and rows: blocks run over (unit, tile of BR rows), a thread a row.
 struct tile_place {
     size_t u;
     int r0, s, hd;
+    int row, last;      // the thread's row, and the block's last row (t - 1 at most)
+    bool live;          // row < t: threads past the end only help load the tiles
     const float *base;  // the unit's q at row 0 in qkv
     size_t ld;
 };
@@ -179,6 +181,7 @@ __device__ static tile_place tile_of(const att &a, const float *qkv) {
     int tiles = (a.t + BR - 1) / BR;
     w.u = blockIdx.x / tiles;
     w.r0 = (int)(blockIdx.x % tiles) * BR;
+    w.row = w.r0 + (int)threadIdx.x, w.last = min(a.t, w.r0 + BR) - 1, w.live = w.row < a.t;
     w.s = (int)(w.u / a.h), w.hd = (int)(w.u % a.h);
     w.ld = 3 * (size_t)a.c;
     w.base = qkv + (size_t)w.s * a.t * w.ld + (size_t)w.hd * a.d;
@@ -192,6 +195,13 @@ template <int DM> __device__ static void load_row(float *x, const float *src, in
 }
 
 // x . row, row a tile's (16-byte aligned: 4 floats a load, broadcast to the warp), in x's order
+// the d first of x (DM floats) to dst
+template <int DM> __device__ static void store_row(float *dst, const float *x, int d) {
+#pragma unroll
+    for (int c = 0; c < DM; c++)
+        if (c < d) dst[c] = x[c];
+}
+
 template <int DM> __device__ static float dot_tile(const float *x, const float *row) {
     const float4 *r4 = reinterpret_cast<const float4 *>(row);
     float s = 0.0f;
@@ -249,13 +259,13 @@ static __global__ void __launch_bounds__(BR) att_fwd_tiled(float *y, float *lse,
     __shared__ __align__(16) float vs[BC][DM];
     __shared__ float ss[BR][BC + 1];
     tile_place w = tile_of(a, qkv);
-    int row = w.r0 + (int)threadIdx.x, last = min(a.t, w.r0 + BR) - 1;
-    bool live = row < a.t;
+    int row = w.row;
+    bool live = w.live;
     float q[DM], o[DM], m = -INFINITY, l = 0.0f;
     load_row<DM>(q, w.base + (size_t)row * w.ld, a.d, live);
 #pragma unroll
     for (int c = 0; c < DM; c++) o[c] = 0.0f;
-    for (int k0 = 0; k0 <= last; k0 += BC) {
+    for (int k0 = 0; k0 <= w.last; k0 += BC) {
         next_kv<DM>(ks, vs, w, a, k0);
         int keys = live ? min(BC, row - k0 + 1) : 0;  // keys k0..row of this tile
         if (keys <= 0) continue;
@@ -279,10 +289,9 @@ static __global__ void __launch_bounds__(BR) att_fwd_tiled(float *y, float *lse,
         m = mn;
     }
     if (!live) return;
-    float *out = y + ((size_t)w.s * a.t + row) * a.c + (size_t)w.hd * a.d;
 #pragma unroll
-    for (int c = 0; c < DM; c++)
-        if (c < a.d) out[c] = o[c] / l;
+    for (int c = 0; c < DM; c++) o[c] /= l;
+    store_row<DM>(y + ((size_t)w.s * a.t + row) * a.c + (size_t)w.hd * a.d, o, a.d);
     lse[w.u * a.t + row] = m + logf(l);
 }
 
@@ -296,15 +305,15 @@ static __global__ void __launch_bounds__(BR) att_bwd_q_tiled(float *dqkv, const 
     __shared__ __align__(16) float vs[BC][DM];
     __shared__ float down[BR][DM + 1];
     tile_place w = tile_of(a, qkv);
-    int row = w.r0 + (int)threadIdx.x, last = min(a.t, w.r0 + BR) - 1;
-    bool live = row < a.t;
+    int row = w.row;
+    bool live = w.live;
     size_t ri = w.u * a.t + (live ? row : 0);
     float q[DM], dq[DM], lse_r = lse[ri], d_r = dr[ri], *dor = down[threadIdx.x];
     load_row<DM>(q, w.base + (size_t)row * w.ld, a.d, live);
     load_row<DM>(dor, dy + ((size_t)w.s * a.t + row) * a.c + (size_t)w.hd * a.d, a.d, live);
 #pragma unroll
     for (int c = 0; c < DM; c++) dq[c] = 0.0f;
-    for (int k0 = 0; k0 <= last; k0 += BC) {
+    for (int k0 = 0; k0 <= w.last; k0 += BC) {
         next_kv<DM>(ks, vs, w, a, k0);
         int keys = live ? min(BC, row - k0 + 1) : 0;
 #pragma unroll 1
@@ -315,11 +324,7 @@ static __global__ void __launch_bounds__(BR) att_bwd_q_tiled(float *dqkv, const 
             axpy_tile<DM>(dq, ds, ks[j]);
         }
     }
-    if (!live) return;
-    float *out = dqkv + (w.base - qkv) + (size_t)row * w.ld;
-#pragma unroll
-    for (int c = 0; c < DM; c++)
-        if (c < a.d) out[c] = dq[c];
+    if (live) store_row<DM>(dqkv + (w.base - qkv) + (size_t)row * w.ld, dq, a.d);
 }
 
 // a block per (unit, BR key rows), a thread per key j: dk_j = scale sum_{r >= j} dS_rj q_r,
@@ -333,8 +338,8 @@ static __global__ void __launch_bounds__(BR) att_bwd_kv_tiled(float *dqkv, const
     __shared__ __align__(16) float dos[BQ][DM];
     __shared__ float kown[BR][DM + 1], vown[BR][DM + 1], ls[BQ], ds_[BQ];
     tile_place w = tile_of(a, qkv);
-    int j = w.r0 + (int)threadIdx.x;
-    bool live = j < a.t;
+    int j = w.row;
+    bool live = w.live;
     float dk[DM], dv[DM], *k = kown[threadIdx.x], *v = vown[threadIdx.x];
     load_row<DM>(k, w.base + (size_t)j * w.ld + a.c, a.d, live);
     load_row<DM>(v, w.base + (size_t)j * w.ld + 2 * (size_t)a.c, a.d, live);
@@ -364,9 +369,8 @@ static __global__ void __launch_bounds__(BR) att_bwd_kv_tiled(float *dqkv, const
     }
     if (!live) return;
     float *out = dqkv + (w.base - qkv) + (size_t)j * w.ld + a.c;
-#pragma unroll
-    for (int c = 0; c < DM; c++)
-        if (c < a.d) out[c] = dk[c], out[a.c + c] = dv[c];
+    store_row<DM>(out, dk, a.d);
+    store_row<DM>(out + a.c, dv, a.d);
 }
 
 // ---- through the matrix products ----

@@ -61,6 +61,7 @@ template <typename T> __device__ inline T taas_cu_phase_sum(T v, T (*sh)[TAAS_CU
  * threads); taas_cu_warp_rows(n) is the grid for it. taas_cu_warp_sum and taas_cu_warp_max
  * give every lane lane 0's result of a fixed tree, so that all lanes use the same number. */
 #define TAAS_CU_WARP 32
+#define TAAS_CU_ALL 0xffffffffu /* every lane of a warp, for the __shfl_*_sync calls */
 #define TAAS_CU_ROWS(i, n)                                                                                   \
     for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / TAAS_CU_WARP; i < (size_t)(n);      \
          i += (size_t)blockDim.x * gridDim.x / TAAS_CU_WARP)
@@ -68,17 +69,17 @@ template <typename T> __device__ inline T taas_cu_phase_sum(T v, T (*sh)[TAAS_CU
 static inline unsigned taas_cu_warp_rows(size_t n) { return taas_cu_blocks(n * TAAS_CU_WARP); }
 
 template <typename T> __device__ inline T taas_cu_warp_sum(T v) {
-    for (int o = TAAS_CU_WARP / 2; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    return __shfl_sync(0xffffffffu, v, 0);
+    for (int o = TAAS_CU_WARP / 2; o > 0; o >>= 1) v += __shfl_down_sync(TAAS_CU_ALL, v, o);
+    return __shfl_sync(TAAS_CU_ALL, v, 0);
 }
 
 /* loss.c's running maximum: a NaN after the first place is passed over, as there */
 __device__ inline float taas_cu_warp_max(float v) {
     for (int o = TAAS_CU_WARP / 2; o > 0; o >>= 1) {
-        float u = __shfl_down_sync(0xffffffffu, v, o);
+        float u = __shfl_down_sync(TAAS_CU_ALL, v, o);
         v = u > v ? u : v;
     }
-    return __shfl_sync(0xffffffffu, v, 0);
+    return __shfl_sync(TAAS_CU_ALL, v, 0);
 }
 
 /* After `kernel<<<...>>>`: 0 or -1 with err naming it. */

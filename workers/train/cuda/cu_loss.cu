@@ -7,19 +7,17 @@
 // A warp per row: the lanes walk the row's columns 32 apart (coalesced), and the row's sums
 // are the lanes' partial sums added in a fixed tree (cu_kern.cuh). (A thread a row left a
 // GPT-2 head's 4,096 rows of 50,257 columns to 16 blocks of sequential loops.)
-#define WARP TAAS_CU_WARP
-#define ALL 0xffffffffu
 
 __global__ static void nll_rows(double *loss, float *d, const float *logp, const int64_t *target, int n, int c,
                                 int64_t ignore, float scale) {
     float g = -scale;
-    int lane = (int)(threadIdx.x % WARP);
+    int lane = (int)(threadIdx.x % TAAS_CU_WARP);
     TAAS_CU_ROWS(i, n) {
         int64_t t = target[i];
         int skip = t == ignore, ok = !skip && t >= 0 && t < c;
         if (lane == 0) loss[i] = ok ? -(double)logp[i * c + t] : skip ? 0.0 : NAN;
         if (!d) continue;
-        for (int j = lane; j < c; j += WARP) d[i * c + j] = (ok && j == t) ? g : 0.0f;
+        for (int j = lane; j < c; j += TAAS_CU_WARP) d[i * c + j] = (ok && j == t) ? g : 0.0f;
     }
 }
 
@@ -28,7 +26,7 @@ __global__ static void ce_rows(double *loss, float *d, const float *logits, cons
                                float smoothing, int64_t ignore, float scale) {
     float off = smoothing / (float)c;
     double s = smoothing;
-    int lane = (int)(threadIdx.x % WARP);
+    int lane = (int)(threadIdx.x % TAAS_CU_WARP);
     TAAS_CU_ROWS(i, n) {
         const float *x = logits + i * c;
         float *di = d ? d + i * c : NULL;
@@ -36,7 +34,7 @@ __global__ static void ce_rows(double *loss, float *d, const float *logits, cons
         if (t == ignore) {
             if (lane == 0) loss[i] = 0.0;
             if (di)
-                for (int j = lane; j < c; j += WARP) di[j] = 0.0f;
+                for (int j = lane; j < c; j += TAAS_CU_WARP) di[j] = 0.0f;
             continue;
         }
         if (t < 0 || t >= c) {
@@ -44,13 +42,13 @@ __global__ static void ce_rows(double *loss, float *d, const float *logits, cons
             continue;
         }
         float mx = x[0];
-        for (int j = lane; j < c; j += WARP) mx = x[j] > mx ? x[j] : mx;
+        for (int j = lane; j < c; j += TAAS_CU_WARP) mx = x[j] > mx ? x[j] : mx;
         mx = taas_cu_warp_max(mx);
         double z = 0.0;
-        for (int j = lane; j < c; j += WARP) z += exp((double)x[j] - mx);
+        for (int j = lane; j < c; j += TAAS_CU_WARP) z += exp((double)x[j] - mx);
         z = taas_cu_warp_sum(z);
         double logz = log(z) + mx, rowsum = 0.0;
-        for (int j = lane; j < c; j += WARP) {
+        for (int j = lane; j < c; j += TAAS_CU_WARP) {
             double lp = (double)x[j] - logz;
             rowsum -= lp;
             if (!di) continue;
@@ -68,16 +66,16 @@ __global__ static void ce_rows(double *loss, float *d, const float *logits, cons
 // stays the highest, as nothing is greater than it there.
 __global__ static void argmax_right(int *right, const float *out, const int64_t *target, int n, int c,
                                     int64_t ignore) {
-    int lane = (int)(threadIdx.x % WARP);
+    int lane = (int)(threadIdx.x % TAAS_CU_WARP);
     TAAS_CU_ROWS(i, n) {
         const float *row = out + i * c;
         int best = -1;
         float bv = 0.0f;
-        for (int q = lane; q < c; q += WARP)
+        for (int q = lane; q < c; q += TAAS_CU_WARP)
             if (row[q] == row[q] && (best < 0 || row[q] > bv)) best = q, bv = row[q];
-        for (int o = WARP / 2; o > 0; o >>= 1) {
-            int ob = __shfl_down_sync(ALL, best, o);
-            float ov = __shfl_down_sync(ALL, bv, o);
+        for (int o = TAAS_CU_WARP / 2; o > 0; o >>= 1) {
+            int ob = __shfl_down_sync(TAAS_CU_ALL, best, o);
+            float ov = __shfl_down_sync(TAAS_CU_ALL, bv, o);
             if (ob >= 0 && (best < 0 || ov > bv || (ov == bv && ob < best))) best = ob, bv = ov;
         }
         if (lane == 0) {
