@@ -163,9 +163,10 @@ static int put(cu_engine *e, int i, const taas_batch *b, taas_error *err) {
     return taas_cu_stage_put_xy(&e->st, i, b, e->tx, rows, e->ty, rows, err);
 }
 
-/* b in a slot of the stage: the one it was copied to ahead of time, or the other. */
-static int stage(cu_engine *e, const taas_batch *b, taas_error *err) {
-    int slot = taas_cu_stage_find(&e->st, b);
+/* b in a slot of the stage: the one it was copied to ahead of time (a training batch the
+ * loop announced), or the other. */
+static int stage(cu_engine *e, const taas_batch *b, int ahead, taas_error *err) {
+    int slot = ahead ? taas_cu_stage_take(&e->st, b) : -1;
     if (slot < 0) {
         slot = 1 - e->last_slot;
         if (put(e, slot, b, err)) return -1;
@@ -227,10 +228,10 @@ static void drop_graph(step_graph *g) {
 static int capture(cu_engine *e, step_graph *g, int slot, int n, int r, int counted, uint64_t step,
                    taas_error *err) {
     taas_model *m = e->m;
-    int64_t saved[64];
-    int nc = m->ncounters < 64 ? m->ncounters : 64;
-    if (m->ncounters > 64) return queue_step(e, slot, n, r, counted, step, err);  /* too many to put back */
-    memcpy(saved, m->counters, (size_t)nc * sizeof *saved);
+    size_t nc = (size_t)m->ncounters;
+    int64_t *saved = malloc((nc ? nc : 1) * sizeof *saved);
+    if (!saved) return queue_step(e, slot, n, r, counted, step, err);  /* nothing to put them back from */
+    memcpy(saved, m->counters, nc * sizeof *saved);
     cudaStream_t st = e->cu.stream;
     cudaGraph_t graph = NULL;
     taas_error why;
@@ -242,14 +243,18 @@ static int capture(cu_engine *e, step_graph *g, int slot, int n, int r, int coun
         rc = queued ? cudaErrorStreamCaptureInvalidated : end;
         if (rc == cudaSuccess) rc = cudaGraphInstantiate(&g->exec, graph, 0);
         if (graph) cudaGraphDestroy(graph);
-        if (rc == cudaSuccess) return taas_cu_check(cudaGraphLaunch(g->exec, st), "replaying a training step", err);
+        if (rc == cudaSuccess) {
+            free(saved);
+            return taas_cu_check(cudaGraphLaunch(g->exec, st), "replaying a training step", err);
+        }
     }
     g->exec = NULL;
     e->graphs = 0;
     (void)cudaGetLastError();  /* a capture's errors are not the step's */
     fprintf(stderr, "taas: CUDA Graphs off: capturing a training step failed (%s)\n",
             why.message[0] ? why.message : cudaGetErrorString(rc));
-    memcpy(m->counters, saved, (size_t)nc * sizeof *saved);
+    memcpy(m->counters, saved, nc * sizeof *saved);
+    free(saved);
     return queue_step(e, slot, n, r, counted, step, err);
 }
 
@@ -261,11 +266,14 @@ static int run_step(cu_engine *e, int slot, int n, int r, int counted, uint64_t 
     step_graph *g = &e->g[slot];
     step_key k = key_of(e, slot, n, counted);
     int same = !memcmp(&k, &g->key, sizeof k), planned = e->dm.act && e->dm.mem.n == n && e->dm.mem.nrun == k.nrun;
-    if (!same) {
-        drop_graph(g);
-        g->key = k;
+    if (!same) drop_graph(g);
+    if (!same || !planned) {
+        int rc = queue_step(e, slot, n, r, counted, step, err);
+        /* keyed after the step, whose forward may have planned the model's memory */
+        if (!same && rc) memset(&g->key, 0, sizeof g->key);
+        else if (!same) g->key = key_of(e, slot, n, counted);
+        return rc;
     }
-    if (!same || !planned) return queue_step(e, slot, n, r, counted, step, err);
     if (!g->exec) return capture(e, g, slot, n, r, counted, step, err);
     taas_cu_model_replayed(&e->dm, n, step, k.nrun);
     e->replays++;
@@ -282,7 +290,7 @@ static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn n
     if (!b && !base->x.keep_grads && taas_cu_model_zero_grad(&e->dm, err)) return -1;
     int counted = 0;  /* b's rows not ignored, for the mean below */
     if (b) {
-        int slot = stage(e, b, err), n = (int)b->n, r = rows_of(e, b);
+        int slot = stage(e, b, 1, err), n = (int)b->n, r = rows_of(e, b);
         if (slot < 0) return -1;
         counted = e->counted[slot];
         if (taas_cu_check(cudaEventRecord(e->start, e->cu.stream), "timing a step", err) ||
@@ -301,8 +309,9 @@ static int compute(taas_engine *base, const taas_batch *b, taas_engine_next_fn n
         long long t = now_ns(), d = atomic_load(&e->done_ns);
         if (d > 0 && t > d) e->wait_s += (double)(t - d) * 1e-9;  /* the GPU was done before the batch came */
     }
-    /* (checked when its step computes it, so that an error belongs to that step) */
-    if (nb && put(e, 1 - e->last_slot, nb, err)) return -1;
+    /* not put (a token outside the vocabulary, say): its own step puts it again and reports
+     * the error, so that it belongs to that step and this one's loss stands */
+    if (nb && put(e, 1 - e->last_slot, nb, err)) taas_error_clear(err);
     if (taas_cu_check(cudaEventSynchronize(e->done), "a training step", err)) return -1;
     if (!b) return 0;
     if (e->stats) {
@@ -342,7 +351,7 @@ static int eval(taas_engine *base, const taas_batch *b, double *loss_sum, double
     int n = (int)b->n, r = rows_of(e, b);
     const float *out;
     if (check_batch(e, b, err) || reserve(e, r, err)) return -1;
-    int slot = stage(e, b, err);
+    int slot = stage(e, b, 0, err);
     if (slot < 0 || taas_cu_model_forward(&e->dm, e->st.slot[slot].x, n, 0, 0, e->m->nlayers, &out, err)) return -1;
     /* the loss on the model's output, as the CPU computes it (no fusion: eval has no backward) */
     int fused = e->fused;

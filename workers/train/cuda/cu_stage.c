@@ -92,10 +92,15 @@ int taas_cu_stage_put_xy(taas_cu_stage *st, int i, const taas_batch *b, const fl
     return 0;
 }
 
-int taas_cu_stage_find(const taas_cu_stage *st, const taas_batch *b) {
+int taas_cu_stage_take(taas_cu_stage *st, const taas_batch *b) {
     for (int i = 0; i < 2; i++) {
-        const taas_cu_slot *s = &st->slot[i];
-        if (s->full && s->from == b && s->epoch == b->epoch && s->k == b->k && s->n == b->n) return i;
+        taas_cu_slot *s = &st->slot[i];
+        if (s->full && s->from == b && s->epoch == b->epoch && s->k == b->k && s->n == b->n) {
+            /* found once: a later batch at the same address (the allocator reuses them) or the
+             * same batch with other contents is a new batch, put again */
+            s->full = 0;
+            return i;
+        }
     }
     return -1;
 }

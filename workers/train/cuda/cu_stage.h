@@ -48,8 +48,9 @@ int taas_cu_stage_put(taas_cu_stage *st, int i, const taas_batch *b, size_t samp
  * nx floats of x and ny labels of y, found afterwards as b's. */
 int taas_cu_stage_put_xy(taas_cu_stage *st, int i, const taas_batch *b, const float *x, size_t nx, const int64_t *y,
                          size_t ny, taas_error *err);
-/* The slot that holds b (put from it, with its epoch, item and size), or -1. */
-int taas_cu_stage_find(const taas_cu_stage *st, const taas_batch *b);
+/* The slot that holds b (put from it ahead of its step, with its epoch, item and size), or
+ * -1; the slot is found for b only once. */
+int taas_cu_stage_take(taas_cu_stage *st, const taas_batch *b);
 /* Makes the compute stream wait for slot i's copy before what is queued next. */
 int taas_cu_stage_use(taas_cu_stage *st, int i, taas_error *err);
 /* After the compute stream's last work that reads slot i: the slot may be refilled once it
