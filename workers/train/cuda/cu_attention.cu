@@ -1,5 +1,5 @@
 // The fused causal attention on the GPU (layers.h's), with the CPU's formulas and the CPU's
-// dropout counters, so that a mask is the CPU's bit for bit. Two sets of kernels:
+// dropout counters, so that a mask is the CPU's bit for bit. Three sets of kernels:
 //
 // - tiled (head width d <= 64, the default): flash attention's way. A block holds 64 query rows
 //   of one (sample, head), a thread per row with its q and its output in registers; the keys
@@ -11,6 +11,9 @@
 // - plain (any d, and TAAS_CUDA_ATTENTION=plain): a thread per query row reading keys and
 //   values from global memory, a thread per key row for dk and dv. Kept as the reference
 //   the tiled kernels are measured against, and for heads wider than 64.
+// - gemm (TAAS_CUDA_ATTENTION=gemm): a sample's heads' (T x T) scores in scratch through
+//   strided-batched cuBLAS products (on tensor cores with precision='bf16'), a warp per row
+//   for the causal softmax and its backward, which recomputes the scores.
 //
 // Every sum is one thread's loop in a fixed order: a run repeats to the last bit.
 #include <math.h>
@@ -521,6 +524,7 @@ extern "C" int taas_cu_attention_forward(taas_cu *cu, float *y, float *lse, cons
                                          uint64_t offset, taas_error *err) {
     att a = att_of(cu, s, seed, offset);
     size_t rows = (size_t)s->n * s->heads * s->t;
+    if (rows == 0) return 0;  // (no block to launch: a grid of none is an error)
     if (scratch_short(cu, s, room, err)) return -1;
     taas_cu_attention set = set_for(cu, s);
     if (set == TAAS_CU_ATT_GEMM) return attention_forward_gemm(cu, y, lse, qkv, a, scratch + rows, err);
@@ -538,6 +542,7 @@ extern "C" int taas_cu_attention_backward(taas_cu *cu, float *dqkv, const float 
                                           size_t room, uint64_t seed, uint64_t offset, taas_error *err) {
     size_t rows = (size_t)s->n * s->heads * s->t;
     att a = att_of(cu, s, seed, offset);
+    if (rows == 0) return 0;
     if (scratch_short(cu, s, room, err)) return -1;
     att_rowdot<<<taas_cu_blocks(rows), TAAS_CU_THREADS, 0, cu->stream>>>(scratch, dy, y, a);
     if (TAAS_CU_LAUNCHED("the attention's row sums", err)) return -1;

@@ -8,31 +8,32 @@ __global__ static void add_bias(float *y, const float *b, size_t total, int out)
     TAAS_CU_LOOP(i, total) y[i] += b[i % (size_t)out];
 }
 
-// One block per channel: out[ch] += sum of x[i, ch, k] over i < n, k < hw.
+// One block per channel: out[ch] += sum of x[i, ch, k] over i < n, k < hw, added in double
+// as the CPU's taas_bias_grad adds (a long column's float sum drifts by 1e-5).
 __global__ static void channel_sum(float *out, const float *x, int n, int c, int hw) {
-    __shared__ float sh[TAAS_CU_THREADS];
+    __shared__ double sh[TAAS_CU_THREADS];
     int ch = blockIdx.x;
     size_t m = (size_t)n * hw;
-    float s = 0.0f;
+    double s = 0.0;
     for (size_t t = threadIdx.x; t < m; t += blockDim.x) {
         size_t i = t / (size_t)hw, k = t % (size_t)hw;
         s += x[(i * c + ch) * hw + k];
     }
     s = taas_cu_block_sum(s, sh);
-    if (threadIdx.x == 0) out[ch] += s;
+    if (threadIdx.x == 0) out[ch] += (float)s;
 }
 
 // hw == 1 (the rows of a Linear or a Conv1D): a block per 32 channels, its 32 phases taking
 // every 32nd row, so that a warp reads 32 neighbouring channels of a row at once (a block per
 // channel read one float of each row, c apart)
 __global__ static void column_sum(float *out, const float *x, int n, int c) {
-    __shared__ float sh[TAAS_CU_PHASES][TAAS_CU_COLS];
+    __shared__ double sh[TAAS_CU_PHASES][TAAS_CU_COLS];
     int ch = (int)(blockIdx.x * TAAS_CU_COLS + threadIdx.x);
-    float s = 0.0f;
+    double s = 0.0;
     if (ch < c)
         for (size_t i = threadIdx.y; i < (size_t)n; i += TAAS_CU_PHASES) s += x[i * c + ch];
     s = taas_cu_phase_sum(s, sh);
-    if (!threadIdx.y && ch < c) out[ch] += s;
+    if (!threadIdx.y && ch < c) out[ch] += (float)s;
 }
 
 extern "C" int taas_cu_channel_sum(taas_cu *cu, float *out, const float *x, int n, int c, int hw, taas_error *err) {

@@ -39,6 +39,8 @@ __global__ static void ce_rows(double *loss, float *d, const float *logits, cons
         }
         if (t < 0 || t >= c) {
             if (lane == 0) loss[i] = NAN;
+            if (di)
+                for (int j = lane; j < c; j += TAAS_CU_WARP) di[j] = 0.0f;
             continue;
         }
         float mx = x[0];

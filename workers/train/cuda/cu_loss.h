@@ -4,7 +4,7 @@
  * that ends in LogSoftmax and trains with NLLLoss runs it too, on the LogSoftmax's input
  * (the same numbers, one pass and one layer's backward less). Targets must be in [0, C) or
  * ignore_index: the caller checks them on the host, where the message can name the sample;
- * a kernel that meets one anyway gives the row a NaN loss and writes no gradient there.
+ * a kernel that meets one anyway gives the row a NaN loss and a zero gradient row.
  * A row whose target is ignore_index has loss 0 and a zero gradient row; the host, which
  * has the targets, counts the M other rows, passes scale = 1/M (0 when M is 0: torch's zero
  * gradient) and divides the rows' sum by M. */

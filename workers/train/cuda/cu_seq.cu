@@ -42,7 +42,9 @@ __global__ static void embedding_bwd(float *dw, const float *dy, const float *id
                                      size_t rows, int v, int c) {
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
         float id = ids[r];
-        if (!first[r] || !(id >= 0.0f && id < (float)v)) continue;
+        // (a fractional id the rank refuses before upload; passed over here too, since two
+        // chains would race on its row)
+        if (!first[r] || !(id >= 0.0f && id < (float)v) || id != floorf(id)) continue;
         float *w = dw + (size_t)id * c;
         for (int col = threadIdx.x; col < c; col += blockDim.x) {
             float s = w[col];
@@ -85,13 +87,14 @@ __global__ static void pos_fwd(float *y, const float *x, const float *w, size_t 
     TAAS_CU_LOOP(i, total) y[i] = x[i] + w[i % ((size_t)t * c)];
 }
 
-// a thread per (t, c), the samples in order
+// a thread per (t, c), the samples added in order onto the gradient so far (the CPU's
+// sum_samples: the same bits when gradients are kept across micro-batches)
 __global__ static void pos_bwd(float *dw, const float *dy, int n, int t, int c) {
     size_t plane = (size_t)t * c;
     TAAS_CU_LOOP(i, plane) {
-        float s = 0.0f;
+        float s = dw[i];
         for (int k = 0; k < n; k++) s += dy[(size_t)k * plane + i];
-        dw[i] += s;
+        dw[i] = s;
     }
 }
 
