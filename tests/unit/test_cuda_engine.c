@@ -522,11 +522,13 @@ static void test_batches_taken_ahead(void **state) {
 
 /* ---- CUDA Graphs ---- */
 
-/* Nine steps of the §1 network (Dropout, whose masks change every step, and BatchNorm, whose
+/* Steps of the §1 network (Dropout, whose masks change every step, and BatchNorm, whose
  * counters the host keeps) with CUDA Graphs on or off: two batches of 16 alternating, each
- * handed over ahead, then a short one of 9. Returns the weights after; the losses, the
+ * handed over ahead, then a short one of 9 (steps - 1 of them, then it), the gradients of
+ * `accumulate` steps summed before each update. Returns the weights after; the losses, the
  * BatchNorm counter and the replays through *losses, *counter, *replays. */
-static float *graph_steps(int on, float losses[9], size_t *np, int64_t *counter, long *replays) {
+static float *graph_steps(int on, int steps, int accumulate, float *losses, size_t *np, int64_t *counter,
+                          long *replays) {
     setenv("TAAS_CUDA_GRAPHS", on ? "1" : "0", 1);
     taas_model *m = from_text(SECTION1, 1, 20, 20);
     taas_optim_config opt = optim(TAAS_OPTIM_SGD, 0.05);
@@ -534,10 +536,13 @@ static float *graph_steps(int on, float losses[9], size_t *np, int64_t *counter,
     unsetenv("TAAS_CUDA_GRAPHS");
     data d[3] = {random_data(16, 1, 20, 20, 10, 1), random_data(16, 1, 20, 20, 10, 2), random_data(9, 1, 20, 20, 10, 3)};
     taas_batch b[3] = {batch_of(&d[0], 0), batch_of(&d[1], 1), batch_of(&d[2], 2)};
-    for (int s = 0; s < 9; s++) {
-        ahead a = {s < 7 ? &b[(s + 1) % 2] : s == 7 ? &b[2] : NULL, 0};
-        TU_OK(e->ops->compute(e, s < 8 ? &b[s % 2] : &b[2], next_batch, &a, (uint64_t)s, &losses[s], &E), &E);
-        TU_OK(e->ops->update(e, 1.0f, &SOLO, &opt, s + 1, &E), &E);
+    int last = steps - 1;
+    for (int s = 0; s < steps; s++) {
+        ahead a = {s < last - 1 ? &b[(s + 1) % 2] : s == last - 1 ? &b[2] : NULL, 0};
+        e->x.keep_grads = s % accumulate != 0;
+        TU_OK(e->ops->compute(e, s < last ? &b[s % 2] : &b[2], next_batch, &a, (uint64_t)s, &losses[s], &E), &E);
+        if (s % accumulate == accumulate - 1 || s == last)
+            TU_OK(e->ops->update(e, 1.0f, &SOLO, &opt, s / accumulate + 1, &E), &E);
     }
     taas_cu_model *dm = taas_cu_engine_model(e);
     float *params = tu_host(dm->cu, dm->params, m->nparams);
@@ -553,22 +558,30 @@ static float *graph_steps(int on, float losses[9], size_t *np, int64_t *counter,
 
 /* A replayed step is the step run kernel by kernel: the same losses and weights to the bit
  * (each replay's own dropout masks, drawn from its step), the same BatchNorm counter; and
- * steps did replay (each slot's first step runs eagerly, its second is captured). */
+ * steps did replay (each slot's first step runs eagerly, its second is captured). With
+ * gradients accumulated over 3 steps, a slot keeps a graph for the steps that zero them and
+ * one for those that keep them, so that these replay too. */
 static void test_graphs_replay_the_steps(void **state) {
     (void)state;
-    float off[9], on[9];
-    size_t n0, n1;
-    int64_t c0, c1;
-    long r0, r1;
-    float *p0 = graph_steps(0, off, &n0, &c0, &r0), *p1 = graph_steps(1, on, &n1, &c1, &r1);
-    assert_int_equal(n0, n1);
-    assert_memory_equal(on, off, sizeof off);
-    assert_memory_equal(p1, p0, n0 * sizeof(float));
-    assert_int_equal(c0, 9);
-    assert_int_equal(c1, 9);
-    assert_int_equal(r0, 0);
-    assert_true(r1 >= 4);
-    free(p0), free(p1);
+    static const struct {
+        int steps, accumulate, replays;
+    } runs[] = {{9, 1, 4}, {13, 3, 4}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        float off[13], on[13];
+        size_t n0, n1;
+        int64_t c0, c1;
+        long r0, r1;
+        int steps = runs[k].steps, acc = runs[k].accumulate;
+        float *p0 = graph_steps(0, steps, acc, off, &n0, &c0, &r0), *p1 = graph_steps(1, steps, acc, on, &n1, &c1, &r1);
+        assert_int_equal(n0, n1);
+        assert_memory_equal(on, off, (size_t)steps * sizeof *off);
+        assert_memory_equal(p1, p0, n0 * sizeof(float));
+        assert_int_equal(c0, steps);
+        assert_int_equal(c1, steps);
+        assert_int_equal(r0, 0);
+        if (r1 < runs[k].replays) fail_msg("accumulating %d: %ld replays, want %d or more", acc, r1, runs[k].replays);
+        free(p0), free(p1);
+    }
 }
 
 /* ---- evaluation and errors ---- */

@@ -58,7 +58,7 @@ typedef struct cu_engine {
     int counted[2];             /* each slot's rows whose target is not ignore_index */
     cudaEvent_t start, done;    /* around a step's kernels */
     int graphs;                 /* CUDA Graphs on: TAAS_CUDA_GRAPHS=0 turns them off, as a failed capture does */
-    step_graph g[2];            /* a stage slot's each */
+    step_graph g[2][2];         /* a stage slot's each, by whether gradients are kept (accumulation) */
     long replays;
     /* TAAS_CUDA_STATS */
     int stats;
@@ -263,7 +263,7 @@ static int capture(cu_engine *e, step_graph *g, int slot, int n, int r, int coun
  * kernel by kernel. */
 static int run_step(cu_engine *e, int slot, int n, int r, int counted, uint64_t step, taas_error *err) {
     if (!e->graphs) return queue_step(e, slot, n, r, counted, step, err);
-    step_graph *g = &e->g[slot];
+    step_graph *g = &e->g[slot][e->base.x.keep_grads ? 1 : 0];
     step_key k = key_of(e, slot, n, counted);
     int same = !memcmp(&k, &g->key, sizeof k), planned = e->dm.act && e->dm.mem.n == n && e->dm.mem.nrun == k.nrun;
     if (!same) drop_graph(g);
@@ -448,8 +448,7 @@ static void engine_free(taas_engine *base) {
     if (e->stats && e->steps)
         fprintf(stderr, "{\"event\": \"cuda_stats\", \"device\": %d, \"steps\": %ld, \"gpu_busy_s\": %.6f, "
                         "\"data_wait_s\": %.6f}\n", e->cu.device, e->steps, e->busy_s, e->wait_s);
-    drop_graph(&e->g[0]);
-    drop_graph(&e->g[1]);
+    for (int i = 0; i < 4; i++) drop_graph(&e->g[i / 2][i % 2]);
     taas_cu_comm_free(&e->comm);
     taas_cu_stage_free(&e->st);
     taas_cu_model_release(&e->dm);
