@@ -24,7 +24,7 @@ extern "C" {
 typedef struct taas_cu_model {
     taas_model *m;                  /* borrowed */
     taas_cu *cu;                    /* borrowed */
-    float *params, *grads, *stats;  /* device: m->nparams, m->nparams, m->nstats floats */
+    float *params, *grads, *stats;  /* device: m->nparams, m->ntrain, m->nstats floats */
     void *work;                     /* device: the step's memory (model_memory.h), cap bytes */
     size_t cap;
     taas_model_memory mem;          /* planned for the last forward's samples and ops */
