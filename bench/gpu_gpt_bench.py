@@ -5,7 +5,9 @@ weights into that model.
 
 1. Training tokens/s, FP32 (then BF16: taas's precision='bf16', eager under
    torch.autocast(bfloat16)), GPT2Config(n_layer=--layers, ...) (GPT-2 small by default), block
-   --block (1024), batch --batch (4), dropout 0 on both sides:
+   --block (1024), batch --batch (4), dropout 0 on both sides; torch.compile last of the
+   FP32 and BF16 sides (its compilation is the longest), then taas's attention through the
+   matrix products; a side the budget leaves no time for is a row that says so:
    taas: `taas-worker train --spec FILE` on llm.c token shards of uniform random ids written
      here (TokenShards), CrossEntropyLoss over every position, AdamW(lr=6e-4, betas=(0.9,
      0.95), weight_decay=0.1, param_groups='nanogpt'), clip_grad_norm=1.0; two epochs of
@@ -14,9 +16,10 @@ weights into that model.
      clipping, --warmup untimed steps then --steps timed with torch.cuda.synchronize();
      torch.compile(model) likewise, its compilation in the untimed steps (left out with
      --no-compile or when the budget is short).
-2. The strict load: taas's saved weights (safetensors) into a fresh transformers
-   GPT2LMHeadModel with load_state_dict(strict=True), and the logits of both on one batch
-   compared (float32; the largest difference is reported).
+2. The strict load, right after taas's FP32 side: taas's saved weights (safetensors) into a
+   fresh transformers GPT2LMHeadModel with load_state_dict(strict=True), lm_head tied to wte;
+   then the logits of 64 tokens from it (on the GPU, FP32, TF32 off) against taas's own
+   forward on the same file (taas-test-forward on the CPU, --forward): the largest difference.
 0. First, the causal attention alone, forward and backward at GPT-2 small's shape (batch
    --batch, 12 heads of 64, T = --block): taas's tiled, plain and gemm kernels in FP32, and the
    gemm kernels with BF16 products (taas-cuda-attention-bench, --attention-driver) against
@@ -34,6 +37,7 @@ it says so and exits 77 (skipped), having measured nothing.
 import argparse
 import json
 import os
+import shlex
 import struct
 import subprocess
 import sys
@@ -49,7 +53,8 @@ VOCAB = 50257
 # (its matrix products in BF16, FP32 in memory) against eager under torch.autocast(bfloat16)
 # Last, budget allowing: taas with its attention through the matrix products
 # (TAAS_CUDA_ATTENTION=gemm), FP32 and BF16, against the default tiled kernels.
-SIDES = ("taas", "eager", "compile", "taas bf16", "eager bf16", "taas attention gemm", "taas attention gemm bf16")
+SIDES = ("taas", "eager", "taas bf16", "eager bf16", "compile", "taas attention gemm", "taas attention gemm bf16")
+NEED = {"compile": 70}  # seconds a side needs of the budget (compilation); the others 30
 GEMM_SIDES = {"taas attention gemm", "taas attention gemm bf16"}
 
 
@@ -67,7 +72,7 @@ def write_shard(path, tokens, seed):
         f.write(ids.tobytes())
 
 
-def taas_run(worker, a, shard, out, bf16=False, attention=None):
+def taas_run(worker, a, shard, out, timeout, bf16=False, attention=None):
     spec = {"precision": "bf16" if bf16 else "fp32","version": 1, "job": "fit", "weights": None, "epochs": 2, "units": 0, "seed": 1, "threads": 1, "out": out,
             "model": {"type": "GPT2LMHeadModel", "config": config(a.layers)},
             "train": {"type": "DataLoader", "batch_size": a.batch, "shuffle": False, "drop_last": True,
@@ -82,7 +87,7 @@ def taas_run(worker, a, shard, out, bf16=False, attention=None):
     with open(path, "w") as f:
         json.dump(spec, f)
     env = dict(os.environ, TAAS_CUDA_ATTENTION=attention) if attention else None
-    p = subprocess.run([worker, "train", "--spec", path], capture_output=True, text=True, env=env)
+    p = subprocess.run([worker, "train", "--spec", path], capture_output=True, text=True, env=env, timeout=timeout)
     lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     if p.returncode != 0 or not lines or lines[-1].get("event") != "done":
         raise RuntimeError("taas-worker train failed (%d): %s %s" % (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
@@ -163,7 +168,8 @@ def sdpa_rows(a):
                     if i == a.warmup:
                         ev[0].record()
                     y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                    y.backward(dy)
+                    # the gradients fresh each step, as taas's driver writes them (no .grad sums)
+                    torch.autograd.grad(y, (q, k, v), dy)
                 ev[1].record()
             torch.cuda.synchronize()
             out[name] = {"ms_per_step": ev[0].elapsed_time(ev[1]) / 20}
@@ -172,14 +178,19 @@ def sdpa_rows(a):
     return out
 
 
-def attention_rows(a):
-    """taas's two kernel sets (the C driver) and PyTorch's SDPA: {name: {"ms_per_step": ...}}."""
+def attention_rows(a, left):
+    """taas's three kernel sets (the C driver) and PyTorch's SDPA: {name: {"ms_per_step": ...}};
+    left() is the budget's seconds left."""
     out = {}
     # only the gemm set has products: BF16 changes its row alone
     for math, kernels in (("fp32", "tiled,plain,gemm"), ("bf16", "gemm")):
-        p = subprocess.run([a.attention_driver, "--batch", str(a.batch), "--t", str(a.block), "--heads", "12", "--d",
-                            "64", "--steps", "20", "--warmup", str(a.warmup), "--math", math, "--kernels", kernels],
-                           capture_output=True, text=True, timeout=120)
+        try:
+            p = subprocess.run([a.attention_driver, "--batch", str(a.batch), "--t", str(a.block), "--heads", "12",
+                                "--d", "64", "--steps", "20", "--warmup", str(a.warmup), "--math", math, "--kernels",
+                                kernels], capture_output=True, text=True, timeout=max(10, min(60, left() - 120)))
+        except (OSError, subprocess.TimeoutExpired) as e:
+            out["taas %s" % math.upper()] = {"error": "taas-cuda-attention-bench: %s: %s" % (type(e).__name__, e)}
+            continue
         lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
         if p.returncode != 0 or len(lines) != len(kernels.split(",")):
             out["taas %s" % math.upper()] = {"error": "taas-cuda-attention-bench --math %s failed (%d): %s" % (
@@ -190,21 +201,49 @@ def attention_rows(a):
     return out
 
 
-def strict_load(a, weights):
-    """taas's file into transformers' model with strict=True, and both models' logits on one batch."""
+def strict_load(a, weights, forward):
+    """taas's file into transformers' model with strict=True; then the logits of 64 tokens from
+    it (GPU, FP32, TF32 off) against taas's CPU forward on the same file (the command
+    `forward`, taas-test-forward, when given)."""
+    import numpy as np
     import torch
     from safetensors.torch import load_file
     from transformers import GPT2Config, GPT2LMHeadModel
+    torch.backends.cuda.matmul.allow_tf32 = False
     m = GPT2LMHeadModel(GPT2Config(**config(a.layers))).cuda().eval()
     sd = load_file(weights)
     try:
         m.load_state_dict(sd, strict=True)
     except RuntimeError as e:
         return {"strict": False, "why": str(e)[:2000]}
-    x = torch.randint(0, VOCAB, (1, 64), device="cuda")
+    r = {"strict": True, "keys": len(sd),
+         "tied": m.lm_head.weight.data_ptr() == m.transformer.wte.weight.data_ptr()}
+    x = torch.randint(0, VOCAB, (1, 64), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
-        hf = m(x).logits.float()
-    return {"strict": True, "keys": len(sd), "logits_max_abs": float(hf.abs().max())}
+        hf = m(x.cuda()).logits.float().cpu()
+    r["finite"] = bool(torch.isfinite(hf).all())
+    r["logits_max_abs"] = float(hf.abs().max())
+    if not forward:
+        return r
+    with tempfile.TemporaryDirectory(prefix="taas-gpt-forward-") as tmp:
+        spec, inp, out = (os.path.join(tmp, f) for f in ("model.json", "x.f32", "y.f32"))
+        with open(spec, "w") as f:
+            json.dump({"type": "GPT2LMHeadModel", "config": config(a.layers)}, f)
+        x.to(torch.float32).numpy().tofile(inp)
+        p = subprocess.run(forward + [spec, weights, inp, "1", "64", "0", "0", out], capture_output=True, text=True,
+                           timeout=120)
+        if p.returncode != 0:
+            r["taas_forward"] = "failed (%d): %s" % (p.returncode, p.stderr[-500:])
+            return r
+        taas = torch.from_numpy(np.fromfile(out, dtype=np.float32))
+        if taas.numel() != hf.numel():
+            r["taas_forward"] = "%d logits, want %d" % (taas.numel(), hf.numel())
+            return r
+        diff = float((taas.view_as(hf) - hf).abs().max())
+    # a layout or key mixed up moves logits by their own size; the two FP32 sums by 1e-5 of it
+    r["logits_max_abs_diff"] = diff
+    r["logits_match"] = diff <= 1e-3 * max(1.0, r["logits_max_abs"])
+    return r
 
 
 def main():
@@ -217,7 +256,8 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=300)
+    ap.add_argument("--budget", type=float, default=170)
+    ap.add_argument("--forward", help="taas's CPU forward (taas-test-forward), a command line, for the logits")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
@@ -268,8 +308,11 @@ def main():
                 json.dump(res, f, indent=1)
         return text
 
+    def left():
+        return a.budget - (time.time() - t_start)
+
     try:
-        res["attention"] = attention_rows(a)
+        res["attention"] = attention_rows(a, left)
     except Exception as e:  # noqa: BLE001
         res["attention"] = {"taas": {"error": "%s: %s" % (type(e).__name__, e)}}
     save()
@@ -278,25 +321,27 @@ def main():
         write_shard(shard, a.steps * a.batch * a.block + 1, 7)
         weights = os.path.join(tmp, "gpt2.safetensors")
         for side in SIDES:
-            if "compile" in side and (a.no_compile or time.time() - t_start > a.budget - 120):
+            if "compile" in side and a.no_compile:
                 continue
-            if "bf16" in side and time.time() - t_start > a.budget - 60:
-                continue
-            if side in GEMM_SIDES and time.time() - t_start > a.budget - 30:
+            if left() < NEED.get(side, 30):
+                res[side] = {"error": "left out: %.0f s of the %.0f s budget left" % (max(left(), 0), a.budget)}
+                save()
                 continue
             bf16 = side.endswith("bf16")
             out = weights if side == "taas" else os.path.join(tmp, side.replace(" ", "-") + ".safetensors")
             try:
-                res[side] = (taas_run(a.worker, a, shard, out, bf16, "gemm" if side in GEMM_SIDES else None)
+                res[side] = (taas_run(a.worker, a, shard, out, max(10, left()), bf16,
+                                      "gemm" if side in GEMM_SIDES else None)
                              if side.startswith("taas") else torch_rate(a, "compile" in side, bf16))
             except Exception as e:  # noqa: BLE001 (a side that fails is a row that says why)
                 res[side] = {"error": "%s: %s" % (type(e).__name__, e)}
             save()
-        if os.path.exists(weights):
-            try:
-                res["load"] = strict_load(a, weights)
-            except Exception as e:  # noqa: BLE001
-                res["load"] = {"error": "%s: %s" % (type(e).__name__, e)}
+            if side == "taas" and os.path.exists(weights):
+                try:
+                    res["load"] = strict_load(a, weights, shlex.split(a.forward) if a.forward else None)
+                except Exception as e:  # noqa: BLE001
+                    res["load"] = {"error": "%s: %s" % (type(e).__name__, e)}
+                save()
     print(save())
 
 
