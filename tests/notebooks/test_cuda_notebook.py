@@ -142,6 +142,9 @@ def main():
     if not CPU_ONLY:
         seen = taastest.gpus()  # a worker that fails here fails the test
         if not seen:
+            if os.environ.get("TAAS_REQUIRE_GPU") == "1":  # scripts/gpu.sh run, where nvidia-smi is
+                print("TAAS_REQUIRE_GPU=1, but taas-worker sees no CUDA device (gpus: 0): failed")
+                sys.exit(1)
             print("no CUDA device (taas-worker gpus: 0): skipped")
             sys.exit(77)
     if not os.path.isdir(FASHION):

@@ -479,6 +479,30 @@ static void test_dropout_masks_are_the_cpus(void **state) {
     free(x), free(dyh), free(y), free(m), free(dxh);
 }
 
+/* The .lt copy of this test (TAAS_CUDA_LT=1) ran its products through cuBLASLt, not through
+ * cublasGemmEx after a silent fallback; the plain copy through cublasGemmEx alone. Last, after
+ * the products of the tests above. */
+static void test_products_went_where_asked(void **state) {
+    (void)state;
+    const char *lt = getenv("TAAS_CUDA_LT");
+    if (lt && !strcmp(lt, "1")) {
+        assert_non_null(CU.lt);
+        if (CU.lt_products <= 0) fail_msg("TAAS_CUDA_LT=1: no product went through cuBLASLt");
+        printf("cuBLASLt: %ld products, %ld left to cublasGemmEx\n", CU.lt_products, CU.lt_fallbacks);
+    } else {
+        assert_null(CU.lt);
+        assert_int_equal(CU.lt_products + CU.lt_fallbacks, 0);
+    }
+}
+
+/* Whatever a failed test left set: FP32 for the next (a tolerance judged in TF32 would pass
+ * what FP32 should not). */
+static int reset_math(void **state) {
+    (void)state;
+    taas_cu_set_math(&CU, TAAS_CU_FP32);
+    return 0;
+}
+
 int main(void) {
     tu_cuda_require(1);
     const struct CMUnitTest tests[] = {
@@ -486,7 +510,7 @@ int main(void) {
         cmocka_unit_test(test_channel_sum),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv2d_room_too_small),
-        cmocka_unit_test(test_tf32_option),
+        cmocka_unit_test_teardown(test_tf32_option, reset_math),
         cmocka_unit_test(test_pool2d),
         cmocka_unit_test(test_adaptive_avgpool2d),
         cmocka_unit_test(test_add_and_accumulate),
@@ -496,6 +520,7 @@ int main(void) {
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_batchnorm_batch_of_one),
         cmocka_unit_test(test_dropout_masks_are_the_cpus),
+        cmocka_unit_test(test_products_went_where_asked),
     };
     return cmocka_run_group_tests(tests, tu_cuda_setup, tu_cuda_teardown);
 }

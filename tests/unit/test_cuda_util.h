@@ -17,9 +17,20 @@
 
 #define TU_SKIP 77
 
-/* Exits with 77 and says why when this process sees fewer than `need` GPUs. */
+/* Exits with 77 and says why when this process sees fewer than `need` GPUs; with
+ * TAAS_REQUIRE_GPU=1 (scripts/gpu.sh run, where nvidia-smi is) seeing none fails instead,
+ * with the runtime's reason, so that a driver the plugin cannot use is no skip. */
 static inline void tu_cuda_require(int need) {
     int n = taas_cuda_devices();
+    const char *require = getenv("TAAS_REQUIRE_GPU");
+    if (n == 0 && require && !strcmp(require, "1")) {
+        int seen = 0;
+        cudaError_t rc = cudaGetDeviceCount(&seen);
+        printf("TAAS_REQUIRE_GPU=1, but no CUDA device: %s: failed\n",
+               rc == cudaSuccess ? "the count is 0" : cudaGetErrorString(rc));
+        fflush(stdout);
+        exit(1);
+    }
     if (n < need) {
         if (need == 1) printf("no CUDA device: skipped\n");
         else printf("%d CUDA device%s, the test needs %d: skipped\n", n, n == 1 ? "" : "s", need);

@@ -54,7 +54,11 @@ cublasStatus_t taas_cu_gemm(taas_cu *cu, cublasOperation_t ta, cublasOperation_t
     if (cu->lt) {
         cublasStatus_t rc = taas_cu_lt_gemm(cu->lt, cu->stream, cu->blas_ws, BLAS_WORKSPACE, compute_type(cu), ta, tb, m,
                                             n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
-        if (rc != CUBLAS_STATUS_NOT_SUPPORTED) return rc;
+        if (rc != CUBLAS_STATUS_NOT_SUPPORTED) {
+            cu->lt_products++;
+            return rc;
+        }
+        cu->lt_fallbacks++;
     }
     return cublasGemmEx(cu->blas, ta, tb, m, n, k, alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, beta, c, CUDA_R_32F,
                         ldc, compute_type(cu), CUBLAS_GEMM_DEFAULT);
@@ -67,7 +71,11 @@ cublasStatus_t taas_cu_gemm_strided(taas_cu *cu, cublasOperation_t ta, cublasOpe
     if (cu->lt) {
         cublasStatus_t rc = taas_cu_lt_gemm(cu->lt, cu->stream, cu->blas_ws, BLAS_WORKSPACE, compute_type(cu), ta, tb, m,
                                             n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batches);
-        if (rc != CUBLAS_STATUS_NOT_SUPPORTED) return rc;
+        if (rc != CUBLAS_STATUS_NOT_SUPPORTED) {
+            cu->lt_products++;
+            return rc;
+        }
+        cu->lt_fallbacks++;
     }
     return cublasGemmStridedBatchedEx(cu->blas, ta, tb, m, n, k, alpha, a, CUDA_R_32F, lda, sa, b, CUDA_R_32F, ldb, sb,
                                       beta, c, CUDA_R_32F, ldc, sc, batches, compute_type(cu), CUBLAS_GEMM_DEFAULT);

@@ -35,6 +35,7 @@ typedef struct taas_cu {
     cublasHandle_t blas;
     void *blas_ws;          /* cuBLAS's workspace, ours: a captured CUDA Graph allocates nothing */
     struct taas_cu_lt *lt;  /* the products through cuBLASLt (TAAS_CUDA_LT=1, cu_lt.h), or NULL */
+    long lt_products, lt_fallbacks;  /* products cuBLASLt ran, and left to cublasGemmEx (tests) */
     taas_cu_math math;
     taas_cu_attention attention;  /* the attention's kernels (TAAS_CUDA_ATTENTION, cu_attention.cu) */
     char name[96];          /* the device's name, "NVIDIA H100 80GB HBM3" */
