@@ -610,7 +610,7 @@ step() {
     left=$((DEADLINE - $(now)))
     [ "$bound" -gt "$left" ] && bound=$left
     if [ "$bound" -lt 10 ]; then
-        STEPS+=("$(printf '%-11s %-24s %5s s  %s' "$name" "not run: no time left" 0 "$*")")
+        STEPS+=("$(printf '%-12s %-24s %5s s  %s' "$name" "not run: no time left" 0 "$*")")
         FAILED=1
         return 1
     fi
@@ -638,7 +638,7 @@ step() {
         fi
     fi
     echo "==== $name: $status in $(( $(now) - t0 )) s"
-    STEPS+=("$(printf '%-11s %-24s %5s s  %s' "$name" "$status" "$(( $(now) - t0 ))" "$*")")
+    STEPS+=("$(printf '%-12s %-24s %5s s  %s' "$name" "$status" "$(( $(now) - t0 ))" "$*")")
     [ "$rc" = 0 ] || [ "$rc" = 77 ]
 }
 
@@ -677,7 +677,7 @@ run_steps() {
             echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
         sed -n 2,3p "$G/MANIFEST" 2>/dev/null
         echo
-        printf '%-11s %-24s %7s  %s\n' step result time command
+        printf '%-12s %-24s %7s  %s\n' step result time command
         printf '%s\n' "${STEPS[@]}"
         echo
         echo "logs: run.log (all of it), ctest-cuda.log, notebook.log, gpu_bench.log, gpt_bench.log, gpu_resnet_bench.log; gpu_bench.md, gpu_bench.json, gpu_resnet_bench.md, gpu_resnet_bench.json, gpu_gpt_bench.md, gpu_gpt_bench.json"
