@@ -19,8 +19,9 @@ Fashion-MNIST training split, Normalize((0.2860,), (0.3530,)).
      defaults stand (cuDNN convolutions, which may use TF32; matmul in FP32);
      --torch-fp32 turns TF32 off for cuDNN too. taas runs FP32 (TAAS_CUDA_TF32 unset);
      --tf32 adds rows for taas with TAAS_CUDA_TF32=1; --variants rows for taas's FP32 with every
-     matrix product through cuBLASLt (TAAS_CUDA_LT=1) and without CUDA Graphs (TAAS_CUDA_GRAPHS=0),
-     measured once a batch size, right after the FP32 pairs.
+     matrix product through cuBLASLt (TAAS_CUDA_LT=1), without CUDA Graphs (TAAS_CUDA_GRAPHS=0)
+     and with the convolutions through cuDNN (TAAS_CUDA_CUDNN=1), measured once a batch size,
+     right after the FP32 pairs (--variants cudnn: that one alone).
    torch.compile: the same, with the model torch.compile(mode="max-autotune") (Inductor,
      autotuned Triton kernels, CUDA graphs); its compilation and autotuning happen in the
      untimed warm-up steps (their time is reported apart). Left out with --no-compile.
@@ -276,7 +277,7 @@ def job_spec(out, batch, epochs, workers, bf16=False):
 
 
 # taas's FP32 variants (--variants): the environment each runs with
-VARIANTS = {"lt": {"TAAS_CUDA_LT": "1"}, "nographs": {"TAAS_CUDA_GRAPHS": "0"}}
+VARIANTS = {"lt": {"TAAS_CUDA_LT": "1"}, "nographs": {"TAAS_CUDA_GRAPHS": "0"}, "cudnn": {"TAAS_CUDA_CUDNN": "1"}}
 
 
 def taas_run(worker, batch, epochs, workers, tf32, tmp, memory=None, bf16=False, variant=None):
@@ -374,7 +375,7 @@ def torch_rate(data, batch, warmup, epochs, compiled=False, bf16=False):
 
 IMPLS = {"taas": "taas", "eager": "PyTorch eager", "compile": "torch.compile max-autotune"}
 PRECISIONS = {"fp32": "FP32", "bf16": "BF16", "tf32": "TF32", "lt": "FP32, cuBLASLt",
-              "nographs": "FP32, no CUDA Graphs"}
+              "nographs": "FP32, no CUDA Graphs", "cudnn": "FP32, cuDNN's convolutions"}
 
 
 def fmt(v):
@@ -451,7 +452,7 @@ class Bench:
         if a.tf32:
             rows.insert(1, ("taas", "tf32"))
         if a.variants:
-            rows[1:1] = [("taas", v) for v in VARIANTS]
+            rows[1:1] = [("taas", v) for v in a.variants]
         for impl, prec in rows:
             if impl == "compile" and a.no_compile:
                 continue
@@ -558,8 +559,10 @@ def main():
     ap.add_argument("--compile-repeat", type=int, default=1, help="measurements of torch.compile (1)")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--tf32", action="store_true", help="also measure taas with TAAS_CUDA_TF32=1")
-    ap.add_argument("--variants", action="store_true",
-                    help="also measure taas with cuBLASLt (TAAS_CUDA_LT=1) and without CUDA Graphs, once a batch size")
+    ap.add_argument("--variants", nargs="?", const=",".join(VARIANTS), default="",
+                    help="also measure taas with cuBLASLt (lt: TAAS_CUDA_LT=1), without CUDA Graphs (nographs) and "
+                         "with cuDNN's convolutions (cudnn: TAAS_CUDA_CUDNN=1), once a batch size; all three, or "
+                         "those named, comma-separated")
     ap.add_argument("--torch-fp32", action="store_true", help="turn off TF32 in PyTorch's cuDNN convolutions")
     ap.add_argument("--budget", type=float, help="seconds: no measurement starts after them (torch.compile's: 90 s before)")
     ap.add_argument("--model", choices=["section1", "resnet18"], default="section1",
@@ -570,6 +573,10 @@ def main():
     args = ap.parse_args()
     if args.epochs < 2:
         raise SystemExit("--epochs must be at least 2: the first is not timed")
+    args.variants = [v for v in args.variants.split(",") if v]
+    for v in args.variants:
+        if v not in VARIANTS:
+            raise SystemExit("--variants: %r is none of %s" % (v, ", ".join(VARIANTS)))
     global BATCHES
     try:
         BATCHES = tuple(int(b) for b in args.batches.split(","))
@@ -605,7 +612,7 @@ def main():
                 bench.measure("eager", "fp32", b, lambda: torch_rate(data, b, args.warmup, ep - 1))
                 if args.tf32:
                     bench.measure("taas", "tf32", b, lambda: taas_run(args.worker, b, ep, w, True, tmp))
-            for v in VARIANTS if args.variants else ():
+            for v in args.variants:
                 bench.measure("taas", v, b, lambda: taas_run(args.worker, b, ep, w, False, tmp, variant=v))
         # BF16
         for b in BATCHES:

@@ -86,7 +86,8 @@ EOF
 # hold NCCL). Folders the dynamic linker searches anyway are left out.
 locate_cuda() {
     local dirs="" lib d found
-    for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcuda.so.1; do
+    # (libcudnn.so.9: the plugin loads it only for TAAS_CUDA_CUDNN=1, from PyTorch's wheels if need be)
+    for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcuda.so.1 libcudnn.so.9; do
         found=""
         for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
                  /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
@@ -523,14 +524,14 @@ do_bench() {
 }
 
 # The ResNet against PyTorch on the same GPU: resnet18 with a one-channel CIFAR stem at batch
-# 512 (where taas was 0.17x eager), FP32 then BF16, once each (two epochs, the second timed),
-# budget allowing.
+# 512 (where taas was 0.17x eager), FP32, taas's through cuDNN, then BF16, once each (two
+# epochs, the second timed), budget allowing.
 do_resnet_bench() {
     local py budget=$1
     py=$(torch_python) || { say "no python3 with PyTorch here: gpu_bench.py skipped"; return 77; }
     say "gpu_bench.py --model resnet18 with $py, a budget of $budget s"
     PYTHONUNBUFFERED=1 "$py" "$SRC/bench/gpu_bench.py" --worker "$BIN/taas-worker" --budget "$budget" --model resnet18 \
-        --no-compile --repeat 1 --epochs 2 --batches 512 --json "$OUT/gpu_resnet_bench.json" \
+        --no-compile --repeat 1 --epochs 2 --batches 512 --variants cudnn --json "$OUT/gpu_resnet_bench.json" \
         --markdown "$OUT/gpu_resnet_bench.md"
 }
 

@@ -107,7 +107,7 @@ static void conv_case(const char *name, int samples, double tol) {
     float *b = has_bias ? dev(j, "bias", NULL) : NULL;
     assert_int_equal(ny, (size_t)s.n * s.oc * taas_conv2d_out_h(&s) * taas_conv2d_out_w(&s));
     assert_int_equal(nw, (size_t)s.oc * (s.c / taas_conv2d_groups(&s)) * s.kh * s.kw);
-    size_t room = taas_cu_conv2d_scratch_floats(&s);
+    size_t room = taas_cu_conv2d_scratch_floats(&CU, &s);
     if (samples) room = room / (size_t)s.n * (size_t)samples;
     float *scratch = tu_dev(NULL, room, 9);
     float *y = tu_dev(NULL, ny, 7), *dx = tu_dev(NULL, nx, 7), *dw = tu_dev(NULL, nw, 1);
@@ -479,20 +479,27 @@ static void test_dropout_masks_are_the_cpus(void **state) {
     free(x), free(dyh), free(y), free(m), free(dxh);
 }
 
+/* With `var`=1 a library (non-NULL `lib`) ran `ran` of the passes and left `left` to taas's
+ * own; without it there is none and nothing went through it. */
+static void check_route(const char *var, const void *lib, long ran, long left, const char *what) {
+    const char *v = getenv(var);
+    if (v && !strcmp(v, "1")) {
+        assert_non_null(lib);
+        if (ran <= 0) fail_msg("%s=1: nothing went through %s", var, what);
+        printf("%s: %ld passes, %ld left to taas's own\n", what, ran, left);
+    } else {
+        assert_null(lib);
+        assert_int_equal(ran + left, 0);
+    }
+}
+
 /* The .lt copy of this test (TAAS_CUDA_LT=1) ran its products through cuBLASLt, not through
- * cublasGemmEx after a silent fallback; the plain copy through cublasGemmEx alone. Last, after
- * the products of the tests above. */
+ * cublasGemmEx after a silent fallback, and the .cudnn copy (TAAS_CUDA_CUDNN=1) its
+ * convolutions through cuDNN; the plain copy neither. Last, after the tests above. */
 static void test_products_went_where_asked(void **state) {
     (void)state;
-    const char *lt = getenv("TAAS_CUDA_LT");
-    if (lt && !strcmp(lt, "1")) {
-        assert_non_null(CU.lt);
-        if (CU.lt_products <= 0) fail_msg("TAAS_CUDA_LT=1: no product went through cuBLASLt");
-        printf("cuBLASLt: %ld products, %ld left to cublasGemmEx\n", CU.lt_products, CU.lt_fallbacks);
-    } else {
-        assert_null(CU.lt);
-        assert_int_equal(CU.lt_products + CU.lt_fallbacks, 0);
-    }
+    check_route("TAAS_CUDA_LT", CU.lt, CU.lt_products, CU.lt_fallbacks, "cuBLASLt");
+    check_route("TAAS_CUDA_CUDNN", CU.dnn, CU.dnn_convs, CU.dnn_fallbacks, "cuDNN");
 }
 
 /* Whatever a failed test left set: FP32 for the next (a tolerance judged in TF32 would pass

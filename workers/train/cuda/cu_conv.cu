@@ -6,6 +6,9 @@
 // whole chunk in its inner dimension and the input gradient one sgemm and a col2im gather.
 // With G groups, K = C/G*KH*KW and each group runs those products on its own channels: its
 // C/G input planes, its OC/G rows of w, of the output and of T.
+// With TAAS_CUDA_CUDNN=1 a shape cuDNN has an algorithm for runs through it instead
+// (cu_cudnn.h): the whole batch in one call a pass, the bias and the fused ReLU as here.
+#include "cu_cudnn.h"
 #include "cu_kern.cuh"
 #include "cu_layers.h"
 #include "errnames.h"
@@ -36,7 +39,23 @@ static int chunk(const taas_conv2d_shape *s, const conv_dims &d, size_t room) {
     return c > (size_t)s->n ? s->n : (int)c;
 }
 
-extern "C" size_t taas_cu_conv2d_scratch_floats(const taas_conv2d_shape *s) {
+// Through cuDNN the scratch holds the fused ReLU's masked output gradient (N, OC, P) first,
+// then cuDNN's workspace, 256-byte aligned as the scratch is.
+static size_t dnn_dy_floats(const taas_conv2d_shape *s) {
+    conv_dims d = dims(s);
+    return ((size_t)s->n * s->oc * d.p + 63) / 64 * 64;
+}
+
+// The scratch floats s takes through cuDNN, or 0 where it does not run s
+static size_t dnn_floats(taas_cu *cu, const taas_conv2d_shape *s) {
+    size_t ws;
+    if (!cu->dnn || !taas_cu_dnn_conv_plan(cu->dnn, s, cu->math, &ws)) return 0;
+    return dnn_dy_floats(s) + (ws + sizeof(float) - 1) / sizeof(float);
+}
+
+extern "C" size_t taas_cu_conv2d_scratch_floats(taas_cu *cu, const taas_conv2d_shape *s) {
+    size_t dnn = dnn_floats(cu, s);
+    if (dnn) return dnn;
     conv_dims d = dims(s);
     size_t per = (d.k + (size_t)s->oc) * d.p;
     int c = chunk(s, d, SCRATCH_BUDGET);
@@ -103,6 +122,11 @@ __global__ static void bias_act(float *y, const float *b, size_t total, size_t p
     }
 }
 
+// dy masked where the fused ReLU's output y is not positive, as it is laid out (cuDNN's input)
+__global__ static void relu_mask(float *g, const float *dy, const float *y, size_t total) {
+    TAAS_CU_LOOP(i, total) g[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
 // T (OC, cn*P) from dy (cn, OC, P), masked where the fused ReLU's output y is not positive
 __global__ static void gather_dy(float *t, const float *dy, const float *y, size_t p, int oc, int cn, int relu) {
     size_t cols = (size_t)cn * p;
@@ -155,9 +179,27 @@ static int pass(const taas_conv2d_shape *s, size_t room, conv_pass *p, taas_erro
     return p->cn ? 0 : -1;
 }
 
+// y (N, OC, P) += b, then the fused ReLU: both paths' last kernel
+static int bias_and_relu(taas_cu *cu, float *y, const float *b, const taas_conv2d_shape *s, int relu,
+                         taas_error *err) {
+    if (!b && !relu) return 0;
+    size_t p = dims(s).p, total = (size_t)s->n * s->oc * p;
+    bias_act<<<taas_cu_blocks(total), TAAS_CU_THREADS, 0, cu->stream>>>(y, b, total, p, s->oc, relu);
+    return TAAS_CU_LAUNCHED("Conv2d's bias and ReLU", err);
+}
+
 extern "C" int taas_cu_conv2d_forward(taas_cu *cu, float *y, const float *x, const float *w, const float *b,
                                       const taas_conv2d_shape *s, int relu, float *scratch, size_t room,
                                       taas_error *err) {
+    size_t dnn = dnn_floats(cu, s);
+    if (dnn && room >= dnn) {
+        size_t at = dnn_dy_floats(s);
+        if (taas_cu_dnn_conv_forward(cu->dnn, s, cu->math, y, x, w, scratch + at, (room - at) * sizeof(float), err))
+            return -1;
+        cu->dnn_convs++;
+        return bias_and_relu(cu, y, b, s, relu, err);
+    }
+    if (cu->dnn) cu->dnn_fallbacks++;
     conv_pass c;
     if (pass(s, room, &c, err)) return -1;
     const float one = 1.0f, zero = 0.0f;
@@ -177,15 +219,35 @@ extern "C" int taas_cu_conv2d_forward(taas_cu *cu, float *y, const float *x, con
                 return -1;
         }
     }
-    if (!b && !relu) return 0;
-    size_t total = (size_t)s->n * c.out_per;
-    bias_act<<<taas_cu_blocks(total), TAAS_CU_THREADS, 0, cu->stream>>>(y, b, total, c.d.p, s->oc, relu);
-    return TAAS_CU_LAUNCHED("Conv2d's bias and ReLU", err);
+    return bias_and_relu(cu, y, b, s, relu, err);
+}
+
+// The backward through cuDNN: the masked output gradient (with the fused ReLU), the bias's
+// sum over it, then cuDNN's weight and input gradients.
+static int dnn_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy, const float *y,
+                        const float *x, const float *w, const taas_conv2d_shape *s, int relu, float *scratch,
+                        size_t room, taas_error *err) {
+    size_t p = dims(s).p, total = (size_t)s->n * s->oc * p, at = dnn_dy_floats(s), wsb = (room - at) * sizeof(float);
+    const float *g = dy;
+    if (relu) {
+        relu_mask<<<taas_cu_blocks(total), TAAS_CU_THREADS, 0, cu->stream>>>(scratch, dy, y, total);
+        if (TAAS_CU_LAUNCHED("Conv2d's output gradient", err)) return -1;
+        g = scratch;
+    }
+    if ((db && taas_cu_channel_sum(cu, db, g, s->n, s->oc, (int)p, err)) ||
+        (dw && taas_cu_dnn_conv_backward_filter(cu->dnn, s, cu->math, dw, g, x, scratch + at, wsb, err)) ||
+        (dx && taas_cu_dnn_conv_backward_data(cu->dnn, s, cu->math, dx, g, w, scratch + at, wsb, err)))
+        return -1;
+    cu->dnn_convs++;
+    return 0;
 }
 
 extern "C" int taas_cu_conv2d_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy,
                                        const float *y, const float *x, const float *w, const taas_conv2d_shape *s,
                                        int relu, float *scratch, size_t room, taas_error *err) {
+    size_t dnn = dnn_floats(cu, s);
+    if (dnn && room >= dnn) return dnn_backward(cu, dx, dw, db, dy, y, x, w, s, relu, scratch, room, err);
+    if (cu->dnn) cu->dnn_fallbacks++;
     conv_pass c;
     if (pass(s, room, &c, err)) return -1;
     const float one = 1.0f, zero = 0.0f;

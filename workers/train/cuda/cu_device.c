@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cu_cudnn.h"
 #include "cu_lt.h"
 #include "cuda_plugin.h"
 #include "errnames.h"
@@ -125,6 +126,11 @@ int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
         taas_cu_free(cu);
         return -1;
     }
+    const char *dnn = getenv("TAAS_CUDA_CUDNN");
+    if (dnn && !strcmp(dnn, "1") && !(cu->dnn = taas_cu_dnn_new(cu->stream, err))) {
+        taas_cu_free(cu);
+        return -1;
+    }
     return 0;
 }
 
@@ -133,6 +139,8 @@ int taas_cu_sync(taas_cu *cu, const char *what, taas_error *err) {
 }
 
 void taas_cu_free(taas_cu *cu) {
+    taas_cu_dnn_free(cu->dnn);
+    cu->dnn = NULL;
     taas_cu_lt_free(cu->lt);
     cu->lt = NULL;
     if (cu->blas) cublasDestroy(cu->blas);

@@ -36,6 +36,8 @@ typedef struct taas_cu {
     void *blas_ws;          /* cuBLAS's workspace, ours: a captured CUDA Graph allocates nothing */
     struct taas_cu_lt *lt;  /* the products through cuBLASLt (TAAS_CUDA_LT=1, cu_lt.h), or NULL */
     long lt_products, lt_fallbacks;  /* products cuBLASLt ran, and left to cublasGemmEx (tests) */
+    struct taas_cu_dnn *dnn;         /* Conv2d through cuDNN (TAAS_CUDA_CUDNN=1, cu_cudnn.h), or NULL */
+    long dnn_convs, dnn_fallbacks;   /* convolution passes cuDNN ran, and left to im2col (tests) */
     taas_cu_math math;
     taas_cu_attention attention;  /* the attention's kernels (TAAS_CUDA_ATTENTION, cu_attention.cu) */
     char name[96];          /* the device's name, "NVIDIA H100 80GB HBM3" */
@@ -47,8 +49,9 @@ typedef struct taas_cu {
 } taas_cu;
 
 /* Makes device `device` this thread's and sets up the stream and cuBLAS (TF32 from
- * $TAAS_CUDA_TF32, "1" turns it on; cuBLASLt from $TAAS_CUDA_LT, "1"; the attention's
- * kernels from $TAAS_CUDA_ATTENTION: "tiled", "plain" or "gemm"). 0, or -1 with err (nothing is left to free). */
+ * $TAAS_CUDA_TF32, "1" turns it on; cuBLASLt from $TAAS_CUDA_LT, "1"; cuDNN's convolutions
+ * from $TAAS_CUDA_CUDNN, "1"; the attention's kernels from $TAAS_CUDA_ATTENTION: "tiled",
+ * "plain" or "gemm"). 0, or -1 with err (nothing is left to free). */
 int taas_cu_init(taas_cu *cu, int device, taas_error *err);
 /* 0 when the plugin's kernels can run on cu's device, else -1 with err naming its compute
  * capability (cu_act.cu). */

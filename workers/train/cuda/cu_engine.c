@@ -517,7 +517,7 @@ __attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_mo
         return NULL;
     }
     if (precision == TAAS_PRECISION_BF16) taas_cu_set_math(&e->cu, TAAS_CU_BF16);
-    snprintf(e->base.name, sizeof e->base.name, "cuda:%d, %s%s%s", device, e->cu.name, taas_cu_math_name(&e->cu),
-             e->cu.lt ? ", cuBLASLt" : "");
+    snprintf(e->base.name, sizeof e->base.name, "cuda:%d, %s%s%s%s", device, e->cu.name, taas_cu_math_name(&e->cu),
+             e->cu.lt ? ", cuBLASLt" : "", e->cu.dnn ? ", cuDNN" : "");
     return &e->base;
 }

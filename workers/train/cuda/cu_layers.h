@@ -31,9 +31,11 @@ int taas_cu_linear_backward(taas_cu *cu, float *dx, float *dw, float *db, const 
  * group's at a time) and the transposed output gradient of; with groups each group is its
  * own product. taas_cu_conv2d_scratch_floats gives the room for s->n
  * samples within a 256 MiB budget (at least one sample's, which a smaller room refuses).
+ * With cu->dnn (TAAS_CUDA_CUDNN=1), a shape cuDNN has an algorithm for runs through cuDNN
+ * instead, the whole batch at once, and the scratch it is given holds cuDNN's workspace.
  * With relu, y = max(conv + b, 0) (the ReLU after the convolution, fused), and backward
  * takes that y and the gradient of the ReLU's output. */
-size_t taas_cu_conv2d_scratch_floats(const taas_conv2d_shape *s);
+size_t taas_cu_conv2d_scratch_floats(taas_cu *cu, const taas_conv2d_shape *s);
 int taas_cu_conv2d_forward(taas_cu *cu, float *y, const float *x, const float *w, const float *b,
                            const taas_conv2d_shape *s, int relu, float *scratch, size_t room, taas_error *err);
 int taas_cu_conv2d_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy, const float *y,

@@ -88,7 +88,7 @@ static int reserve(taas_cu_model *dm, int n, int nrun, taas_error *err) {
         size_t s = 0;
         if (L->kind == TAAS_L_CONV2D) {
             taas_conv2d_shape cs = taas_layer_conv_shape(L, n);
-            s = taas_cu_conv2d_scratch_floats(&cs);
+            s = taas_cu_conv2d_scratch_floats(dm->cu, &cs);
         } else if (L->kind == TAAS_L_EMBEDDING) {
             s = taas_cu_embedding_scratch_floats(numel(&L->in) * (size_t)n);
         } else if (L->kind == TAAS_L_ATTENTION) {
