@@ -53,13 +53,14 @@ static size_t dnn_floats(taas_cu *cu, const taas_conv2d_shape *s) {
     return dnn_dy_floats(s) + (ws + sizeof(float) - 1) / sizeof(float);
 }
 
+// With cuDNN, the room for either path: a shape cuDNN refuses as it runs, or in an arithmetic
+// planned later, runs im2col in the same scratch.
 extern "C" size_t taas_cu_conv2d_scratch_floats(taas_cu *cu, const taas_conv2d_shape *s) {
-    size_t dnn = dnn_floats(cu, s);
-    if (dnn) return dnn;
     conv_dims d = dims(s);
-    size_t per = (d.k + (size_t)s->oc) * d.p;
+    size_t per = (d.k + (size_t)s->oc) * d.p, dnn = dnn_floats(cu, s);
     int c = chunk(s, d, SCRATCH_BUDGET);
-    return (size_t)(c < 1 ? 1 : c) * per;
+    size_t own = (size_t)(c < 1 ? 1 : c) * per;
+    return dnn > own ? dnn : own;
 }
 
 // c: one group's channels; xs: floats per sample of x (all its channels)
@@ -194,10 +195,13 @@ extern "C" int taas_cu_conv2d_forward(taas_cu *cu, float *y, const float *x, con
     size_t dnn = dnn_floats(cu, s);
     if (dnn && room >= dnn) {
         size_t at = dnn_dy_floats(s);
-        if (taas_cu_dnn_conv_forward(cu->dnn, s, cu->math, y, x, w, scratch + at, (room - at) * sizeof(float), err))
-            return -1;
-        cu->dnn_convs++;
-        return bias_and_relu(cu, y, b, s, relu, err);
+        size_t wsb = (room - at) * sizeof(float);
+        int rc = taas_cu_dnn_conv_forward(cu->dnn, s, cu->math, y, x, w, scratch + at, wsb, err);
+        if (rc < 0) return -1;
+        if (rc == 0) {
+            cu->dnn_convs++;
+            return bias_and_relu(cu, y, b, s, relu, err);
+        }
     }
     if (cu->dnn) cu->dnn_fallbacks++;
     conv_pass c;
@@ -222,8 +226,9 @@ extern "C" int taas_cu_conv2d_forward(taas_cu *cu, float *y, const float *x, con
     return bias_and_relu(cu, y, b, s, relu, err);
 }
 
-// The backward through cuDNN: the masked output gradient (with the fused ReLU), the bias's
-// sum over it, then cuDNN's weight and input gradients.
+// The backward through cuDNN: the masked output gradient (with the fused ReLU), cuDNN's
+// weight and input gradients, then the bias's sum. 1 where cuDNN refused its first pass
+// (nothing written but scratch: the caller runs im2col).
 static int dnn_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy, const float *y,
                         const float *x, const float *w, const taas_conv2d_shape *s, int relu, float *scratch,
                         size_t room, taas_error *err) {
@@ -234,10 +239,17 @@ static int dnn_backward(taas_cu *cu, float *dx, float *dw, float *db, const floa
         if (TAAS_CU_LAUNCHED("Conv2d's output gradient", err)) return -1;
         g = scratch;
     }
-    if ((db && taas_cu_channel_sum(cu, db, g, s->n, s->oc, (int)p, err)) ||
-        (dw && taas_cu_dnn_conv_backward_filter(cu->dnn, s, cu->math, dw, g, x, scratch + at, wsb, err)) ||
-        (dx && taas_cu_dnn_conv_backward_data(cu->dnn, s, cu->math, dx, g, w, scratch + at, wsb, err)))
+    int rc = dw ? taas_cu_dnn_conv_backward_filter(cu->dnn, s, cu->math, dw, g, x, scratch + at, wsb, err) : 0;
+    if (rc) return rc;
+    rc = dx ? taas_cu_dnn_conv_backward_data(cu->dnn, s, cu->math, dx, g, w, scratch + at, wsb, err) : 0;
+    if (rc > 0 && !dw) return 1;
+    if (rc > 0) {  // dw has its share already: im2col would add it again
+        taas_error_set(err, TAAS_ERR_DEVICE, TAAS_NOPOS,
+                       "cuDNN refused Conv2d's input gradient after its weight gradient");
+        taas_error_hint(err, "unset TAAS_CUDA_CUDNN to use taas's own convolutions");
         return -1;
+    }
+    if (rc || (db && taas_cu_channel_sum(cu, db, g, s->n, s->oc, (int)p, err))) return -1;
     cu->dnn_convs++;
     return 0;
 }
@@ -246,7 +258,10 @@ extern "C" int taas_cu_conv2d_backward(taas_cu *cu, float *dx, float *dw, float 
                                        const float *y, const float *x, const float *w, const taas_conv2d_shape *s,
                                        int relu, float *scratch, size_t room, taas_error *err) {
     size_t dnn = dnn_floats(cu, s);
-    if (dnn && room >= dnn) return dnn_backward(cu, dx, dw, db, dy, y, x, w, s, relu, scratch, room, err);
+    if (dnn && room >= dnn) {
+        int rc = dnn_backward(cu, dx, dw, db, dy, y, x, w, s, relu, scratch, room, err);
+        if (rc <= 0) return rc;
+    }
     if (cu->dnn) cu->dnn_fallbacks++;
     conv_pass c;
     if (pass(s, room, &c, err)) return -1;

@@ -269,7 +269,7 @@ static void plan(taas_cu_dnn *d, conv_plan *p) {
         return;
     p->ws = a > b ? a : b;
     if (c > p->ws) p->ws = c;
-    p->ok = 1;
+    p->ok = p->ws <= WS_CAP;
 }
 
 /* s's plan in math, planned on first use; NULL out of memory */
@@ -313,8 +313,16 @@ static conv_plan *ready(taas_cu_dnn *d, const taas_conv2d_shape *s, taas_cu_math
     return NULL;
 }
 
-static int check(const taas_cu_dnn *d, cudnnStatus_t rc, const char *what, taas_error *err) {
+/* 0; 1 where cuDNN refuses the planned algorithm when it runs (not supported there, or a
+ * pointer not aligned as it wants: the plan is dropped and the caller runs its own); -1 with
+ * err for anything else */
+static int check(const taas_cu_dnn *d, conv_plan *p, cudnnStatus_t rc, const char *what, taas_error *err) {
     if (rc == CUDNN_STATUS_SUCCESS) return 0;
+    if ((rc >= CUDNN_STATUS_NOT_SUPPORTED && rc < CUDNN_STATUS_NOT_SUPPORTED + 1000) ||
+        rc == CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER) {
+        p->ok = 0;
+        return 1;
+    }
     taas_error_set(err, TAAS_ERR_DEVICE, TAAS_NOPOS, "%s failed in cuDNN: %s", what, d->f.cudnnGetErrorString(rc));
     return -1;
 }
@@ -323,7 +331,7 @@ int taas_cu_dnn_conv_forward(taas_cu_dnn *d, const taas_conv2d_shape *s, taas_cu
                              const float *x, const float *w, void *ws, size_t ws_bytes, taas_error *err) {
     conv_plan *p = ready(d, s, math, ws_bytes, err);
     const float one = 1.0f, zero = 0.0f;
-    return p ? check(d,
+    return p ? check(d, p,
                      d->f.cudnnConvolutionForward(d->h, &one, p->x, x, p->w, w, p->conv, p->fwd, ws, p->ws, &zero,
                                                   p->y, y),
                      "Conv2d's forward", err)
@@ -334,7 +342,7 @@ int taas_cu_dnn_conv_backward_data(taas_cu_dnn *d, const taas_conv2d_shape *s, t
                                    const float *dy, const float *w, void *ws, size_t ws_bytes, taas_error *err) {
     conv_plan *p = ready(d, s, math, ws_bytes, err);
     const float one = 1.0f, zero = 0.0f;
-    return p ? check(d,
+    return p ? check(d, p,
                      d->f.cudnnConvolutionBackwardData(d->h, &one, p->w, w, p->y, dy, p->conv, p->bwd_data, ws,
                                                        p->ws, &zero, p->x, dx),
                      "Conv2d's input gradient", err)
@@ -346,7 +354,7 @@ int taas_cu_dnn_conv_backward_filter(taas_cu_dnn *d, const taas_conv2d_shape *s,
     conv_plan *p = ready(d, s, math, ws_bytes, err);
     const float one = 1.0f;
     /* beta 1: the weight gradient accumulates */
-    return p ? check(d,
+    return p ? check(d, p,
                      d->f.cudnnConvolutionBackwardFilter(d->h, &one, p->x, x, p->y, dy, p->conv, p->bwd_filter, ws,
                                                          p->ws, &one, p->w, dw),
                      "Conv2d's weight gradient", err)

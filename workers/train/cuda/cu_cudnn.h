@@ -27,7 +27,9 @@ void taas_cu_dnn_free(taas_cu_dnn *d);
  * where cuDNN has no algorithm for them as above (the caller runs its own). */
 int taas_cu_dnn_conv_plan(taas_cu_dnn *d, const taas_conv2d_shape *s, taas_cu_math math, size_t *ws_bytes);
 /* y (N, OC, OH, OW) = conv(x, w), no bias; dx written, dw accumulated (layers' conventions).
- * s planned (taas_cu_dnn_conv_plan returned 1); ws of at least the planned bytes. */
+ * s planned (taas_cu_dnn_conv_plan returned 1); ws of at least the planned bytes. 0; 1 where
+ * cuDNN refused the planned algorithm as it ran (nothing written; the shape is no longer
+ * planned, and the caller runs its own); -1 with err. */
 int taas_cu_dnn_conv_forward(taas_cu_dnn *d, const taas_conv2d_shape *s, taas_cu_math math, float *y,
                              const float *x, const float *w, void *ws, size_t ws_bytes, taas_error *err);
 int taas_cu_dnn_conv_backward_data(taas_cu_dnn *d, const taas_conv2d_shape *s, taas_cu_math math, float *dx,
