@@ -488,11 +488,12 @@ do_cuda_tests() {
     if c=$(ctest_cmd); then
         (cd "$BUILD" && "$c" -L cuda -E '^notebooks\.' --output-on-failure --timeout 170)
     else
-        say "no ctest on this machine: running the tests directly, then the .lt copies"
-        local r1=0 r2=0
+        say "no ctest on this machine: running the tests directly, then the .lt and .cudnn copies"
+        local r1=0 r2=0 r3=0
         bare_tests "$BUILD"/tests/test_cuda_* || r1=$?
         TAAS_CUDA_LT=1 bare_tests "$BUILD"/tests/test_cuda_{layers,engine,resnet,gpt2} || r2=$?
-        if [ $r1 = 1 ] || [ $r2 = 1 ]; then return 1; fi
+        TAAS_CUDA_CUDNN=1 bare_tests "$BUILD"/tests/test_cuda_{layers,engine,resnet} || r3=$?
+        if [ $r1 = 1 ] || [ $r2 = 1 ] || [ $r3 = 1 ]; then return 1; fi
         return $r1
     fi
 }
