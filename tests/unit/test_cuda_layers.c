@@ -482,8 +482,7 @@ static void test_dropout_masks_are_the_cpus(void **state) {
 /* With `var`=1 a library (non-NULL `lib`) ran `ran` of the passes and left `left` to taas's
  * own; without it there is none and nothing went through it. */
 static void check_route(const char *var, const void *lib, long ran, long left, const char *what) {
-    const char *v = getenv(var);
-    if (v && !strcmp(v, "1")) {
+    if (taas_cu_env_on(var)) {
         assert_non_null(lib);
         if (ran <= 0) fail_msg("%s=1: nothing went through %s", var, what);
         printf("%s: %ld passes, %ld left to taas's own\n", what, ran, left);

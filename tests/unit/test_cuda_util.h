@@ -22,8 +22,7 @@
  * with the runtime's reason, so that a driver the plugin cannot use is no skip. */
 static inline void tu_cuda_require(int need) {
     int n = taas_cuda_devices();
-    const char *require = getenv("TAAS_REQUIRE_GPU");
-    if (n == 0 && require && !strcmp(require, "1")) {
+    if (n == 0 && taas_cu_env_on("TAAS_REQUIRE_GPU")) {
         int seen = 0;
         cudaError_t rc = cudaGetDeviceCount(&seen);
         printf("TAAS_REQUIRE_GPU=1, but no CUDA device: %s: failed\n",

@@ -227,8 +227,8 @@ extern "C" int taas_cu_conv2d_forward(taas_cu *cu, float *y, const float *x, con
 }
 
 // The backward through cuDNN: the masked output gradient (with the fused ReLU), cuDNN's
-// weight and input gradients, then the bias's sum. 1 where cuDNN refused its first pass
-// (nothing written but scratch: the caller runs im2col).
+// input gradient (written), its weight gradient (accumulated), then the bias's sum. 1 where
+// cuDNN refused a pass, before anything was accumulated: im2col then writes dx again.
 static int dnn_backward(taas_cu *cu, float *dx, float *dw, float *db, const float *dy, const float *y,
                         const float *x, const float *w, const taas_conv2d_shape *s, int relu, float *scratch,
                         size_t room, taas_error *err) {
@@ -239,17 +239,10 @@ static int dnn_backward(taas_cu *cu, float *dx, float *dw, float *db, const floa
         if (TAAS_CU_LAUNCHED("Conv2d's output gradient", err)) return -1;
         g = scratch;
     }
-    int rc = dw ? taas_cu_dnn_conv_backward_filter(cu->dnn, s, cu->math, dw, g, x, scratch + at, wsb, err) : 0;
+    int rc = dx ? taas_cu_dnn_conv_backward_data(cu->dnn, s, cu->math, dx, g, w, scratch + at, wsb, err) : 0;
+    if (!rc && dw) rc = taas_cu_dnn_conv_backward_filter(cu->dnn, s, cu->math, dw, g, x, scratch + at, wsb, err);
     if (rc) return rc;
-    rc = dx ? taas_cu_dnn_conv_backward_data(cu->dnn, s, cu->math, dx, g, w, scratch + at, wsb, err) : 0;
-    if (rc > 0 && !dw) return 1;
-    if (rc > 0) {  // dw has its share already: im2col would add it again
-        taas_error_set(err, TAAS_ERR_DEVICE, TAAS_NOPOS,
-                       "cuDNN refused Conv2d's input gradient after its weight gradient");
-        taas_error_hint(err, "unset TAAS_CUDA_CUDNN to use taas's own convolutions");
-        return -1;
-    }
-    if (rc || (db && taas_cu_channel_sum(cu, db, g, s->n, s->oc, (int)p, err))) return -1;
+    if (db && taas_cu_channel_sum(cu, db, g, s->n, s->oc, (int)p, err)) return -1;
     cu->dnn_convs++;
     return 0;
 }

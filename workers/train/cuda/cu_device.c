@@ -32,6 +32,11 @@ __attribute__((visibility("default"))) int taas_cuda_device_info(int index, char
     return 0;
 }
 
+int taas_cu_env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && !strcmp(v, "1");
+}
+
 void taas_cu_set_math(taas_cu *cu, taas_cu_math math) {
     cu->math = math;
 }
@@ -42,6 +47,16 @@ const char *taas_cu_math_name(const taas_cu *cu) {
 
 /* cuBLAS's own default on Hopper; it allocates nothing more while a CUDA Graph is captured */
 enum { BLAS_WORKSPACE = 32 << 20 };
+
+/* Whether cuBLASLt took a product (else cublasGemmEx runs it), counted for the tests. */
+static int lt_took(taas_cu *cu, cublasStatus_t rc) {
+    if (rc == CUBLAS_STATUS_NOT_SUPPORTED) {
+        cu->lt_fallbacks++;
+        return 0;
+    }
+    cu->lt_products++;
+    return 1;
+}
 
 static cublasComputeType_t compute_type(const taas_cu *cu) {
     return cu->math == TAAS_CU_TF32   ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -55,11 +70,7 @@ cublasStatus_t taas_cu_gemm(taas_cu *cu, cublasOperation_t ta, cublasOperation_t
     if (cu->lt) {
         cublasStatus_t rc = taas_cu_lt_gemm(cu->lt, cu->stream, cu->blas_ws, BLAS_WORKSPACE, compute_type(cu), ta, tb, m,
                                             n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
-        if (rc != CUBLAS_STATUS_NOT_SUPPORTED) {
-            cu->lt_products++;
-            return rc;
-        }
-        cu->lt_fallbacks++;
+        if (lt_took(cu, rc)) return rc;
     }
     return cublasGemmEx(cu->blas, ta, tb, m, n, k, alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, beta, c, CUDA_R_32F,
                         ldc, compute_type(cu), CUBLAS_GEMM_DEFAULT);
@@ -72,11 +83,7 @@ cublasStatus_t taas_cu_gemm_strided(taas_cu *cu, cublasOperation_t ta, cublasOpe
     if (cu->lt) {
         cublasStatus_t rc = taas_cu_lt_gemm(cu->lt, cu->stream, cu->blas_ws, BLAS_WORKSPACE, compute_type(cu), ta, tb, m,
                                             n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batches);
-        if (rc != CUBLAS_STATUS_NOT_SUPPORTED) {
-            cu->lt_products++;
-            return rc;
-        }
-        cu->lt_fallbacks++;
+        if (lt_took(cu, rc)) return rc;
     }
     return cublasGemmStridedBatchedEx(cu->blas, ta, tb, m, n, k, alpha, a, CUDA_R_32F, lda, sa, b, CUDA_R_32F, ldb, sb,
                                       beta, c, CUDA_R_32F, ldc, sc, batches, compute_type(cu), CUBLAS_GEMM_DEFAULT);
@@ -110,7 +117,6 @@ int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
         taas_cu_free(cu);
         return -1;
     }
-    const char *tf32 = getenv("TAAS_CUDA_TF32");
     if (taas_cu_check_blas(cublasSetStream(cu->blas, cu->stream), "putting cuBLAS on the stream", err) ||
         taas_cu_alloc(&cu->blas_ws, BLAS_WORKSPACE, "cuBLAS's workspace", err) ||
         taas_cu_check_blas(cublasSetWorkspace(cu->blas, cu->blas_ws, BLAS_WORKSPACE), "giving cuBLAS its workspace",
@@ -118,16 +124,14 @@ int taas_cu_init(taas_cu *cu, int device, taas_error *err) {
         taas_cu_free(cu);
         return -1;
     }
-    taas_cu_set_math(cu, tf32 && !strcmp(tf32, "1") ? TAAS_CU_TF32 : TAAS_CU_FP32);
-    const char *lt = getenv("TAAS_CUDA_LT");
-    if (lt && !strcmp(lt, "1") && !(cu->lt = taas_cu_lt_new())) {
+    taas_cu_set_math(cu, taas_cu_env_on("TAAS_CUDA_TF32") ? TAAS_CU_TF32 : TAAS_CU_FP32);
+    if (taas_cu_env_on("TAAS_CUDA_LT") && !(cu->lt = taas_cu_lt_new())) {
         taas_error_set(err, TAAS_ERR_DEVICE, TAAS_NOPOS, "TAAS_CUDA_LT=1, but cuBLASLt did not start");
         taas_error_hint(err, "unset TAAS_CUDA_LT to use cuBLAS's own products");
         taas_cu_free(cu);
         return -1;
     }
-    const char *dnn = getenv("TAAS_CUDA_CUDNN");
-    if (dnn && !strcmp(dnn, "1") && !(cu->dnn = taas_cu_dnn_new(cu->stream, err))) {
+    if (taas_cu_env_on("TAAS_CUDA_CUDNN") && !(cu->dnn = taas_cu_dnn_new(cu->stream, err))) {
         taas_cu_free(cu);
         return -1;
     }

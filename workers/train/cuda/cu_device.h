@@ -48,6 +48,8 @@ typedef struct taas_cu {
     uint64_t step_stride;
 } taas_cu;
 
+/* Whether the environment variable `name` is "1": the plugin's switches (TAAS_CUDA_LT, ...). */
+int taas_cu_env_on(const char *name);
 /* Makes device `device` this thread's and sets up the stream and cuBLAS (TF32 from
  * $TAAS_CUDA_TF32, "1" turns it on; cuBLASLt from $TAAS_CUDA_LT, "1"; cuDNN's convolutions
  * from $TAAS_CUDA_CUDNN, "1"; the attention's kernels from $TAAS_CUDA_ATTENTION: "tiled",

@@ -508,8 +508,8 @@ __attribute__((visibility("default"))) taas_engine *taas_cuda_engine_new(taas_mo
     e->k = 1;
     for (int i = e->tokens ? 1 : 0; i < last->out.rank; i++) e->k *= (size_t)last->out.d[i];
     e->fused = loss->kind == TAAS_JOB_NLL && taas_layers_fold_into_nll(m->layers, m->nlayers);
-    const char *stats = getenv("TAAS_CUDA_STATS"), *graphs = getenv("TAAS_CUDA_GRAPHS");
-    e->stats = stats && !strcmp(stats, "1");
+    const char *graphs = getenv("TAAS_CUDA_GRAPHS");
+    e->stats = taas_cu_env_on("TAAS_CUDA_STATS");
     e->graphs = !(graphs && !strcmp(graphs, "0"));
     atomic_init(&e->done_ns, 0);
     if (setup(e, opt, device, c, err)) {
